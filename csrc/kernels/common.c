@@ -1,0 +1,83 @@
+/* Shared kernel plumbing: dtype sizes, the aligned allocator, the thread
+ * count (one place for OpenMP loops and OpenBLAS), the thread-local kernel
+ * error message, and the OpenBLAS sgemm wrapper. */
+#include "kernels.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+size_t pr_dtype_size(pr_dtype t) {
+    switch (t) {
+    case PR_F32: return 4;
+    case PR_I32: return 4;
+    case PR_I64: return 8;
+    case PR_U8: return 1;
+    }
+    return 0;
+}
+
+const char *pr_dtype_name(pr_dtype t) {
+    switch (t) {
+    case PR_F32: return "float32";
+    case PR_I32: return "int32";
+    case PR_I64: return "int64";
+    case PR_U8: return "uint8";
+    }
+    return "?";
+}
+
+static _Thread_local char kernel_error[512];
+
+void pr_kernel_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(kernel_error, sizeof kernel_error, fmt, ap);
+    va_end(ap);
+}
+
+const char *pr_kernel_error_message(void) { return kernel_error; }
+
+void *pr_alloc(size_t nbytes) {
+    size_t rounded = (nbytes + 63) & ~(size_t)63;
+    if (rounded == 0) rounded = 64;
+    return aligned_alloc(64, rounded);
+}
+
+void pr_free(void *p) { free(p); }
+
+static int num_threads = 0;
+
+int pr_get_num_threads(void) {
+    if (num_threads <= 0) {
+#ifdef _OPENMP
+        num_threads = omp_get_num_procs();
+#else
+        num_threads = 1;
+#endif
+        if (num_threads < 1) num_threads = 1;
+    }
+    return num_threads;
+}
+
+void pr_set_num_threads(int n) {
+    if (n < 1) n = 1;
+    num_threads = n;
+    scipy_openblas_set_num_threads(n);
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+}
+
+void pr_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+              int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    scipy_cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n, (blasint)k, alpha, a,
+                (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
+}

@@ -1,0 +1,161 @@
+/* Elementwise float32 kernels with NumPy broadcasting.
+ * Layout: contiguous row-major.  Broadcast operands are described by
+ * per-dimension element strides in the output's rank (0 where broadcast). */
+#include "elementwise.h"
+
+#include <string.h>
+
+#define PARALLEL_MIN 32768 /* below this many elements one thread is faster */
+
+static inline float apply(pr_binary_kind k, float a, float b) {
+    switch (k) {
+    case PR_BIN_ADD: return a + b;
+    case PR_BIN_SUB: return a - b;
+    case PR_BIN_MUL: return a * b;
+    case PR_BIN_DIV: return a / b;
+    }
+    return 0.0f;
+}
+
+/* One innermost row of the output. */
+static inline void row(pr_binary_kind k, const float *a, int64_t sa, const float *b, int64_t sb,
+                       float *o, int64_t n) {
+    if (sa == 1 && sb == 1) {
+        switch (k) {
+        case PR_BIN_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i]; break;
+        case PR_BIN_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i]; break;
+        case PR_BIN_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;
+        case PR_BIN_DIV: for (int64_t i = 0; i < n; i++) o[i] = a[i] / b[i]; break;
+        }
+    } else if (sa == 1 && sb == 0) {
+        float y = b[0];
+        for (int64_t i = 0; i < n; i++) o[i] = apply(k, a[i], y);
+    } else if (sa == 0 && sb == 1) {
+        float x = a[0];
+        for (int64_t i = 0; i < n; i++) o[i] = apply(k, x, b[i]);
+    } else {
+        for (int64_t i = 0; i < n; i++) o[i] = apply(k, a[i * sa], b[i * sb]);
+    }
+}
+
+/* Offset of outer row r (all dims but the last) under strides st. */
+static inline int64_t outer_offset(int64_t r, int ndim, const int64_t *shape, const int64_t *st) {
+    int64_t off = 0;
+    for (int d = ndim - 2; d >= 0; d--) {
+        int64_t c = r % shape[d];
+        r /= shape[d];
+        off += c * st[d];
+    }
+    return off;
+}
+
+void pr_broadcast_strides(const pr_view *in, int ndim, const int64_t *out_shape, int64_t *st) {
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        int di = d - (ndim - in->ndim);
+        if (di < 0) {
+            st[d] = 0;
+        } else {
+            st[d] = in->shape[di] == 1 && out_shape[d] != 1 ? 0 : s;
+            s *= in->shape[di];
+        }
+    }
+}
+
+int pr_k_binary(pr_binary_kind k, const float *a, const int64_t *sa, const float *b,
+                const int64_t *sb, float *out, int ndim, const int64_t *shape) {
+    if (ndim == 0) {
+        out[0] = apply(k, a[0], b[0]);
+        return PR_OK;
+    }
+    int64_t inner = shape[ndim - 1], rows = 1;
+    for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
+    int64_t total = rows * inner;
+    if (total == 0) return PR_OK;
+    if (rows == 1 || (inner >= PARALLEL_MIN && rows < 4)) {
+        /* Few long rows: split each row across threads. */
+        for (int64_t r = 0; r < rows; r++) {
+            const float *ar = a + outer_offset(r, ndim, shape, sa);
+            const float *br = b + outer_offset(r, ndim, shape, sb);
+            float *orow = out + r * inner;
+            int64_t chunk = 16384, nchunks = (inner + chunk - 1) / chunk;
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (inner >= PARALLEL_MIN)
+            for (int64_t c = 0; c < nchunks; c++) {
+                int64_t lo = c * chunk, n = inner - lo < chunk ? inner - lo : chunk;
+                row(k, ar + lo * sa[ndim - 1], sa[ndim - 1], br + lo * sb[ndim - 1],
+                    sb[ndim - 1], orow + lo, n);
+            }
+        }
+        return PR_OK;
+    }
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (total >= PARALLEL_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        row(k, a + outer_offset(r, ndim, shape, sa), sa[ndim - 1],
+            b + outer_offset(r, ndim, shape, sb), sb[ndim - 1], out + r * inner, inner);
+    return PR_OK;
+}
+
+int pr_k_sum_to(const float *g, int ndim, const int64_t *shape, const int64_t *st, float *out,
+                int64_t out_size) {
+    memset(out, 0, sizeof(float) * (size_t)out_size);
+    if (ndim == 0) {
+        out[0] = g[0];
+        return PR_OK;
+    }
+    int64_t inner = shape[ndim - 1], rows = 1;
+    for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
+    int64_t si = st[ndim - 1];
+    /* Single-threaded accumulation in order: deterministic results. */
+    for (int64_t r = 0; r < rows; r++) {
+        const float *gr = g + r * inner;
+        float *o = out + outer_offset(r, ndim, shape, st);
+        if (si == 1) {
+            for (int64_t i = 0; i < inner; i++) o[i] += gr[i];
+        } else {
+            float s = 0.0f;
+            for (int64_t i = 0; i < inner; i++) s += gr[i];
+            o[0] += s;
+        }
+    }
+    return PR_OK;
+}
+
+int pr_k_broadcast(const float *x, int ndim, const int64_t *shape, const int64_t *st, float *out) {
+    if (ndim == 0) {
+        out[0] = x[0];
+        return PR_OK;
+    }
+    int64_t inner = shape[ndim - 1], rows = 1;
+    for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
+    int64_t si = st[ndim - 1];
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (rows * inner >= PARALLEL_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + outer_offset(r, ndim, shape, st);
+        float *o = out + r * inner;
+        for (int64_t i = 0; i < inner; i++) o[i] = xr[i * si];
+    }
+    return PR_OK;
+}
+
+int pr_k_fill(float *out, int64_t n, float value) {
+    for (int64_t i = 0; i < n; i++) out[i] = value;
+    return PR_OK;
+}
+
+int pr_k_relu(const float *x, float *y, int64_t n) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return PR_OK;
+}
+
+int pr_k_relu_backward(const float *dy, const float *y, float *dx, int64_t n) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    return PR_OK;
+}
+
+int pr_k_scale(const float *x, float *y, int64_t n, float s) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * s;
+    return PR_OK;
+}

@@ -1,0 +1,28 @@
+/* Elementwise float32 kernels (NumPy broadcasting). */
+#ifndef PR_K_ELEMENTWISE_H
+#define PR_K_ELEMENTWISE_H
+
+#include "kernels.h"
+
+typedef enum { PR_BIN_ADD, PR_BIN_SUB, PR_BIN_MUL, PR_BIN_DIV } pr_binary_kind;
+
+/* Element strides of `in` broadcast to `out_shape` (rank ndim): 0 on
+ * broadcast dimensions. */
+void pr_broadcast_strides(const pr_view *in, int ndim, const int64_t *out_shape, int64_t *st);
+
+/* out[i] = a[i] (op) b[i] over `shape`; a, b read through broadcast strides. */
+int pr_k_binary(pr_binary_kind k, const float *a, const int64_t *sa, const float *b,
+                const int64_t *sb, float *out, int ndim, const int64_t *shape);
+/* out (out_size elements) = g (shape) summed over the dimensions where the
+ * output strides `st` are 0. */
+int pr_k_sum_to(const float *g, int ndim, const int64_t *shape, const int64_t *st, float *out,
+                int64_t out_size);
+/* out (shape) = x read through broadcast strides st. */
+int pr_k_broadcast(const float *x, int ndim, const int64_t *shape, const int64_t *st, float *out);
+int pr_k_fill(float *out, int64_t n, float value);
+int pr_k_relu(const float *x, float *y, int64_t n);
+/* dx = dy where y > 0 else 0 (y is relu's output). */
+int pr_k_relu_backward(const float *dy, const float *y, float *dx, int64_t n);
+int pr_k_scale(const float *x, float *y, int64_t n, float s);
+
+#endif

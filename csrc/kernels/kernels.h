@@ -1,0 +1,55 @@
+/* Plain-C kernel interface shared by every kernel file.  No Python.h here:
+ * kernels take plain pointers, sizes and strides, return an error code, and
+ * never allocate behind the caller's back (scratch comes from the caller).
+ */
+#ifndef PR_KERNELS_H
+#define PR_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Error codes returned by kernels and shape rules. */
+enum {
+    PR_OK = 0,
+    PR_ERR_VALUE = 1,   /* data-dependent bad value (label out of range, ...) -> ValueError */
+    PR_ERR_MEMORY = 2,  /* allocation failed -> MemoryError */
+    PR_ERR_INTERNAL = 3 /* should not happen -> RuntimeError */
+};
+
+/* Element types.  Tensors are contiguous, row-major; images are NHWC. */
+typedef enum { PR_F32 = 0, PR_I32 = 1, PR_I64 = 2, PR_U8 = 3 } pr_dtype;
+
+#define PR_MAX_DIMS 8
+
+/* A view of a contiguous buffer: what kernels see.  `data` is NULL for a
+ * symbolic (traced) tensor and while shape rules run. */
+typedef struct {
+    void *data;
+    pr_dtype dtype;
+    int ndim;
+    int64_t shape[PR_MAX_DIMS];
+    int64_t size; /* product of shape, 1 for a scalar */
+} pr_view;
+
+size_t pr_dtype_size(pr_dtype t);
+const char *pr_dtype_name(pr_dtype t);
+
+/* Kernels report a data-dependent error's text here (thread-local), then
+ * return PR_ERR_VALUE; the boundary raises it as a Python ValueError. */
+void pr_kernel_error(const char *fmt, ...);
+const char *pr_kernel_error_message(void);
+
+/* 64-byte aligned allocation, the one allocator for tensor buffers. */
+void *pr_alloc(size_t nbytes);
+void pr_free(void *p);
+
+/* Threads used by our own parallel loops and by OpenBLAS (one place). */
+int pr_get_num_threads(void);
+void pr_set_num_threads(int n);
+
+/* OpenBLAS sgemm, row-major: C = alpha * op(A) op(B) + beta * C. */
+void pr_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+              int64_t ldc);
+
+#endif

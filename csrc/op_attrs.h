@@ -1,0 +1,46 @@
+/* Attribute structs shared between op families, so that a gradient rule can
+ * fill the attributes of the ops it calls.  FLOAT attributes are doubles. */
+#ifndef PR_OP_ATTRS_H
+#define PR_OP_ATTRS_H
+
+#include "ops.h"
+
+/* reshape, broadcast_to, sum_to_shape: the target shape. */
+typedef struct {
+    pr_ints shape;
+} pr_shape_attrs;
+
+/* sum, mean: axes (n == 0: all axes; negative counts from the end). */
+typedef struct {
+    pr_ints axes;
+    int keepdims;
+} pr_reduce_attrs;
+
+/* A single float: scale, ema momentum, leaky slope, ... */
+typedef struct {
+    double value;
+} pr_scalar_attrs;
+
+/* conv2d and its backprop ops (NHWC input, HWIO filter as Keras stores it).
+ * `same` is 1 for padding="same" (TensorFlow's split: extra pad at the end),
+ * 0 for "valid".  `shape` is the shape the backprop op produces (the input's
+ * for backprop_input, the filter's for backprop_filter), unused otherwise. */
+typedef struct {
+    pr_ints strides;
+    int same;
+    pr_ints shape;
+} pr_conv_attrs;
+
+/* max/average pooling 2D (NHWC). */
+typedef struct {
+    pr_ints pool_size;
+    pr_ints strides;
+    int same;
+} pr_pool_attrs;
+
+/* batch normalization over all axes but the last. */
+typedef struct {
+    double epsilon;
+} pr_bn_attrs;
+
+#endif

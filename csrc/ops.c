@@ -1,0 +1,383 @@
+/* The op registry and the one way to call an op (eager or traced). */
+#include "ops.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#include "op_attrs.h"
+
+/* Each family lists its ops in its own file; they are gathered here once. */
+extern const pr_op *const pr_ops_elementwise[];
+extern const pr_op *const pr_ops_nn[];
+extern const pr_op *const pr_ops_conv[];
+extern const pr_op *const pr_ops_state[];
+extern const pr_op *const pr_ops_augment[];
+
+static const pr_op *const *const families[] = {
+    pr_ops_elementwise, pr_ops_nn, pr_ops_conv, pr_ops_state, pr_ops_augment,
+};
+
+static PyObject *op_table; /* name -> capsule(const pr_op *) */
+
+const pr_op *pr_op_lookup(const char *name) {
+    PyObject *cap = PyDict_GetItemString(op_table, name);
+    if (!cap) return NULL;
+    return (const pr_op *)PyCapsule_GetPointer(cap, "pr_op");
+}
+
+/* ---- errors --------------------------------------------------------------- */
+
+int pr_fail(const pr_op *op, PyObject *exc, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    PyErr_Format(exc, "%s: %s", op->name, msg);
+    return -1;
+}
+
+int pr_expect_dtype(const pr_op *op, const pr_view *in, int i, pr_dtype dtype) {
+    if (in[i].dtype != dtype)
+        return pr_fail(op, PyExc_TypeError, "input %d must be %s, got %s", i,
+                       pr_dtype_name(dtype), pr_dtype_name(in[i].dtype));
+    return 0;
+}
+
+int pr_expect_ndim(const pr_op *op, const pr_view *in, int i, int ndim) {
+    if (in[i].ndim != ndim) {
+        char s[128];
+        return pr_fail(op, PyExc_ValueError, "input %d must have rank %d, got shape %s", i, ndim,
+                       pr_shape_str(&in[i], s, sizeof s));
+    }
+    return 0;
+}
+
+void pr_set_out(pr_view *out, pr_dtype dtype, int ndim, const int64_t *shape) {
+    out->data = NULL;
+    out->dtype = dtype;
+    out->ndim = ndim;
+    out->size = 1;
+    for (int i = 0; i < ndim; i++) {
+        out->shape[i] = shape[i];
+        out->size *= shape[i];
+    }
+}
+
+/* ---- attributes ----------------------------------------------------------- */
+
+int pr_parse_attrs(const pr_op *op, PyObject *kwargs, void *attrs) {
+    memset(attrs, 0, PR_ATTR_BYTES);
+    Py_ssize_t used = 0;
+    for (const pr_attr_spec *s = op->attrs; s && s->name; s++) {
+        char *field = (char *)attrs + s->offset;
+        PyObject *v = kwargs ? PyDict_GetItemString(kwargs, s->name) : NULL;
+        if (!v || v == Py_None) {
+            if (s->required && !v)
+                return pr_fail(op, PyExc_TypeError, "missing required argument '%s'", s->name);
+            switch (s->kind) {
+            case PR_ATTR_INT: *(int64_t *)field = (int64_t)s->dflt; break;
+            case PR_ATTR_BOOL: *(int *)field = s->dflt != 0; break;
+            case PR_ATTR_FLOAT: *(double *)field = s->dflt; break;
+            case PR_ATTR_INTS: ((pr_ints *)field)->n = 0; break;
+            }
+            if (v) used++;
+            continue;
+        }
+        used++;
+        switch (s->kind) {
+        case PR_ATTR_INT: {
+            long long x = PyLong_AsLongLong(v);
+            if (x == -1 && PyErr_Occurred())
+                return PyErr_Clear(),
+                       pr_fail(op, PyExc_TypeError, "'%s' must be an int, got %.80s", s->name,
+                               Py_TYPE(v)->tp_name);
+            *(int64_t *)field = x;
+            break;
+        }
+        case PR_ATTR_BOOL: {
+            int b = PyObject_IsTrue(v);
+            if (b < 0) return -1;
+            *(int *)field = b;
+            break;
+        }
+        case PR_ATTR_FLOAT: {
+            double x = PyFloat_AsDouble(v);
+            if (x == -1.0 && PyErr_Occurred())
+                return PyErr_Clear(),
+                       pr_fail(op, PyExc_TypeError, "'%s' must be a number, got %.80s", s->name,
+                               Py_TYPE(v)->tp_name);
+            *(double *)field = x;
+            break;
+        }
+        case PR_ATTR_INTS: {
+            pr_ints *ints = (pr_ints *)field;
+            if (PyLong_Check(v)) {
+                ints->n = 1;
+                ints->v[0] = PyLong_AsLongLong(v);
+                break;
+            }
+            PyObject *seq = PySequence_Fast(v, "");
+            if (!seq)
+                return PyErr_Clear(), pr_fail(op, PyExc_TypeError,
+                                              "'%s' must be an int or a sequence of ints, got %.80s",
+                                              s->name, Py_TYPE(v)->tp_name);
+            Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+            if (n > PR_MAX_DIMS) {
+                Py_DECREF(seq);
+                return pr_fail(op, PyExc_ValueError, "'%s' has %zd entries, at most %d allowed",
+                               s->name, n, PR_MAX_DIMS);
+            }
+            ints->n = (int)n;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+                long long x = (item == Py_None) ? -1 : PyLong_AsLongLong(item);
+                if (x == -1 && PyErr_Occurred()) {
+                    Py_DECREF(seq);
+                    return PyErr_Clear(), pr_fail(op, PyExc_TypeError,
+                                                  "'%s' must hold ints, got %.80s", s->name,
+                                                  Py_TYPE(item)->tp_name);
+                }
+                ints->v[i] = x;
+            }
+            Py_DECREF(seq);
+            break;
+        }
+        }
+    }
+    if (kwargs && PyDict_GET_SIZE(kwargs) > used) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(kwargs, &pos, &key, &value)) {
+            const char *k = PyUnicode_AsUTF8(key);
+            int known = 0;
+            for (const pr_attr_spec *s = op->attrs; s && s->name && k; s++)
+                if (strcmp(s->name, k) == 0) known = 1;
+            if (!known)
+                return pr_fail(op, PyExc_TypeError, "unexpected argument '%s'", k ? k : "?");
+        }
+    }
+    return 0;
+}
+
+/* ---- running -------------------------------------------------------------- */
+
+int pr_infer(const pr_op *op, const pr_view *in, int n_in, const void *attrs, pr_view *out,
+             size_t *scratch_bytes) {
+    *scratch_bytes = 0;
+    memset(out, 0, sizeof(pr_view) * (size_t)(op->n_out ? op->n_out : 1));
+    return op->infer(op, in, n_in, attrs, out, scratch_bytes);
+}
+
+int pr_run_forward(const pr_op *op, const pr_view *in, int n_in, pr_view *out,
+                   const void *attrs, size_t scratch_bytes) {
+    void *scratch = NULL;
+    if (scratch_bytes) {
+        scratch = pr_alloc(scratch_bytes);
+        if (!scratch) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = op->forward(in, n_in, out, attrs, scratch);
+    Py_END_ALLOW_THREADS
+    pr_free(scratch);
+    switch (rc) {
+    case PR_OK: return 0;
+    case PR_ERR_VALUE:
+        PyErr_Format(PyExc_ValueError, "%s: %s", op->name, pr_kernel_error_message());
+        return -1;
+    case PR_ERR_MEMORY: PyErr_NoMemory(); return -1;
+    default:
+        PyErr_Format(PyExc_RuntimeError, "%s: internal kernel error %d", op->name, rc);
+        return -1;
+    }
+}
+
+int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
+            PyObject **outputs) {
+    if (n_in != op->n_in)
+        return pr_fail(op, PyExc_TypeError, "takes %d tensor inputs, got %d", op->n_in, n_in);
+    char default_attrs[PR_ATTR_BYTES];
+    if (!attrs) {
+        if (pr_parse_attrs(op, NULL, default_attrs) < 0) return -1;
+        attrs = default_attrs;
+    }
+    PyObject *t[PR_MAX_INPUTS];
+    int symbolic = 0, rc = -1, n_made = 0;
+    for (int i = 0; i < n_in; i++) {
+        t[i] = (PyObject *)pr_tensor_from_object(inputs[i]);
+        if (!t[i]) {
+            PyObject *exc, *val, *tb;
+            PyErr_Fetch(&exc, &val, &tb);
+            PyErr_NormalizeException(&exc, &val, &tb);
+            PyErr_Format(exc, "%s: input %d: %S", op->name, i, val);
+            Py_XDECREF(exc), Py_XDECREF(val), Py_XDECREF(tb);
+            goto done;
+        }
+        symbolic |= pr_is_symbolic(t[i]);
+    }
+    if (symbolic) {
+        if (pr_trace_call(op, t, n_in, attrs, outputs) < 0) goto done;
+        n_made = op->n_out;
+    } else {
+        pr_view in[PR_MAX_INPUTS], out[PR_MAX_OUTPUTS];
+        size_t scratch = 0;
+        for (int i = 0; i < n_in; i++) in[i] = ((pr_Tensor *)t[i])->v;
+        if (pr_infer(op, in, n_in, attrs, out, &scratch) < 0) goto done;
+        for (int i = 0; i < op->n_out; i++) {
+            pr_Tensor *o = pr_tensor_new(out[i].dtype, out[i].ndim, out[i].shape);
+            if (!o) goto done;
+            outputs[n_made++] = (PyObject *)o;
+            out[i].data = o->v.data;
+        }
+        if (pr_run_forward(op, in, n_in, out, attrs, scratch) < 0) goto done;
+    }
+    if (op->gradient && pr_tape_record(op, t, n_in, attrs, outputs, op->n_out) < 0) goto done;
+    rc = 0;
+done:
+    if (rc < 0)
+        for (int i = 0; i < n_made; i++) Py_CLEAR(outputs[i]);
+    for (int i = 0; i < n_in && t[i]; i++) Py_DECREF(t[i]);
+    return rc;
+}
+
+PyObject *pr_call1(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs) {
+    PyObject *out[PR_MAX_OUTPUTS];
+    if (op->n_out != 1) {
+        pr_fail(op, PyExc_RuntimeError, "pr_call1 on an op with %d outputs", op->n_out);
+        return NULL;
+    }
+    if (pr_call(op, inputs, n_in, attrs, out) < 0) return NULL;
+    return out[0];
+}
+
+PyObject *pr_call_by_name(const char *name, PyObject *const *inputs, int n_in, const void *attrs) {
+    const pr_op *op = pr_op_lookup(name);
+    if (!op) {
+        PyErr_Format(PyExc_NotImplementedError, "op '%s' is not registered", name);
+        return NULL;
+    }
+    return pr_call1(op, inputs, n_in, attrs);
+}
+
+PyObject *pr_sum_to_shape(PyObject *g, const pr_view *shape) {
+    pr_Tensor *gt = (pr_Tensor *)g;
+    int same = gt->v.ndim == shape->ndim;
+    for (int i = 0; same && i < shape->ndim; i++) same = gt->v.shape[i] == shape->shape[i];
+    if (same) {
+        Py_INCREF(g);
+        return g;
+    }
+    pr_shape_attrs a = {{0}};
+    a.shape.n = shape->ndim;
+    for (int i = 0; i < shape->ndim; i++) a.shape.v[i] = shape->shape[i];
+    return pr_call_by_name("sum_to_shape", &g, 1, &a);
+}
+
+/* ---- Python boundary ------------------------------------------------------ */
+
+/* _C.call(name, *inputs, **attrs) */
+static PyObject *py_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(args, 0))) {
+        PyErr_SetString(PyExc_TypeError, "call(name, *inputs, **attrs)");
+        return NULL;
+    }
+    const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 0));
+    const pr_op *op = pr_op_lookup(name);
+    if (!op) {
+        PyErr_Format(PyExc_NotImplementedError, "op '%s' is not registered", name);
+        return NULL;
+    }
+    if (n - 1 != op->n_in)
+        return pr_fail(op, PyExc_TypeError, "takes %d tensor inputs, got %zd", op->n_in, n - 1),
+               NULL;
+    char attrs[PR_ATTR_BYTES];
+    if (pr_parse_attrs(op, kwargs, attrs) < 0) return NULL;
+    PyObject *out[PR_MAX_OUTPUTS];
+    if (pr_call(op, &PyTuple_GET_ITEM(args, 1), (int)(n - 1), attrs, out) < 0) return NULL;
+    if (op->n_out == 0) Py_RETURN_NONE;
+    if (op->n_out == 1) return out[0];
+    PyObject *tuple = PyTuple_New(op->n_out);
+    if (!tuple) {
+        for (int i = 0; i < op->n_out; i++) Py_DECREF(out[i]);
+        return NULL;
+    }
+    for (int i = 0; i < op->n_out; i++) PyTuple_SET_ITEM(tuple, i, out[i]);
+    return tuple;
+}
+
+static PyObject *py_op_names(PyObject *self, PyObject *noargs) { return PyDict_Keys(op_table); }
+
+static PyObject *py_op_info(PyObject *self, PyObject *arg) {
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name) return NULL;
+    const pr_op *op = pr_op_lookup(name);
+    if (!op) {
+        PyErr_Format(PyExc_KeyError, "op '%s' is not registered", name);
+        return NULL;
+    }
+    PyObject *attrs = PyList_New(0);
+    for (const pr_attr_spec *s = op->attrs; attrs && s && s->name; s++) {
+        PyObject *nm = PyUnicode_FromString(s->name);
+        if (!nm || PyList_Append(attrs, nm) < 0) Py_CLEAR(attrs);
+        Py_XDECREF(nm);
+    }
+    if (!attrs) return NULL;
+    return Py_BuildValue("{s:s,s:i,s:i,s:I,s:I,s:N,s:O,s:s}", "name", op->name, "n_in", op->n_in,
+                         "n_out", op->n_out, "mutates", op->mutates, "flags", op->flags, "attrs",
+                         attrs, "differentiable", op->gradient ? Py_True : Py_False, "doc",
+                         op->doc ? op->doc : "");
+}
+
+static PyObject *py_set_num_threads(PyObject *self, PyObject *arg) {
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 1) {
+        PyErr_Format(PyExc_ValueError, "set_num_threads: expected a positive int, got %ld", n);
+        return NULL;
+    }
+    pr_set_num_threads((int)n);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_get_num_threads(PyObject *self, PyObject *noargs) {
+    return PyLong_FromLong(pr_get_num_threads());
+}
+
+static PyMethodDef ops_methods[] = {
+    {"call", (PyCFunction)(void (*)(void))py_call, METH_VARARGS | METH_KEYWORDS,
+     "call(name, *inputs, **attrs): run a registered op (eager or traced)."},
+    {"op_names", py_op_names, METH_NOARGS, "Names of all registered ops."},
+    {"op_info", py_op_info, METH_O, "op_info(name) -> dict describing a registered op."},
+    {"set_num_threads", py_set_num_threads, METH_O,
+     "set_num_threads(n): threads for our kernels and OpenBLAS."},
+    {"get_num_threads", py_get_num_threads, METH_NOARGS, "Threads used by kernels."},
+    {NULL}};
+
+int pr_ops_init(PyObject *module) {
+    op_table = PyDict_New();
+    if (!op_table) return -1;
+    for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
+        for (const pr_op *const *p = families[f]; *p; p++) {
+            const pr_op *op = *p;
+            if (op->attr_size > PR_ATTR_BYTES || op->n_in > PR_MAX_INPUTS ||
+                op->n_out > PR_MAX_OUTPUTS || PyDict_GetItemString(op_table, op->name)) {
+                PyErr_Format(PyExc_SystemError, "bad or duplicate op registration '%s'", op->name);
+                return -1;
+            }
+            PyObject *cap = PyCapsule_New((void *)op, "pr_op", NULL);
+            if (!cap || PyDict_SetItemString(op_table, op->name, cap) < 0) {
+                Py_XDECREF(cap);
+                return -1;
+            }
+            Py_DECREF(cap);
+        }
+    }
+    if (PyModule_AddFunctions(module, ops_methods) < 0) return -1;
+    pr_set_num_threads(pr_get_num_threads());
+    return 0;
+}

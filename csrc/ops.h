@@ -1,0 +1,122 @@
+/* The op registry: every numeric operation is defined once, here, as
+ *   - a shape/dtype rule (`infer`): checks inputs, fills output shapes and
+ *     the scratch size; raises a Python exception (GIL held) on a mismatch;
+ *   - a forward kernel (`forward`): plain C over preallocated outputs and
+ *     scratch, called without the GIL, returns a PR_* code;
+ *   - a gradient rule (`gradient`): builds input gradients by calling other
+ *     registered ops through pr_call, so the backward pass works eagerly and,
+ *     on symbolic tensors, appends graph nodes.
+ * Eager calls and the traced executor both run these entries.
+ */
+#ifndef PR_OPS_H
+#define PR_OPS_H
+
+#include "tensor.h"
+
+#define PR_MAX_INPUTS 8
+#define PR_MAX_OUTPUTS 4
+#define PR_ATTR_BYTES 256
+
+/* ---- attributes ----------------------------------------------------------
+ * Each op's attributes are a plain C struct of at most PR_ATTR_BYTES bytes,
+ * described by a table of pr_attr_spec so that Python keyword arguments are
+ * parsed generically.  Gradient rules fill the struct directly. */
+typedef enum { PR_ATTR_INT, PR_ATTR_FLOAT, PR_ATTR_BOOL, PR_ATTR_INTS } pr_attr_kind;
+
+typedef struct {
+    int n;
+    int64_t v[PR_MAX_DIMS];
+} pr_ints; /* a short list of ints: axes, shapes, strides */
+
+typedef struct {
+    const char *name;
+    pr_attr_kind kind;
+    size_t offset;   /* offsetof(attrs struct, field) */
+    int required;
+    double dflt;     /* default for INT/FLOAT/BOOL; INTS default to n = 0 */
+} pr_attr_spec;
+
+/* ---- op flags ------------------------------------------------------------ */
+enum {
+    PR_OP_STATEFUL = 1, /* has effects beyond its outputs: never removed from a graph */
+    PR_OP_RANDOM = 2,   /* draws from an RNG state input (implies STATEFUL) */
+};
+
+typedef struct pr_op pr_op;
+
+typedef int (*pr_infer_fn)(const pr_op *op, const pr_view *in, int n_in, const void *attrs,
+                           pr_view *out, size_t *scratch_bytes);
+typedef int (*pr_forward_fn)(const pr_view *in, int n_in, pr_view *out, const void *attrs,
+                             void *scratch);
+/* in/out: the call's tensors (pr_Tensor*, real or symbolic).  gout[i] is the
+ * gradient of output i or NULL (no gradient flows there).  needs[i] says
+ * whether input i wants a gradient.  Fill gin[i] with a new reference or
+ * leave it NULL.  Return 0, or -1 with a Python exception set. */
+typedef int (*pr_gradient_fn)(PyObject *const *in, PyObject *const *out, const void *attrs,
+                              PyObject *const *gout, const int *needs, PyObject **gin);
+
+struct pr_op {
+    const char *name;
+    int n_in;             /* fixed arity */
+    int n_out;            /* 0 for ops that only mutate inputs */
+    unsigned mutates;     /* bitmask of inputs written in place (variables, RNG state) */
+    unsigned flags;
+    const pr_attr_spec *attrs; /* NULL-name-terminated, or NULL */
+    size_t attr_size;
+    pr_infer_fn infer;
+    pr_forward_fn forward;
+    pr_gradient_fn gradient; /* NULL: not differentiable (grads stop here) */
+    const char *doc;
+};
+
+/* Registration: each ops_*.c file exposes `const pr_op *const pr_ops_<family>[]`
+ * (NULL-terminated), listed once in ops.c. */
+const pr_op *pr_op_lookup(const char *name);
+int pr_ops_init(PyObject *module);
+
+/* ---- calling ops ----------------------------------------------------------
+ * Inputs are Tensors, NumPy arrays or numbers (converted).  On return,
+ * outputs[0..n_out) hold new references.  Eager inputs run the kernel now
+ * (GIL released) and are recorded on active GradientTapes; if any input is
+ * symbolic the call is appended to the graph being traced instead.
+ * `attrs` may be NULL for "all defaults".  Return 0, or -1 with an exception. */
+int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
+            PyObject **outputs);
+/* Single-output convenience: returns a new reference, or NULL. */
+PyObject *pr_call1(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs);
+PyObject *pr_call_by_name(const char *name, PyObject *const *inputs, int n_in, const void *attrs);
+
+/* Fill `attrs` with the op's defaults, then the keyword arguments in `kwargs`
+ * (may be NULL).  Unknown names raise TypeError. */
+int pr_parse_attrs(const pr_op *op, PyObject *kwargs, void *attrs);
+
+/* Run an op's shape rule, prefixing any error with the op name. */
+int pr_infer(const pr_op *op, const pr_view *in, int n_in, const void *attrs, pr_view *out,
+             size_t *scratch_bytes);
+/* Run a forward kernel on real views with the GIL released; turn a kernel
+ * error code into a Python exception (GIL held again on return). */
+int pr_run_forward(const pr_op *op, const pr_view *in, int n_in, pr_view *out,
+                   const void *attrs, size_t scratch_bytes);
+
+/* Shape-rule helpers: raise ValueError/TypeError naming the op. */
+int pr_expect_dtype(const pr_op *op, const pr_view *in, int i, pr_dtype dtype);
+int pr_expect_ndim(const pr_op *op, const pr_view *in, int i, int ndim);
+int pr_fail(const pr_op *op, PyObject *exc, const char *fmt, ...);
+void pr_set_out(pr_view *out, pr_dtype dtype, int ndim, const int64_t *shape);
+
+/* Gradient-rule helper: sum `g` down to `shape` (undo broadcasting). */
+PyObject *pr_sum_to_shape(PyObject *g, const pr_view *shape);
+
+/* The tracing hook (graph.c): append a call on symbolic inputs to the graph
+ * being traced and return symbolic outputs.  Same contract as pr_call. */
+int pr_trace_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
+                  PyObject **outputs);
+
+/* Autodiff hook (autodiff.c): record an eager or traced call on every
+ * active tape that watches one of its inputs. */
+int pr_tape_record(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
+                   PyObject *const *outputs, int n_out);
+int pr_autodiff_init(PyObject *module);
+int pr_graph_init(PyObject *module);
+
+#endif

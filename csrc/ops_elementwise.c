@@ -1,0 +1,267 @@
+/* Registry entries for elementwise ops: add, subtract, multiply, divide
+ * (NumPy broadcasting), negative, scale, relu, ones_like, zeros_like,
+ * broadcast_to, sum_to_shape. */
+#include "kernels/elementwise.h"
+#include "op_attrs.h"
+#include "ops.h"
+
+/* ---- shape rules ---------------------------------------------------------- */
+
+static int broadcast_shape(const pr_op *op, const pr_view *a, const pr_view *b, pr_view *out) {
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    int64_t shape[PR_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        int da = d - (nd - a->ndim), db = d - (nd - b->ndim);
+        int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
+        if (x != y && x != 1 && y != 1) {
+            char sa[128], sb[128];
+            return pr_fail(op, PyExc_ValueError, "shapes %s and %s cannot be broadcast together",
+                           pr_shape_str(a, sa, sizeof sa), pr_shape_str(b, sb, sizeof sb));
+        }
+        shape[d] = x == 1 ? y : x;
+    }
+    pr_set_out(out, PR_F32, nd, shape);
+    return 0;
+}
+
+static int infer_binary(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
+                        size_t *ws) {
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || pr_expect_dtype(op, in, 1, PR_F32) < 0) return -1;
+    return broadcast_shape(op, &in[0], &in[1], out);
+}
+
+static int infer_same(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
+                      size_t *ws) {
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0) return -1;
+    pr_set_out(out, PR_F32, in[0].ndim, in[0].shape);
+    return 0;
+}
+
+static int infer_like(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
+                      size_t *ws) {
+    pr_set_out(out, PR_F32, in[0].ndim, in[0].shape);
+    return 0;
+}
+
+static int infer_two_same(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                          pr_view *out, size_t *ws) {
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || pr_expect_dtype(op, in, 1, PR_F32) < 0) return -1;
+    int same = in[0].ndim == in[1].ndim;
+    for (int d = 0; same && d < in[0].ndim; d++) same = in[0].shape[d] == in[1].shape[d];
+    if (!same) {
+        char sa[128], sb[128];
+        return pr_fail(op, PyExc_ValueError, "inputs must have the same shape, got %s and %s",
+                       pr_shape_str(&in[0], sa, sizeof sa), pr_shape_str(&in[1], sb, sizeof sb));
+    }
+    pr_set_out(out, PR_F32, in[0].ndim, in[0].shape);
+    return 0;
+}
+
+/* broadcast_to: input broadcasts to attrs.shape. */
+static int infer_broadcast_to(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                              pr_view *out, size_t *ws) {
+    const pr_shape_attrs *a = attrs;
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0) return -1;
+    pr_view target;
+    pr_set_out(&target, PR_F32, a->shape.n, a->shape.v);
+    if (broadcast_shape(op, &in[0], &target, out) < 0) return -1;
+    if (out->ndim != target.ndim || out->size != target.size) {
+        char s[128], t[128];
+        return pr_fail(op, PyExc_ValueError, "cannot broadcast %s to %s",
+                       pr_shape_str(&in[0], s, sizeof s), pr_shape_str(&target, t, sizeof t));
+    }
+    return 0;
+}
+
+/* sum_to_shape: attrs.shape broadcasts to the input's shape. */
+static int infer_sum_to(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
+                        size_t *ws) {
+    const pr_shape_attrs *a = attrs;
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0) return -1;
+    pr_view target, joined;
+    pr_set_out(&target, PR_F32, a->shape.n, a->shape.v);
+    int ok = target.ndim <= in[0].ndim;
+    if (ok && broadcast_shape(op, &in[0], &target, &joined) < 0) return -1;
+    ok = ok && joined.size == in[0].size;
+    if (!ok) {
+        char s[128], t[128];
+        return pr_fail(op, PyExc_ValueError, "cannot sum %s down to %s",
+                       pr_shape_str(&in[0], s, sizeof s), pr_shape_str(&target, t, sizeof t));
+    }
+    *out = target;
+    return 0;
+}
+
+/* ---- kernels -------------------------------------------------------------- */
+
+static int binary(pr_binary_kind k, const pr_view *in, pr_view *out) {
+    int64_t sa[PR_MAX_DIMS], sb[PR_MAX_DIMS];
+    pr_broadcast_strides(&in[0], out->ndim, out->shape, sa);
+    pr_broadcast_strides(&in[1], out->ndim, out->shape, sb);
+    return pr_k_binary(k, in[0].data, sa, in[1].data, sb, out->data, out->ndim, out->shape);
+}
+static int fw_add(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return binary(PR_BIN_ADD, in, out);
+}
+static int fw_sub(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return binary(PR_BIN_SUB, in, out);
+}
+static int fw_mul(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return binary(PR_BIN_MUL, in, out);
+}
+static int fw_div(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return binary(PR_BIN_DIV, in, out);
+}
+static int fw_neg(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_scale(in[0].data, out->data, out->size, -1.0f);
+}
+static int fw_scale(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_scale(in[0].data, out->data, out->size, (float)((const pr_scalar_attrs *)a)->value);
+}
+static int fw_relu(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_relu(in[0].data, out->data, out->size);
+}
+static int fw_relu_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_relu_backward(in[0].data, in[1].data, out->data, out->size);
+}
+static int fw_ones(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_fill(out->data, out->size, 1.0f);
+}
+static int fw_zeros(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_fill(out->data, out->size, 0.0f);
+}
+static int fw_broadcast_to(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    int64_t st[PR_MAX_DIMS];
+    pr_broadcast_strides(&in[0], out->ndim, out->shape, st);
+    return pr_k_broadcast(in[0].data, out->ndim, out->shape, st, out->data);
+}
+static int fw_sum_to(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    int64_t st[PR_MAX_DIMS];
+    pr_broadcast_strides(out, in[0].ndim, in[0].shape, st);
+    return pr_k_sum_to(in[0].data, in[0].ndim, in[0].shape, st, out->data, out->size);
+}
+
+/* ---- gradient rules ------------------------------------------------------- */
+
+#define T(o) (&((pr_Tensor *)(o))->v)
+
+static PyObject *call1(const char *name, PyObject *a, PyObject *b) {
+    PyObject *in[2] = {a, b};
+    return pr_call_by_name(name, in, b ? 2 : 1, NULL);
+}
+
+/* Reduce a gradient to the input's shape; steals `g`. */
+static PyObject *reduce_to(PyObject *g, PyObject *input) {
+    if (!g) return NULL;
+    PyObject *r = pr_sum_to_shape(g, T(input));
+    Py_DECREF(g);
+    return r;
+}
+
+static int gr_add(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    for (int i = 0; i < 2; i++)
+        if (needs[i] && !(gin[i] = pr_sum_to_shape(gout[0], T(in[i])))) return -1;
+    return 0;
+}
+
+static int gr_sub(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    if (needs[0] && !(gin[0] = pr_sum_to_shape(gout[0], T(in[0])))) return -1;
+    if (needs[1] && !(gin[1] = reduce_to(call1("negative", gout[0], NULL), in[1]))) return -1;
+    return 0;
+}
+
+static int gr_mul(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    if (needs[0] && !(gin[0] = reduce_to(call1("multiply", gout[0], in[1]), in[0]))) return -1;
+    if (needs[1] && !(gin[1] = reduce_to(call1("multiply", gout[0], in[0]), in[1]))) return -1;
+    return 0;
+}
+
+static int gr_div(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    if (needs[0] && !(gin[0] = reduce_to(call1("divide", gout[0], in[1]), in[0]))) return -1;
+    if (needs[1]) { /* d(a/b)/db = -(a/b)/b */
+        PyObject *t = call1("multiply", gout[0], out[0]);
+        PyObject *u = t ? call1("divide", t, in[1]) : NULL;
+        Py_XDECREF(t);
+        PyObject *v = u ? call1("negative", u, NULL) : NULL;
+        Py_XDECREF(u);
+        if (!(gin[1] = reduce_to(v, in[1]))) return -1;
+    }
+    return 0;
+}
+
+static int gr_neg(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = call1("negative", gout[0], NULL)) ? 0 : -1;
+}
+
+static int gr_scale(PyObject *const *in, PyObject *const *out, const void *attrs,
+                    PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = pr_call_by_name("scale", &gout[0], 1, attrs)) ? 0 : -1;
+}
+
+static int gr_relu(PyObject *const *in, PyObject *const *out, const void *attrs,
+                   PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = call1("relu_backward", gout[0], out[0])) ? 0 : -1;
+}
+
+static int gr_broadcast_to(PyObject *const *in, PyObject *const *out, const void *attrs,
+                           PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = pr_sum_to_shape(gout[0], T(in[0]))) ? 0 : -1;
+}
+
+static int gr_sum_to(PyObject *const *in, PyObject *const *out, const void *attrs,
+                     PyObject *const *gout, const int *needs, PyObject **gin) {
+    pr_shape_attrs a = {{0}};
+    a.shape.n = T(in[0])->ndim;
+    for (int d = 0; d < a.shape.n; d++) a.shape.v[d] = T(in[0])->shape[d];
+    return (gin[0] = pr_call_by_name("broadcast_to", &gout[0], 1, &a)) ? 0 : -1;
+}
+
+/* ---- registry ------------------------------------------------------------- */
+
+static const pr_attr_spec shape_attrs[] = {
+    {"shape", PR_ATTR_INTS, offsetof(pr_shape_attrs, shape), 1, 0}, {NULL}};
+static const pr_attr_spec scalar_attrs[] = {
+    {"value", PR_ATTR_FLOAT, offsetof(pr_scalar_attrs, value), 1, 0}, {NULL}};
+
+#define BINARY(var, nm, fw, gr, d) \
+    static const pr_op var = {.name = nm, .n_in = 2, .n_out = 1, .infer = infer_binary, \
+                              .forward = fw, .gradient = gr, .doc = d}
+
+BINARY(op_add, "add", fw_add, gr_add, "x + y with NumPy broadcasting (float32).");
+BINARY(op_sub, "subtract", fw_sub, gr_sub, "x - y with NumPy broadcasting (float32).");
+BINARY(op_mul, "multiply", fw_mul, gr_mul, "x * y with NumPy broadcasting (float32).");
+BINARY(op_div, "divide", fw_div, gr_div, "x / y with NumPy broadcasting (float32).");
+
+static const pr_op op_neg = {.name = "negative", .n_in = 1, .n_out = 1, .infer = infer_same,
+                             .forward = fw_neg, .gradient = gr_neg, .doc = "-x."};
+static const pr_op op_scale = {.name = "scale", .n_in = 1, .n_out = 1, .attrs = scalar_attrs,
+                               .attr_size = sizeof(pr_scalar_attrs), .infer = infer_same,
+                               .forward = fw_scale, .gradient = gr_scale,
+                               .doc = "x * value for a constant float `value`."};
+static const pr_op op_relu = {.name = "relu", .n_in = 1, .n_out = 1, .infer = infer_same,
+                              .forward = fw_relu, .gradient = gr_relu, .doc = "max(x, 0)."};
+static const pr_op op_relu_backward = {
+    .name = "relu_backward", .n_in = 2, .n_out = 1, .infer = infer_two_same,
+    .forward = fw_relu_backward, .doc = "relu_backward(dy, y): dy where y > 0, else 0."};
+static const pr_op op_ones = {.name = "ones_like", .n_in = 1, .n_out = 1, .infer = infer_like,
+                              .forward = fw_ones, .doc = "float32 ones of x's shape."};
+static const pr_op op_zeros = {.name = "zeros_like", .n_in = 1, .n_out = 1, .infer = infer_like,
+                               .forward = fw_zeros, .doc = "float32 zeros of x's shape."};
+static const pr_op op_broadcast_to = {
+    .name = "broadcast_to", .n_in = 1, .n_out = 1, .attrs = shape_attrs,
+    .attr_size = sizeof(pr_shape_attrs), .infer = infer_broadcast_to, .forward = fw_broadcast_to,
+    .gradient = gr_broadcast_to, .doc = "Broadcast x to `shape` (NumPy rules)."};
+static const pr_op op_sum_to = {
+    .name = "sum_to_shape", .n_in = 1, .n_out = 1, .attrs = shape_attrs,
+    .attr_size = sizeof(pr_shape_attrs), .infer = infer_sum_to, .forward = fw_sum_to,
+    .gradient = gr_sum_to,
+    .doc = "Sum x over broadcast dimensions down to `shape` (the adjoint of broadcast_to)."};
+
+const pr_op *const pr_ops_elementwise[] = {
+    &op_add, &op_sub, &op_mul, &op_div, &op_neg, &op_scale, &op_relu, &op_relu_backward,
+    &op_ones, &op_zeros, &op_broadcast_to, &op_sum_to, NULL};

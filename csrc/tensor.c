@@ -1,0 +1,489 @@
+/* The Tensor type and its NumPy interop (buffer protocol, __array__,
+ * zero-copy .numpy()).  Arithmetic operators dispatch to the op registry. */
+#include "tensor.h"
+
+#include <string.h>
+
+#define NO_IMPORT_ARRAY
+#define PY_ARRAY_UNIQUE_SYMBOL PR_ARRAY_API
+#include <numpy/arrayobject.h>
+
+#include "ops.h"
+
+static const char TRACING_HINT[] =
+    "is a symbolic tensor: the function is being traced by pyresnet.compile, so it has "
+    "no value yet. Use pyresnet ops (e.g. pyresnet.ops.where-style arithmetic) instead "
+    "of Python control flow on tensor values, print with pyresnet.print, or run the "
+    "function eagerly (call it without @pyresnet.compile, or model.compile(run_eagerly=True)).";
+
+const char *pr_shape_str(const pr_view *v, char *buf, size_t n) {
+    size_t used = 0;
+    used += (size_t)snprintf(buf + used, n - used, "(");
+    for (int i = 0; i < v->ndim && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, i ? ", %lld" : "%lld",
+                                 (long long)v->shape[i]);
+    if (used < n) used += (size_t)snprintf(buf + used, n - used, v->ndim == 1 ? ",)" : ")");
+    return buf;
+}
+
+static int set_shape(pr_Tensor *t, pr_dtype dtype, int ndim, const int64_t *shape) {
+    if (ndim < 0 || ndim > PR_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "Tensor: rank %d is outside the supported 0..%d", ndim,
+                     PR_MAX_DIMS);
+        return -1;
+    }
+    t->v.dtype = dtype;
+    t->v.ndim = ndim;
+    t->v.size = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "Tensor: dimension %d is negative (%lld)", i,
+                         (long long)shape[i]);
+            return -1;
+        }
+        t->v.shape[i] = shape[i];
+        t->shape_py[i] = (Py_ssize_t)shape[i];
+        t->v.size *= shape[i];
+    }
+    return 0;
+}
+
+static pr_Tensor *alloc_object(void) {
+    pr_Tensor *t = (pr_Tensor *)pr_TensorType.tp_alloc(&pr_TensorType, 0);
+    return t;
+}
+
+pr_Tensor *pr_tensor_new(pr_dtype dtype, int ndim, const int64_t *shape) {
+    pr_Tensor *t = alloc_object();
+    if (!t) return NULL;
+    if (set_shape(t, dtype, ndim, shape) < 0) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    t->v.data = pr_alloc((size_t)t->v.size * pr_dtype_size(dtype));
+    if (!t->v.data) {
+        Py_DECREF(t);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    return t;
+}
+
+pr_Tensor *pr_tensor_new_symbolic(pr_dtype dtype, int ndim, const int64_t *shape, PyObject *sym) {
+    pr_Tensor *t = alloc_object();
+    if (!t) {
+        Py_XDECREF(sym);
+        return NULL;
+    }
+    t->sym = sym;
+    if (set_shape(t, dtype, ndim, shape) < 0) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    return t;
+}
+
+pr_Tensor *pr_tensor_scalar(float value) {
+    pr_Tensor *t = pr_tensor_new(PR_F32, 0, NULL);
+    if (t) *(float *)t->v.data = value;
+    return t;
+}
+
+static int numpy_to_dtype(PyArrayObject *a, pr_dtype *out) {
+    int typenum = PyArray_TYPE(a);
+    switch (typenum) {
+    case NPY_FLOAT: case NPY_DOUBLE: case NPY_HALF: case NPY_LONGDOUBLE:
+        *out = PR_F32; return NPY_FLOAT;
+    case NPY_INT32: *out = PR_I32; return NPY_INT32;
+    case NPY_INT64: *out = PR_I64; return NPY_INT64;
+    case NPY_UINT8: *out = PR_U8; return NPY_UINT8;
+    case NPY_BOOL: case NPY_INT8: case NPY_INT16: case NPY_UINT16:
+        *out = PR_I32; return NPY_INT32;
+    default:
+        return -1;
+    }
+}
+
+pr_Tensor *pr_tensor_from_object(PyObject *obj) {
+    if (pr_Tensor_Check(obj)) {
+        Py_INCREF(obj);
+        return (pr_Tensor *)obj;
+    }
+    PyArrayObject *a = (PyArrayObject *)PyArray_FROM_O(obj);
+    if (!a) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "expected a Tensor, NumPy array or Python number, got %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    /* Python ints become float32 scalars as Keras ops mix them with floats. */
+    int python_scalar = PyLong_Check(obj) || PyFloat_Check(obj);
+    pr_dtype dtype;
+    int typenum = python_scalar ? (dtype = PR_F32, NPY_FLOAT) : numpy_to_dtype(a, &dtype);
+    if (typenum < 0) {
+        PyErr_Format(PyExc_TypeError,
+                     "expected float, int32, int64 or uint8 data, got an array of dtype %S",
+                     (PyObject *)PyArray_DESCR(a));
+        Py_DECREF(a);
+        return NULL;
+    }
+    int ndim = PyArray_NDIM(a);
+    if (ndim > PR_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "expected at most %d dimensions, got %d", PR_MAX_DIMS, ndim);
+        Py_DECREF(a);
+        return NULL;
+    }
+    int64_t shape[PR_MAX_DIMS];
+    for (int i = 0; i < ndim; i++) shape[i] = PyArray_DIM(a, i);
+    pr_Tensor *t = pr_tensor_new(dtype, ndim, shape);
+    if (!t) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    /* Copy (and convert) into our aligned buffer through a NumPy view of it. */
+    npy_intp dims[PR_MAX_DIMS];
+    for (int i = 0; i < ndim; i++) dims[i] = (npy_intp)shape[i];
+    PyObject *dst = PyArray_SimpleNewFromData(ndim, dims, typenum, t->v.data);
+    if (!dst || PyArray_CopyInto((PyArrayObject *)dst, a) < 0) {
+        Py_XDECREF(dst);
+        Py_DECREF(a);
+        Py_DECREF(t);
+        return NULL;
+    }
+    Py_DECREF(dst);
+    Py_DECREF(a);
+    return t;
+}
+
+/* ---- type slots ---------------------------------------------------------- */
+
+static int check_real(pr_Tensor *t, const char *what) {
+    if (t->sym) {
+        PyErr_Format(PyExc_TypeError, "%s: the tensor %s", what, TRACING_HINT);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *value;
+    static char *kwlist[] = {"value", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:Tensor", kwlist, &value)) return NULL;
+    pr_Tensor *src = pr_tensor_from_object(value);
+    if (!src) return NULL;
+    if (check_real(src, "Tensor()") < 0) {
+        Py_DECREF(src);
+        return NULL;
+    }
+    pr_Tensor *t = (pr_Tensor *)type->tp_alloc(type, 0);
+    if (!t) {
+        Py_DECREF(src);
+        return NULL;
+    }
+    if (set_shape(t, src->v.dtype, src->v.ndim, src->v.shape) < 0) goto fail;
+    size_t nbytes = (size_t)t->v.size * pr_dtype_size(t->v.dtype);
+    t->v.data = pr_alloc(nbytes);
+    if (!t->v.data) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    /* A Tensor made from a Tensor is a copy, as tf.Variable(initial) copies. */
+    memcpy(t->v.data, src->v.data, nbytes);
+    Py_DECREF(src);
+    return (PyObject *)t;
+fail:
+    Py_DECREF(src);
+    Py_DECREF(t);
+    return NULL;
+}
+
+static int Tensor_traverse(pr_Tensor *t, visitproc visit, void *arg) {
+    Py_VISIT(t->sym);
+    Py_VISIT(t->dict);
+    return 0;
+}
+
+static int Tensor_clear(pr_Tensor *t) {
+    Py_CLEAR(t->sym);
+    Py_CLEAR(t->dict);
+    return 0;
+}
+
+static void Tensor_dealloc(pr_Tensor *t) {
+    PyObject_GC_UnTrack(t);
+    if (t->weakreflist) PyObject_ClearWeakRefs((PyObject *)t);
+    Tensor_clear(t);
+    pr_free(t->v.data);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static int npy_type(pr_dtype d) {
+    switch (d) {
+    case PR_F32: return NPY_FLOAT;
+    case PR_I32: return NPY_INT32;
+    case PR_I64: return NPY_INT64;
+    case PR_U8: return NPY_UINT8;
+    }
+    return NPY_FLOAT;
+}
+
+static PyObject *Tensor_numpy(pr_Tensor *t, PyObject *Py_UNUSED(ignored)) {
+    if (check_real(t, "Tensor.numpy()") < 0) return NULL;
+    npy_intp dims[PR_MAX_DIMS];
+    for (int i = 0; i < t->v.ndim; i++) dims[i] = (npy_intp)t->v.shape[i];
+    PyObject *a = PyArray_SimpleNewFromData(t->v.ndim, dims, npy_type(t->v.dtype), t->v.data);
+    if (!a) return NULL;
+    Py_INCREF(t);
+    if (PyArray_SetBaseObject((PyArrayObject *)a, (PyObject *)t) < 0) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    return a;
+}
+
+static PyObject *Tensor_array(pr_Tensor *t, PyObject *args, PyObject *kwds) {
+    PyObject *dtype = Py_None, *copy = Py_None;
+    static char *kwlist[] = {"dtype", "copy", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO:__array__", kwlist, &dtype, &copy))
+        return NULL;
+    PyObject *a = Tensor_numpy(t, NULL);
+    if (!a) return NULL;
+    if (dtype != Py_None || copy == Py_True) {
+        PyArray_Descr *descr = NULL;
+        if (dtype != Py_None && !PyArray_DescrConverter(dtype, &descr)) {
+            Py_DECREF(a);
+            return NULL;
+        }
+        if (!descr) descr = PyArray_DESCR((PyArrayObject *)a), Py_INCREF(descr);
+        PyObject *b = PyArray_FromAny(a, descr, 0, 0, NPY_ARRAY_ENSURECOPY, NULL);
+        Py_DECREF(a);
+        return b;
+    }
+    return a;
+}
+
+static PyObject *Tensor_get_shape(pr_Tensor *t, void *c) {
+    PyObject *s = PyTuple_New(t->v.ndim);
+    if (!s) return NULL;
+    for (int i = 0; i < t->v.ndim; i++) {
+        PyObject *d = PyLong_FromLongLong(t->v.shape[i]);
+        if (!d) {
+            Py_DECREF(s);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(s, i, d);
+    }
+    return s;
+}
+
+static PyObject *Tensor_get_dtype(pr_Tensor *t, void *c) {
+    return PyUnicode_FromString(pr_dtype_name(t->v.dtype));
+}
+static PyObject *Tensor_get_ndim(pr_Tensor *t, void *c) { return PyLong_FromLong(t->v.ndim); }
+static PyObject *Tensor_get_size(pr_Tensor *t, void *c) { return PyLong_FromLongLong(t->v.size); }
+static PyObject *Tensor_get_symbolic(pr_Tensor *t, void *c) { return PyBool_FromLong(t->sym != NULL); }
+static PyObject *Tensor_get_sym(pr_Tensor *t, void *c) {
+    PyObject *s = t->sym ? t->sym : Py_None;
+    Py_INCREF(s);
+    return s;
+}
+static PyObject *Tensor_get_trainable(pr_Tensor *t, void *c) {
+    return PyBool_FromLong(t->trainable);
+}
+static int Tensor_set_trainable(pr_Tensor *t, PyObject *v, void *c) {
+    int b = v ? PyObject_IsTrue(v) : 0;
+    if (b < 0) return -1;
+    t->trainable = b;
+    return 0;
+}
+static PyObject *Tensor_get_nbytes(pr_Tensor *t, void *c) {
+    return PyLong_FromLongLong(t->v.size * (long long)pr_dtype_size(t->v.dtype));
+}
+static PyObject *Tensor_get_address(pr_Tensor *t, void *c) {
+    return PyLong_FromVoidPtr(t->v.data);
+}
+
+static PyObject *Tensor_repr(pr_Tensor *t) {
+    char shape[128];
+    pr_shape_str(&t->v, shape, sizeof shape);
+    if (t->sym)
+        return PyUnicode_FromFormat("<symbolic Tensor shape=%s dtype=%s>", shape,
+                                    pr_dtype_name(t->v.dtype));
+    PyObject *a = Tensor_numpy(t, NULL);
+    if (!a) return NULL;
+    PyObject *r = PyObject_Repr(a);
+    Py_DECREF(a);
+    if (!r) return NULL;
+    PyObject *out = PyUnicode_FromFormat("<Tensor shape=%s dtype=%s numpy=%U>", shape,
+                                         pr_dtype_name(t->v.dtype), r);
+    Py_DECREF(r);
+    return out;
+}
+
+static int Tensor_bool(pr_Tensor *t) {
+    if (check_real(t, "bool(Tensor)") < 0) return -1;
+    if (t->v.size != 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "bool(Tensor): the truth value of a tensor with %lld elements is ambiguous",
+                     (long long)t->v.size);
+        return -1;
+    }
+    switch (t->v.dtype) {
+    case PR_F32: return *(float *)t->v.data != 0.0f;
+    case PR_I32: return *(int32_t *)t->v.data != 0;
+    case PR_I64: return *(int64_t *)t->v.data != 0;
+    case PR_U8: return *(uint8_t *)t->v.data != 0;
+    }
+    return 0;
+}
+
+static Py_ssize_t Tensor_len(pr_Tensor *t) {
+    if (check_real(t, "len(Tensor)") < 0) return -1;
+    if (t->v.ndim == 0) {
+        PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
+        return -1;
+    }
+    return (Py_ssize_t)t->v.shape[0];
+}
+
+static PyObject *Tensor_float(pr_Tensor *t) {
+    if (check_real(t, "float(Tensor)") < 0) return NULL;
+    if (t->v.size != 1) {
+        PyErr_Format(PyExc_TypeError, "float(Tensor): only size-1 tensors convert, got size %lld",
+                     (long long)t->v.size);
+        return NULL;
+    }
+    switch (t->v.dtype) {
+    case PR_F32: return PyFloat_FromDouble(*(float *)t->v.data);
+    case PR_I32: return PyFloat_FromDouble(*(int32_t *)t->v.data);
+    case PR_I64: return PyFloat_FromDouble((double)*(int64_t *)t->v.data);
+    case PR_U8: return PyFloat_FromDouble(*(uint8_t *)t->v.data);
+    }
+    return NULL;
+}
+
+static PyObject *Tensor_int(pr_Tensor *t) {
+    PyObject *f = Tensor_float(t);
+    if (!f) return NULL;
+    PyObject *i = PyNumber_Long(f);
+    Py_DECREF(f);
+    return i;
+}
+
+/* Arithmetic dispatches to registered ops so it is recorded and traced. */
+static PyObject *binary(const char *op, PyObject *a, PyObject *b) {
+    PyObject *inputs[2] = {a, b};
+    return pr_call_by_name(op, inputs, 2, NULL);
+}
+static PyObject *Tensor_add(PyObject *a, PyObject *b) { return binary("add", a, b); }
+static PyObject *Tensor_sub(PyObject *a, PyObject *b) { return binary("subtract", a, b); }
+static PyObject *Tensor_mul(PyObject *a, PyObject *b) { return binary("multiply", a, b); }
+static PyObject *Tensor_div(PyObject *a, PyObject *b) { return binary("divide", a, b); }
+static PyObject *Tensor_matmul(PyObject *a, PyObject *b) { return binary("matmul", a, b); }
+static PyObject *Tensor_neg(PyObject *a) { return pr_call_by_name("negative", &a, 1, NULL); }
+
+static PyNumberMethods Tensor_as_number = {
+    .nb_add = Tensor_add,
+    .nb_subtract = Tensor_sub,
+    .nb_multiply = Tensor_mul,
+    .nb_true_divide = Tensor_div,
+    .nb_matrix_multiply = Tensor_matmul,
+    .nb_negative = Tensor_neg,
+    .nb_bool = (inquiry)Tensor_bool,
+    .nb_float = (unaryfunc)Tensor_float,
+    .nb_int = (unaryfunc)Tensor_int,
+};
+
+static PySequenceMethods Tensor_as_sequence = {
+    .sq_length = (lenfunc)Tensor_len,
+};
+
+static int Tensor_getbuffer(pr_Tensor *t, Py_buffer *view, int flags) {
+    if (check_real(t, "memoryview(Tensor)") < 0) {
+        view->obj = NULL;
+        return -1;
+    }
+    static char *formats[] = {"f", "i", "q", "B"};
+    view->buf = t->v.data;
+    view->obj = (PyObject *)t;
+    Py_INCREF(t);
+    view->itemsize = (Py_ssize_t)pr_dtype_size(t->v.dtype);
+    view->len = (Py_ssize_t)t->v.size * view->itemsize;
+    view->readonly = 0;
+    view->format = (flags & PyBUF_FORMAT) ? formats[t->v.dtype] : NULL;
+    view->ndim = t->v.ndim;
+    view->shape = (flags & PyBUF_ND) ? t->shape_py : NULL;
+    view->strides = NULL; /* contiguous */
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    t->exports++;
+    return 0;
+}
+
+static void Tensor_releasebuffer(pr_Tensor *t, Py_buffer *view) { t->exports--; }
+
+static PyBufferProcs Tensor_as_buffer = {
+    .bf_getbuffer = (getbufferproc)Tensor_getbuffer,
+    .bf_releasebuffer = (releasebufferproc)Tensor_releasebuffer,
+};
+
+static PyMethodDef Tensor_methods[] = {
+    {"numpy", (PyCFunction)Tensor_numpy, METH_NOARGS,
+     "numpy() -> numpy.ndarray\n\nA zero-copy NumPy view of the tensor's buffer (same shape and "
+     "dtype; writes show through). Raises TypeError on a symbolic (traced) tensor."},
+    {"__array__", (PyCFunction)(void (*)(void))Tensor_array, METH_VARARGS | METH_KEYWORDS,
+     "__array__(dtype=None, copy=None): the NumPy interop hook."},
+    {NULL}};
+
+static PyGetSetDef Tensor_getset[] = {
+    {"shape", (getter)Tensor_get_shape, NULL, "Shape as a tuple of ints (NHWC for images).", NULL},
+    {"dtype", (getter)Tensor_get_dtype, NULL, "'float32', 'int32', 'int64' or 'uint8'.", NULL},
+    {"ndim", (getter)Tensor_get_ndim, NULL, "Rank.", NULL},
+    {"size", (getter)Tensor_get_size, NULL, "Number of elements.", NULL},
+    {"nbytes", (getter)Tensor_get_nbytes, NULL, "Buffer size in bytes.", NULL},
+    {"is_symbolic", (getter)Tensor_get_symbolic, NULL,
+     "True while tracing: the tensor stands for a value the compiled graph computes.", NULL},
+    {"_sym", (getter)Tensor_get_sym, NULL, "Graph-side handle of a symbolic tensor.", NULL},
+    {"_trainable", (getter)Tensor_get_trainable, (setter)Tensor_set_trainable,
+     "Watched by every GradientTape (set by trainable Variables).", NULL},
+    {"_address", (getter)Tensor_get_address, NULL, "Buffer address (tests).", NULL},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL}};
+
+PyTypeObject pr_TensorType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pyresnet.Tensor",
+    .tp_basicsize = sizeof(pr_Tensor),
+    .tp_dealloc = (destructor)Tensor_dealloc,
+    .tp_repr = (reprfunc)Tensor_repr,
+    .tp_as_number = &Tensor_as_number,
+    .tp_as_sequence = &Tensor_as_sequence,
+    .tp_as_buffer = &Tensor_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Tensor(value)\n\n"
+              "A contiguous array of float32, int32, int64 or uint8 (images are NHWC).\n"
+              "`value` is a Tensor, NumPy array, nested list or Python number; it is copied.\n"
+              "Floating input becomes float32; bool, int8/16 and uint16 become int32.\n"
+              "Exposes the buffer protocol, __array__ and a zero-copy .numpy().\n"
+              "Raises TypeError for other dtypes or objects.",
+    .tp_traverse = (traverseproc)Tensor_traverse,
+    .tp_clear = (inquiry)Tensor_clear,
+    .tp_weaklistoffset = offsetof(pr_Tensor, weakreflist),
+    .tp_dictoffset = offsetof(pr_Tensor, dict),
+    .tp_methods = Tensor_methods,
+    .tp_getset = Tensor_getset,
+    .tp_new = Tensor_new,
+};
+
+int pr_tensor_init_type(PyObject *module) {
+    if (PyType_Ready(&pr_TensorType) < 0) return -1;
+    /* NumPy defers binary operators with a Tensor to the Tensor. */
+    if (PyDict_SetItemString(pr_TensorType.tp_dict, "__array_ufunc__", Py_None) < 0) return -1;
+    Py_INCREF(&pr_TensorType);
+    if (PyModule_AddObject(module, "Tensor", (PyObject *)&pr_TensorType) < 0) {
+        Py_DECREF(&pr_TensorType);
+        return -1;
+    }
+    return 0;
+}

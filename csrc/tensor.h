@@ -1,0 +1,43 @@
+/* The Tensor object: a contiguous buffer (float32, int32, int64 or uint8)
+ * with a shape, or a symbolic stand-in for one while a function is traced. */
+#ifndef PR_TENSOR_H
+#define PR_TENSOR_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "kernels/kernels.h"
+
+typedef struct {
+    PyObject_HEAD
+    pr_view v;           /* data == NULL for a symbolic tensor */
+    PyObject *sym;       /* symbolic: owned by the graph code (graph.c); NULL when real */
+    Py_ssize_t exports;  /* live buffer-protocol exports */
+    int trainable;       /* a trainable Variable: every GradientTape watches it */
+    Py_ssize_t shape_py[PR_MAX_DIMS]; /* shape as Py_ssize_t for the buffer protocol */
+    PyObject *dict;      /* attributes of Python subclasses (Variable) */
+    PyObject *weakreflist;
+} pr_Tensor;
+
+extern PyTypeObject pr_TensorType;
+
+#define pr_Tensor_Check(o) PyObject_TypeCheck((o), &pr_TensorType)
+#define pr_is_symbolic(t) (((pr_Tensor *)(t))->sym != NULL)
+
+/* A new real tensor with an uninitialised buffer of the given shape. */
+pr_Tensor *pr_tensor_new(pr_dtype dtype, int ndim, const int64_t *shape);
+/* A new symbolic tensor (no buffer); `sym` is stolen. */
+pr_Tensor *pr_tensor_new_symbolic(pr_dtype dtype, int ndim, const int64_t *shape, PyObject *sym);
+/* A float32 scalar tensor. */
+pr_Tensor *pr_tensor_scalar(float value);
+/* Any Tensor (new reference), NumPy array, Python number or nested list ->
+ * Tensor.  Floating input becomes float32; integer input int32/int64/uint8 as
+ * it comes (other integer types become int32).  Raises TypeError. */
+pr_Tensor *pr_tensor_from_object(PyObject *obj);
+
+/* "(2, 3, 4)" into buf. */
+const char *pr_shape_str(const pr_view *v, char *buf, size_t n);
+
+int pr_tensor_init_type(PyObject *module);
+
+#endif

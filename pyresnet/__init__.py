@@ -1,0 +1,23 @@
+"""pyresnet: Keras-style residual networks whose numeric core is C.
+
+Layers, autodiff, augmentation and a traced training-step executor live in
+the C extension ``pyresnet._C`` (NumPy C API, OpenBLAS).  See README.md.
+"""
+from ._loader import _C
+from .autodiff import GradientTape
+from .tensor import Tensor, Variable, convert_to_tensor
+from . import ops
+
+
+def set_num_threads(n):
+    """Set the number of threads (int >= 1) that kernels and OpenBLAS use,
+    the one place that decides it.  Raises ValueError for n < 1."""
+    _C.set_num_threads(int(n))
+
+
+def get_num_threads():
+    """The number of threads kernels and OpenBLAS use (int)."""
+    return _C.get_num_threads()
+
+
+__version__ = "0.1.0"

@@ -1,0 +1,83 @@
+"""``GradientTape``: reverse-mode autodiff over the op registry's gradient
+rules (csrc/autodiff.c), with tf.GradientTape's interface."""
+from ._loader import _C
+from .tensor import Tensor
+
+
+def _flatten(structure):
+    if isinstance(structure, dict):
+        return [x for k in sorted(structure) for x in _flatten(structure[k])]
+    if isinstance(structure, (list, tuple)):
+        return [x for s in structure for x in _flatten(s)]
+    return [structure]
+
+
+def _pack(structure, flat):
+    if isinstance(structure, dict):
+        return {k: _pack(structure[k], flat) for k in sorted(structure)}
+    if isinstance(structure, (list, tuple)):
+        packed = [_pack(s, flat) for s in structure]
+        return packed if isinstance(structure, list) else type(structure)(packed)
+    return next(flat)
+
+
+class GradientTape:
+    """Record ops for automatic differentiation, as ``tf.GradientTape``.
+
+    Inside ``with GradientTape() as tape:`` every op whose input is a
+    trainable Variable, a watched tensor, or the output of a recorded op is
+    recorded; ``tape.gradient(target, sources)`` then applies the registry's
+    gradient rules backwards (eagerly, or as graph nodes while tracing).
+
+    Args:
+        persistent (bool): allow several ``gradient`` calls.
+    """
+
+    def __init__(self, persistent=False):
+        self._tape = _C.Tape(persistent=persistent)
+
+    def __enter__(self):
+        self._tape.push()
+        return self
+
+    def __exit__(self, *exc):
+        self._tape.pop()
+        return False
+
+    def watch(self, tensor):
+        """Record ops on ``tensor`` (or every tensor of a nested structure)."""
+        for t in _flatten(tensor):
+            self._tape.watch(t)
+
+    def gradient(self, target, sources, output_gradients=None):
+        """Gradients of ``target`` with respect to ``sources``.
+
+        Args:
+            target: a Tensor (usually a scalar loss); a list of Tensors is
+                summed first as TensorFlow does.
+            sources: a Tensor/Variable or a nested list/tuple/dict of them.
+            output_gradients: optional Tensor of target's shape to start from
+                (default: ones).
+        Returns:
+            The gradients in the structure of ``sources``: float32 Tensors of
+            each source's shape, or ``None`` for a source the target does not
+            depend on.
+        Raises:
+            RuntimeError: on a second call of a non-persistent tape, or inside
+                the ``with`` block.
+            TypeError: when target or a source is not a Tensor.
+        """
+        if isinstance(target, (list, tuple)):
+            total = target[0]
+            for t in target[1:]:
+                total = total + t
+            target = total
+        flat = _flatten(sources)
+        for i, s in enumerate(flat):
+            if not isinstance(s, Tensor):
+                raise TypeError(
+                    f"GradientTape.gradient: source {i} must be a Tensor or Variable, "
+                    f"got {type(s).__name__}"
+                )
+        grads = self._tape.gradient(target, flat, output_gradients)
+        return _pack(sources, iter(grads))
