@@ -1,12 +1,5 @@
-"""Eager/traced functional ops: thin wrappers over the C op registry.
-
-Every function accepts Tensors, NumPy arrays or Python numbers, returns
-Tensors, is recorded by an active :class:`pyresnet.GradientTape`, and is
-appended to the graph when called on symbolic tensors under
-``pyresnet.compile``.  Shape and dtype errors raise ValueError/TypeError
-naming the op and the shapes.  Images are NHWC float32.
-"""
-from ._loader import _C
+"""Elementwise ops (csrc/ops_elementwise.c)."""
+from .._loader import _C
 
 call = _C.call
 

@@ -1,0 +1,4 @@
+"""augment ops (csrc/ops_augment.c)."""
+from .._loader import _C
+
+call = _C.call
