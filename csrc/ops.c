@@ -207,7 +207,13 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
     }
     PyObject *t[PR_MAX_INPUTS];
     int symbolic = 0, rc = -1, n_made = 0;
+    for (int i = 0; i < n_in; i++) t[i] = NULL;
     for (int i = 0; i < n_in; i++) {
+        if ((op->mutates >> i & 1) && !pr_Tensor_Check(inputs[i])) {
+            pr_fail(op, PyExc_TypeError, "input %d is updated in place and must be a Variable, "
+                    "got %.80s", i, Py_TYPE(inputs[i])->tp_name);
+            goto done;
+        }
         t[i] = (PyObject *)pr_tensor_from_object(inputs[i]);
         if (!t[i]) {
             PyObject *exc, *val, *tb;
