@@ -6,7 +6,11 @@ Prints, per shape and pass, the median time over --reps runs and GFLOP/s
 (2 * N * HO * WO * KH * KW * C * O flops per pass).  Machines here are
 shared and noisy: compare columns within one run, not across runs.
 
-    python bench/conv.py [--batch 128] [--reps 20] [--threads N]
+    python bench/conv.py [--batch 128] [--reps 20] [--threads N] [--cpu-time]
+
+--cpu-time measures the process's CPU time instead of wall time: with
+--threads 1 that is the kernel's cost even while other jobs share the
+cores (with more threads it would also count time spent waiting).
 """
 import argparse
 import os
@@ -29,13 +33,13 @@ SHAPES = [
 ]
 
 
-def median_time(fn, reps):
-    fn()  # warm up (allocator, OpenBLAS threads)
+def median_time(fn, reps, clock=time.perf_counter):
+    fn()  # warm up (allocator, threads)
     times = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return statistics.median(times)
 
 
@@ -80,7 +84,9 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--no-torch", action="store_true", help="skip the torch columns")
+    ap.add_argument("--cpu-time", action="store_true", help="time CPU, not wall (with --threads 1)")
     args = ap.parse_args()
+    clock = time.process_time if args.cpu_time else time.perf_counter
     if args.threads:
         pr.set_num_threads(args.threads)
     torch = None
@@ -91,6 +97,7 @@ def main():
         except ImportError:
             pass
     print(f"batch {args.batch}, {pr.get_num_threads()} threads, median of {args.reps}"
+          + (" (CPU time)" if args.cpu_time else "")
           + (f", torch {torch.__version__}" if torch else ", torch not installed")
           + f", load average {os.getloadavg()[0]:.2f}")
     head = f"{'shape':16} {'pass':16} {'ours ms':>9} {'GFLOP/s':>8}"
@@ -105,11 +112,11 @@ def main():
         mine = ours(x, k, s)
         other = theirs(torch, x, k, s) if torch else None
         for pass_name, fn in mine.items():
-            t = median_time(fn, args.reps)
+            t = median_time(fn, args.reps, clock)
             totals["ours"] += t
             line = f"{name:16} {pass_name:16} {t * 1e3:9.2f} {gflop / t:8.1f}"
             if other:
-                tt = median_time(other[pass_name], args.reps)
+                tt = median_time(other[pass_name], args.reps, clock)
                 totals["torch"] += tt
                 line += f" {tt * 1e3:9.2f} {gflop / tt:8.1f} {t / tt:10.2f}"
             print(line, flush=True)
