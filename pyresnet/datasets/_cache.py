@@ -125,16 +125,21 @@ def _md5(file):
 
 
 def _download(url, out):
-    """Stream ``url`` into the open binary file ``out``; return its MD5 (hex)."""
-    digest = hashlib.md5()
+    """Stream ``url`` into the open binary file ``out``; return its MD5 (hex).
+    ConnectionError when the body is shorter than its Content-Length."""
+    digest, received = hashlib.md5(), 0
     with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as response:
         size = response.headers.get("Content-Length")
-        with tqdm.tqdm(total=int(size) if size else None, unit="B", unit_scale=True,
-                       unit_divisor=1024, desc=url.rsplit("/", 1)[-1]) as bar:
+        size = int(size) if size else None
+        with tqdm.tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024,
+                       desc=url.rsplit("/", 1)[-1]) as bar:
             while chunk := response.read(_CHUNK):
                 digest.update(chunk)
                 out.write(chunk)
+                received += len(chunk)
                 bar.update(len(chunk))
+    if size is not None and received != size:
+        raise ConnectionError(f"connection closed after {received} of {size} bytes")
     return digest.hexdigest()
 
 
