@@ -67,7 +67,10 @@ def locate(archive, path=None):
     Raises FileNotFoundError naming every place looked and the URL when the
     data is nowhere and the download fails; ChecksumError when the download's
     MD5 is wrong; FileExistsError when the cache holds an incomplete folder
-    (it is never deleted: remove it yourself).
+    (it is never deleted: remove it yourself); ValueError when a verified
+    archive lacks some files and tarfile.FilterError when it has an unsafe
+    member (neither happens with the official archives).  Whatever it
+    raises, it leaves no new file behind.
     """
     places = []
     for root in (path, os.environ.get("PYRESNET_DATA")):
@@ -172,13 +175,13 @@ def _unpack(tar_path, archive, cache):
 class _Unpickler(pickle.Unpickler):
     """Unpickles dicts of lists, bytes and NumPy arrays only, so that a
     tampered dataset file cannot run code through a pickled global."""
-    ALLOWED = {
+    ALLOWED = frozenset({
         ("numpy", "ndarray"), ("numpy", "dtype"),
         ("numpy.core.multiarray", "_reconstruct"),  # files written by NumPy < 2
         ("numpy._core.multiarray", "_reconstruct"),  # NumPy >= 2
         ("numpy._core.numeric", "_frombuffer"),  # NumPy >= 2, pickle protocol 5
         ("_codecs", "encode"),  # Python 3 bytes at pickle protocol 2
-    }
+    })
 
     def find_class(self, module, name):
         if (module, name) not in self.ALLOWED:
