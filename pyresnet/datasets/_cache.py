@@ -23,7 +23,6 @@ import pickle
 import shutil
 import tarfile
 import tempfile
-import urllib.parse
 import urllib.request
 
 import numpy as np
@@ -70,7 +69,7 @@ def locate(archive, path=None):
     (it is never deleted: remove it yourself); ValueError when a verified
     archive lacks some files and tarfile.FilterError when it has an unsafe
     member (neither happens with the official archives).  Whatever it
-    raises, it leaves no new file behind.
+    raises, it leaves no new file behind (at most an empty cache directory).
     """
     places = []
     for root in (path, os.environ.get("PYRESNET_DATA")):
@@ -92,8 +91,7 @@ def locate(archive, path=None):
         _unpack(cached, archive, cache)
         return target
 
-    url = urllib.parse.urljoin(
-        (os.environ.get("PYRESNET_DATASETS_URL") or BASE_URL).rstrip("/") + "/", archive.filename)
+    url = (os.environ.get("PYRESNET_DATASETS_URL") or BASE_URL).rstrip("/") + "/" + archive.filename
     cache.mkdir(parents=True, exist_ok=True)
     fd, part = tempfile.mkstemp(dir=cache, prefix=f".{archive.filename}.", suffix=".part")
     try:
