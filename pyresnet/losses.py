@@ -13,27 +13,24 @@ from .tensor import Tensor, convert_to_tensor
 _REDUCTIONS = ("sum_over_batch_size", "sum", "none", None)
 
 
-def sparse_labels(y_true, y_pred):
-    """Integer class labels as an int32 Tensor of shape (batch,): NumPy
-    integers are converted, a trailing axis of size 1 (Keras's CIFAR label
-    shape ``(N, 1)``) is dropped."""
-    if not isinstance(y_true, Tensor):
-        y_true = np.asarray(y_true)
-        if y_true.dtype.kind in "iu":
-            y_true = y_true.astype(np.int32)
-        y_true = convert_to_tensor(y_true)
-    if y_true.ndim == len(y_pred.shape) and y_true.ndim > 1 and y_true.shape[-1] == 1:
-        y_true = ops.reshape(y_true, tuple(y_true.shape[:-1]))
-    return y_true
+def sparse_labels(y_true):
+    """Integer class labels as a Tensor: NumPy/list integers become int32
+    (the label dtype of the ops); Tensors pass through."""
+    if isinstance(y_true, Tensor):
+        return y_true
+    y_true = np.asarray(y_true)
+    return convert_to_tensor(y_true.astype(np.int32) if y_true.dtype.kind in "iu" else y_true)
 
 
 def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False):
-    """Per-sample cross-entropy between integer labels and class scores.
+    """Per-sample cross-entropy between integer labels and class scores
+    (``keras.losses.sparse_categorical_crossentropy``).
 
     Args:
         y_true: int labels in [0, C), shape ``(batch,)`` or ``(batch, 1)``.
-        y_pred: float32 ``(batch, C)``: logits if ``from_logits`` (log-softmax
-            inside, numerically stable), else probabilities.
+        y_pred: float32 ``(batch, C)``: logits if ``from_logits`` (a stable
+            log-softmax inside), else probabilities (renormalised and clipped
+            to [1e-7, 1 - 1e-7] as Keras).
         from_logits (bool): see above.
     Returns:
         float32 Tensor ``(batch,)``: ``-log p[label]``.
@@ -41,27 +38,24 @@ def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False):
         ValueError/TypeError (from the op): on shape/dtype mismatches or a
             label out of range.
     """
-    labels = sparse_labels(y_true, y_pred)
-    if from_logits:
-        return ops.sparse_softmax_cross_entropy(y_pred, labels)
-    return ops.sparse_categorical_crossentropy(y_pred, labels)
+    return ops.sparse_categorical_crossentropy(sparse_labels(y_true), y_pred,
+                                               from_logits=from_logits)
 
 
 def categorical_crossentropy(y_true, y_pred, from_logits=False):
-    """Per-sample cross-entropy between one-hot (or soft) targets and scores.
+    """Per-sample cross-entropy between one-hot (or soft) targets and scores
+    (``keras.losses.categorical_crossentropy``).
 
     Args:
         y_true: float32 ``(batch, C)``, rows summing to 1.
         y_pred: float32 ``(batch, C)``: logits if ``from_logits``, else
-            probabilities.
+            probabilities (renormalised and clipped as Keras).
     Returns:
         float32 Tensor ``(batch,)``: ``-sum_c y_true[c] * log p[c]``.
     Raises:
         ValueError/TypeError (from the op): on shape/dtype mismatches.
     """
-    if from_logits:
-        return ops.softmax_cross_entropy(y_pred, y_true)
-    return ops.categorical_crossentropy(y_pred, y_true)
+    return ops.categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
 
 
 class Loss:

@@ -17,7 +17,7 @@ def sparse_categorical_accuracy(y_true, y_pred):
     Returns:
         float32 Tensor ``(batch,)``.
     """
-    return ops.sparse_categorical_accuracy(y_pred, losses.sparse_labels(y_true, y_pred))
+    return ops.sparse_categorical_accuracy(losses.sparse_labels(y_true), y_pred)
 
 
 def categorical_accuracy(y_true, y_pred):
@@ -29,7 +29,7 @@ def categorical_accuracy(y_true, y_pred):
     Returns:
         float32 Tensor ``(batch,)``.
     """
-    return ops.categorical_accuracy(y_pred, y_true)
+    return ops.categorical_accuracy(y_true, y_pred)
 
 
 class MeanMetricWrapper:
