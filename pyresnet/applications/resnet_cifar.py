@@ -6,19 +6,19 @@ for Image Recognition", section 4.2: depth 6n + 2.
         first block of stages 2 and 3 (32x32 -> 16x16 -> 8x8 for CIFAR)
     global average pooling - Dense(num_classes) logits
 
-The paper's CIFAR networks use parameter-free identity shortcuts (option A);
-these use the projection shortcut (1x1 conv + BN, option B) where the shape
-changes, as :class:`pyresnet.layers.ResidualBlock` does, which adds 2,752
-trainable parameters.  Trainable parameters: resnet20 0.27M, resnet32 0.47M
-(the paper's table 6: 0.46M), resnet44 0.66M, resnet56 0.85M, resnet110
-1.7M.
+As in the paper, the shortcuts are parameter-free identities, subsampled and
+zero-padded where the shape changes (option A; ``shortcut="projection"``
+uses 1x1 conv + BN there instead, option B).  Trainable parameters (BN
+gamma/beta included) then equal the paper's table 6: resnet20 0.27M,
+resnet32 0.46M, resnet44 0.66M, resnet56 0.85M, resnet110 1.7M.
 """
 from ..layers import BatchNormalization, Conv2D, Dense, GlobalAveragePooling2D, Input, ReLU, \
     ResidualBlock
 from ..models import Model
 
 
-def resnet_cifar(depth, input_shape=(32, 32, 3), num_classes=10, width=16, name=None):
+def resnet_cifar(depth, input_shape=(32, 32, 3), num_classes=10, width=16, shortcut="zero_pad",
+                 name=None):
     """A CIFAR ResNet of ``depth`` = 6n + 2 layers (functional Model).
 
     Args:
@@ -27,6 +27,8 @@ def resnet_cifar(depth, input_shape=(32, 32, 3), num_classes=10, width=16, name=
         num_classes (int): size of the logits.
         width (int): filters of the first stage (16 in the paper; the stages
             have width, 2 width, 4 width).
+        shortcut (str): ``"zero_pad"`` (the paper's option A) or
+            ``"projection"`` (option B); see :class:`ResidualBlock`.
         name (str): default ``resnet<depth>``.
     Returns:
         Model: input ``(batch, *input_shape)`` float32, output logits
@@ -42,7 +44,8 @@ def resnet_cifar(depth, input_shape=(32, 32, 3), num_classes=10, width=16, name=
     x = ReLU()(BatchNormalization()(x))
     for stage, filters in enumerate((width, 2 * width, 4 * width)):
         for block in range(n):
-            x = ResidualBlock(filters, strides=2 if stage > 0 and block == 0 else 1)(x)
+            x = ResidualBlock(filters, strides=2 if stage > 0 and block == 0 else 1,
+                              shortcut=shortcut)(x)
     x = GlobalAveragePooling2D()(x)
     outputs = Dense(num_classes)(x)
     return Model(inputs, outputs, name=name or f"resnet{depth}")
@@ -54,7 +57,7 @@ def resnet20(input_shape=(32, 32, 3), num_classes=10):
 
 
 def resnet32(input_shape=(32, 32, 3), num_classes=10):
-    """ResNet-32 (n = 5, 0.47M parameters); see :func:`resnet_cifar`."""
+    """ResNet-32 (n = 5, 0.46M parameters); see :func:`resnet_cifar`."""
     return resnet_cifar(32, input_shape, num_classes)
 
 

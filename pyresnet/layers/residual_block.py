@@ -1,5 +1,8 @@
 """``ResidualBlock``: the basic two-convolution block of a residual network."""
+import numpy as np
+
 from .. import ops
+from ..tensor import Tensor
 from ._args import conv_output_length, standardize_tuple
 from .batch_normalization import BatchNormalization
 from .conv2d import Conv2D
@@ -16,9 +19,15 @@ class ResidualBlock(Layer):
 
     The convolutions use ``padding="same"``, no bias and He-normal init
     (He et al. 2015, "Delving Deep into Rectifiers").  The shortcut is the
-    identity, or a projection 1x1 conv(stride) + BN (the paper's option B)
-    when the stride is not 1 or the input channel count differs from
-    ``filters``.
+    identity, or, when the stride is not 1 or the input channel count
+    differs from ``filters``:
+
+    * ``shortcut="projection"`` (default): 1x1 conv(stride) + BN, the
+      paper's option B (section 3.3);
+    * ``shortcut="zero_pad"``: the identity subsampled with the stride and
+      zero-padded to ``filters`` channels, parameter-free, the paper's option
+      A, which its CIFAR networks use (section 4.2).  It runs as a 1x1
+      convolution with a constant 0/1 kernel, so it is exact.
 
     Input float32 ``(batch, H, W, C)``; output
     ``(batch, ceil(H / s), ceil(W / s), filters)``.  Its sublayers are the
@@ -27,21 +36,28 @@ class ResidualBlock(Layer):
 
     Args:
         filters (int): output channels.
-        strides (int or tuple): stride of the first conv and the projection.
+        strides (int or tuple): stride of the first conv and the shortcut.
+        shortcut (str): ``"projection"`` or ``"zero_pad"``, see above.
         kernel_initializer: for every conv (default ``"he_normal"``).
         momentum, epsilon (float): of the BatchNormalization layers
             (Keras's defaults 0.99 and 1e-3).
         **kwargs: ``name``, ``trainable``, ... of :class:`Layer`.
     Raises:
-        ValueError: for bad arguments; on call, for an input that is not
-            rank 4 or has another channel count than it was built for.
+        ValueError: for bad arguments, a ``"zero_pad"`` shortcut to fewer
+            channels; on call, for an input that is not rank 4 or has another
+            channel count than it was built for.
     """
 
-    def __init__(self, filters, strides=1, kernel_initializer="he_normal", momentum=0.99,
-                 epsilon=1e-3, **kwargs):
+    def __init__(self, filters, strides=1, shortcut="projection", kernel_initializer="he_normal",
+                 momentum=0.99, epsilon=1e-3, **kwargs):
         super().__init__(**kwargs)
+        if shortcut not in ("projection", "zero_pad"):
+            raise ValueError(f"ResidualBlock: `shortcut` must be 'projection' or 'zero_pad', "
+                             f"got {shortcut!r}")
         self.filters = filters
         self.strides = standardize_tuple(strides, 2, "strides", "ResidualBlock")
+        self.shortcut = shortcut
+        self._pad_kernel = None  # the constant kernel of a "zero_pad" shortcut
         self.kernel_initializer = kernel_initializer
         self.momentum = momentum
         self.epsilon = epsilon
@@ -68,11 +84,18 @@ class ResidualBlock(Layer):
         shape = self.conv1.compute_output_shape(input_shape)
         for layer in (self.bn1, self.conv2, self.bn2):
             layer.build(shape)
-        if self.strides != (1, 1) or input_shape[-1] != self.filters:
+        channels = input_shape[-1]
+        if (self.strides != (1, 1) or channels != self.filters) and self.shortcut == "projection":
             self.shortcut_conv = self._conv(1, self.strides)
             self.shortcut_bn = self._bn()
             self.shortcut_conv.build(input_shape)
             self.shortcut_bn.build(shape)
+        elif self.strides != (1, 1) or channels != self.filters:
+            if channels > self.filters:
+                raise ValueError(f'Layer "{self.name}": a "zero_pad" shortcut cannot reduce '
+                                 f"{channels} input channels to {self.filters} filters")
+            eye = np.eye(channels, self.filters, dtype=np.float32)
+            self._pad_kernel = Tensor(eye.reshape(1, 1, channels, self.filters))
         self.input_spec = InputSpec(ndim=4, axes={-1: input_shape[-1]})
 
     def call(self, inputs, training=None):
@@ -81,6 +104,8 @@ class ResidualBlock(Layer):
         shortcut = inputs
         if self.projection:
             shortcut = self.shortcut_bn(self.shortcut_conv(inputs), training=training)
+        elif self._pad_kernel is not None:
+            shortcut = ops.conv2d(inputs, self._pad_kernel, strides=self.strides, padding="same")
         return ops.relu(ops.add(x, shortcut))
 
     def compute_output_shape(self, input_shape):
