@@ -112,7 +112,7 @@ class Layer:
 
     def __new__(cls, *args, **kwargs):
         self = super().__new__(cls)
-        object.__setattr__(self, "_init_args", (args, kwargs))
+        self._init_args = (args, kwargs)  # for get_config
         return self
 
     def __init__(self, name=None, trainable=True, dtype=None, **kwargs):
@@ -149,6 +149,8 @@ class Layer:
         """Create the weights for inputs of ``input_shape`` (a tuple with the
         batch dimension first, or a list of them for several inputs)."""
 
+    build = _tracked_build(build)
+
     def call(self, inputs, *args, **kwargs):
         """The forward computation on Tensors (override it)."""
         raise NotImplementedError(f"Layer {type(self).__name__} does not implement call()")
@@ -184,10 +186,11 @@ class Layer:
         init = type(self).__init__
         if init is not Layer.__init__:
             args, kwargs = self._init_args
-            bound = inspect.signature(init).bind(self, *args, **kwargs)
+            signature = inspect.signature(init)
+            bound = signature.bind(self, *args, **kwargs)
             bound.apply_defaults()
             for key, value in list(bound.arguments.items())[1:]:
-                kind = inspect.signature(init).parameters[key].kind
+                kind = signature.parameters[key].kind
                 if kind is inspect.Parameter.VAR_KEYWORD:
                     config.update({k: v for k, v in value.items() if k not in config})
                 elif kind is not inspect.Parameter.VAR_POSITIONAL:
@@ -199,8 +202,6 @@ class Layer:
     def from_config(cls, config):
         """A new layer from ``get_config()``'s dict."""
         return cls(**config)
-
-    build = _tracked_build(build)
 
     # ---- weights -------------------------------------------------------------
 
@@ -224,7 +225,8 @@ class Layer:
             ValueError: when the initializer returns another shape.
         """
         if dtype != "float32":
-            raise ValueError(f'Layer "{self.name}": add_weight supports float32 only, got {dtype!r}')
+            raise ValueError(f'Layer "{self.name}": add_weight supports float32 only, '
+                             f"got {dtype!r}")
         shape = tuple(int(d) for d in shape)
         value = np.asarray(initializers.get(initializer)(shape, "float32"), np.float32)
         if value.shape != shape:
@@ -241,7 +243,9 @@ class Layer:
         """Direct sublayers: Layer attributes and the Layers in list, tuple
         or dict attributes, in attribute order, without duplicates."""
         found, seen = [], set()
-        for value in list(vars(self).values()):
+        for key, value in list(vars(self).items()):
+            if key == "_init_args":
+                continue
             if isinstance(value, dict):
                 value = list(value.values())
             candidates = value if isinstance(value, (list, tuple)) else [value]
@@ -316,8 +320,8 @@ class Layer:
                              f"got {len(values)}")
         for w, v in zip(weights, values):
             if tuple(np.shape(v)) != tuple(w.shape):
-                raise ValueError(f'Layer "{self.name}": weight {w.path if hasattr(w, "path") else w.name} '
-                                 f"has shape {tuple(w.shape)}, got an array of shape {np.shape(v)}")
+                raise ValueError(f'Layer "{self.name}": weight {getattr(w, "path", w.name)} has '
+                                 f"shape {tuple(w.shape)}, got an array of shape {np.shape(v)}")
         for w, v in zip(weights, values):
             w.assign(np.asarray(v, np.float32))
 

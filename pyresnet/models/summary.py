@@ -1,8 +1,6 @@
 """The text of ``Model.summary()``, laid out as Keras 3 prints it."""
 import numpy as np
 
-from ..utils import tree
-
 
 def readable_memory_size(nbytes):
     """``"1.04 MB"``: bytes in the largest unit below 1024 (Keras's rule, 1 KB = 1024 B)."""
