@@ -429,13 +429,15 @@ static int expect_channels(const pr_op *op, const pr_view *in, int i, int64_t c,
     return 0;
 }
 
-/* x (input xi): float32, rank >= 2, channels last; returns 0 or -1. */
+/* x (input xi): float32, rank >= 2, C >= 1 channels last, and at least one
+ * row when batch statistics are computed. */
 static int expect_bn_input(const pr_op *op, const pr_view *in, int xi, int need_rows) {
     if (pr_expect_dtype(op, in, xi, PR_F32) < 0) return -1;
     char s[128];
-    if (in[xi].ndim < 2)
+    if (in[xi].ndim < 2 || last_of(&in[xi]) < 1)
         return pr_fail(op, PyExc_ValueError,
-                       "input must have rank >= 2 (N, ..., C) with channels last, got %s",
+                       "input must have rank >= 2 (N, ..., C) with channels last and C >= 1, "
+                       "got %s",
                        pr_shape_str(&in[xi], s, sizeof s));
     if (need_rows && rows_of(&in[xi]) < 1)
         return pr_fail(op, PyExc_ValueError,

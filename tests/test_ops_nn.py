@@ -316,7 +316,8 @@ def np_bn_infer(x, gamma, beta, mm, mv, eps=1e-3):
     return (x - mm) / np.sqrt(mv + eps) * gamma + beta
 
 
-BN_SHAPES = [(2, 3, 5, 7), (1, 4, 3, 2), (5, 3), (1, 3), (3, 1)]
+# channels < 16, = 16 + leftovers, 2 blocks + leftovers (the kernels keep 16-channel blocks)
+BN_SHAPES = [(2, 3, 5, 7), (1, 4, 3, 2), (5, 3), (1, 3), (3, 1), (3, 2, 19), (4, 35)]
 
 
 def bn_params(c, r):
@@ -368,11 +369,13 @@ def test_batch_norm_training_versus_inference():
     np.testing.assert_allclose(var.numpy(), x.astype(np.float64).var((0, 1, 2)), rtol=1e-5)
 
 
-def test_batch_norm_large_is_deterministic_and_accurate():
-    """A ResNet-sized activation on the parallel path; large mean offset."""
+@pytest.mark.parametrize("shape", [(16, 16, 16, 16), (8, 9, 9, 35)])
+def test_batch_norm_large_is_deterministic_and_accurate(shape):
+    """Activations on the parallel, many-chunk path; a large mean offset."""
     r = rng(15)
-    x = (r.standard_normal((16, 16, 16, 16)) * 0.5 + 100).astype(np.float32)
-    gamma, beta = bn_params(16, r)
+    c = shape[-1]
+    x = (r.standard_normal(shape) * 0.5 + 100).astype(np.float32)
+    gamma, beta = bn_params(c, r)
     dy = r.standard_normal(x.shape).astype(np.float32)
     before = pr.get_num_threads()
     runs = []
@@ -393,7 +396,7 @@ def test_batch_norm_large_is_deterministic_and_accurate():
     np.testing.assert_allclose(runs[0][2], var, rtol=1e-5)
     # backward against the closed form in float64
     xhat = (x - mean) / np.sqrt(var + 1e-3)
-    m = x.size // 16
+    m = x.size // c
     dbeta, dgamma = dy.sum((0, 1, 2), dtype=np.float64), (dy * xhat).sum((0, 1, 2))
     dx = gamma / np.sqrt(var + 1e-3) * (dy - dbeta / m - xhat * dgamma / m)
     np.testing.assert_allclose(runs[0][4], dgamma, rtol=1e-4, atol=1e-3)
