@@ -411,6 +411,8 @@ def test_batch_norm_errors():
         ops.batch_norm_train(x, np.ones(4, np.float32), g)
     with pytest.raises(ValueError, match="rank >= 2"):
         ops.batch_norm_train(np.zeros(3, np.float32), g, g)
+    with pytest.raises(ValueError, match="C >= 1"):
+        ops.batch_norm_infer(np.zeros((2, 0), np.float32), *[np.zeros(0, np.float32)] * 4)
     with pytest.raises(ValueError, match="at least one row"):
         ops.batch_norm_train(np.zeros((0, 3), np.float32), g, g)
     with pytest.raises(TypeError, match="must be float32"):
