@@ -71,7 +71,7 @@ static int expect_labels(const pr_op *op, const pr_view *in, int i, int j) {
     return 0;
 }
 
-/* Output: input j's shape without the last axis. */
+/* Output: v's shape without the last axis (one value per row). */
 static void set_rows_out(pr_view *out, const pr_view *v) {
     pr_set_out(out, PR_F32, v->ndim - 1, v->shape);
 }
