@@ -362,9 +362,9 @@ def test_small_resnet_learns_cifar10_subset(cifar10_dir):
     model = pr.Model(inputs, layers.Dense(10)(layers.GlobalAveragePooling2D()(h)))
     model.compile(pr.optimizers.SGD(0.1, momentum=0.9),
                   pr.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
-    history = model.fit(x, y_train[:2000], batch_size=64, epochs=3, verbose=0)
+    history = model.fit(x, y_train[:2000], batch_size=64, epochs=2, verbose=0)
     losses = history.history["loss"]
-    assert losses[2] < losses[1] < losses[0]
+    assert losses[1] < losses[0] - 0.1
     test_loss, test_acc = model.evaluate(x_val, y_test[:1000], batch_size=250, verbose=0)
     assert test_acc > 0.2  # chance is 0.1
     assert test_loss < np.log(10)  # the loss of a uniform guess
