@@ -207,3 +207,29 @@ def test_summary_totals():
     row = next(r for r in text.splitlines() if "(Dense)" in r)
     assert row.split("│")[3].strip() == "650"
     assert pr.models.summary.readable_memory_size(6272) == "6.12 KB"
+
+
+def test_subclassed_model_build_and_summary():
+    class Net(pr.Model):
+        def __init__(self):
+            super().__init__(name="net")
+            self.conv = layers.Conv2D(4, 3, padding="same")
+            self.pool = layers.GlobalAveragePooling2D()
+            self.head = layers.Dense(2)
+
+        def call(self, inputs, training=None):
+            return self.head(self.pool(self.conv(inputs)))
+
+    net = Net()
+    assert net.weights == []
+    net.build((None, 6, 6, 3))
+    assert net.built and net.count_params() == 3 * 3 * 3 * 4 + 4 + 4 * 2 + 2
+    lines = []
+    net.summary(print_fn=lines.append)
+    assert "conv2d (Conv2D)" in lines[0] and "(None, 6, 6, 4)" in lines[0]
+    assert "dense (Dense)" in lines[0] and "(None, 2)" in lines[0]
+    assert " Total params: 122 (488.00 B)" in lines[0]
+    assert net(_rand(3, 6, 6, 3)).shape == (3, 2)
+    inputs = layers.Input((6, 6, 3))
+    wrapper = pr.Model(inputs, net(inputs))  # a subclassed model as a layer
+    assert wrapper.outputs[0].shape == (None, 2) and wrapper.count_params() == 122

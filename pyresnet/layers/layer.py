@@ -164,6 +164,17 @@ class Layer:
             ValueError: when a dimension other than the batch is unknown;
                 override this method for such layers.
         """
+        outputs = self._call_eager(self._zero_batch(input_shape), (), {"training": False})
+        flat = tree.flatten(input_shape, is_leaf=tree.is_shape)
+        batch = flat[0][0] if flat and flat[0] else None
+        return tree.map_structure(lambda t: (batch,) + tuple(t.shape[1:]), outputs)
+
+    def _zero_batch(self, input_shape):
+        """float32 zeros of ``input_shape`` with a batch of 1 (same nesting).
+
+        Raises:
+            ValueError: when a dimension other than the batch is unknown.
+        """
         flat = tree.flatten(input_shape, is_leaf=tree.is_shape)
         for s in flat:
             if any(d is None for d in s[1:]):
@@ -171,10 +182,7 @@ class Layer:
                     f'Layer "{self.name}" cannot infer its output shape for input shape {s} '
                     "(unknown dimensions besides the batch); define compute_output_shape()")
         zeros = [Tensor(np.zeros((1,) + tuple(s[1:]), np.float32)) for s in flat]
-        inputs = tree.pack_sequence_as(input_shape, zeros, is_leaf=tree.is_shape)
-        outputs = self._call_eager(inputs, (), {"training": False})
-        batch = flat[0][0] if flat and flat[0] else None
-        return tree.map_structure(lambda t: (batch,) + tuple(t.shape[1:]), outputs)
+        return tree.pack_sequence_as(input_shape, zeros, is_leaf=tree.is_shape)
 
     def get_config(self):
         """The constructor arguments as a dict (``name``, ``trainable``,

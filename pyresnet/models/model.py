@@ -2,8 +2,7 @@
 import numpy as np
 
 from ..layers.input_spec import InputSpec
-from ..layers.layer import Layer
-from ..tensor import Tensor
+from ..layers.layer import Layer, _call_params
 from ..utils import tree
 from . import summary as summary_module
 from .functional import FunctionalGraph
@@ -11,10 +10,10 @@ from .trainer import Trainer
 
 
 def _as_float32(model_name, x):
-    """NumPy/list input -> float32 array (Keras converts to the Input dtype)."""
-    if isinstance(x, Tensor) or not isinstance(x, (np.ndarray, list, float, int)):
+    """NumPy input -> float32 array (Keras converts to the Input dtype)."""
+    if not isinstance(x, np.ndarray):
         return x
-    a = np.asarray(x)
+    a = x
     if a.dtype.kind not in "biuf":
         raise TypeError(f'Model "{model_name}": inputs must be numeric, got dtype {a.dtype} of '
                         f"shape {a.shape}")
@@ -98,6 +97,16 @@ class Model(Trainer, Layer):
     def __call__(self, inputs, *args, **kwargs):
         inputs = tree.map_structure(lambda x: _as_float32(self.name, x), inputs)
         return super().__call__(inputs, *args, **kwargs)
+
+    def build(self, input_shape):
+        """Build a subclassed model for inputs of ``input_shape`` (batch
+        first) by running ``call`` once on zeros in inference mode, so that
+        its weights exist (``summary``, ``count_params``).  Functional models
+        are built when made."""
+        if self._graph is None:
+            accepts_training = _call_params(type(self).call)[0]
+            self.call(self._zero_batch(input_shape),
+                      **({"training": False} if accepts_training else {}))
 
     def call(self, inputs, training=None):
         """Run the functional graph (subclassed models override this)."""

@@ -1,6 +1,8 @@
 """The text of ``Model.summary()``, laid out as Keras 3 prints it."""
 import numpy as np
 
+from ..utils import tree
+
 
 def readable_memory_size(nbytes):
     """``"1.04 MB"``: bytes in the largest unit below 1024 (Keras's rule, 1 KB = 1024 B)."""
@@ -24,9 +26,11 @@ def _type_name(layer):
 def _output_shape(model, layer):
     graph = model._graph
     shapes = graph.layer_output_shapes(layer) if graph is not None else []
-    if not shapes and layer.built and layer._build_shapes is not None:
+    if not shapes and layer.built and layer._build_shapes is not None:  # a subclassed model
+        unbatched = tree.map_structure(lambda s: (None,) + tuple(s[1:]), layer._build_shapes,
+                                       is_leaf=tree.is_shape)
         try:
-            shapes = [layer.compute_output_shape(layer._build_shapes)]
+            shapes = [layer.compute_output_shape(unbatched)]
         except (ValueError, TypeError, NotImplementedError):
             shapes = []
     text = {str(s).replace("'", "") for s in shapes}
