@@ -293,6 +293,11 @@ def test_multi_output_fit():
     assert logs["loss"] == pytest.approx(logs["a_loss"] + logs["b_loss"], rel=1e-6)
     with pytest.raises(ValueError, match="2 output"):
         model.compile("sgd", ["sparse_categorical_crossentropy"])
+    model.compile("sgd", {"a": "sparse_categorical_crossentropy",
+                          "b": pr.losses.CategoricalCrossentropy(from_logits=True)},
+                  metrics=[["accuracy"], []])
+    logs = model.evaluate(x, [ya, yb], verbose=0, return_dict=True)
+    assert sorted(logs) == ["a_accuracy", "a_loss", "b_loss", "loss"]
 
 
 def test_callbacks_see_every_hook_and_can_stop_training():

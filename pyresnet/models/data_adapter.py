@@ -70,7 +70,8 @@ class ArrayBatches:
     Args:
         xs: list of arrays, one per model input (same length).
         ys: list of arrays, one per output, or None (predict).
-        batch_size (int): >= 1; the last batch may be smaller.
+        batch_size (int): >= 1, or None for Keras's 32; the last batch may
+            be smaller.
         shuffle (bool): draw a new order every epoch from the generator
             seeded by :func:`pyresnet.utils.set_random_seed`.
         y_dtypes: NumPy dtype per y array.
@@ -79,6 +80,7 @@ class ArrayBatches:
     """
 
     def __init__(self, xs, ys, batch_size, shuffle=False, y_dtypes=None):
+        batch_size = 32 if batch_size is None else batch_size
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
                 or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")

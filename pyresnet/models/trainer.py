@@ -65,7 +65,9 @@ class Trainer:
                 output layer name.  The total loss is the sum over outputs.
             metrics: list of metric names (``"accuracy"`` resolves from the
                 loss as Keras does), metric objects or functions, applied to
-                every output; or a dict by output name of such lists.
+                every output; or, for several outputs, a list of such lists
+                (one per output) or a dict by output layer name.  Logged as
+                ``<name>``, or ``<output>_<name>`` with several outputs.
             run_eagerly: None/False/True; stored for the compiled-step
                 machinery (True forces eager steps).
             jit_compile: ``"auto"``/True/False; stored likewise.
@@ -85,18 +87,22 @@ class Trainer:
         if any(item is None for item in loss_list):
             raise ValueError(f'Model "{self.name}": compile() needs a loss for every output '
                              f"{names}, got {loss!r}")
-        self._losses = [losses_module.get(item) for item in loss_list]
+        losses = [losses_module.get(item) for item in loss_list]
         if isinstance(metrics, dict):
             per_output = _per_output(self.name, metrics, names, "metrics")
+        elif isinstance(metrics, (list, tuple)) and len(names) > 1 and len(metrics) == len(names) \
+                and all(m is None or isinstance(m, (list, tuple)) for m in metrics):
+            per_output = list(metrics)
         else:
             per_output = [metrics] * len(names)
-        self._metrics = []
-        for out, (name, items, loss_obj) in enumerate(zip(names, per_output, self._losses)):
+        compiled_metrics = []
+        for out, (name, items, loss_obj) in enumerate(zip(names, per_output, losses)):
             for item in items or []:
                 metric = metrics_module.get(item, loss_obj)
                 key = metric.name if len(names) == 1 else f"{name}_{metric.name}"
-                self._metrics.append((key, out, metric))
+                compiled_metrics.append((key, out, metric))
         self.optimizer = optimizers.get(optimizer)
+        self._losses, self._metrics = losses, compiled_metrics
         self.run_eagerly = run_eagerly
         self.jit_compile = jit_compile
         self.compiled = True
@@ -104,8 +110,8 @@ class Trainer:
 
     @property
     def output_names(self):
-        """Names of the output layers (functional models), else ``["output"]``
-        style names ``output_0, ...`` for models whose outputs are unknown."""
+        """Names of the layers producing the outputs (functional models and
+        built Sequentials), else ``["output"]`` (one output assumed)."""
         graph = getattr(self, "_graph", None)
         if graph is None:
             return ["output"]
