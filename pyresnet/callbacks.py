@@ -25,52 +25,54 @@ class Callback:
         self.params = {}
 
     def set_model(self, model):
+        """Called by the loop with the Model before training."""
         self.model = model
 
     def set_params(self, params):
+        """Called by the loop with the run's ``params`` dict."""
         self.params = params
 
     def on_train_begin(self, logs=None):
-        pass
+        """Called once before the first epoch of ``fit``."""
 
     def on_train_end(self, logs=None):
-        pass
+        """Called once after the last epoch, with the last epoch's logs."""
 
     def on_epoch_begin(self, epoch, logs=None):
-        pass
+        """Called before each epoch (``epoch`` counts from 0)."""
 
     def on_epoch_end(self, epoch, logs=None):
-        pass
+        """Called after each epoch with its logs (validation ones prefixed ``val_``)."""
 
     def on_train_batch_begin(self, batch, logs=None):
-        pass
+        """Called before each training step (``batch`` counts from 0 per epoch)."""
 
     def on_train_batch_end(self, batch, logs=None):
-        pass
+        """Called after each training step with the running epoch means."""
 
     def on_test_begin(self, logs=None):
-        pass
+        """Called before ``evaluate`` runs."""
 
     def on_test_end(self, logs=None):
-        pass
+        """Called after ``evaluate`` with its logs."""
 
     def on_test_batch_begin(self, batch, logs=None):
-        pass
+        """Called before each evaluation step."""
 
     def on_test_batch_end(self, batch, logs=None):
-        pass
+        """Called after each evaluation step with the running means."""
 
     def on_predict_begin(self, logs=None):
-        pass
+        """Called before ``predict`` runs."""
 
     def on_predict_end(self, logs=None):
-        pass
+        """Called after ``predict``."""
 
     def on_predict_batch_begin(self, batch, logs=None):
-        pass
+        """Called before each prediction step."""
 
     def on_predict_batch_end(self, batch, logs=None):
-        pass
+        """Called after each prediction step."""
 
 
 class History(Callback):

@@ -92,10 +92,12 @@ class Loss:
         return values
 
     def get_config(self):
+        """The constructor arguments as a dict."""
         return {"name": self.name, "reduction": self.reduction}
 
     @classmethod
     def from_config(cls, config):
+        """A new loss from ``get_config()``'s dict."""
         return cls(**config)
 
 

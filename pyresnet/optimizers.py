@@ -114,12 +114,14 @@ class SGD:
         return self._slots[id(variable)][1]
 
     def get_config(self):
+        """The constructor arguments as a dict (the current learning rate)."""
         return {"name": self.name, "learning_rate": float(self._learning_rate),
                 "momentum": self.momentum, "nesterov": self.nesterov,
                 "weight_decay": self.weight_decay}
 
     @classmethod
     def from_config(cls, config):
+        """A new optimizer (without slots) from ``get_config()``'s dict."""
         return cls(**config)
 
 

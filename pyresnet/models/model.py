@@ -141,6 +141,12 @@ class Model(Trainer, Layer):
         (print_fn or print)(text)
 
     def get_config(self):
+        """The constructor arguments of a subclassed model (see
+        :meth:`Layer.get_config`).
+
+        Raises:
+            NotImplementedError: for functional models (not serialised).
+        """
         if self._graph is not None:
             raise NotImplementedError(
                 f'Model "{self.name}": get_config() of functional models is not supported; '
