@@ -17,7 +17,10 @@ class Callback:
     Attributes:
         model: the Model being trained (set by ``fit``).
         params (dict): ``epochs`` (fit only), ``steps`` (batches per epoch or
-            run), ``samples``, ``batch_size``, ``verbose``.
+            run), ``samples`` and ``batch_size`` (None for a dataset),
+            ``verbose``, and ``samples_seen``: the samples processed so far in
+            the current epoch or run (the loop updates it before each
+            ``on_*_batch_end``).
     """
 
     def __init__(self):
@@ -104,36 +107,38 @@ class ProgbarLogger(Callback):
     stdout).  ``verbose=1``: a bar per epoch (or per evaluate/predict run)
     showing the running loss and metrics, the time per step (ms/step:
     wall-clock time since the epoch began over the steps done) and the
-    throughput (images/s); at the end of an epoch the validation values are
-    added.  ``verbose=2``: one such line per epoch, no bar.  ``fit``,
-    ``evaluate`` and ``predict`` add it when ``verbose`` is not 0.
+    throughput (images/s, from ``params["samples_seen"]``); at the end of an
+    epoch the validation values are added (the validation run inside ``fit``
+    draws no bar of its own, as Keras).  ``verbose=2``: one such line per
+    epoch, no bar.  ``fit``, ``evaluate`` and ``predict`` add it when
+    ``verbose`` is not 0.
     """
 
     def __init__(self):
         super().__init__()
         self._bar = None
         self._start = None
+        self._rate = ""
+        self._in_fit = False
 
     def _open(self, desc):
         self._start = time.perf_counter()
+        self._rate = ""
         if self.params.get("verbose") == 1:
             self._bar = tqdm(total=self.params["steps"], desc=desc, unit="step", file=sys.stdout,
                              dynamic_ncols=True, leave=True)
 
-    def _rate(self, steps):
-        """``"123ms/step - 4567 img/s"`` for ``steps`` steps since _open."""
-        elapsed = max(time.perf_counter() - self._start, 1e-9)
-        images = min(steps * self.params["batch_size"], self.params["samples"])
-        return f"{1000 * elapsed / max(steps, 1):.0f}ms/step - {images / elapsed:.0f} img/s"
-
     def _progress(self, batch, logs):
+        elapsed = max(time.perf_counter() - self._start, 1e-9)
+        self._rate = (f"{1000 * elapsed / (batch + 1):.0f}ms/step - "
+                      f"{self.params.get('samples_seen', 0) / elapsed:.0f} img/s")
         if self._bar is not None:
-            text = " - ".join(s for s in (_format(logs), self._rate(batch + 1)) if s)
+            text = " - ".join(s for s in (_format(logs), self._rate) if s)
             self._bar.set_postfix_str(text, refresh=False)
             self._bar.update(1)
 
     def _close(self, logs, title):
-        text = " - ".join(s for s in (self._rate(self.params["steps"]), _format(logs)) if s)
+        text = " - ".join(s for s in (self._rate, _format(logs)) if s)
         if self._bar is not None:
             self._bar.set_postfix_str(text, refresh=False)
             self._bar.close()
@@ -143,6 +148,12 @@ class ProgbarLogger(Callback):
 
     def _epoch_title(self, epoch):
         return f"Epoch {epoch + 1}/{self.params['epochs']}"
+
+    def on_train_begin(self, logs=None):
+        self._in_fit = True
+
+    def on_train_end(self, logs=None):
+        self._in_fit = False
 
     def on_epoch_begin(self, epoch, logs=None):
         self._open(self._epoch_title(epoch))
@@ -154,13 +165,16 @@ class ProgbarLogger(Callback):
         self._close(logs, self._epoch_title(epoch))
 
     def on_test_begin(self, logs=None):
-        self._open("Evaluate")
+        if not self._in_fit:
+            self._open("Evaluate")
 
     def on_test_batch_end(self, batch, logs=None):
-        self._progress(batch, logs)
+        if not self._in_fit:
+            self._progress(batch, logs)
 
     def on_test_end(self, logs=None):
-        self._close(logs, "Evaluate")
+        if not self._in_fit:
+            self._close(logs, "Evaluate")
 
     def on_predict_begin(self, logs=None):
         self._open("Predict")
@@ -199,6 +213,11 @@ class CallbackList:
         for cb in self.callbacks:
             cb.set_model(model)
             cb.set_params(params)
+
+    def set_samples_seen(self, n):
+        """Publish the samples processed so far (``params["samples_seen"]``)."""
+        for cb in self.callbacks:
+            cb.params["samples_seen"] = n
 
     def __getattr__(self, hook):
         if not hook.startswith("on_"):

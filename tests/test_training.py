@@ -336,16 +336,97 @@ def test_callbacks_see_every_hook_and_can_stop_training():
 
 def test_progress_output(capsys):
     model = _conv_model()
-    model.fit(X, Y, batch_size=4, epochs=2, verbose=1)
+    model.fit(X, Y, batch_size=4, epochs=2, verbose=1, validation_data=(X, Y))
     out = capsys.readouterr().out
     assert "Epoch 1/2" in out and "Epoch 2/2" in out and "2/2" in out
     assert "ms/step" in out and "img/s" in out and "loss: " in out and "accuracy: " in out
+    assert "val_accuracy: " in out and "Evaluate" not in out  # validation draws no bar
+    model.evaluate(X, Y, verbose=1)
+    assert "Evaluate" in capsys.readouterr().out
     model.fit(X, Y, batch_size=4, epochs=2, verbose=2, validation_data=(X, Y))
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Epoch")]
     assert len(lines) == 2 and "val_loss: " in lines[1] and "img/s" in lines[1]
     model.evaluate(X, Y, verbose=0)
     model.predict(X, verbose=0)
     assert capsys.readouterr().out == ""
+
+
+class Batches:
+    """A minimal dataset: re-iterable, len(), (x, y) batches of Tensors (the
+    interface of pyresnet.data.Dataset after batch())."""
+
+    def __init__(self, x, y, size):
+        self.x, self.y, self.size = x, y, size
+
+    def __len__(self):
+        return -(-len(self.x) // self.size)
+
+    def __iter__(self):
+        for i in range(0, len(self.x), self.size):
+            yield pr.Tensor(self.x[i:i + self.size]), pr.Tensor(self.y[i:i + self.size])
+
+
+def test_fit_evaluate_predict_on_a_dataset_match_arrays():
+    y32 = Y.astype(np.int32)
+    results = []
+    for use_dataset in (False, True):
+        pr.utils.clear_session()
+        pr.utils.set_random_seed(3)
+        model = _conv_model()
+        events = []
+
+        class Spy(pr.callbacks.Callback):
+            def on_test_begin(self, logs=None):
+                events.append(("test_begin", self.params["samples"]))
+
+        if use_dataset:
+            history = model.fit(Batches(X, y32, 3), epochs=2, callbacks=[Spy()], verbose=0,
+                                validation_data=Batches(X[:4], y32[:4], 2))
+            evaluated = model.evaluate(Batches(X, y32, 5), verbose=0)
+            predicted = model.predict(Batches(X, y32, 5), verbose=0)
+        else:
+            history = model.fit(X, y32, batch_size=3, epochs=2, shuffle=False, callbacks=[Spy()],
+                                verbose=0, validation_data=(X[:4], y32[:4]))
+            evaluated = model.evaluate(X, y32, batch_size=5, verbose=0)
+            predicted = model.predict(X, batch_size=5, verbose=0)
+        assert events == [("test_begin", None if use_dataset else 8)] * 2  # validation in fit
+        results.append((history.history, evaluated, predicted, model.get_weights()))
+    (h_a, e_a, p_a, w_a), (h_d, e_d, p_d, w_d) = results
+    assert h_a.keys() == h_d.keys()
+    for key in h_a:
+        np.testing.assert_allclose(h_a[key], h_d[key], rtol=1e-6)
+    np.testing.assert_allclose(e_a, e_d, rtol=1e-6)
+    np.testing.assert_allclose(p_a, p_d, rtol=1e-6)
+    for a, d in zip(w_a, w_d):
+        np.testing.assert_array_equal(a, d)
+
+
+def test_a_bad_first_batch_of_a_dataset_raises_before_any_update():
+    model = _conv_model()
+    model.fit(X, Y, verbose=0)
+    before = _state(model)
+    with pytest.raises(ValueError, match=r'"small".*\[0, 5\).*\[3, 6\]'):  # the first batch
+        model.fit(Batches(X, (Y + 3).astype(np.int32), 4), verbose=0)
+    with pytest.raises(ValueError, match=r'"small".*value 3.*\(4, 6, 6, 2\)'):
+        model.fit(Batches(X[..., :2], Y.astype(np.int32), 4), verbose=0)
+    with pytest.raises(ValueError, match=r"\(x, y\) batches"):
+        model.evaluate(_Singles(X), verbose=0)
+    assert model.predict(_Singles(X), verbose=0).shape == (8, 5)
+    with pytest.raises(ValueError, match="validation_split"):
+        model.fit(Batches(X, Y.astype(np.int32), 4), validation_split=0.5, verbose=0)
+    for a, b in zip(_state(model), before):
+        np.testing.assert_array_equal(a, b)
+
+
+class _Singles(Batches):
+    """A dataset of x batches only (fine for predict, not for fit)."""
+
+    def __init__(self, x):
+        super().__init__(x, x, 4)
+
+    def __iter__(self):
+        for x, _ in super().__iter__():
+            yield x
 
 
 # ---- real data -------------------------------------------------------------------------

@@ -1,6 +1,8 @@
-"""NumPy data for ``fit``/``evaluate``/``predict``: conversion, checks,
-the validation split and batching.  Only bookkeeping happens here (dtype
-conversion, slicing, shuffling); all math runs in the model's steps."""
+"""Data for ``fit``/``evaluate``/``predict``: NumPy arrays (conversion,
+checks, the validation split, batching) or a dataset of ready batches (a
+:class:`pyresnet.data.Dataset` or any re-iterable with ``len()``).  Only
+bookkeeping happens here (dtype conversion, slicing, shuffling); all math
+runs in the model's steps."""
 import math
 
 import numpy as np
@@ -58,7 +60,16 @@ def split(arrays, validation_split):
     return [a[:at] for a in arrays], [a[at:] for a in arrays]
 
 
+def is_dataset(x):
+    """Whether ``x`` is a dataset of batches rather than array data: a
+    re-iterable with ``len()`` that is not an array, Tensor, list, tuple or dict."""
+    return hasattr(x, "__iter__") and hasattr(x, "__len__") \
+        and not isinstance(x, (np.ndarray, Tensor, list, tuple, dict))
+
+
 def _tensor(a, dtype):
+    if isinstance(a, Tensor) and a.dtype == np.dtype(dtype).name:
+        return a
     return Tensor(np.ascontiguousarray(a, dtype=dtype))
 
 
@@ -103,3 +114,52 @@ class ArrayBatches:
                 [_tensor(a[index], dt) for a, dt in zip(self.ys, self.y_dtypes)]
             yield (x[0] if len(x) == 1 else x,
                    y if y is None or len(y) > 1 else y[0])
+
+
+class DatasetBatches:
+    """The batches of a dataset, as Tensors: x as float32 (uint8 converted
+    as given), y in the dtypes ``check`` returns.
+
+    Args:
+        dataset: re-iterable with ``len()`` (batches per pass) whose elements
+            are ``(x, y)`` batches (x and y a Tensor/array or a list of them
+            for several inputs/outputs); for predict, ``x`` or ``(x, ...)``.
+        check: ``check(xs, ys) -> y_dtypes`` run on the NumPy views of the
+            first batch before it is used (the data checks of the model); for
+            predict ``check(xs)``.
+        targets (bool): elements carry targets (fit/evaluate).
+    Raises (while iterating):
+        ValueError: for an element that is not an ``(x, y)`` pair.
+    """
+
+    def __init__(self, dataset, check, targets=True):
+        self.dataset = dataset
+        self._check = check
+        self.targets = targets
+        self.y_dtypes = None
+        self.num_samples = None
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __iter__(self):
+        for element in self.dataset:
+            if self.targets and not (isinstance(element, (tuple, list)) and len(element) == 2):
+                raise ValueError("a dataset for fit/evaluate must yield (x, y) batches, got "
+                                 f"{type(element).__name__} elements")
+            if not self.targets and isinstance(element, tuple):
+                element = element[0]
+            x, y = element if self.targets else (element, None)
+            xs = list(x) if isinstance(x, (list, tuple)) else [x]
+            ys = None if y is None else list(y) if isinstance(y, (list, tuple)) else [y]
+            if self._check is not None:
+                views = [np.asarray(a) for a in xs]
+                if self.targets:
+                    self.y_dtypes = self._check(views, [np.asarray(a) for a in ys])
+                else:
+                    self._check(views)
+                self._check = None
+            xt = [_tensor(a, np.float32) for a in xs]
+            yt = None if ys is None else [_tensor(a, dt) for a, dt in zip(ys, self.y_dtypes)]
+            yield (xt[0] if len(xt) == 1 else xt,
+                   yt if yt is None or len(yt) > 1 else yt[0])

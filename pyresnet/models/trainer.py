@@ -197,7 +197,7 @@ class Trainer:
             check_input_specs(self, self.input_spec, [a.shape for a in xs], self._build_shapes)
         return xs
 
-    def _prepare(self, x, y):
+    def _check_arrays(self, x, y):
         """Check and convert ``(x, y)`` before any step runs: sample counts,
         dtypes, shapes against the model's Inputs, label ranges against the
         output sizes; then run the model and the loss once in inference mode
@@ -220,6 +220,19 @@ class Trainer:
         y1 = [Tensor(np.ascontiguousarray(a[:1], dt)) for a, dt in zip(ys, y_dtypes)]
         self._compute_losses(y1, y_pred)
         return xs, ys, y_dtypes
+
+    def _batches(self, x, y, batch_size, shuffle=False):
+        """Checked batches of arrays or of a dataset (whose first batch is
+        checked the same way when it arrives)."""
+        if data_adapter.is_dataset(x):
+            if y is not None:
+                raise ValueError(f'Model "{self.name}": `y` must be None when `x` is a dataset '
+                                 "(it yields (x, y) batches)")
+            if not self.compiled:
+                raise RuntimeError(f'Model "{self.name}" must be compiled before fit/evaluate')
+            return data_adapter.DatasetBatches(x, lambda xs, ys: self._check_arrays(xs, ys)[2])
+        xs, ys, y_dtypes = self._check_arrays(x, y)
+        return data_adapter.ArrayBatches(xs, ys, batch_size, shuffle=shuffle, y_dtypes=y_dtypes)
 
     def _check_labels(self, i, y, loss, pred_shape):
         """Check output i's labels; return the dtype to feed them as."""
@@ -250,24 +263,30 @@ class Trainer:
 
     def fit(self, x=None, y=None, batch_size=32, epochs=1, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, initial_epoch=0):
-        """Train on NumPy data, as ``keras.Model.fit``.
+        """Train the model, as ``keras.Model.fit``.
 
         Args:
-            x: float32 or uint8 (converted to float32 as given: scale images
-                yourself, as in Keras) array ``(N, ...)``, or a list of arrays
-                for several inputs.
+            x: float32 or uint8 array ``(N, ...)`` (uint8 is converted to
+                float32 as given: scale images yourself, as in Keras), or a
+                list of arrays for several inputs; or a dataset yielding
+                ``(x, y)`` batches (a :class:`pyresnet.data.Dataset`, or any
+                re-iterable with ``len()``), with ``y`` None.
             y: labels ``(N,)``/``(N, 1)`` ints for sparse losses, float
                 targets otherwise; a list for several outputs.
-            batch_size (int): samples per step (the last batch may be smaller).
+            batch_size (int): samples per step for arrays (the last batch may
+                be smaller; None means 32); unused with a dataset.
             epochs (int): index of the last epoch (runs ``initial_epoch`` to
                 ``epochs - 1``).
             verbose: ``"auto"`` (= 1), 0 silent, 1 progress bar, 2 a line per
                 epoch.
             callbacks: list of :class:`pyresnet.callbacks.Callback`.
-            validation_split (float): fraction in [0, 1) of the samples, the
-                last ones before shuffling, held out for validation.
-            validation_data: ``(x_val, y_val)``; takes precedence.
-            shuffle (bool): reshuffle the training samples every epoch.
+            validation_split (float): fraction in [0, 1) of the array samples,
+                the last ones before shuffling, held out for validation.
+            validation_data: ``(x_val, y_val)`` arrays or a dataset; takes
+                precedence over ``validation_split``.  Evaluated after every
+                epoch in inference mode (callbacks see ``on_test_*``).
+            shuffle (bool): reshuffle array samples every epoch (a dataset
+                shuffles itself).
             initial_epoch (int): epoch to start at (resuming).
         Returns:
             :class:`pyresnet.callbacks.History`: ``history.history`` holds per
@@ -276,67 +295,86 @@ class Trainer:
             RuntimeError: when the model is not compiled.
             ValueError/TypeError: for inconsistent, empty, wrongly shaped or
                 typed data or labels out of range, naming the model (or layer)
-                and the shapes -- all raised before the first step, with the
-                weights unchanged.
+                and the shapes -- raised before the first step, with the
+                weights unchanged.  A dataset is checked on its first batch;
+                a label out of range in a later batch is reported by the loss
+                op when that batch is reached.
         """
         verbose = _verbosity(verbose)
         if not 0.0 <= validation_split < 1.0:
             raise ValueError(f"validation_split must be in [0, 1), got {validation_split!r}")
-        xs, ys, y_dtypes = self._prepare(x, y)
         val = None
+        if data_adapter.is_dataset(x):
+            if validation_split:
+                raise ValueError("validation_split is not supported for a dataset; pass "
+                                 "validation_data")
+            data = self._batches(x, y, batch_size)
+        else:
+            xs, ys, y_dtypes = self._check_arrays(x, y)
+            if validation_split and validation_data is None:
+                (xs, vx), (ys, vy) = data_adapter.split(xs, validation_split), \
+                    data_adapter.split(ys, validation_split)
+                data_adapter.check_lengths(self.name, xs, ys)
+                data_adapter.check_lengths(self.name, vx, vy)
+                val = data_adapter.ArrayBatches(vx, vy, batch_size, y_dtypes=y_dtypes)
+            data = data_adapter.ArrayBatches(xs, ys, batch_size, shuffle=shuffle,
+                                             y_dtypes=y_dtypes)
         if validation_data is not None:
-            if not isinstance(validation_data, (list, tuple)) or len(validation_data) != 2:
-                raise ValueError("validation_data must be a tuple (x_val, y_val)")
-            vx, vy, _ = self._prepare(*validation_data)
-            val = data_adapter.ArrayBatches(vx, vy, batch_size, y_dtypes=y_dtypes)
-        elif validation_split:
-            (xs, vx), (ys, vy) = data_adapter.split(xs, validation_split), \
-                data_adapter.split(ys, validation_split)
-            data_adapter.check_lengths(self.name, xs, ys)
-            data_adapter.check_lengths(self.name, vx, vy)
-            val = data_adapter.ArrayBatches(vx, vy, batch_size, y_dtypes=y_dtypes)
-        data = data_adapter.ArrayBatches(xs, ys, batch_size, shuffle=shuffle, y_dtypes=y_dtypes)
-        cbs = callbacks_module.CallbackList(
-            callbacks, self, {"epochs": epochs, "steps": len(data), "samples": data.num_samples,
-                              "batch_size": data.batch_size, "verbose": verbose},
-            add_history=True, add_progbar=verbose != 0)
+            if data_adapter.is_dataset(validation_data):
+                val = self._batches(validation_data, None, batch_size)
+            elif isinstance(validation_data, (list, tuple)) and len(validation_data) == 2:
+                val = self._batches(*validation_data, batch_size)
+            else:
+                raise ValueError("validation_data must be (x_val, y_val) or a dataset")
+        cbs = self._callbacks(callbacks, data, verbose, add_history=True, epochs=epochs)
         train_function = self.make_train_function()
         self.stop_training = False
         self.history = cbs.history
         cbs.on_train_begin()
+        logs = None
         for epoch in range(initial_epoch, epochs):
             cbs.on_epoch_begin(epoch)
-            logs = self._run_epoch(data, train_function, cbs, "train")
+            logs = self._run(data, train_function, cbs, "train")
             if val is not None:
-                val_logs = self._run_epoch(val, self.make_test_function(), None, "test")
+                cbs.on_test_begin()
+                val_logs = self._run(val, self.make_test_function(), cbs, "test")
+                cbs.on_test_end(val_logs)
                 logs.update({f"val_{k}": v for k, v in val_logs.items()})
             cbs.on_epoch_end(epoch, logs)
             if self.stop_training:
                 break
-        cbs.on_train_end(logs if epochs > initial_epoch else None)
+        cbs.on_train_end(logs)
         return self.history
 
+    def _callbacks(self, callbacks, data, verbose, add_history=False, **params):
+        return callbacks_module.CallbackList(
+            callbacks, self, {**params, "steps": len(data), "samples": data.num_samples,
+                              "batch_size": getattr(data, "batch_size", None),
+                              "verbose": verbose, "samples_seen": 0},
+            add_history=add_history, add_progbar=verbose != 0)
+
     @staticmethod
-    def _run_epoch(data, step, cbs, mode):
+    def _run(data, step, cbs, mode):
         """Run ``step`` on every batch; return the sample-weighted means of
         its outputs, calling the batch callbacks with the running means."""
         sums, seen = {}, 0
         for batch, (x, y) in enumerate(data):
-            if cbs is not None:
-                getattr(cbs, f"on_{mode}_batch_begin")(batch)
+            getattr(cbs, f"on_{mode}_batch_begin")(batch)
             out = step(x, y)
             n = len(x[0] if isinstance(x, list) else x)
             seen += n
             for key, value in out.items():
                 sums[key] = sums.get(key, 0.0) + float(value) * n
-            if cbs is not None:
-                getattr(cbs, f"on_{mode}_batch_end")(batch, {k: s / seen for k, s in sums.items()})
-        return {k: s / seen for k, s in sums.items()}
+            cbs.set_samples_seen(seen)
+            getattr(cbs, f"on_{mode}_batch_end")(batch, {k: v / seen for k, v in sums.items()})
+        if not seen:
+            raise ValueError("the data yielded no batches")
+        return {k: v / seen for k, v in sums.items()}
 
     def evaluate(self, x=None, y=None, batch_size=32, verbose="auto", callbacks=None,
                  return_dict=False):
-        """Loss and metrics on NumPy data in inference mode, as
-        ``keras.Model.evaluate`` (same data rules as :meth:`fit`).
+        """Loss and metrics in inference mode, as ``keras.Model.evaluate``
+        (data as for :meth:`fit`: arrays or a dataset of ``(x, y)`` batches).
 
         Returns:
             the loss (float) when no metric is compiled; else the list
@@ -346,14 +384,10 @@ class Trainer:
             as :meth:`fit`.
         """
         verbose = _verbosity(verbose)
-        xs, ys, y_dtypes = self._prepare(x, y)
-        data = data_adapter.ArrayBatches(xs, ys, batch_size, y_dtypes=y_dtypes)
-        cbs = callbacks_module.CallbackList(
-            callbacks, self, {"steps": len(data), "samples": data.num_samples,
-                              "batch_size": data.batch_size, "verbose": verbose},
-            add_progbar=verbose != 0)
+        data = self._batches(x, y, batch_size)
+        cbs = self._callbacks(callbacks, data, verbose)
         cbs.on_test_begin()
-        logs = self._run_epoch(data, self.make_test_function(), cbs, "test")
+        logs = self._run(data, self.make_test_function(), cbs, "test")
         cbs.on_test_end(logs)
         if return_dict:
             return logs
@@ -361,34 +395,38 @@ class Trainer:
         return values[0] if len(values) == 1 else values
 
     def predict(self, x, batch_size=32, verbose="auto", callbacks=None):
-        """The model's outputs on NumPy data in inference mode, as
-        ``keras.Model.predict``.
+        """The model's outputs in inference mode, as ``keras.Model.predict``.
 
         Args:
-            x: as for :meth:`fit`.
+            x: as for :meth:`fit`; a dataset may yield ``x`` or ``(x, y)``
+                batches (``y`` is ignored).
         Returns:
-            numpy.ndarray float32 ``(N, ...)``, or a list/dict of them for
-            several outputs.
+            numpy.ndarray float32 ``(N, ...)``, or a list of them for several
+            outputs.
         Raises:
             ValueError/TypeError: for empty, wrongly shaped or typed input,
                 naming the model or layer and the shapes.
         """
         verbose = _verbosity(verbose)
-        xs = self._check_x(x)
-        data_adapter.check_lengths(self.name, xs, [])
-        data = data_adapter.ArrayBatches(xs, None, batch_size)
-        cbs = callbacks_module.CallbackList(
-            callbacks, self, {"steps": len(data), "samples": data.num_samples,
-                              "batch_size": data.batch_size, "verbose": verbose},
-            add_progbar=verbose != 0)
+        if data_adapter.is_dataset(x):
+            data = data_adapter.DatasetBatches(x, self._check_x, targets=False)
+        else:
+            xs = self._check_x(x)
+            data_adapter.check_lengths(self.name, xs, [])
+            data = data_adapter.ArrayBatches(xs, None, batch_size)
+        cbs = self._callbacks(callbacks, data, verbose)
         step = self.make_predict_function()
         cbs.on_predict_begin()
-        outputs = []
+        outputs, seen = [], 0
         for batch, (bx, _) in enumerate(data):
             cbs.on_predict_batch_begin(batch)
             out = step(bx)
             outputs.append([np.array(t) for t in tree.flatten(out)])
+            seen += len(outputs[-1][0])
+            cbs.set_samples_seen(seen)
             cbs.on_predict_batch_end(batch)
         cbs.on_predict_end()
+        if not outputs:
+            raise ValueError(f'Model "{self.name}": predict() got no batches')
         merged = [np.concatenate(parts) for parts in zip(*outputs)]
         return tree.pack_sequence_as(out, merged)
