@@ -50,14 +50,14 @@ class Dense(Layer):
 
     def call(self, inputs):
         x = inputs
-        lead = tuple(x.shape[:-1])
-        if len(lead) > 1:
-            x = ops.reshape(x, (int(np.prod(lead)), x.shape[-1]))
+        rank = len(x.shape)
+        if rank > 2:  # -1: the leading axes, whatever the batch size
+            x = ops.reshape(x, (-1, x.shape[-1]))
         y = ops.matmul(x, self.kernel)
         if self.use_bias:
             y = ops.add(y, self.bias)
-        if len(lead) > 1:
-            y = ops.reshape(y, lead + (self.units,))
+        if rank > 2:
+            y = ops.reshape(y, (-1,) + tuple(inputs.shape[1:-1]) + (self.units,))
         return self.activation(y)
 
     def compute_output_shape(self, input_shape):
