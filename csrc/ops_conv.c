@@ -211,7 +211,7 @@ static int infer_conv2d(const pr_op *op, const pr_view *in, int n, const void *a
         return -1;
     int64_t shape[4] = {g.n, g.ho, g.wo, g.o};
     pr_set_out(out, PR_F32, 4, shape);
-    *ws = pr_conv2d_scratch_bytes(&g);
+    *ws = pr_conv2d_scratch_bytes(&g, PR_CONV_FORWARD);
     return 0;
 }
 
@@ -227,7 +227,7 @@ static int infer_conv2d_bpi(const pr_op *op, const pr_view *in, int n, const voi
     int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
     if (check_dy(op, in, 0, 4, dy) < 0) return -1;
     *out = x;
-    *ws = pr_conv2d_scratch_bytes(&g);
+    *ws = pr_conv2d_scratch_bytes(&g, PR_CONV_BACKPROP_INPUT);
     return 0;
 }
 
@@ -243,7 +243,7 @@ static int infer_conv2d_bpf(const pr_op *op, const pr_view *in, int n, const voi
     int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
     if (check_dy(op, in, 1, 4, dy) < 0) return -1;
     *out = k;
-    *ws = pr_conv2d_scratch_bytes(&g);
+    *ws = pr_conv2d_scratch_bytes(&g, PR_CONV_BACKPROP_FILTER);
     return 0;
 }
 

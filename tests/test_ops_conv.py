@@ -200,7 +200,7 @@ def restore_threads():
 @pytest.mark.parametrize("ksize,strides,same", [((3, 3), 1, True), ((3, 3), 2, True),
                                                 ((1, 1), 1, False), ((2, 2), 2, False)])
 def test_conv2d_deterministic_for_any_thread_count(restore_threads, ksize, strides, same):
-    """Repeated calls give identical bits; other thread counts agree closely."""
+    """The kernels split work by shape only: identical bits for any thread count."""
     x, k = randn(16, 17, 15, 16), randn(*ksize, 16, 8)
     dy = randn(16, *conv_ref(x[:1], k, strides, same).shape[1:])
     attrs = dict(strides=strides, same=same)
@@ -218,7 +218,7 @@ def test_conv2d_deterministic_for_any_thread_count(restore_threads, ksize, strid
             np.testing.assert_array_equal(a, b)
     for other in results[1:]:
         for a, b in zip(results[0], other):
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("ta", [False, True])
