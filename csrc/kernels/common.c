@@ -31,6 +31,16 @@ const char *pr_dtype_name(pr_dtype t) {
     return "?";
 }
 
+int64_t pr_shape_size(int ndim, const int64_t *shape, size_t itemsize) {
+    int64_t bytes = (int64_t)itemsize, empty = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) return -1;
+        if (shape[d] == 0) empty = 1;
+        else if (__builtin_mul_overflow(bytes, shape[d], &bytes)) return -1;
+    }
+    return empty ? 0 : bytes / (int64_t)itemsize;
+}
+
 static _Thread_local char kernel_error[512];
 
 void pr_kernel_error(const char *fmt, ...) {
