@@ -17,6 +17,7 @@ typedef struct {
     int n_in, n_out;
     PyObject *in[PR_MAX_INPUTS];
     PyObject *out[PR_MAX_OUTPUTS];
+    uint64_t version[PR_MAX_INPUTS + PR_MAX_OUTPUTS]; /* of in, then out, when recorded */
 } tape_entry;
 
 typedef struct {
@@ -81,6 +82,8 @@ int pr_tape_record(const pr_op *op, PyObject *const *inputs, int n_in, const voi
         e->n_out = n_out;
         for (int i = 0; i < n_in; i++) Py_INCREF(e->in[i] = inputs[i]);
         for (int i = 0; i < n_out; i++) Py_INCREF(e->out[i] = outputs[i]);
+        for (int i = 0; i < n_in + n_out; i++)
+            e->version[i] = ((pr_Tensor *)(i < n_in ? inputs[i] : outputs[i - n_in]))->version;
         for (int i = 0; i < n_out; i++)
             if (((pr_Tensor *)outputs[i])->v.dtype == PR_F32 && watch(tape, outputs[i]) < 0)
                 return -1;
@@ -130,6 +133,26 @@ static int add_to_set(PyObject *set, PyObject *t) {
     int r = PySet_Add(set, k);
     Py_DECREF(k);
     return r;
+}
+
+/* A gradient rule reads the recorded tensors' values: refuse when one was
+ * updated in place since (an optimizer step, assign), rather than return
+ * gradients of values the forward pass never saw. */
+static int check_versions(const tape_entry *e) {
+    for (int i = 0; i < e->n_in + e->n_out; i++) {
+        PyObject *t = i < e->n_in ? e->in[i] : e->out[i - e->n_in];
+        if (((pr_Tensor *)t)->version != e->version[i]) {
+            char s[160];
+            PyErr_Format(PyExc_RuntimeError,
+                         "GradientTape.gradient: %s %d of the recorded '%s' (shape %s) was "
+                         "updated in place after the op was recorded, so its gradient cannot be "
+                         "computed; update variables after tape.gradient",
+                         i < e->n_in ? "input" : "output", i < e->n_in ? i : i - e->n_in,
+                         e->op->name, pr_shape_str(&((pr_Tensor *)t)->v, s, sizeof s));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* Seed grads[target] with d target / d target: ones, or `given` (the
@@ -252,6 +275,7 @@ static PyObject *Tape_gradient(pr_Tape *tape, PyObject *args) {
             any_need |= needs[i];
         }
         if (!any_need) continue;
+        if (check_versions(e) < 0) goto done;
         /* The borrowed gout may be replaced in `grads` by accumulate below. */
         for (int i = 0; i < e->n_out; i++) Py_XINCREF(gout[i]);
         int rc = e->op->gradient(e->in, e->out, e->attrs, gout, needs, gin);

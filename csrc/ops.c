@@ -258,6 +258,8 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
             out[i].data = o->v.data;
         }
         if (pr_run_forward(op, in, n_in, out, attrs, scratch) < 0) goto done;
+        for (int i = 0; i < n_in; i++)
+            if (op->mutates >> i & 1) ((pr_Tensor *)t[i])->version++;
     }
     if (op->gradient && pr_tape_record(op, t, n_in, attrs, outputs, op->n_out) < 0) goto done;
     rc = 0;

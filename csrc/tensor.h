@@ -13,6 +13,7 @@ typedef struct {
     pr_view v;           /* data == NULL for a symbolic tensor */
     PyObject *sym;       /* symbolic: owned by the graph code (graph.c); NULL when real */
     Py_ssize_t exports;  /* live buffer-protocol exports */
+    uint64_t version;    /* bumped by every in-place op on it (tapes check it) */
     int trainable;       /* a trainable Variable: every GradientTape watches it */
     Py_ssize_t shape_py[PR_MAX_DIMS]; /* shape as Py_ssize_t for the buffer protocol */
     PyObject *dict;      /* attributes of Python subclasses (Variable) */

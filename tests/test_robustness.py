@@ -614,6 +614,22 @@ def test_a_list_of_targets_is_differentiated_as_their_sum():
         tape.gradient([y, 1.0], x)
 
 
+def test_tape_refuses_values_updated_in_place_after_recording():
+    x = pr.Variable(np.ones(3, f32))
+    with pr.GradientTape(persistent=True) as tape:
+        y = C("sum", x * x)
+    np.testing.assert_array_equal(tape.gradient(y, [x])[0].numpy(), [2, 2, 2])
+    pr.optimizers.SGD(0.1).apply_gradients([(np.ones(3, f32), x)])
+    with pytest.raises(RuntimeError, match=r"input 0 of the recorded 'multiply' \(shape \(3,\)\) "
+                                           "was updated in place"):
+        tape.gradient(y, [x])  # would use the new x: 2 * 0.9, not 2
+    with pr.GradientTape() as tape:
+        h = C("relu", x)
+        C("assign", h, np.zeros(3, f32))  # an op's output changed under the tape
+    with pytest.raises(RuntimeError, match="output 0 of the recorded 'relu'"):
+        tape.gradient(h, [x])
+
+
 def test_tape_misuse():
     x = pr.Variable(np.ones(3, f32))
     tape = pr.GradientTape()
