@@ -106,7 +106,9 @@ int pr_parse_attrs(const pr_op *op, PyObject *kwargs, void *attrs) {
             break;
         case PR_ATTR_BOOL: {
             int b = PyObject_IsTrue(v);
-            if (b < 0) return -1;
+            if (b < 0)
+                return PyErr_Clear(), pr_fail(op, PyExc_TypeError, "'%s' must be a bool, got %.80s",
+                                              s->name, Py_TYPE(v)->tp_name);
             *(int *)field = b;
             break;
         }

@@ -272,6 +272,8 @@ def test_attributes_accept_numpy_ints_and_check_floats():
             C(op, *args, epsilon="x")
     with pytest.raises(TypeError, match="reshape: missing required argument 'shape'"):
         C("reshape", np.ones(1, f32), shape=None)
+    with pytest.raises(TypeError, match="sum: 'keepdims' must be a bool, got numpy.ndarray"):
+        C("sum", np.ones(2, f32), keepdims=np.ones(2))
 
 
 def test_shape_products_that_overflow_int64_raise():

@@ -53,6 +53,7 @@ void pr_kernel_error(const char *fmt, ...) {
 const char *pr_kernel_error_message(void) { return kernel_error; }
 
 void *pr_alloc(size_t nbytes) {
+    if (nbytes > SIZE_MAX - 63) return NULL; /* rounding up would wrap to a tiny block */
     size_t rounded = (nbytes + 63) & ~(size_t)63;
     if (rounded == 0) rounded = 64;
     return aligned_alloc(64, rounded);
