@@ -42,6 +42,10 @@ typedef struct {
     int per_sample;
 } mixup_attrs;
 
+typedef struct {
+    double epsilon;
+} normalize_attrs;
+
 /* ---- shape-rule helpers --------------------------------------------------- */
 
 /* Parameters are int32 and streams are indexed by uint32: keep every
@@ -423,16 +427,20 @@ static int infer_normalize(const pr_op *op, const pr_view *in, int n, const void
     for (int i = 1; i < 3; i++)
         if (in[i].ndim != 1 || in[i].shape[0] != c)
             return pr_fail(op, PyExc_ValueError, "%s must have shape (%lld,) for x of shape %s, got %s",
-                           i == 1 ? "mean" : "std", (long long)c, pr_shape_str(&in[0], s, sizeof s),
+                           i == 1 ? "mean" : "variance", (long long)c, pr_shape_str(&in[0], s, sizeof s),
                            pr_shape_str(&in[i], t, sizeof t));
+    if (!(((const normalize_attrs *)attrs)->epsilon >= 0.0))
+        return pr_fail(op, PyExc_ValueError, "epsilon must be >= 0");
     pr_set_out(&out[0], PR_F32, in[0].ndim, in[0].shape);
+    *ws = (size_t)c * sizeof(float);
     return 0;
 }
 
 static int fw_normalize(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
     int64_t c = in[0].shape[in[0].ndim - 1];
     return pr_k_normalize(in[0].data, in[0].dtype, c ? in[0].size / c : 0, c, in[1].data,
-                          in[2].data, out[0].data);
+                          in[2].data, (float)((const normalize_attrs *)attrs)->epsilon,
+                          out[0].data, ws);
 }
 
 /* ---- registry ------------------------------------------------------------- */
@@ -467,6 +475,8 @@ static const pr_attr_spec mixup_spec[] = {
     {"num_classes", PR_ATTR_INT, offsetof(mixup_attrs, num_classes), 0, 0},
     {"per_sample", PR_ATTR_BOOL, offsetof(mixup_attrs, per_sample), 0, 0},
     {NULL}};
+static const pr_attr_spec normalize_spec[] = {
+    {"epsilon", PR_ATTR_FLOAT, offsetof(normalize_attrs, epsilon), 0, 1e-7}, {NULL}};
 
 #define RANDOM (PR_OP_RANDOM | PR_OP_STATEFUL)
 
@@ -522,9 +532,10 @@ static const pr_op op_mixup = {
            "(float32 images, soft labels (N, K), lam (N,), perm (N,) int32): mix the batch "
            "with a permutation of itself, lam ~ Beta(alpha, alpha) (Zhang et al. 2018)."};
 static const pr_op op_normalize = {
-    .name = "normalize_channels", .n_in = 3, .n_out = 1, .infer = infer_normalize,
-    .forward = fw_normalize,
-    .doc = "normalize_channels(x, mean, std) -> float32 (x - mean) / std over the last axis."};
+    .name = "normalize_channels", .n_in = 3, .n_out = 1, .attrs = normalize_spec,
+    .attr_size = sizeof(normalize_attrs), .infer = infer_normalize, .forward = fw_normalize,
+    .doc = "normalize_channels(x, mean, variance, epsilon=1e-7) -> float32 "
+           "(x - mean) / max(sqrt(variance), epsilon) over the last axis (keras Normalization)."};
 
 const pr_op *const pr_ops_augment[] = {
     &op_random_flip, &op_random_crop, &op_center_crop, &op_random_resized_crop, &op_resize,

@@ -220,8 +220,12 @@ def test_normalize_channels(dtype):
     x = images((3, 4, 5, 3), dtype)
     mean = np.array([0.4914, 0.4822, 0.4465], np.float32) * 255
     std = np.array([0.2470, 0.2435, 0.2616], np.float32) * 255
-    y = A.normalize_channels(x, mean, std)
-    np.testing.assert_array_equal(y.numpy(), (x.astype(np.float32) - mean) / std)
+    y = A.normalize_channels(x, mean, std * std)
+    np.testing.assert_array_equal(y.numpy(), (x.astype(np.float32) - mean) / np.sqrt(std * std))
+    # Keras's floor on the standard deviation
+    y = A.normalize_channels(x, mean, np.array([0, 4, 1e-20], np.float32), epsilon=1e-3)
+    np.testing.assert_array_equal(
+        y.numpy(), (x.astype(np.float32) - mean) / np.array([1e-3, 2, 1e-3], np.float32))
 
 
 # ---- statistics of the draws ---------------------------------------------------

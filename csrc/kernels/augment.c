@@ -350,9 +350,14 @@ int pr_k_mix_labels(const void *labels, pr_dtype dt, int64_t n, int64_t k, const
 /* ---- per-channel normalisation -------------------------------------------- */
 
 int pr_k_normalize(const void *x, pr_dtype dt, int64_t pixels, int64_t c, const float *mean,
-                   const float *std, float *y) {
+                   const float *variance, float epsilon, float *y, float *scratch) {
+    float *den = scratch;
+    for (int64_t k = 0; k < c; k++) {
+        float s = sqrtf(variance[k]);
+        den[k] = s > epsilon ? s : epsilon;
+    }
 #pragma omp parallel for num_threads(threads()) if (pixels * c >= PARALLEL_MIN)
     for (int64_t p = 0; p < pixels; p++)
-        for (int64_t k = 0; k < c; k++) y[p * c + k] = (load(x, dt, p * c + k) - mean[k]) / std[k];
+        for (int64_t k = 0; k < c; k++) y[p * c + k] = (load(x, dt, p * c + k) - mean[k]) / den[k];
     return PR_OK;
 }

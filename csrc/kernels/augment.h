@@ -106,9 +106,10 @@ int pr_k_mixup(const void *x, pr_dtype dt, int64_t n, int64_t row, const float *
 int pr_k_mix_labels(const void *labels, pr_dtype dt, int64_t n, int64_t k, const float *lam,
                     const int32_t *perm, float *out);
 
-/* ---- per-channel normalisation --------------------------------------------
- * y[p, c] = (x[p, c] - mean[c]) / std[c] in float32 over `pixels` pixels. */
+/* ---- per-channel normalisation (keras.layers.Normalization) ---------------
+ * y[p, c] = (x[p, c] - mean[c]) / max(sqrt(variance[c]), epsilon) in float32
+ * over `pixels` pixels; `scratch` holds c floats. */
 int pr_k_normalize(const void *x, pr_dtype dt, int64_t pixels, int64_t c, const float *mean,
-                    const float *std, float *y);
+                   const float *variance, float epsilon, float *y, float *scratch);
 
 #endif

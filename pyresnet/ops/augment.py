@@ -21,7 +21,7 @@ import random
 import numpy as np
 
 from .._loader import _C
-from ..tensor import Variable
+from ..tensor import Tensor, Variable
 
 call = _C.call
 
@@ -68,6 +68,11 @@ def _range(value, name, op):
         return float(lo), float(hi)
     except (TypeError, ValueError):
         raise TypeError(f"{op}: {name} must be a pair (min, max), got {value!r}") from None
+
+
+def _floats(value):
+    """Tensors (and Variables) pass through; anything else becomes float32."""
+    return value if isinstance(value, Tensor) else np.asarray(value, np.float32)
 
 
 def _result(out, return_params):
@@ -188,8 +193,8 @@ def random_lighting(images, eigval, eigvec, state, stddev=0.1, return_params=Fal
     Raises:
         ValueError: not 3 channels, bad eigval/eigvec shapes, stddev < 0.
     """
-    out = call("random_lighting", images, np.asarray(eigval, np.float32),
-               np.asarray(eigvec, np.float32), state, stddev=float(stddev))
+    out = call("random_lighting", images, _floats(eigval), _floats(eigvec), state,
+               stddev=float(stddev))
     return _result(out, return_params)
 
 
@@ -237,11 +242,21 @@ def mixup(images, labels, state, alpha=0.2, num_classes=None, per_sample=False,
     return out if return_params else out[:2]
 
 
-def normalize_channels(x, mean, std):
-    """Per-channel normalisation ``(x - mean) / std`` over the last axis.
-    x: (..., C) uint8 or float32; mean, std: (C,) -> float32 of x's shape."""
-    return call("normalize_channels", x, np.asarray(mean, np.float32),
-                np.asarray(std, np.float32))
+def normalize_channels(x, mean, variance, epsilon=1e-7):
+    """Per-channel normalisation over the last axis, as
+    ``keras.layers.Normalization``: ``(x - mean) / max(sqrt(variance), epsilon)``
+    in float32.
+
+    Args:
+        x: (..., C) uint8 or float32.
+        mean, variance: (C,) float32 (Tensors, Variables or arrays).
+        epsilon: floor of the standard deviation (Keras's backend epsilon).
+    Returns:
+        float32 of x's shape.
+    Raises:
+        ValueError: mean/variance not of shape (C,).  TypeError: bad dtype.
+    """
+    return call("normalize_channels", x, _floats(mean), _floats(variance), epsilon=float(epsilon))
 
 
 def rgb_pca(images, scale=None, chunk=4096):
