@@ -374,7 +374,7 @@ static int infer_mixup(const pr_op *op, const pr_view *in, int n, const void *at
         if (a->num_classes && a->num_classes != k)
             return pr_fail(op, PyExc_ValueError, "num_classes is %lld but soft labels have shape %s",
                            (long long)a->num_classes, pr_shape_str(y, t, sizeof t));
-    } else if (y->dtype == PR_I32 || y->dtype == PR_I64) {
+    } else if (y->dtype == PR_I32 || y->dtype == PR_I64 || y->dtype == PR_U8) {
         int ok = y->ndim >= 1 && y->ndim <= 2 && y->shape[0] == x->shape[0] &&
                  (y->ndim == 1 || y->shape[1] == 1);
         if (!ok)
@@ -388,7 +388,8 @@ static int infer_mixup(const pr_op *op, const pr_view *in, int n, const void *at
         k = a->num_classes;
     } else {
         return pr_fail(op, PyExc_TypeError,
-                       "labels must be int32/int64 class indices or float32 soft labels, got %s",
+                       "labels must be integer class indices (int32, int64, uint8) or float32 "
+                       "soft labels, got %s",
                        pr_dtype_name(y->dtype));
     }
     pr_set_out(&out[0], PR_F32, x->ndim, x->shape);

@@ -187,7 +187,7 @@ def test_cutout(dtype, fill, size):
 
 
 @pytest.mark.parametrize("per_sample", [False, True])
-@pytest.mark.parametrize("label_kind", ["int32", "int64_column", "soft"])
+@pytest.mark.parametrize("label_kind", ["int32", "uint8_column", "soft"])
 def test_mixup(per_sample, label_kind):
     n, k, alpha, seed = 10, 4, 0.4, 21
     x = images((n, 3, 2, 3), np.uint8)
@@ -196,7 +196,8 @@ def test_mixup(per_sample, label_kind):
         labels = rng.dirichlet(np.ones(k), n).astype(np.float32)
         onehot = labels
     else:
-        labels = classes.astype(np.int32) if label_kind == "int32" else classes[:, None]
+        labels = classes.astype(np.int32) if label_kind == "int32" else \
+            classes[:, None].astype(np.uint8)
         onehot = np.eye(k, dtype=np.float32)[classes]
     state = A.rng_state(seed)
     xm, ym, lam, perm = A.mixup(x, labels, state, alpha=alpha,

@@ -17,8 +17,13 @@ void pr_augment_set_thread_limit(int n) { thread_limit = n > 0 ? n : 0; }
 
 static int threads(void) { return thread_limit ? thread_limit : pr_get_num_threads(); }
 
+/* Pixel loops live in always-inlined helpers called with a literal dtype
+ * (and channel count 3 where it is common), so the compiler specialises
+ * them and no branch on the dtype is left in the inner loops. */
+#define INLINE static inline __attribute__((always_inline))
+
 /* The value of pixel-channel `k` of a uint8 or float32 buffer as float. */
-static inline float load(const void *x, pr_dtype dt, int64_t k) {
+INLINE float load(const void *x, pr_dtype dt, int64_t k) {
     return dt == PR_U8 ? (float)((const uint8_t *)x)[k] : ((const float *)x)[k];
 }
 
@@ -171,6 +176,28 @@ static inline double source_coord(int64_t d, int64_t in, int64_t out) {
     return s < 0.0 ? 0.0 : s;
 }
 
+/* One output image: rows of bilinear taps between the two source rows. */
+INLINE void resize_image(const void *x, pr_dtype dt, int64_t c, int64_t img_w, int64_t img,
+                         int64_t top, int64_t bh, const column_tap *cols, int64_t out_h,
+                         int64_t out_w, float *yi) {
+    for (int64_t oy = 0; oy < out_h; oy++) {
+        double sy = source_coord(oy, bh, out_h);
+        int64_t y0 = (int64_t)sy, y1 = y0 + (y0 < bh - 1);
+        float h1 = (float)(sy - (double)y0), h0 = 1.0f - h1;
+        int64_t r0 = img + (top + y0) * img_w * c, r1 = img + (top + y1) * img_w * c;
+        float *dst = yi + oy * out_w * c;
+        for (int64_t ox = 0; ox < out_w; ox++) {
+            const column_tap t = cols[ox];
+            float w1 = t.w1, w0 = 1.0f - w1;
+            for (int64_t k = 0; k < c; k++)
+                dst[ox * c + k] = h0 * (w0 * load(x, dt, r0 + t.x0 + k) +
+                                        w1 * load(x, dt, r0 + t.x1 + k)) +
+                                  h1 * (w0 * load(x, dt, r1 + t.x0 + k) +
+                                        w1 * load(x, dt, r1 + t.x1 + k));
+        }
+    }
+}
+
 int pr_k_crop_resize(const void *x, pr_dtype dt, pr_nhwc g, const int32_t *box, int64_t out_h,
                      int64_t out_w, float *y, void *scratch) {
     int64_t c = g.c;
@@ -188,22 +215,14 @@ int pr_k_crop_resize(const void *x, pr_dtype dt, pr_nhwc g, const int32_t *box, 
         }
         int64_t img = i * g.h * g.w * c;
         float *yi = y + i * out_h * out_w * c;
-        for (int64_t oy = 0; oy < out_h; oy++) {
-            double sy = source_coord(oy, bh, out_h);
-            int64_t y0 = (int64_t)sy, y1 = y0 + (y0 < bh - 1);
-            float h1 = (float)(sy - (double)y0), h0 = 1.0f - h1;
-            int64_t r0 = img + (top + y0) * g.w * c, r1 = img + (top + y1) * g.w * c;
-            float *dst = yi + oy * out_w * c;
-            for (int64_t ox = 0; ox < out_w; ox++) {
-                const column_tap t = cols[ox];
-                float w1 = t.w1, w0 = 1.0f - w1;
-                for (int64_t k = 0; k < c; k++)
-                    dst[ox * c + k] = h0 * (w0 * load(x, dt, r0 + t.x0 + k) +
-                                            w1 * load(x, dt, r0 + t.x1 + k)) +
-                                      h1 * (w0 * load(x, dt, r1 + t.x0 + k) +
-                                            w1 * load(x, dt, r1 + t.x1 + k));
-            }
-        }
+        if (dt == PR_U8 && c == 3)
+            resize_image(x, PR_U8, 3, g.w, img, top, bh, cols, out_h, out_w, yi);
+        else if (dt == PR_U8)
+            resize_image(x, PR_U8, c, g.w, img, top, bh, cols, out_h, out_w, yi);
+        else if (c == 3)
+            resize_image(x, PR_F32, 3, g.w, img, top, bh, cols, out_h, out_w, yi);
+        else
+            resize_image(x, PR_F32, c, g.w, img, top, bh, cols, out_h, out_w, yi);
     }
     return PR_OK;
 }
@@ -219,6 +238,15 @@ void pr_k_sample_normal(int64_t n, int64_t k, double stddev, uint64_t seed, uint
     }
 }
 
+INLINE void add_shift(const void *x, pr_dtype dt, int64_t base, int64_t pixels,
+                      const float shift[3], float *y) {
+    for (int64_t p = 0; p < pixels; p++)
+        for (int ch = 0; ch < 3; ch++) {
+            int64_t k = base + 3 * p + ch;
+            y[k] = load(x, dt, k) + shift[ch];
+        }
+}
+
 int pr_k_lighting(const void *x, pr_dtype dt, pr_nhwc g, const float *eigval,
                   const float *eigvec, const float *alpha, float *y) {
     int64_t pixels = g.h * g.w;
@@ -231,12 +259,10 @@ int pr_k_lighting(const void *x, pr_dtype dt, pr_nhwc g, const float *eigval,
                 s += (double)eigvec[3 * ch + j] * (double)alpha[3 * i + j] * (double)eigval[j];
             shift[ch] = (float)s;
         }
-        int64_t base = i * pixels * 3;
-        for (int64_t p = 0; p < pixels; p++)
-            for (int ch = 0; ch < 3; ch++) {
-                int64_t k = base + 3 * p + ch;
-                y[k] = load(x, dt, k) + shift[ch];
-            }
+        if (dt == PR_U8)
+            add_shift(x, PR_U8, i * pixels * 3, pixels, shift, y);
+        else
+            add_shift(x, PR_F32, i * pixels * 3, pixels, shift, y);
     }
     return PR_OK;
 }
@@ -316,7 +342,11 @@ int pr_k_mixup(const void *x, pr_dtype dt, int64_t n, int64_t row, const float *
 }
 
 static inline int64_t label_at(const void *labels, pr_dtype dt, int64_t i) {
-    return dt == PR_I64 ? ((const int64_t *)labels)[i] : ((const int32_t *)labels)[i];
+    switch (dt) {
+    case PR_I64: return ((const int64_t *)labels)[i];
+    case PR_U8: return ((const uint8_t *)labels)[i];
+    default: return ((const int32_t *)labels)[i];
+    }
 }
 
 int pr_k_mix_labels(const void *labels, pr_dtype dt, int64_t n, int64_t k, const float *lam,
@@ -349,6 +379,12 @@ int pr_k_mix_labels(const void *labels, pr_dtype dt, int64_t n, int64_t k, const
 
 /* ---- per-channel normalisation -------------------------------------------- */
 
+INLINE void normalize_pixels(const void *x, pr_dtype dt, int64_t p0, int64_t p1, int64_t c,
+                             const float *mean, const float *den, float *y) {
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t k = 0; k < c; k++) y[p * c + k] = (load(x, dt, p * c + k) - mean[k]) / den[k];
+}
+
 int pr_k_normalize(const void *x, pr_dtype dt, int64_t pixels, int64_t c, const float *mean,
                    const float *variance, float epsilon, float *y, float *scratch) {
     float *den = scratch;
@@ -356,8 +392,18 @@ int pr_k_normalize(const void *x, pr_dtype dt, int64_t pixels, int64_t c, const 
         float s = sqrtf(variance[k]);
         den[k] = s > epsilon ? s : epsilon;
     }
+    int64_t block = 4096, blocks = (pixels + block - 1) / block;
 #pragma omp parallel for num_threads(threads()) if (pixels * c >= PARALLEL_MIN)
-    for (int64_t p = 0; p < pixels; p++)
-        for (int64_t k = 0; k < c; k++) y[p * c + k] = (load(x, dt, p * c + k) - mean[k]) / den[k];
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t p0 = b * block, p1 = p0 + block < pixels ? p0 + block : pixels;
+        if (dt == PR_U8 && c == 3)
+            normalize_pixels(x, PR_U8, p0, p1, 3, mean, den, y);
+        else if (dt == PR_U8)
+            normalize_pixels(x, PR_U8, p0, p1, c, mean, den, y);
+        else if (c == 3)
+            normalize_pixels(x, PR_F32, p0, p1, 3, mean, den, y);
+        else
+            normalize_pixels(x, PR_F32, p0, p1, c, mean, den, y);
+    }
     return PR_OK;
 }

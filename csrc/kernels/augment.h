@@ -100,7 +100,7 @@ void pr_k_sample_mixup(int64_t n, double alpha, int per_sample, uint64_t seed, u
 /* y[i] = lam[i] x[i] + (1 - lam[i]) x[perm[i]] in float32, rows of `row` values. */
 int pr_k_mixup(const void *x, pr_dtype dt, int64_t n, int64_t row, const float *lam,
                 const int32_t *perm, float *y);
-/* Soft labels out (n x k): from integer labels (dt int32/int64, n values,
+/* Soft labels out (n x k): from integer labels (dt int32/int64/uint8, n values,
  * one-hot of k classes) or soft labels (float32, n x k), mixed as the images.
  * Returns PR_ERR_VALUE (message set) for an integer label outside [0, k). */
 int pr_k_mix_labels(const void *labels, pr_dtype dt, int64_t n, int64_t k, const float *lam,

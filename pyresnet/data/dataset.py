@@ -229,8 +229,10 @@ class Dataset:
         n_c = next((i for i, fn in enumerate(maps) if not hasattr(fn, "_pipeline_stages")),
                    len(maps))
         c_maps, tail = maps[:n_c], maps[n_c:]
-        n_comp = len(self._arrays)
-        stages = [stage for fn in c_maps for stage in fn._pipeline_stages(n_comp)]
+        stages, shapes = [], [(None,) + a.shape[1:] for a in self._arrays]
+        for fn in c_maps:
+            more, shapes = fn._pipeline_stages(shapes)
+            stages += more
         batches = _C.BatchIterator(self._arrays, order, spec[0], spec[1], stages,
                                    prefetch=0 if tail else depth, epoch=epoch)
         single = self._single

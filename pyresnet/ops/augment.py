@@ -224,7 +224,7 @@ def mixup(images, labels, state, alpha=0.2, num_classes=None, per_sample=False,
 
     Args:
         images: (N, ...) uint8 or float32.
-        labels: (N,) or (N, 1) int32/int64 class indices with ``num_classes``,
+        labels: (N,) or (N, 1) int32/int64/uint8 class indices with ``num_classes``,
             or (N, K) float32 soft labels.
         state: RNG state (advanced by one).
         alpha: Beta parameter, > 0.
