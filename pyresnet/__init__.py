@@ -7,6 +7,7 @@ from ._loader import _C
 from .autodiff import GradientTape
 from .tensor import Tensor, Variable, convert_to_tensor
 from . import ops
+from . import datasets
 
 
 def set_num_threads(n):
