@@ -368,3 +368,122 @@ def test_bad_arguments_raise_and_leave_state_alone():
     assert state_values(s) == [0, 0]
     with pytest.raises(ValueError, match="seed"):
         A.rng_state(-1)
+
+
+# ---- preprocessing layers ---------------------------------------------------------
+
+from pyresnet import layers  # noqa: E402
+
+
+def layer_cases():
+    eigval, eigvec = (0.2, 0.02, 0.004), np.linalg.qr(np.arange(9.0).reshape(3, 3) + np.eye(3))[0]
+    return [
+        (layers.RandomFlip("horizontal", seed=1),
+         lambda x, s: A.random_flip(x, s, "horizontal")),
+        (layers.RandomCrop(6, 5, seed=2, padding=(2, 1), padding_mode="reflect"),
+         lambda x, s: A.random_crop(x, s, (6, 5), (2, 1), "reflect")),
+        (layers.RandomResizedCrop((5, 7), crop_area_factor=(0.3, 0.9), seed=3),
+         lambda x, s: A.random_resized_crop(x, s, (5, 7), (0.3, 0.9))),
+        (layers.RandomLighting(eigval, eigvec, stddev=0.2, seed=4),
+         lambda x, s: A.random_lighting(x, np.array(eigval) * 255, eigvec, s, 0.2)),
+        (layers.CutOut(3, fill_value=7, seed=5), lambda x, s: A.cutout(x, s, 3, 7)),
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_layers_run_their_op_when_training(index):
+    layer, op = layer_cases()[index]
+    x = images((4, 8, 9, 3), np.uint8)
+    twin = type(layer).from_config(layer.get_config())  # same seed, fresh state
+    assert twin.get_config() == layer.get_config()
+    state = A.rng_state(layer.seed)
+    for _ in range(2):  # each call draws new numbers, as the op on the same state
+        np.testing.assert_array_equal(layer(x, training=True).numpy(), op(x, state).numpy())
+    np.testing.assert_array_equal(twin(x).numpy(), op(x, A.rng_state(layer.seed)).numpy())
+    assert layer.weights == []  # the RNG state is not a weight
+    out = layer(x, training=False)
+    if isinstance(layer, layers.RandomCrop):
+        np.testing.assert_array_equal(out.numpy(), x[:, 1:7, 2:7])
+    elif isinstance(layer, layers.RandomResizedCrop):
+        np.testing.assert_array_equal(out.numpy(), A.resize_bilinear(x, (5, 7)).numpy())
+    else:
+        np.testing.assert_array_equal(out.numpy(), x)
+    assert layer.compute_output_shape((None, 8, 9, 3)) == (None,) + out.shape[1:]
+
+
+def test_layer_argument_errors():
+    for make, match in [(lambda: layers.RandomFlip("sideways"), "mode"),
+                        (lambda: layers.RandomCrop(4, 4, padding_mode="wrap"), "padding_mode"),
+                        (lambda: layers.RandomCrop(0, 4), "positive"),
+                        (lambda: layers.RandomResizedCrop((4, 4), crop_area_factor=(0, 1)),
+                         "crop_area_factor"),
+                        (lambda: layers.RandomResizedCrop((4, 4), crop_area_factor=(0.5, 2)),
+                         "crop_area_factor"),
+                        (lambda: layers.RandomResizedCrop((4, 4), aspect_ratio_factor=(2, 1)),
+                         "aspect_ratio_factor"),
+                        (lambda: layers.RandomLighting(eigval=(1, 2)), "eigval"),
+                        (lambda: layers.MixUp(alpha=0), "alpha"),
+                        (lambda: layers.CutOut(0), "size"),
+                        (lambda: layers.Normalization(mean=[1.0]), "both")]:
+        with pytest.raises(ValueError, match=match):
+            make()
+    with pytest.raises(ValueError, match="larger than the padded image"):
+        layers.RandomCrop(9, 9)(images((1, 4, 4, 3), np.uint8))
+    with pytest.raises(TypeError, match="uint8 or float32"):
+        layers.RandomFlip()(np.zeros((1, 4, 4, 3), np.int32))
+
+
+def test_mixup_layer():
+    x, y = images((6, 4, 4, 3), np.float32), np.arange(6) % 3
+    layer = layers.MixUp(0.3, num_classes=3, seed=8)
+    xm, ym = layer((x, y))
+    want = A.mixup(x, y.astype(np.int32), A.rng_state(8), alpha=0.3, num_classes=3)
+    np.testing.assert_array_equal(xm.numpy(), want[0].numpy())
+    np.testing.assert_array_equal(ym.numpy(), want[1].numpy())
+    xi, yi = layer((x, y), training=False)
+    np.testing.assert_array_equal(xi.numpy(), x)
+    assert layer.compute_output_shape(((None, 4, 4, 3), (None,))) == ((None, 4, 4, 3), (None, 3))
+    assert layers.MixUp.from_config(layer.get_config()).get_config() == layer.get_config()
+
+
+def test_normalization_adapt_and_config():
+    x = images((20, 5, 5, 3), np.uint8)
+    norm = layers.Normalization()
+    norm.adapt(x, batch_size=7)
+    values = x.reshape(-1, 3).astype(np.float64)
+    np.testing.assert_allclose(norm.mean.numpy(), values.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(norm.variance.numpy(), values.var(0), rtol=1e-5)
+    out = norm(x, training=False).numpy()  # active at inference too
+    np.testing.assert_allclose(out.reshape(-1, 3).mean(0), 0, atol=1e-4)
+    np.testing.assert_allclose(out.reshape(-1, 3).std(0), 1, atol=1e-4)
+    from pyresnet.data import Dataset
+    from_ds = layers.Normalization()
+    from_ds.adapt(Dataset.from_tensor_slices((x, np.zeros(20, np.int32))).batch(6))
+    np.testing.assert_allclose(from_ds.mean.numpy(), norm.mean.numpy(), rtol=1e-6)
+    given = layers.Normalization(mean=[1, 2, 3], variance=[4, 9, 16])
+    np.testing.assert_allclose(given(np.ones((1, 2, 2, 3), np.float32)).numpy()[0, 0, 0],
+                               [0, -1 / 3, -0.5], rtol=1e-6)
+    again = layers.Normalization.from_config(given.get_config())
+    np.testing.assert_array_equal(again(x).numpy(), given(x).numpy())
+    assert sorted(w.name for w in given.weights) == ["mean", "variance"]
+    with pytest.raises(ValueError, match="channels|axis"):
+        given(np.ones((1, 2, 2, 4), np.float32))
+
+
+def test_layers_in_sequential_and_functional_models():
+    x = images((3, 10, 10, 3), np.uint8)
+    augment = [layers.RandomCrop(8, 8, seed=1, padding=1), layers.RandomFlip(seed=2),
+               layers.Normalization(mean=[0, 0, 0], variance=[1, 1, 1])]
+    model = pr.Sequential(augment)
+    trained, inferred = model(x, training=True).numpy(), model(x, training=False).numpy()
+    assert trained.shape == inferred.shape == (3, 8, 8, 3)
+    np.testing.assert_array_equal(inferred, x[:, 1:9, 1:9].astype(np.float32))
+    crop, flip = A.rng_state(1), A.rng_state(2)
+    want = A.random_flip(A.random_crop(x, crop, 8, 1), flip, "horizontal_and_vertical")
+    np.testing.assert_array_equal(trained, want.numpy().astype(np.float32))
+    inputs = layers.Input((10, 10, 3))
+    outputs = layers.RandomResizedCrop((6, 6), seed=3)(layers.RandomFlip(seed=4)(inputs))
+    functional = pr.Model(inputs, outputs)
+    assert functional(x, training=True).shape == (3, 6, 6, 3)
+    np.testing.assert_array_equal(functional(x, training=False).numpy(),
+                                  A.resize_bilinear(x, 6).numpy())
