@@ -27,6 +27,7 @@ only normalises; ``--train-steps`` limits the steps per epoch.
 Usage: python bench/augment.py [--repeats 5] [--train] [--train-steps N]
 """
 import argparse
+import os
 import pathlib
 import pickle
 import statistics
@@ -46,8 +47,9 @@ STD = np.array(recipes.CIFAR10_STD, np.float32) * 255
 
 def load_cifar10():
     """Training images (uint8 NHWC) and labels from the python-pickle release."""
-    root = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
-    folder = root / "cifar-10-batches-py"
+    root = os.environ.get("PYRESNET_DATA") or \
+        pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+    folder = pathlib.Path(root) / "cifar-10-batches-py"
     xs, ys = [], []
     for i in range(1, 6):
         with open(folder / f"data_batch_{i}", "rb") as f:

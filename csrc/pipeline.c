@@ -30,7 +30,8 @@ typedef struct {
     pr_view konst[PR_MAX_INPUTS];
     int64_t seed;
     int dst[PR_MAX_OUTPUTS];     /* component replaced by output j, or -1 */
-    void *buf[PR_MAX_OUTPUTS];   /* output buffers, sized for the larger batch */
+    int final[PR_MAX_OUTPUTS];   /* output j is the component's value in the batch returned */
+    void *buf[PR_MAX_OUTPUTS];   /* output buffers, sized for the larger batch (non-final ones) */
     pr_view out[2][PR_MAX_OUTPUTS]; /* output views: [0] full batch, [1] last batch */
 } stage;
 
@@ -59,6 +60,7 @@ typedef struct {
     stage *stages;
     PyObject *keep;              /* constants and states the stages read */
     pr_view final[2][MAX_COMP];  /* component views after the last stage */
+    int untouched[MAX_COMP];     /* no stage replaces the component: gathered straight out */
     void *scratch;
     int64_t next;                /* next batch to return */
     /* worker */
@@ -88,7 +90,7 @@ static int compute_batch(BatchIterator *it, int64_t b, void *const *dst, char *e
     pr_view cur[MAX_COMP];
     for (int k = 0; k < it->n_comp; k++) {
         const char *from = it->src[k].data;
-        char *to = it->gathered[k];
+        char *to = it->untouched[k] ? dst[k] : it->gathered[k];
         int64_t rb = it->row_bytes[k];
         for (int64_t r = 0; r < n; r++) memcpy(to + r * rb, from + it->order[start + r] * rb, (size_t)rb);
         cur[k] = it->src[k];
@@ -109,7 +111,7 @@ static int compute_batch(BatchIterator *it, int64_t b, void *const *dst, char *e
         }
         for (int j = 0; j < st->op->n_out; j++) {
             out[j] = st->out[variant][j];
-            out[j].data = st->buf[j];
+            out[j].data = st->final[j] ? dst[st->dst[j]] : st->buf[j];
         }
         int rc = st->op->forward(in, st->op->n_in, out, st->attrs, it->scratch);
         if (rc != PR_OK) {
@@ -120,7 +122,6 @@ static int compute_batch(BatchIterator *it, int64_t b, void *const *dst, char *e
         for (int j = 0; j < st->op->n_out; j++)
             if (st->dst[j] >= 0) cur[st->dst[j]] = out[j];
     }
-    for (int k = 0; k < it->n_comp; k++) memcpy(dst[k], cur[k].data, (size_t)view_bytes(&cur[k]));
     return PR_OK;
 }
 
@@ -403,14 +404,29 @@ static int infer_variant(BatchIterator *it, int variant, int64_t n, size_t *scra
     return 0;
 }
 
+/* The last stage output written to each component goes straight into the
+ * returned Tensor; components no stage writes are gathered into it. */
+static void mark_final_outputs(BatchIterator *it) {
+    for (int k = 0; k < it->n_comp; k++) it->untouched[k] = 1;
+    for (int s = it->n_stages - 1; s >= 0; s--) {
+        stage *st = &it->stages[s];
+        for (int j = st->op->n_out - 1; j >= 0; j--) {
+            int k = st->dst[j];
+            if (k >= 0 && it->untouched[k]) st->final[j] = 1, it->untouched[k] = 0;
+        }
+    }
+}
+
 static int allocate(BatchIterator *it, size_t scratch) {
     for (int k = 0; k < it->n_comp; k++)
-        if (!(it->gathered[k] = pr_alloc((size_t)(it->row_bytes[k] * it->batch_size)))) return -1;
+        if (!it->untouched[k] &&
+            !(it->gathered[k] = pr_alloc((size_t)(it->row_bytes[k] * it->batch_size))))
+            return -1;
     for (int s = 0; s < it->n_stages; s++) {
         stage *st = &it->stages[s];
         for (int j = 0; j < st->op->n_out; j++) {
             int64_t a = view_bytes(&st->out[0][j]), b = view_bytes(&st->out[1][j]);
-            if (!(st->buf[j] = pr_alloc((size_t)(a > b ? a : b)))) return -1;
+            if (!st->final[j] && !(st->buf[j] = pr_alloc((size_t)(a > b ? a : b)))) return -1;
         }
     }
     if (scratch && !(it->scratch = pr_alloc(scratch))) return -1;
@@ -479,6 +495,7 @@ static PyObject *BatchIterator_new(PyTypeObject *type, PyObject *args, PyObject 
     if (infer_variant(it, 0, batch_size, &scratch) < 0 ||
         infer_variant(it, 1, it->last_size, &scratch) < 0)
         goto fail;
+    mark_final_outputs(it);
     if (allocate(it, scratch) < 0) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto fail;

@@ -168,12 +168,14 @@ class Dataset:
 
     def prefetch(self, buffer_size):
         """Prepare up to ``buffer_size`` batches ahead on a background thread
-        (the C worker when every map is a pyresnet layer).
+        (the C worker when every map is a pyresnet layer); 0 prefetches nothing.
 
         Raises:
-            ValueError: buffer_size < 1.
+            ValueError: a negative or non-int buffer_size.
         """
-        return self._then("prefetch", _positive_int(buffer_size, "prefetch: buffer_size"))
+        if buffer_size != 0:
+            buffer_size = _positive_int(buffer_size, "prefetch: buffer_size")
+        return self._then("prefetch", int(buffer_size))
 
     # ---- iteration ---------------------------------------------------------------
 
