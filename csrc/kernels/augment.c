@@ -385,6 +385,18 @@ INLINE void normalize_pixels(const void *x, pr_dtype dt, int64_t p0, int64_t p1,
         for (int64_t k = 0; k < c; k++) y[p * c + k] = (load(x, dt, p * c + k) - mean[k]) / den[k];
 }
 
+/* Three channels, four pixels at a time against 12-long channel patterns,
+ * so the divisions vectorise (same operations, same results). */
+INLINE void normalize_rgb(const void *x, pr_dtype dt, int64_t p0, int64_t p1, const float *mean,
+                          const float *den, float *y) {
+    float m[12], d[12];
+    for (int j = 0; j < 12; j++) m[j] = mean[j % 3], d[j] = den[j % 3];
+    int64_t p = p0;
+    for (; p + 4 <= p1; p += 4)
+        for (int j = 0; j < 12; j++) y[3 * p + j] = (load(x, dt, 3 * p + j) - m[j]) / d[j];
+    normalize_pixels(x, dt, p, p1, 3, mean, den, y);
+}
+
 int pr_k_normalize(const void *x, pr_dtype dt, int64_t pixels, int64_t c, const float *mean,
                    const float *variance, float epsilon, float *y, float *scratch) {
     float *den = scratch;
@@ -397,11 +409,11 @@ int pr_k_normalize(const void *x, pr_dtype dt, int64_t pixels, int64_t c, const 
     for (int64_t b = 0; b < blocks; b++) {
         int64_t p0 = b * block, p1 = p0 + block < pixels ? p0 + block : pixels;
         if (dt == PR_U8 && c == 3)
-            normalize_pixels(x, PR_U8, p0, p1, 3, mean, den, y);
+            normalize_rgb(x, PR_U8, p0, p1, mean, den, y);
         else if (dt == PR_U8)
             normalize_pixels(x, PR_U8, p0, p1, c, mean, den, y);
         else if (c == 3)
-            normalize_pixels(x, PR_F32, p0, p1, 3, mean, den, y);
+            normalize_rgb(x, PR_F32, p0, p1, mean, den, y);
         else
             normalize_pixels(x, PR_F32, p0, p1, c, mean, den, y);
     }
