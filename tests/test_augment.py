@@ -487,3 +487,12 @@ def test_layers_in_sequential_and_functional_models():
     assert functional(x, training=True).shape == (3, 6, 6, 3)
     np.testing.assert_array_equal(functional(x, training=False).numpy(),
                                   A.resize_bilinear(x, 6).numpy())
+
+
+def test_layer_on_a_single_image():
+    x = images((1, 6, 6, 3), np.uint8)
+    crop = layers.RandomCrop(4, 4, seed=1, padding=1)
+    one = crop(x[0], training=True)
+    assert one.shape == (4, 4, 3)
+    np.testing.assert_array_equal(one.numpy(), A.random_crop(x, A.rng_state(1), 4, 1).numpy()[0])
+    np.testing.assert_array_equal(crop(x[0], training=False).numpy(), x[0, 1:5, 1:5])

@@ -8,6 +8,7 @@ images standing at the place of :data:`IMAGES`.  The same list runs eagerly
 ``call``, and in C on the input pipeline's worker thread when the layer is
 mapped over a :class:`pyresnet.data.Dataset`.
 """
+from .. import ops
 from .._loader import _C
 from ..ops.augment import rng_state
 from .layer import Layer
@@ -45,6 +46,8 @@ class PreprocessingLayer(Layer):
     ``training`` is true (Keras 3's default for these layers: called on its
     own a layer augments; ``fit`` passes ``training=True``, ``evaluate`` and
     ``predict`` ``training=False``), and :meth:`_inference` otherwise.
+    Images are NHWC batches; a single (H, W, C) image is treated as a batch
+    of one.
 
     Args:
         seed (int): seed of the layer's random draws (random layers only);
@@ -69,6 +72,9 @@ class PreprocessingLayer(Layer):
         return images
 
     def call(self, inputs, training=True):
+        if inputs.ndim == 3:  # one image (H, W, C), as Keras accepts
+            out = self.call(ops.reshape(inputs, (1,) + tuple(inputs.shape)), training)
+            return ops.reshape(out, tuple(out.shape[1:]))
         if not training:
             return self._inference(inputs)
         return run_stages(self._stages(tuple(inputs.shape)), inputs)
