@@ -17,7 +17,8 @@ Contenders, side by side in one run, each timed ``--repeats`` times (median):
                      computes ahead while the consumer waits -- the rate the
                      background worker sustains;
   numpy              a vectorised NumPy implementation of the same formulas;
-  torchvision        transforms.v2 on batched uint8 tensors, if installed.
+  torchvision        transforms.v2 (per-image random transforms stacked into
+                     batches, as a DataLoader does), if installed.
 
 With ``--train`` it also measures what augmentation costs a ResNet-20
 training epoch (batch 128): the same compiled train step fed by a Dataset
@@ -125,7 +126,10 @@ def numpy_regnet(x, y, rng, eigval, eigvec, num_classes=10, alpha=0.2, size=32):
 
 # ---- torchvision (optional) ------------------------------------------------------------
 
-def torchvision_contenders(x, y):
+def torchvision_contenders(x, y, eigval, eigvec):
+    """transforms.v2 draws one set of parameters per call, so random
+    per-image transforms are called per image (as in a DataLoader), then
+    stacked; lighting (no torchvision transform) and mixup run batched."""
     try:
         import torch
         from torchvision.transforms import v2
@@ -133,18 +137,30 @@ def torchvision_contenders(x, y):
         return {}
     torch.set_num_threads(pr.get_num_threads())
     xt = torch.from_numpy(x).permute(0, 3, 1, 2)  # NCHW uint8 view
-    mean, std = torch.tensor(MEAN / 255), torch.tensor(STD / 255)
+    yt = torch.from_numpy(y).long()
+    mean, std = (MEAN / 255).tolist(), (STD / 255).tolist()
+    basis = torch.from_numpy((eigvec * eigval).astype(np.float32))  # [0, 1] units
 
     def cifar():
-        t = v2.Compose([v2.RandomCrop(32, padding=4), v2.RandomHorizontalFlip(),
-                        v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)])
+        t = v2.Compose([v2.RandomCrop(32, padding=4), v2.RandomHorizontalFlip()])
         order = torch.randperm(len(x))
         for start in range(0, len(x), BATCH):
-            # v2 draws one set of parameters per call: per-image calls
-            xb = xt[order[start:start + BATCH]]
-            yield torch.stack([t(img) for img in xb]), y[order[start:start + BATCH].numpy()]
+            idx = order[start:start + BATCH]
+            xb = torch.stack([t(img) for img in xt[idx]])
+            yield v2.functional.normalize(xb.float() / 255, mean, std), yt[idx]
 
-    return {"torchvision (cifar)": cifar}
+    def regnet():
+        t = v2.Compose([v2.RandomResizedCrop(32, antialias=False), v2.RandomHorizontalFlip()])
+        mixup = v2.MixUp(alpha=0.2, num_classes=10)
+        order = torch.randperm(len(x))
+        for start in range(0, len(x), BATCH):
+            idx = order[start:start + BATCH]
+            xb = torch.stack([t(img) for img in xt[idx]]).float() / 255
+            shift = (torch.randn(len(idx), 3) * 0.1) @ basis.T
+            xb = v2.functional.normalize(xb + shift[:, :, None, None], mean, std)
+            yield mixup(xb, yt[idx])
+
+    return {("cifar", "torchvision"): cifar, ("regnet", "torchvision"): regnet}
 
 
 # ---- timing --------------------------------------------------------------------------
@@ -173,8 +189,7 @@ def bench_throughput(x, y, repeats):
     contenders[("cifar", "numpy")] = lambda: numpy_cifar(x, y, rng)
     contenders[("regnet", "numpy")] = lambda: numpy_regnet(x, y, rng, eigval, eigvec)
     contenders = dict(sorted(contenders.items()))
-    for name, fn in torchvision_contenders(x, y).items():
-        contenders[("cifar", name)] = fn
+    contenders.update(torchvision_contenders(x, y, eigval, eigvec))
     times = {key: [] for key in contenders}
     for _ in range(repeats):  # interleaved, so drifts in machine load hit every contender
         for key, make in contenders.items():
