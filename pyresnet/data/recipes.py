@@ -64,7 +64,7 @@ def cifar_augmentation(seed=None, padding=4, mean=CIFAR10_MEAN, std=CIFAR10_STD)
 
 
 def cifar_train_dataset(x, y, batch_size=128, seed=None, prefetch=2, mean=CIFAR10_MEAN,
-                        std=CIFAR10_STD, drop_remainder=False):
+                        std=CIFAR10_STD, drop_remainder=False, augment=True):
     """Shuffled, augmented CIFAR training batches.
 
     Args:
@@ -75,6 +75,8 @@ def cifar_train_dataset(x, y, batch_size=128, seed=None, prefetch=2, mean=CIFAR1
         prefetch (int): batches prepared ahead on the C worker thread.
         mean, std: normalisation statistics on [0, 1] (CIFAR-10's; use the
             CIFAR-100 ones for CIFAR-100).
+        drop_remainder (bool): drop the last, smaller batch.
+        augment (bool): False only shuffles and normalises.
     Returns:
         Dataset of ``(float32 (B, 32, 32, 3), int32 (B,))``, reshuffled every pass.
     Raises:
@@ -86,7 +88,9 @@ def cifar_train_dataset(x, y, batch_size=128, seed=None, prefetch=2, mean=CIFAR1
     shuffle_seed, aug_seed = _seeds(seed, 2)
     ds = Dataset.from_tensor_slices((x, _labels(y))).shuffle(len(x), seed=shuffle_seed)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    for layer in cifar_augmentation(aug_seed, mean=mean, std=std):
+    steps = cifar_augmentation(aug_seed, mean=mean, std=std) if augment \
+        else [normalization(mean, std)]
+    for layer in steps:
         ds = ds.map(layer)
     return ds.prefetch(prefetch)
 
