@@ -7,6 +7,11 @@ from ._loader import _C
 from .autodiff import GradientTape
 from .tensor import Tensor, Variable, convert_to_tensor
 from . import ops
+from . import activations, initializers, utils
+from . import layers, losses, metrics, optimizers, callbacks
+from . import models
+from .models import Model, Sequential
+from . import applications
 from . import datasets
 
 
