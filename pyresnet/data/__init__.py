@@ -2,5 +2,6 @@
 arrays, with augmentation run in C on a worker thread, and the training
 recipes built on it (:mod:`pyresnet.data.recipes`)."""
 from .dataset import Dataset
+from . import recipes
 
-__all__ = ["Dataset"]
+__all__ = ["Dataset", "recipes"]
