@@ -125,6 +125,25 @@ def test_deterministic_whatever_prefetch_and_threads():
     assert_same(collect(ds), runs[0][len(runs[0]) // 2:])
 
 
+def test_sequential_of_preprocessing_layers_runs_in_c():
+    x, y = arrays(30)
+
+    def augment():
+        return [layers.RandomCrop(6, 6, seed=1, padding=1), layers.RandomFlip(seed=2)]
+
+    base = Dataset.from_tensor_slices((x, y)).shuffle(30, seed=3).batch(8)
+    one_by_one = base
+    for layer in augment():
+        one_by_one = one_by_one.map(layer)
+    together = base.map(pr.Sequential(augment()))
+    first_pass = collect(one_by_one)
+    assert_same(first_pass, collect(together))
+    # behind a Python map the Sequential's layers run eagerly on their own
+    # RNG states, whose counters 0, 1, ... match the pipeline's in pass 0
+    in_python = base.map(lambda a, b: (a, b)).map(pr.Sequential(augment()))
+    assert_same(first_pass, collect(in_python))
+
+
 def test_python_maps_and_fallback_prefetch():
     x, y = arrays(40)
     norm = layers.Normalization(mean=[0, 0, 0], variance=[1, 1, 1])
@@ -207,3 +226,35 @@ def test_regnet_recipe_on_real_data(cifar10_dir):
     assert yb.shape == (64, 10) and yb.dtype == np.float32
     np.testing.assert_allclose(yb.sum(1), 1.0, rtol=1e-6)
     assert np.all(np.isfinite(xb)) and 0.2 < xb.std() < 2
+
+
+def test_fit_takes_a_dataset_with_mixup_soft_labels():
+    x, y = arrays(64)
+    pr.utils.set_random_seed(0)
+    model = pr.Sequential([layers.Input((8, 8, 3)), layers.Flatten(), layers.Dense(10)])
+    model.compile(optimizer=pr.optimizers.SGD(0.01),
+                  loss=pr.losses.CategoricalCrossentropy(from_logits=True))
+    norm = layers.Normalization(mean=[128] * 3, variance=[64 ** 2] * 3)
+    train = (Dataset.from_tensor_slices((x, y)).shuffle(64, seed=1).batch(16)
+             .map(layers.RandomFlip("horizontal", seed=2)).map(norm)
+             .map(layers.MixUp(1.0, num_classes=10, seed=3)).prefetch(2))
+    history = model.fit(train, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2 and np.all(np.isfinite(history.history["loss"]))
+    # evaluation on one-hot labels from a plain pipeline
+    onehot = np.eye(10, dtype=np.float32)[y]
+    loss = model.evaluate(Dataset.from_tensor_slices((x, onehot)).batch(32).map(norm), verbose=0)
+    assert np.isfinite(loss)
+
+
+def test_cifar_recipe_without_augmentation():
+    x, y = arrays(20, 32)
+    batches = collect(recipes.cifar_train_dataset(x, y, batch_size=8, seed=4, augment=False))
+    images = np.concatenate([b[0] for b in batches])
+    labels = np.concatenate([b[1] for b in batches])
+    mean, std = np.array(recipes.CIFAR10_MEAN) * 255, np.array(recipes.CIFAR10_STD) * 255
+    want = (x.astype(np.float32) - mean.astype(np.float32)) / std.astype(np.float32)
+    # every output is one input image, normalised, with its label: a permutation
+    source = [int(np.argmin(np.abs(want - image).reshape(20, -1).max(1))) for image in images]
+    assert sorted(source) == list(range(20)) and source != list(range(20))
+    np.testing.assert_allclose(images, want[source], rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(labels, y[source])

@@ -5,8 +5,8 @@ How a pass runs.  The element order is computed first (each ``shuffle`` is a
 Philox-drawn buffer shuffle, csrc/kernels/rng.c).  Batches are then made by
 the C iterator ``_C.BatchIterator`` (csrc/pipeline.c): it gathers each
 batch's rows and runs the ``map`` stages that are pyresnet preprocessing
-layers (``RandomCrop``, ``RandomFlip``, ``Normalization``, ``MixUp``, ...)
-as registered ops, and with ``prefetch(n)`` it does so on a worker thread
+layers (``RandomCrop``, ``RandomFlip``, ``Normalization``, ``MixUp``, ...,
+or a ``Sequential`` of them) as registered ops, and with ``prefetch(n)`` it does so on a worker thread
 without the GIL, ``n`` batches ahead of the consumer, while the training
 step runs.
 
@@ -62,13 +62,29 @@ def _positive_int(value, name):
     return int(value)
 
 
+def _pipeline_layers(fn):
+    """The preprocessing layers that make up ``fn`` (the layer itself, or the
+    layers of a Sequential made only of them), or None when C cannot run it."""
+    if hasattr(fn, "_pipeline_stages"):
+        return [fn]
+    from ..models import Sequential  # here: models import this package's users
+
+    if isinstance(fn, Sequential) and fn.layers \
+            and all(hasattr(layer, "_pipeline_stages") for layer in fn.layers):
+        return list(fn.layers)
+    return None
+
+
 def _call_map(fn, element):
-    """tf.data's convention: a tuple element is passed as positional args."""
-    if hasattr(fn, "_dataset_call"):
-        components = element if isinstance(element, tuple) else (element,)
-        out = fn._dataset_call(components)
-        return out if isinstance(element, tuple) else out[0]
-    return fn(*element) if isinstance(element, tuple) else fn(element)
+    """Apply a map in Python.  tf.data's convention: a tuple element is
+    passed as positional arguments."""
+    layers = _pipeline_layers(fn)
+    if layers is None:
+        return fn(*element) if isinstance(element, tuple) else fn(element)
+    components = element if isinstance(element, tuple) else (element,)
+    for layer in layers:
+        components = layer._dataset_call(components)
+    return components if isinstance(element, tuple) else components[0]
 
 
 class Dataset:
@@ -154,11 +170,12 @@ class Dataset:
         """Apply ``fn`` to every element (every batch after ``batch()``).
 
         Args:
-            fn: a pyresnet preprocessing layer (runs in C; applied to the
-                images, the first component, with ``training=True``; MixUp
-                takes and returns ``(images, labels)``), or any callable taking
-                the element's components as positional arguments and returning
-                the new element (runs in Python).
+            fn: a pyresnet preprocessing layer, or a ``Sequential`` of them
+                (runs in C; applied to the images, the first component, with
+                ``training=True``; MixUp takes and returns ``(images,
+                labels)``), or any callable taking the element's components as
+                positional arguments and returning the new element (runs in
+                Python).
         Raises:
             TypeError: when ``fn`` is not callable.
         """
@@ -221,19 +238,19 @@ class Dataset:
         order = self._order(epoch)
         before, after, depth = self._plan()
         spec = self._batch_spec()
-        if spec is None or any(not hasattr(fn, "_pipeline_stages") for fn in before):
+        if spec is None or any(_pipeline_layers(fn) is None for fn in before):
             return self._python_pass(order, epoch, before, after, spec, depth)
-        for fn in before:
-            if getattr(fn, "_batch_level", False):
-                raise ValueError(f"Dataset.map: {type(fn).__name__} mixes a batch; map it after "
-                                 "batch()")
+        for layer in (layer for fn in before for layer in _pipeline_layers(fn)):
+            if getattr(layer, "_batch_level", False):
+                raise ValueError(f"Dataset.map: {type(layer).__name__} mixes a batch; map it "
+                                 "after batch()")
         maps = before + after
-        n_c = next((i for i, fn in enumerate(maps) if not hasattr(fn, "_pipeline_stages")),
-                   len(maps))
-        c_maps, tail = maps[:n_c], maps[n_c:]
+        n_c = next((i for i, fn in enumerate(maps) if _pipeline_layers(fn) is None), len(maps))
+        c_layers = [layer for fn in maps[:n_c] for layer in _pipeline_layers(fn)]
+        tail = maps[n_c:]
         stages, shapes = [], [(None,) + a.shape[1:] for a in self._arrays]
-        for fn in c_maps:
-            more, shapes = fn._pipeline_stages(shapes)
+        for layer in c_layers:
+            more, shapes = layer._pipeline_stages(shapes)
             stages += more
         batches = _C.BatchIterator(self._arrays, order, spec[0], spec[1], stages,
                                    prefetch=0 if tail else depth, epoch=epoch)
