@@ -12,9 +12,9 @@ Two recipes, each over the 50,000 training images in batches of 128
 Contenders, side by side in one run, each timed ``--repeats`` times (median):
 
   pyresnet           pyresnet.data recipes, prefetch 0: each batch computed in
-                     C when asked for, kernels on all cores;
-  pyresnet-worker    the same with prefetch 2: the C worker thread (one core)
-                     computes ahead while the consumer waits -- the rate the
+                     C (one thread, GIL released) when asked for;
+  pyresnet-worker    the same with prefetch 2: the C worker thread computes
+                     ahead while the consumer waits -- the rate the
                      background worker sustains;
   numpy              a vectorised NumPy implementation of the same formulas;
   torchvision        transforms.v2 (per-image random transforms stacked into

@@ -162,13 +162,18 @@ typedef struct {
     int64_t out_h, out_w, pad_y, pad_x;
 } crop_geometry;
 
+/* `padding`: none, one value for both axes, or (pad_y, pad_x). */
+static void crop_pads(const crop_attrs *a, int64_t *pad_y, int64_t *pad_x) {
+    *pad_y = a->padding.n ? a->padding.v[0] : 0;
+    *pad_x = a->padding.n ? a->padding.v[a->padding.n - 1] : 0;
+}
+
 static int crop_shape(const pr_op *op, const pr_view *x, const crop_attrs *a, crop_geometry *cg) {
     if (get_size(op, &a->size, "size", &cg->out_h, &cg->out_w) < 0) return -1;
-    cg->pad_y = cg->pad_x = 0;
     if (a->padding.n > 2)
         return pr_fail(op, PyExc_ValueError,
                        "'padding' must be one int or (pad_y, pad_x), got %d values", a->padding.n);
-    if (a->padding.n) cg->pad_y = a->padding.v[0], cg->pad_x = a->padding.v[a->padding.n - 1];
+    crop_pads(a, &cg->pad_y, &cg->pad_x);
     int64_t h = x->shape[1], w = x->shape[2];
     if (cg->pad_y < 0 || cg->pad_x < 0 || cg->pad_y > MAX_EXTENT || cg->pad_x > MAX_EXTENT)
         return pr_fail(op, PyExc_ValueError, "'padding' must be in [0, %d], got (%lld, %lld)",
@@ -205,15 +210,13 @@ static int infer_random_crop(const pr_op *op, const pr_view *in, int n, const vo
 static int fw_random_crop(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
     const crop_attrs *a = attrs;
     pr_nhwc g = geometry(&in[0]);
-    crop_geometry cg;
-    cg.out_h = out[0].shape[1], cg.out_w = out[0].shape[2];
-    cg.pad_y = a->padding.n ? a->padding.v[0] : 0;
-    cg.pad_x = a->padding.n ? a->padding.v[a->padding.n - 1] : 0;
+    int64_t oh = out[0].shape[1], ow = out[0].shape[2], pad_y, pad_x;
+    crop_pads(a, &pad_y, &pad_x);
     rng_call r = state_read(&in[1]);
-    pr_k_sample_offsets(g.n, g.h + 2 * cg.pad_y - cg.out_h + 1, g.w + 2 * cg.pad_x - cg.out_w + 1,
-                        r.seed, r.counter, out[1].data);
-    int rc = pr_k_pad_crop(in[0].data, out[0].data, in[0].dtype, g, cg.pad_y, cg.pad_x, a->reflect,
-                           cg.out_h, cg.out_w, out[1].data);
+    pr_k_sample_offsets(g.n, g.h + 2 * pad_y - oh + 1, g.w + 2 * pad_x - ow + 1, r.seed, r.counter,
+                        out[1].data);
+    int rc = pr_k_pad_crop(in[0].data, out[0].data, in[0].dtype, g, pad_y, pad_x, a->reflect, oh,
+                           ow, out[1].data);
     if (rc == PR_OK) state_advance(&in[1]);
     return rc;
 }

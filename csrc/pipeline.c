@@ -65,7 +65,7 @@ typedef struct {
     int64_t next;                /* next batch to return */
     /* worker */
     int depth;                   /* batches computed ahead; 0 = no worker */
-    int worker_threads;
+    int threads;                 /* the augmentation kernels' threads, worker or not */
     task *tasks;
     int64_t submitted, completed;
     int stop, started;
@@ -127,7 +127,7 @@ static int compute_batch(BatchIterator *it, int64_t b, void *const *dst, char *e
 
 static void *worker_main(void *arg) {
     BatchIterator *it = arg;
-    pr_augment_set_thread_limit(it->worker_threads);
+    pr_augment_set_thread_limit(it->threads);
     pthread_mutex_lock(&it->mu);
     for (;;) {
         while (!it->stop && it->completed == it->submitted) pthread_cond_wait(&it->cv, &it->mu);
@@ -210,7 +210,9 @@ static PyObject *BatchIterator_next(BatchIterator *it) {
         if (!out) return NULL;
         int rc;
         Py_BEGIN_ALLOW_THREADS
+        pr_augment_set_thread_limit(it->threads);
         rc = compute_batch(it, it->next, dst, error);
+        pr_augment_set_thread_limit(0);
         Py_END_ALLOW_THREADS
         if (rc != PR_OK) {
             Py_DECREF(out);
@@ -453,19 +455,19 @@ static void BatchIterator_dealloc(BatchIterator *it) {
 
 static PyObject *BatchIterator_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"sources", "order", "batch_size", "drop_remainder", "stages",
-                             "prefetch", "epoch", "worker_threads", NULL};
+                             "prefetch", "epoch", "threads", NULL};
     PyObject *sources, *order, *stages;
     long long batch_size, epoch = 0;
-    int drop_remainder = 0, prefetch = 0, worker_threads = 1;
+    int drop_remainder = 0, prefetch = 0, threads = 1;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOLpO|iLi:BatchIterator", kwlist, &sources,
                                      &order, &batch_size, &drop_remainder, &stages, &prefetch,
-                                     &epoch, &worker_threads))
+                                     &epoch, &threads))
         return NULL;
     if (batch_size < 1 || prefetch < 0 || prefetch > 1024 || epoch < 0 || epoch > 0xFFFFFFFFLL ||
-        worker_threads < 1 || !PyList_Check(stages)) {
+        threads < 1 || !PyList_Check(stages)) {
         PyErr_SetString(PyExc_ValueError,
                         "BatchIterator: need batch_size >= 1, 0 <= prefetch <= 1024, "
-                        "0 <= epoch < 2**32, worker_threads >= 1 and a list of stages");
+                        "0 <= epoch < 2**32, threads >= 1 and a list of stages");
         return NULL;
     }
     BatchIterator *it = (BatchIterator *)type->tp_alloc(type, 0);
@@ -475,7 +477,7 @@ static PyObject *BatchIterator_new(PyTypeObject *type, PyObject *args, PyObject 
     it->batch_size = batch_size;
     it->epoch = (uint64_t)epoch;
     it->depth = prefetch;
-    it->worker_threads = worker_threads;
+    it->threads = threads;
     if (!(it->keep = PyList_New(0)) || parse_sources(it, sources) < 0 || parse_order(it, order) < 0)
         goto fail;
     it->n_batches = it->n_order / batch_size;
@@ -522,11 +524,12 @@ static PyTypeObject BatchIteratorType = {
     .tp_dealloc = (destructor)BatchIterator_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "BatchIterator(sources, order, batch_size, drop_remainder, stages, prefetch=0, "
-              "epoch=0, worker_threads=1)\n\n"
+              "epoch=0, threads=1)\n\n"
               "One pass over in-memory arrays (pyresnet.data.Dataset builds it): yields tuples "
               "of Tensors, the rows `order` picks in batches of `batch_size`, each run through "
-              "`stages` (registered ops).  prefetch > 0 computes that many batches ahead on a "
-              "worker thread without the GIL, its kernels on `worker_threads` threads.  Random "
+              "`stages` (registered ops) with the GIL released, their augmentation kernels on "
+              "`threads` threads.  prefetch > 0 computes that many batches ahead on a worker "
+              "thread.  Random "
               "stages draw from [seed, (epoch << 32) + batch index].",
     .tp_as_sequence = &BatchIterator_as_sequence,
     .tp_iter = BatchIterator_iter,

@@ -6,9 +6,11 @@ Philox-drawn buffer shuffle, csrc/kernels/rng.c).  Batches are then made by
 the C iterator ``_C.BatchIterator`` (csrc/pipeline.c): it gathers each
 batch's rows and runs the ``map`` stages that are pyresnet preprocessing
 layers (``RandomCrop``, ``RandomFlip``, ``Normalization``, ``MixUp``, ...,
-or a ``Sequential`` of them) as registered ops, and with ``prefetch(n)`` it does so on a worker thread
-without the GIL, ``n`` batches ahead of the consumer, while the training
-step runs.
+or a ``Sequential`` of them) as registered ops, with the GIL released.  With
+``prefetch(n)`` it does so on a worker thread (a pthread that touches no
+Python object), ``n`` batches ahead of the consumer, while the training step
+runs.  These kernels run on one thread: a CIFAR-sized batch gains nothing
+from more, and the worker should leave the cores to the training step.
 
 A ``map`` of any other Python callable is supported too, but it runs in
 Python: the C iterator makes the batches up to the first such map (without
