@@ -371,8 +371,9 @@ static PyObject *Graph_finalize(pr_Graph *g, PyObject *args) {
     Py_DECREF(seq);
     g->jit = jit;
     if (remove_dead(g) < 0) return NULL;
+    for (int j = 0; j < g->n_nodes; j++)
+        g->nodes[j].dyn_attrs = g->nodes[j].host < 0 && pr_attrs_dynamic(&g->nodes[j]);
     if (jit && pr_fuse_elementwise(g) < 0) return NULL;
-    for (int j = 0; j < g->n_nodes; j++) g->nodes[j].dyn_attrs = pr_attrs_dynamic(&g->nodes[j]);
     g->finalized = 1;
     Py_RETURN_NONE;
 }

@@ -44,7 +44,12 @@ def test_values_and_gradients_match_eager(jit):
         return loss, gw, gb
 
     eager = step(x)
-    compiled = pr.compile(step, jit_compile=jit)(x)
+    f = pr.compile(step, jit_compile=jit)
+    compiled = f(x)
+    if jit:  # relu(x * w + b) and the backward chain become fused nodes
+        cf = f.get_concrete_function(x)
+        assert cf.passes["fused"] >= 3
+        assert "fused_elementwise" in [n["op"] for n in cf.nodes]
     for e, c in zip(eager, compiled):
         np.testing.assert_allclose(c.numpy(), e.numpy(), rtol=1e-6, atol=1e-6)
         assert c.shape == e.shape
