@@ -180,6 +180,49 @@ static int remove_dead(pr_Graph *g) {
     return 0;
 }
 
+/* Sink state updates: move every node that writes a variable as late as the
+ * nodes after it allow (until one reads what it writes or reads its outputs,
+ * or a host callback runs), keeping updates in their own order.  A training
+ * step's BN moving-statistics updates then run after the loss, with the
+ * optimizer's updates, so a kernel error in the forward pass or the loss
+ * (a label out of range) leaves every variable as it was. */
+static int sink_updates(pr_Graph *g) {
+    int nn = g->n_nodes, n_pending = 0, k = 0;
+    pr_gnode *order = PyMem_Malloc(sizeof(pr_gnode) * ((size_t)nn + 1));
+    int *pending = PyMem_Malloc(sizeof(int) * ((size_t)nn + 1));
+    char *written = PyMem_Calloc((size_t)g->n_vals + 1, 1); /* by a pending node */
+    if (!order || !pending || !written) {
+        PyMem_Free(order), PyMem_Free(pending), PyMem_Free(written);
+        return PyErr_NoMemory(), -1;
+    }
+    for (int j = 0; j <= nn; j++) {
+        pr_gnode *n = j < nn ? &g->nodes[j] : NULL;
+        int flush = !n || n->host >= 0;
+        for (int i = 0; n && !flush && i < n->n_in; i++) flush = written[n->in[i]];
+        if (flush) {
+            for (int p = 0; p < n_pending; p++) order[k++] = g->nodes[pending[p]];
+            n_pending = 0;
+            memset(written, 0, (size_t)g->n_vals + 1);
+        }
+        if (!n) break;
+        if (n->host < 0 && n->op->mutates) {
+            for (int i = 0; i < n->n_in; i++)
+                if (n->op->mutates >> i & 1) written[n->in[i]] = 1;
+            for (int i = 0; i < n->n_out; i++) written[n->out[i]] = 1;
+            pending[n_pending++] = j;
+        } else {
+            order[k++] = *n;
+        }
+    }
+    memcpy(g->nodes, order, sizeof(pr_gnode) * (size_t)nn);
+    for (int j = 0; j < nn; j++)
+        for (int i = 0; i < g->nodes[j].n_out; i++) g->vals[g->nodes[j].out[i]].index = j;
+    PyMem_Free(order);
+    PyMem_Free(pending);
+    PyMem_Free(written);
+    return 0;
+}
+
 /* Defined in ops_fused.c: rewrite chains of elementwise nodes. */
 int pr_fuse_elementwise(pr_Graph *g);
 
@@ -370,7 +413,7 @@ static PyObject *Graph_finalize(pr_Graph *g, PyObject *args) {
     g->n_outputs = (int)n;
     Py_DECREF(seq);
     g->jit = jit;
-    if (remove_dead(g) < 0) return NULL;
+    if (remove_dead(g) < 0 || sink_updates(g) < 0) return NULL;
     for (int j = 0; j < g->n_nodes; j++)
         g->nodes[j].dyn_attrs = g->nodes[j].host < 0 && pr_attrs_dynamic(&g->nodes[j]);
     if (jit && pr_fuse_elementwise(g) < 0) return NULL;

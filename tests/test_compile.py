@@ -363,3 +363,158 @@ def test_nodes_dot_flops_and_chrome_trace(tmp_path):
     events = loaded["traceEvents"]
     assert [e["name"] for e in events] == ["multiply", "relu", "add"]
     assert all(e["ph"] == "X" and e["dur"] >= 0 and e["ts"] >= 0 for e in events)
+
+
+# ---- models -----------------------------------------------------------------------
+
+def _small_resnet(seed):
+    pr.utils.set_random_seed(seed)
+    model = pr.applications.resnet_cifar(8, input_shape=(12, 12, 3), num_classes=5, width=4)
+    model.compile(optimizer=pr.optimizers.SGD(0.05, momentum=0.9),
+                  loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model
+
+
+def _resnet_batch(n=6, seed=0):
+    rng = np.random.default_rng(seed)
+    return (pr.Tensor(rng.standard_normal((n, 12, 12, 3)).astype(np.float32)),
+            pr.Tensor(rng.integers(0, 5, n).astype(np.int32)))
+
+
+def _assert_weights_close(a, b, rtol, atol):
+    assert len(a.weights) == len(b.weights)
+    for wa, wb in zip(a.weights, b.weights):
+        np.testing.assert_allclose(wb.numpy(), wa.numpy(), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_resnet_compiled_matches_eager(jit):
+    """Forward values, gradients and ten SGD-momentum steps of a small
+    ResNet-8: compiled equals eager within rtol 1e-5 (values, gradients) and
+    1e-4 (weights after ten steps)."""
+    eager, comp = _small_resnet(3), _small_resnet(3)
+    _assert_weights_close(eager, comp, 0, 0)
+    x, y = _resnet_batch()
+    loss_fn = pr.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def forward_and_grads(model, x, y):
+        with pr.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = loss_fn(y, logits)
+        return logits, model(x, training=False), loss, tape.gradient(loss, model.trainable_weights)
+
+    compiled_fwd = pr.compile(forward_and_grads, jit_compile=jit)
+    want = forward_and_grads(eager, x, y)
+    got = compiled_fwd(comp, x, y)
+    for w, g in zip(want[:3] + tuple(want[3]), got[:3] + tuple(got[3])):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+    _assert_weights_close(eager, comp, 0, 0)  # BN moving stats updated alike
+
+    step = pr.compile(comp.train_step, jit_compile=jit)
+    for i in range(10):
+        xb, yb = _resnet_batch(seed=i)
+        logs_e, logs_c = eager.train_step(xb, yb), step(xb, yb)
+        assert logs_e.keys() == logs_c.keys()
+        for k in logs_e:
+            np.testing.assert_allclose(float(logs_c[k]), float(logs_e[k]), rtol=1e-4, atol=1e-5)
+    _assert_weights_close(eager, comp, 1e-4, 1e-5)
+    assert step.tracing_count == 1
+
+
+def test_kernel_error_raises_like_eager_and_leaves_weights():
+    model = _small_resnet(1)
+    x, _ = _resnet_batch()
+    bad = pr.Tensor(np.array([0, 1, 2, 3, 4, 9], np.int32))  # 9 is out of range
+    step = pr.compile(model.train_step)
+    before = [w.numpy().copy() for w in model.weights]
+    with pytest.raises(ValueError) as compiled_err:
+        step(x, bad)
+    # The graph runs state updates (BN moving statistics, SGD) after the loss:
+    # nothing changed.  (Eagerly, the forward pass has updated the BN moving
+    # statistics before the loss raises.)
+    for b, w in zip(before, model.weights):
+        np.testing.assert_array_equal(w.numpy(), b)
+    with pytest.raises(ValueError) as eager_err:
+        model.train_step(x, bad)
+    assert str(compiled_err.value) == str(eager_err.value)
+    assert "label 9" in str(compiled_err.value)
+
+
+class _Gate(pr.layers.Layer):
+    """A custom layer in Python: y = x * sigmoid-free gate (relu(g) + 1) + b."""
+
+    def build(self, input_shape):
+        self.g = self.add_weight((input_shape[-1],), initializer="ones", name="g")
+        self.b = self.add_weight((input_shape[-1],), initializer="zeros", name="b")
+        self.calls = 0
+
+    def call(self, x):
+        self.calls += 1  # Python side effect: counts traces, not runs, when compiled
+        return x * (ops.relu(self.g) + 1.0) + self.b
+
+
+def test_custom_python_layer_traces():
+    layer = _Gate()
+    x = pr.Tensor(rng_array(4, 3, seed=7))
+
+    def step(x):
+        with pr.GradientTape() as tape:
+            loss = ops.sum_to_shape(layer(x) * layer(x), ())
+        return loss, tape.gradient(loss, layer.trainable_weights)
+
+    want = step(x)
+    f = pr.compile(step)
+    for _ in range(3):
+        got = f(x)
+    assert layer.calls == 2 + 2  # two eager calls, one trace of two calls
+    np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-6)
+    for g, w in zip(got[1], want[1]):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
+
+
+def _fit_data(n=20, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, 12, 12, 3)).astype(np.float32),
+            rng.integers(0, 5, n).astype(np.int32))
+
+
+def test_fit_runs_compiled_without_retracing_the_last_batch():
+    model = _small_resnet(2)
+    x, y = _fit_data()
+    history = model.fit(x, y, batch_size=8, epochs=3, verbose=0, validation_data=(x[:10], y[:10]))
+    assert isinstance(model.train_function, pr.Function)
+    assert model.train_function.tracing_count == 1  # batches 8, 8, 4 every epoch: one graph
+    assert model.test_function.tracing_count == 1
+    assert len(history.history["loss"]) == 3 and np.isfinite(history.history["loss"]).all()
+    model.evaluate(x, y, batch_size=8, verbose=0)
+    model.predict(x, batch_size=8, verbose=0)
+    assert model.test_function.tracing_count == 1
+    assert model.predict_function.tracing_count == 1
+
+    eager = _small_resnet(2)
+    eager.compile(optimizer=pr.optimizers.SGD(0.05, momentum=0.9),
+                  loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], run_eagerly=True)
+    eager_history = eager.fit(x, y, batch_size=8, epochs=3, verbose=0, shuffle=False)
+    model2 = _small_resnet(2)
+    compiled_history = model2.fit(x, y, batch_size=8, epochs=3, verbose=0, shuffle=False)
+    assert not isinstance(eager.train_function, pr.Function)
+    np.testing.assert_allclose(compiled_history.history["loss"], eager_history.history["loss"],
+                               rtol=1e-4)
+
+
+def test_keyboard_interrupt_during_compiled_fit_leaves_weights_usable():
+    class Interrupt(pr.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 1:
+                raise KeyboardInterrupt
+
+    model = _small_resnet(4)
+    x, y = _fit_data()
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(x, y, batch_size=4, epochs=2, verbose=0, callbacks=[Interrupt()])
+    assert all(np.isfinite(w.numpy()).all() for w in model.weights)
+    assert np.isfinite(model.predict(x[:3], verbose=0)).all()
+    history = model.fit(x, y, batch_size=4, epochs=1, verbose=0)  # and it trains on
+    assert np.isfinite(history.history["loss"]).all()
