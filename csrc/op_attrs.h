@@ -21,6 +21,18 @@ typedef struct {
     double value;
 } pr_scalar_attrs;
 
+/* clip, clip_backward: the closed interval [min, max]. */
+typedef struct {
+    double min, max;
+} pr_clip_attrs;
+
+/* sgd_update, sgd_momentum_update (Keras 3 SGD with decoupled weight decay). */
+typedef struct {
+    double momentum;
+    int nesterov;
+    double weight_decay;
+} pr_sgd_attrs;
+
 /* conv2d and its backprop ops (NHWC input, HWIO filter as Keras stores it).
  * `same` is 1 for padding="same" (TensorFlow's split: extra pad at the end),
  * 0 for "valid".  `shape` is the shape the backprop op produces (the input's

@@ -1,9 +1,11 @@
-/* Registry entries for elementwise ops: add, subtract, multiply, divide
- * (NumPy broadcasting), negative, scale, relu, ones_like, zeros_like,
- * broadcast_to, sum_to_shape. */
+/* Registry entries for elementwise ops: add, subtract, multiply, divide,
+ * maximum, minimum, greater_equal (NumPy broadcasting), negative, scale, relu,
+ * exp, log, sqrt, square, clip, ones_like, zeros_like, broadcast_to,
+ * sum_to_shape. */
+#include "ops.h" /* Python.h first */
+
 #include "kernels/elementwise.h"
 #include "op_attrs.h"
-#include "ops.h"
 
 /* ---- shape rules ---------------------------------------------------------- */
 
@@ -112,6 +114,36 @@ static int fw_mul(const pr_view *in, int n, pr_view *out, const void *a, void *w
 static int fw_div(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
     return binary(PR_BIN_DIV, in, out);
 }
+static int fw_max(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return binary(PR_BIN_MAX, in, out);
+}
+static int fw_min(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return binary(PR_BIN_MIN, in, out);
+}
+static int fw_ge(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return binary(PR_BIN_GE, in, out);
+}
+static int fw_exp(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_unary(PR_UN_EXP, in[0].data, out->data, out->size);
+}
+static int fw_log(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_unary(PR_UN_LOG, in[0].data, out->data, out->size);
+}
+static int fw_sqrt(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_unary(PR_UN_SQRT, in[0].data, out->data, out->size);
+}
+static int fw_square(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_unary(PR_UN_SQUARE, in[0].data, out->data, out->size);
+}
+static int fw_clip(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    const pr_clip_attrs *c = a;
+    return pr_k_clip(in[0].data, out->data, out->size, (float)c->min, (float)c->max);
+}
+static int fw_clip_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    const pr_clip_attrs *c = a;
+    return pr_k_clip_backward(in[0].data, in[1].data, out->data, out->size, (float)c->min,
+                              (float)c->max);
+}
 static int fw_neg(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
     return pr_k_scale(in[0].data, out->data, out->size, -1.0f);
 }
@@ -208,6 +240,73 @@ static int gr_relu(PyObject *const *in, PyObject *const *out, const void *attrs,
     return (gin[0] = call1("relu_backward", gout[0], out[0])) ? 0 : -1;
 }
 
+/* maximum/minimum: the gradient goes to x where mask (x >= y for maximum,
+ * y >= x for minimum; ties go to x, as in TensorFlow), to y elsewhere. */
+static int grad_select(PyObject *const *in, PyObject *mask, PyObject *g, const int *needs,
+                       PyObject **gin) {
+    PyObject *gx = mask ? call1("multiply", g, mask) : NULL;
+    if (!gx) return -1;
+    if (needs[1]) {
+        PyObject *gy = call1("subtract", g, gx);
+        if (!(gin[1] = reduce_to(gy, in[1]))) return Py_DECREF(gx), -1;
+    }
+    if (needs[0] && !(gin[0] = reduce_to(gx, in[0]))) return -1;
+    if (!needs[0]) Py_DECREF(gx);
+    return 0;
+}
+
+static int gr_max(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *mask = call1("greater_equal", in[0], in[1]);
+    int rc = grad_select(in, mask, gout[0], needs, gin);
+    Py_XDECREF(mask);
+    return rc;
+}
+
+static int gr_min(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *mask = call1("greater_equal", in[1], in[0]);
+    int rc = grad_select(in, mask, gout[0], needs, gin);
+    Py_XDECREF(mask);
+    return rc;
+}
+
+static int gr_exp(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = call1("multiply", gout[0], out[0])) ? 0 : -1;
+}
+
+static int gr_log(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = call1("divide", gout[0], in[0])) ? 0 : -1;
+}
+
+static int gr_sqrt(PyObject *const *in, PyObject *const *out, const void *attrs,
+                   PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *t = call1("divide", gout[0], out[0]); /* d sqrt(x) = 0.5 / sqrt(x) */
+    if (!t) return -1;
+    pr_scalar_attrs half = {0.5};
+    gin[0] = pr_call_by_name("scale", &t, 1, &half);
+    Py_DECREF(t);
+    return gin[0] ? 0 : -1;
+}
+
+static int gr_square(PyObject *const *in, PyObject *const *out, const void *attrs,
+                     PyObject *const *gout, const int *needs, PyObject **gin) {
+    pr_scalar_attrs two = {2.0};
+    PyObject *t = pr_call_by_name("scale", &in[0], 1, &two);
+    if (!t) return -1;
+    gin[0] = call1("multiply", gout[0], t);
+    Py_DECREF(t);
+    return gin[0] ? 0 : -1;
+}
+
+static int gr_clip(PyObject *const *in, PyObject *const *out, const void *attrs,
+                   PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *args[2] = {gout[0], in[0]};
+    return (gin[0] = pr_call_by_name("clip_backward", args, 2, attrs)) ? 0 : -1;
+}
+
 static int gr_broadcast_to(PyObject *const *in, PyObject *const *out, const void *attrs,
                            PyObject *const *gout, const int *needs, PyObject **gin) {
     return (gin[0] = pr_sum_to_shape(gout[0], T(in[0]))) ? 0 : -1;
@@ -227,6 +326,9 @@ static const pr_attr_spec shape_attrs[] = {
     {"shape", PR_ATTR_INTS, offsetof(pr_shape_attrs, shape), 1, 0}, {NULL}};
 static const pr_attr_spec scalar_attrs[] = {
     {"value", PR_ATTR_FLOAT, offsetof(pr_scalar_attrs, value), 1, 0}, {NULL}};
+static const pr_attr_spec clip_attrs[] = {
+    {"min", PR_ATTR_FLOAT, offsetof(pr_clip_attrs, min), 1, 0},
+    {"max", PR_ATTR_FLOAT, offsetof(pr_clip_attrs, max), 1, 0}, {NULL}};
 
 #define BINARY(var, nm, fw, gr, d) \
     static const pr_op var = {.name = nm, .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE, \
@@ -237,6 +339,31 @@ BINARY(op_add, "add", fw_add, gr_add, "x + y with NumPy broadcasting (float32)."
 BINARY(op_sub, "subtract", fw_sub, gr_sub, "x - y with NumPy broadcasting (float32).");
 BINARY(op_mul, "multiply", fw_mul, gr_mul, "x * y with NumPy broadcasting (float32).");
 BINARY(op_div, "divide", fw_div, gr_div, "x / y with NumPy broadcasting (float32).");
+BINARY(op_max, "maximum", fw_max, gr_max,
+       "Elementwise max(x, y) with NumPy broadcasting; NaN propagates (float32).");
+BINARY(op_min, "minimum", fw_min, gr_min,
+       "Elementwise min(x, y) with NumPy broadcasting; NaN propagates (float32).");
+BINARY(op_ge, "greater_equal", fw_ge, NULL,
+       "1.0 where x >= y else 0.0, NumPy broadcasting (float32 mask; not differentiable).");
+
+#define UNARY(var, nm, fw, gr, d) \
+    static const pr_op var = {.name = nm, .n_in = 1, .n_out = 1, .infer = infer_same, \
+                              .forward = fw, .gradient = gr, .doc = d}
+
+UNARY(op_exp, "exp", fw_exp, gr_exp, "e**x (float32).");
+UNARY(op_log, "log", fw_log, gr_log, "Natural logarithm (float32; -inf at 0, NaN below).");
+UNARY(op_sqrt, "sqrt", fw_sqrt, gr_sqrt, "Square root (float32; NaN below 0).");
+UNARY(op_square, "square", fw_square, gr_square, "x * x (float32).");
+
+static const pr_op op_clip = {
+    .name = "clip", .n_in = 1, .n_out = 1, .attrs = clip_attrs,
+    .attr_size = sizeof(pr_clip_attrs), .infer = infer_same, .forward = fw_clip,
+    .gradient = gr_clip,
+    .doc = "min(max(x, min), max) (NumPy clip); the gradient is 0 outside [min, max]."};
+static const pr_op op_clip_backward = {
+    .name = "clip_backward", .n_in = 2, .n_out = 1, .attrs = clip_attrs,
+    .attr_size = sizeof(pr_clip_attrs), .infer = infer_two_same, .forward = fw_clip_backward,
+    .doc = "clip_backward(dy, x): dy where min <= x <= max, else 0."};
 
 static const pr_op op_neg = {.name = "negative", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_same,
                              .forward = fw_neg, .gradient = gr_neg, .doc = "-x."};
@@ -264,5 +391,6 @@ static const pr_op op_sum_to = {
     .doc = "Sum x over broadcast dimensions down to `shape` (the adjoint of broadcast_to)."};
 
 const pr_op *const pr_ops_elementwise[] = {
-    &op_add, &op_sub, &op_mul, &op_div, &op_neg, &op_scale, &op_relu, &op_relu_backward,
-    &op_ones, &op_zeros, &op_broadcast_to, &op_sum_to, NULL};
+    &op_add, &op_sub, &op_mul, &op_div, &op_max, &op_min, &op_ge, &op_neg, &op_scale,
+    &op_relu, &op_relu_backward, &op_exp, &op_log, &op_sqrt, &op_square, &op_clip,
+    &op_clip_backward, &op_ones, &op_zeros, &op_broadcast_to, &op_sum_to, NULL};

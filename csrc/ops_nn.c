@@ -1,4 +1,652 @@
-/* Registry entries of the nn family. */
-#include "ops.h"
+/* Registry entries of the nn family: sum/mean, reshape/flatten, softmax and
+ * log_softmax (last axis), cross-entropy losses (per sample), accuracies, and
+ * batch normalization (over all axes but the last). */
+#include "ops.h" /* Python.h first */
 
-const pr_op *const pr_ops_nn[] = {NULL};
+#include <string.h>
+
+#include "kernels/loss.h"
+#include "kernels/norm.h"
+#include "kernels/reduce.h"
+#include "op_attrs.h"
+
+#define T(o) (&((pr_Tensor *)(o))->v)
+
+/* ---- shared shape helpers ------------------------------------------------- */
+
+static int same_shape(const pr_view *a, const pr_view *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+/* Input i: float32 with the shape of input j. */
+static int expect_like(const pr_op *op, const pr_view *in, int i, int j) {
+    if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
+    if (!same_shape(&in[i], &in[j])) {
+        char a[128], b[128];
+        return pr_fail(op, PyExc_ValueError, "input %d has shape %s, expected %s (input %d's)", i,
+                       pr_shape_str(&in[i], a, sizeof a), pr_shape_str(&in[j], b, sizeof b), j);
+    }
+    return 0;
+}
+
+/* Rows (all dimensions but the last) of a rank >= 1 view. */
+static int64_t rows_of(const pr_view *v) {
+    int64_t r = 1;
+    for (int d = 0; d < v->ndim - 1; d++) r *= v->shape[d];
+    return r;
+}
+
+static int64_t last_of(const pr_view *v) { return v->shape[v->ndim - 1]; }
+
+/* Input i: float32, rank >= 1, at least one class along the last axis. */
+static int expect_classes(const pr_op *op, const pr_view *in, int i) {
+    if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
+    if (in[i].ndim < 1 || last_of(&in[i]) < 1) {
+        char s[128];
+        return pr_fail(op, PyExc_ValueError,
+                       "input %d must have rank >= 1 and at least one class along the last "
+                       "axis, got shape %s",
+                       i, pr_shape_str(&in[i], s, sizeof s));
+    }
+    return 0;
+}
+
+/* Input i: int32/int64 labels shaped like input j without its last axis. */
+static int expect_labels(const pr_op *op, const pr_view *in, int i, int j) {
+    if (in[i].dtype != PR_I32 && in[i].dtype != PR_I64)
+        return pr_fail(op, PyExc_TypeError, "labels (input %d) must be int32 or int64, got %s", i,
+                       pr_dtype_name(in[i].dtype));
+    int ok = in[i].ndim == in[j].ndim - 1;
+    for (int d = 0; ok && d < in[i].ndim; d++) ok = in[i].shape[d] == in[j].shape[d];
+    if (!ok) {
+        char a[128], b[128];
+        return pr_fail(op, PyExc_ValueError,
+                       "labels (input %d) have shape %s, expected %s without its last axis "
+                       "(one label per row)",
+                       i, pr_shape_str(&in[i], a, sizeof a), pr_shape_str(&in[j], b, sizeof b));
+    }
+    return 0;
+}
+
+/* Output: v's shape without the last axis (one value per row). */
+static void set_rows_out(pr_view *out, const pr_view *v) {
+    pr_set_out(out, PR_F32, v->ndim - 1, v->shape);
+}
+
+/* ---- sum, mean ------------------------------------------------------------ */
+
+/* Check the axes (raise on a bad one) and flag the reduced dimensions. */
+static int check_axes(const pr_op *op, const pr_reduce_attrs *a, int ndim) {
+    int seen[PR_MAX_DIMS] = {0};
+    for (int i = 0; i < a->axes.n; i++) {
+        int64_t ax = a->axes.v[i];
+        if (ax < -ndim || ax >= ndim)
+            return pr_fail(op, PyExc_ValueError, "axis %lld is out of bounds for rank %d",
+                           (long long)ax, ndim);
+        if (seen[ax < 0 ? ax + ndim : ax]++)
+            return pr_fail(op, PyExc_ValueError, "axis %lld is repeated", (long long)ax);
+    }
+    return 0;
+}
+
+/* Flag the reduced dimensions of checked axes; return how many elements
+ * each output sums. */
+static double reduce_mask(const pr_reduce_attrs *a, const pr_view *x, int *mask) {
+    double count = 1.0;
+    for (int d = 0; d < x->ndim; d++) mask[d] = a->axes.n == 0;
+    for (int i = 0; i < a->axes.n; i++)
+        mask[a->axes.v[i] < 0 ? a->axes.v[i] + x->ndim : a->axes.v[i]] = 1;
+    for (int d = 0; d < x->ndim; d++)
+        if (mask[d]) count *= (double)x->shape[d];
+    return count;
+}
+
+/* Output shape with reduced dimensions dropped (or kept as 1). */
+static void reduced_shape(const pr_view *x, const int *mask, int keepdims, pr_view *out) {
+    int64_t shape[PR_MAX_DIMS];
+    int k = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (!mask[d]) shape[k++] = x->shape[d];
+        else if (keepdims) shape[k++] = 1;
+    }
+    pr_set_out(out, PR_F32, k, shape);
+}
+
+static int infer_reduce(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                        pr_view *out, size_t *ws) {
+    const pr_reduce_attrs *a = attrs;
+    int mask[PR_MAX_DIMS];
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || check_axes(op, a, in[0].ndim) < 0) return -1;
+    reduce_mask(a, &in[0], mask);
+    reduced_shape(&in[0], mask, a->keepdims, out);
+    *ws = sizeof(double) * (size_t)out->size;
+    return 0;
+}
+
+static int reduce(const pr_view *in, pr_view *out, const pr_reduce_attrs *a, void *ws, int mean) {
+    int mask[PR_MAX_DIMS];
+    double count = reduce_mask(a, &in[0], mask);
+    /* The mean of no elements is NaN (0 * inf), as NumPy's. */
+    return pr_k_reduce_sum(in[0].data, in[0].ndim, in[0].shape, mask, mean ? 1.0 / count : 1.0,
+                           out->data, out->size, ws);
+}
+static int fw_sum(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return reduce(in, out, a, ws, 0);
+}
+static int fw_mean(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return reduce(in, out, a, ws, 1);
+}
+
+static PyObject *call_shape(const char *name, PyObject *x, int ndim, const int64_t *shape) {
+    pr_shape_attrs a = {{0}};
+    a.shape.n = ndim;
+    for (int d = 0; d < ndim; d++) a.shape.v[d] = shape[d];
+    return pr_call_by_name(name, &x, 1, &a);
+}
+
+/* d sum / dx = g broadcast over the reduced axes; mean also scales by 1/count. */
+static int grad_reduce(PyObject *const *in, const void *attrs, PyObject *const *gout, int mean,
+                       PyObject **gin) {
+    const pr_view *x = T(in[0]);
+    int mask[PR_MAX_DIMS];
+    double count = reduce_mask(attrs, x, mask);
+    pr_view kept;
+    reduced_shape(x, mask, 1, &kept);
+    PyObject *g = call_shape("reshape", gout[0], kept.ndim, kept.shape);
+    if (g && mean) {
+        pr_scalar_attrs s = {1.0 / count};
+        PyObject *t = pr_call_by_name("scale", &g, 1, &s);
+        Py_DECREF(g);
+        g = t;
+    }
+    if (!g) return -1;
+    gin[0] = call_shape("broadcast_to", g, x->ndim, x->shape);
+    Py_DECREF(g);
+    return gin[0] ? 0 : -1;
+}
+static int gr_sum(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    return grad_reduce(in, attrs, gout, 0, gin);
+}
+static int gr_mean(PyObject *const *in, PyObject *const *out, const void *attrs,
+                   PyObject *const *gout, const int *needs, PyObject **gin) {
+    return grad_reduce(in, attrs, gout, 1, gin);
+}
+
+/* ---- reshape, flatten ----------------------------------------------------- */
+
+static int infer_reshape(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                         pr_view *out, size_t *ws) {
+    const pr_shape_attrs *a = attrs;
+    pr_view want; /* the requested shape as given, for messages */
+    want.ndim = a->shape.n;
+    memcpy(want.shape, a->shape.v, sizeof(int64_t) * (size_t)a->shape.n);
+    char s[128], w[128];
+    int64_t known = 1;
+    int unknown = -1;
+    for (int d = 0; d < want.ndim; d++) {
+        if (want.shape[d] == -1 && unknown >= 0)
+            return pr_fail(op, PyExc_ValueError, "can only specify one unknown dimension, got %s",
+                           pr_shape_str(&want, w, sizeof w));
+        if (want.shape[d] < -1)
+            return pr_fail(op, PyExc_ValueError, "negative dimension in shape %s",
+                           pr_shape_str(&want, w, sizeof w));
+        if (want.shape[d] == -1) unknown = d;
+        else known *= want.shape[d];
+    }
+    int64_t shape[PR_MAX_DIMS];
+    memcpy(shape, want.shape, sizeof(int64_t) * (size_t)want.ndim);
+    /* NumPy: -1 takes size / known, which must divide exactly (and known > 0). */
+    int ok = unknown < 0 ? known == in[0].size : known > 0 && in[0].size % known == 0;
+    if (!ok)
+        return pr_fail(op, PyExc_ValueError, "cannot reshape a tensor of shape %s into shape %s",
+                       pr_shape_str(&in[0], s, sizeof s), pr_shape_str(&want, w, sizeof w));
+    if (unknown >= 0) shape[unknown] = in[0].size / known;
+    pr_set_out(out, in[0].dtype, want.ndim, shape);
+    return 0;
+}
+
+static int infer_flatten(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                         pr_view *out, size_t *ws) {
+    if (in[0].ndim < 1)
+        return pr_fail(op, PyExc_ValueError, "needs rank >= 1 (a batch axis), got a scalar");
+    int64_t shape[2] = {in[0].shape[0], 1};
+    for (int d = 1; d < in[0].ndim; d++) shape[1] *= in[0].shape[d];
+    pr_set_out(out, in[0].dtype, 2, shape);
+    return 0;
+}
+
+static int fw_copy(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    memcpy(out->data, in[0].data, (size_t)in[0].size * pr_dtype_size(in[0].dtype));
+    return PR_OK;
+}
+
+static int gr_reshape(PyObject *const *in, PyObject *const *out, const void *attrs,
+                      PyObject *const *gout, const int *needs, PyObject **gin) {
+    const pr_view *x = T(in[0]);
+    return (gin[0] = call_shape("reshape", gout[0], x->ndim, x->shape)) ? 0 : -1;
+}
+
+/* ---- softmax, log_softmax ------------------------------------------------- */
+
+static int infer_softmax(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                         pr_view *out, size_t *ws) {
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0) return -1;
+    if (in[0].ndim < 1)
+        return pr_fail(op, PyExc_ValueError, "needs rank >= 1 (classes on the last axis), got a "
+                       "scalar");
+    pr_set_out(out, PR_F32, in[0].ndim, in[0].shape);
+    return 0;
+}
+
+/* (dy, y) of the same shape. */
+static int infer_softmax_backward(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                                  pr_view *out, size_t *ws) {
+    if (infer_softmax(op, in, n, attrs, out, ws) < 0) return -1;
+    return expect_like(op, in, 1, 0);
+}
+
+static int fw_softmax(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_softmax(in[0].data, out->data, rows_of(&in[0]), last_of(&in[0]), 0);
+}
+static int fw_log_softmax(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_softmax(in[0].data, out->data, rows_of(&in[0]), last_of(&in[0]), 1);
+}
+static int fw_softmax_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_softmax_backward(in[0].data, in[1].data, out->data, rows_of(&in[0]),
+                                 last_of(&in[0]), 0);
+}
+static int fw_log_softmax_backward(const pr_view *in, int n, pr_view *out, const void *a,
+                                   void *ws) {
+    return pr_k_softmax_backward(in[0].data, in[1].data, out->data, rows_of(&in[0]),
+                                 last_of(&in[0]), 1);
+}
+
+static PyObject *call2(const char *name, PyObject *a, PyObject *b) {
+    PyObject *in[2] = {a, b};
+    return pr_call_by_name(name, in, 2, NULL);
+}
+
+static PyObject *call3(const char *name, PyObject *a, PyObject *b, PyObject *c) {
+    PyObject *in[3] = {a, b, c};
+    return pr_call_by_name(name, in, 3, NULL);
+}
+
+static int gr_softmax(PyObject *const *in, PyObject *const *out, const void *attrs,
+                      PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = call2("softmax_backward", gout[0], out[0])) ? 0 : -1;
+}
+static int gr_log_softmax(PyObject *const *in, PyObject *const *out, const void *attrs,
+                          PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = call2("log_softmax_backward", gout[0], out[0])) ? 0 : -1;
+}
+
+/* ---- losses and accuracies ------------------------------------------------ */
+
+/* (prediction, int labels) -> per-row float32. */
+static int infer_sparse(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                        pr_view *out, size_t *ws) {
+    if (expect_classes(op, in, 0) < 0 || expect_labels(op, in, 1, 0) < 0) return -1;
+    set_rows_out(out, &in[0]);
+    return 0;
+}
+
+/* (prediction, dense target of the same shape) -> per-row float32. */
+static int infer_dense(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                       pr_view *out, size_t *ws) {
+    if (expect_classes(op, in, 0) < 0 || expect_like(op, in, 1, 0) < 0) return -1;
+    set_rows_out(out, &in[0]);
+    return 0;
+}
+
+/* Backward ops: (g per row, prediction, labels or target) -> prediction's shape. */
+static int expect_row_grad(const pr_op *op, const pr_view *in) {
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0) return -1;
+    int ok = in[0].ndim == in[1].ndim - 1;
+    for (int d = 0; ok && d < in[0].ndim; d++) ok = in[0].shape[d] == in[1].shape[d];
+    if (!ok) {
+        char a[128], b[128];
+        return pr_fail(op, PyExc_ValueError,
+                       "the gradient has shape %s, expected %s without its last axis",
+                       pr_shape_str(&in[0], a, sizeof a), pr_shape_str(&in[1], b, sizeof b));
+    }
+    return 0;
+}
+static int infer_sparse_backward(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                                 pr_view *out, size_t *ws) {
+    if (expect_classes(op, in, 1) < 0 || expect_labels(op, in, 2, 1) < 0 ||
+        expect_row_grad(op, in) < 0)
+        return -1;
+    pr_set_out(out, PR_F32, in[1].ndim, in[1].shape);
+    return 0;
+}
+static int infer_dense_backward(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                                pr_view *out, size_t *ws) {
+    if (expect_classes(op, in, 1) < 0 || expect_like(op, in, 2, 1) < 0 ||
+        expect_row_grad(op, in) < 0)
+        return -1;
+    pr_set_out(out, PR_F32, in[1].ndim, in[1].shape);
+    return 0;
+}
+
+#define I64(v) ((v).dtype == PR_I64)
+
+static int fw_sparse_softmax_ce(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_softmax_ce(in[0].data, NULL, in[1].data, I64(in[1]), rows_of(&in[0]),
+                           last_of(&in[0]), out->data);
+}
+static int fw_softmax_ce(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_softmax_ce(in[0].data, in[1].data, NULL, 0, rows_of(&in[0]), last_of(&in[0]),
+                           out->data);
+}
+static int fw_sparse_softmax_ce_bw(const pr_view *in, int n, pr_view *out, const void *a,
+                                   void *ws) {
+    return pr_k_softmax_ce_backward(in[0].data, in[1].data, NULL, in[2].data, I64(in[2]),
+                                    rows_of(&in[1]), last_of(&in[1]), out->data);
+}
+static int fw_softmax_ce_bw(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_softmax_ce_backward(in[0].data, in[1].data, in[2].data, NULL, 0, rows_of(&in[1]),
+                                    last_of(&in[1]), out->data);
+}
+static int fw_sparse_probs_ce(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_probs_ce(in[0].data, NULL, in[1].data, I64(in[1]), rows_of(&in[0]),
+                         last_of(&in[0]), out->data);
+}
+static int fw_probs_ce(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_probs_ce(in[0].data, in[1].data, NULL, 0, rows_of(&in[0]), last_of(&in[0]),
+                         out->data);
+}
+static int fw_sparse_probs_ce_bw(const pr_view *in, int n, pr_view *out, const void *a,
+                                 void *ws) {
+    return pr_k_probs_ce_backward(in[0].data, in[1].data, NULL, in[2].data, I64(in[2]),
+                                  rows_of(&in[1]), last_of(&in[1]), out->data);
+}
+static int fw_probs_ce_bw(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_probs_ce_backward(in[0].data, in[1].data, in[2].data, NULL, 0, rows_of(&in[1]),
+                                  last_of(&in[1]), out->data);
+}
+static int fw_sparse_accuracy(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_accuracy(in[0].data, NULL, in[1].data, I64(in[1]), rows_of(&in[0]),
+                         last_of(&in[0]), out->data);
+}
+static int fw_accuracy(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_accuracy(in[0].data, in[1].data, NULL, 0, rows_of(&in[0]), last_of(&in[0]),
+                         out->data);
+}
+
+/* Gradient wrt the prediction through the loss's dedicated backward op. */
+static int grad_loss(const char *backward, PyObject *const *in, PyObject *const *gout,
+                     const int *needs, PyObject **gin) {
+    if (needs[0] && !(gin[0] = call3(backward, gout[0], in[0], in[1]))) return -1;
+    return 0;
+}
+static int gr_sparse_softmax_ce(PyObject *const *in, PyObject *const *out, const void *attrs,
+                                PyObject *const *gout, const int *needs, PyObject **gin) {
+    return grad_loss("sparse_softmax_cross_entropy_backward", in, gout, needs, gin);
+}
+static int gr_sparse_probs_ce(PyObject *const *in, PyObject *const *out, const void *attrs,
+                              PyObject *const *gout, const int *needs, PyObject **gin) {
+    return grad_loss("sparse_categorical_crossentropy_backward", in, gout, needs, gin);
+}
+static int gr_probs_ce(PyObject *const *in, PyObject *const *out, const void *attrs,
+                       PyObject *const *gout, const int *needs, PyObject **gin) {
+    return grad_loss("categorical_crossentropy_backward", in, gout, needs, gin);
+}
+/* Soft labels also get d loss / d t = -g * log_softmax(logits). */
+static int gr_softmax_ce(PyObject *const *in, PyObject *const *out, const void *attrs,
+                         PyObject *const *gout, const int *needs, PyObject **gin) {
+    if (grad_loss("softmax_cross_entropy_backward", in, gout, needs, gin) < 0) return -1;
+    if (!needs[1]) return 0;
+    const pr_view *g = T(gout[0]);
+    int64_t shape[PR_MAX_DIMS];
+    memcpy(shape, g->shape, sizeof(int64_t) * (size_t)g->ndim);
+    shape[g->ndim] = 1;
+    PyObject *col = call_shape("reshape", gout[0], g->ndim + 1, shape);
+    PyObject *ls = col ? pr_call_by_name("log_softmax", &in[0], 1, NULL) : NULL;
+    PyObject *prod = ls ? call2("multiply", ls, col) : NULL;
+    Py_XDECREF(col);
+    Py_XDECREF(ls);
+    if (!prod) return -1;
+    gin[1] = pr_call_by_name("negative", &prod, 1, NULL);
+    Py_DECREF(prod);
+    return gin[1] ? 0 : -1;
+}
+
+/* ---- batch normalization -------------------------------------------------- */
+
+/* Input i: float32 of shape (c,). */
+static int expect_channels(const pr_op *op, const pr_view *in, int i, int64_t c,
+                           const char *what) {
+    if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
+    if (in[i].ndim != 1 || in[i].shape[0] != c) {
+        char s[128];
+        return pr_fail(op, PyExc_ValueError, "%s (input %d) must have shape (%lld,), got %s",
+                       what, i, (long long)c, pr_shape_str(&in[i], s, sizeof s));
+    }
+    return 0;
+}
+
+/* x (input xi): float32, rank >= 2, C >= 1 channels last, and at least one
+ * row when batch statistics are computed. */
+static int expect_bn_input(const pr_op *op, const pr_view *in, int xi, int need_rows) {
+    if (pr_expect_dtype(op, in, xi, PR_F32) < 0) return -1;
+    char s[128];
+    if (in[xi].ndim < 2 || last_of(&in[xi]) < 1)
+        return pr_fail(op, PyExc_ValueError,
+                       "input must have rank >= 2 (N, ..., C) with channels last and C >= 1, "
+                       "got %s",
+                       pr_shape_str(&in[xi], s, sizeof s));
+    if (need_rows && rows_of(&in[xi]) < 1)
+        return pr_fail(op, PyExc_ValueError,
+                       "batch statistics need at least one row, got an input of shape %s",
+                       pr_shape_str(&in[xi], s, sizeof s));
+    return 0;
+}
+
+/* (x, gamma, beta) -> y, batch_mean, batch_var */
+static int infer_bn_train(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                          pr_view *out, size_t *ws) {
+    if (expect_bn_input(op, in, 0, 1) < 0) return -1;
+    int64_t c = last_of(&in[0]);
+    if (expect_channels(op, in, 1, c, "gamma") < 0 || expect_channels(op, in, 2, c, "beta") < 0)
+        return -1;
+    pr_set_out(&out[0], PR_F32, in[0].ndim, in[0].shape);
+    pr_set_out(&out[1], PR_F32, 1, &c);
+    pr_set_out(&out[2], PR_F32, 1, &c);
+    *ws = pr_bn_scratch_bytes(rows_of(&in[0]), c);
+    return 0;
+}
+
+/* (dy, x, gamma, mean, var) -> dx, dgamma, dbeta (both backward ops). */
+static int infer_bn_backward(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                             pr_view *out, size_t *ws) {
+    if (expect_bn_input(op, in, 1, 0) < 0 || expect_like(op, in, 0, 1) < 0) return -1;
+    int64_t c = last_of(&in[1]);
+    if (expect_channels(op, in, 2, c, "gamma") < 0 || expect_channels(op, in, 3, c, "mean") < 0 ||
+        expect_channels(op, in, 4, c, "variance") < 0)
+        return -1;
+    pr_set_out(&out[0], PR_F32, in[1].ndim, in[1].shape);
+    pr_set_out(&out[1], PR_F32, 1, &c);
+    pr_set_out(&out[2], PR_F32, 1, &c);
+    *ws = pr_bn_scratch_bytes(rows_of(&in[1]), c);
+    return 0;
+}
+
+/* (x, gamma, beta, moving_mean, moving_var) -> y */
+static int infer_bn_infer(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                          pr_view *out, size_t *ws) {
+    if (expect_bn_input(op, in, 0, 0) < 0) return -1;
+    int64_t c = last_of(&in[0]);
+    if (expect_channels(op, in, 1, c, "gamma") < 0 || expect_channels(op, in, 2, c, "beta") < 0 ||
+        expect_channels(op, in, 3, c, "moving_mean") < 0 ||
+        expect_channels(op, in, 4, c, "moving_variance") < 0)
+        return -1;
+    pr_set_out(out, PR_F32, in[0].ndim, in[0].shape);
+    *ws = pr_bn_scratch_bytes(rows_of(&in[0]), c);
+    return 0;
+}
+
+#define EPS(a) (((const pr_bn_attrs *)(a))->epsilon)
+
+static int fw_bn_train(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_bn_train(in[0].data, in[1].data, in[2].data, rows_of(&in[0]), last_of(&in[0]),
+                         EPS(a), out[0].data, out[1].data, out[2].data, ws);
+}
+static int fw_bn_train_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_bn_train_backward(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
+                                  rows_of(&in[1]), last_of(&in[1]), EPS(a), out[0].data,
+                                  out[1].data, out[2].data, ws);
+}
+static int fw_bn_infer(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_bn_infer(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
+                         rows_of(&in[0]), last_of(&in[0]), EPS(a), out->data, ws);
+}
+static int fw_bn_infer_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_bn_infer_backward(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
+                                  rows_of(&in[1]), last_of(&in[1]), EPS(a), out[0].data,
+                                  out[1].data, out[2].data, ws);
+}
+
+/* Run a BN backward op on (dy, x, gamma, mean, var); hand out the gradients
+ * of x, gamma, beta (inputs 0..2 of the forward op) that are needed. */
+static int grad_bn(const char *backward, PyObject *dy, PyObject *const *in, PyObject *mean,
+                   PyObject *var, const void *attrs, const int *needs, PyObject **gin) {
+    if (!dy || !(needs[0] || needs[1] || needs[2])) return 0;
+    PyObject *args[5] = {dy, in[0], in[1], mean, var}, *g[PR_MAX_OUTPUTS];
+    if (pr_call(pr_op_lookup(backward), args, 5, attrs, g) < 0) return -1;
+    for (int i = 0; i < 3; i++) {
+        if (needs[i]) gin[i] = g[i];
+        else Py_DECREF(g[i]);
+    }
+    return 0;
+}
+/* The mean and variance outputs pass no gradient (gout[1], gout[2] ignored). */
+static int gr_bn_train(PyObject *const *in, PyObject *const *out, const void *attrs,
+                       PyObject *const *gout, const int *needs, PyObject **gin) {
+    return grad_bn("batch_norm_train_backward", gout[0], in, out[1], out[2], attrs, needs, gin);
+}
+static int gr_bn_infer(PyObject *const *in, PyObject *const *out, const void *attrs,
+                       PyObject *const *gout, const int *needs, PyObject **gin) {
+    return grad_bn("batch_norm_infer_backward", gout[0], in, in[3], in[4], attrs, needs, gin);
+}
+
+/* ---- registry ------------------------------------------------------------- */
+
+static const pr_attr_spec reduce_attrs[] = {
+    {"axes", PR_ATTR_INTS, offsetof(pr_reduce_attrs, axes), 0, 0},
+    {"keepdims", PR_ATTR_BOOL, offsetof(pr_reduce_attrs, keepdims), 0, 0}, {NULL}};
+static const pr_attr_spec shape_attrs[] = {
+    {"shape", PR_ATTR_INTS, offsetof(pr_shape_attrs, shape), 1, 0}, {NULL}};
+static const pr_attr_spec bn_attrs[] = {
+    {"epsilon", PR_ATTR_FLOAT, offsetof(pr_bn_attrs, epsilon), 0, 1e-3}, {NULL}};
+
+static const pr_op op_sum = {
+    .name = "sum", .n_in = 1, .n_out = 1, .attrs = reduce_attrs,
+    .attr_size = sizeof(pr_reduce_attrs), .infer = infer_reduce, .forward = fw_sum,
+    .gradient = gr_sum,
+    .doc = "sum(x; axes, keepdims): np.sum over `axes` (empty: all), double accumulation."};
+static const pr_op op_mean = {
+    .name = "mean", .n_in = 1, .n_out = 1, .attrs = reduce_attrs,
+    .attr_size = sizeof(pr_reduce_attrs), .infer = infer_reduce, .forward = fw_mean,
+    .gradient = gr_mean,
+    .doc = "mean(x; axes, keepdims): np.mean over `axes` (empty: all), double accumulation."};
+static const pr_op op_reshape = {
+    .name = "reshape", .n_in = 1, .n_out = 1, .attrs = shape_attrs,
+    .attr_size = sizeof(pr_shape_attrs), .infer = infer_reshape, .forward = fw_copy,
+    .gradient = gr_reshape,
+    .doc = "reshape(x; shape): NumPy reshape (one -1 inferred), any dtype."};
+static const pr_op op_flatten = {
+    .name = "flatten", .n_in = 1, .n_out = 1, .infer = infer_flatten, .forward = fw_copy,
+    .gradient = gr_reshape, .doc = "flatten(x): (N, d1, ..., dk) -> (N, d1 * ... * dk)."};
+
+static const pr_op op_softmax = {
+    .name = "softmax", .n_in = 1, .n_out = 1, .infer = infer_softmax, .forward = fw_softmax,
+    .gradient = gr_softmax, .doc = "softmax(x) over the last axis (max-shifted)."};
+static const pr_op op_log_softmax = {
+    .name = "log_softmax", .n_in = 1, .n_out = 1, .infer = infer_softmax,
+    .forward = fw_log_softmax, .gradient = gr_log_softmax,
+    .doc = "log_softmax(x) over the last axis (max-shifted)."};
+static const pr_op op_softmax_backward = {
+    .name = "softmax_backward", .n_in = 2, .n_out = 1, .infer = infer_softmax_backward,
+    .forward = fw_softmax_backward,
+    .doc = "softmax_backward(dy, y): y * (dy - sum(dy * y, -1)) for y = softmax(x)."};
+static const pr_op op_log_softmax_backward = {
+    .name = "log_softmax_backward", .n_in = 2, .n_out = 1, .infer = infer_softmax_backward,
+    .forward = fw_log_softmax_backward,
+    .doc = "log_softmax_backward(dy, y): dy - exp(y) * sum(dy, -1) for y = log_softmax(x)."};
+
+#define LOSS(var, nm, inf, fw, gr, d) \
+    static const pr_op var = {.name = nm, .n_in = 2, .n_out = 1, .infer = inf, .forward = fw, \
+                              .gradient = gr, .doc = d}
+#define LOSS_BW(var, nm, inf, fw, d) \
+    static const pr_op var = {.name = nm, .n_in = 3, .n_out = 1, .infer = inf, .forward = fw, \
+                              .doc = d}
+
+LOSS(op_sparse_softmax_ce, "sparse_softmax_cross_entropy", infer_sparse, fw_sparse_softmax_ce,
+     gr_sparse_softmax_ce,
+     "sparse_softmax_cross_entropy(logits (..., C), labels (...) int): per-row "
+     "-log_softmax(logits)[label]; a label outside [0, C) raises ValueError.");
+LOSS(op_softmax_ce, "softmax_cross_entropy", infer_dense, fw_softmax_ce, gr_softmax_ce,
+     "softmax_cross_entropy(logits, target) (same shape): per-row "
+     "-sum(target * log_softmax(logits), -1); gradients for both.");
+LOSS(op_sparse_probs_ce, "sparse_categorical_crossentropy", infer_sparse, fw_sparse_probs_ce,
+     gr_sparse_probs_ce,
+     "sparse_categorical_crossentropy(probs (..., C), labels (...) int): per-row Keras "
+     "from_logits=False loss -log(clip(p / sum(p), 1e-7, 1 - 1e-7))[label].");
+LOSS(op_probs_ce, "categorical_crossentropy", infer_dense, fw_probs_ce, gr_probs_ce,
+     "categorical_crossentropy(probs, target) (same shape): per-row Keras from_logits=False "
+     "loss -sum(target * log(clip(p / sum(p), 1e-7, 1 - 1e-7)), -1); gradient wrt probs.");
+LOSS(op_sparse_accuracy, "sparse_categorical_accuracy", infer_sparse, fw_sparse_accuracy, NULL,
+     "sparse_categorical_accuracy(pred (..., C), labels (...) int): 1.0 where argmax(pred) "
+     "(first maximum) equals the label, else 0.0.");
+LOSS(op_accuracy, "categorical_accuracy", infer_dense, fw_accuracy, NULL,
+     "categorical_accuracy(pred, target) (same shape): 1.0 where argmax(pred) equals "
+     "argmax(target) (first maxima), else 0.0.");
+
+LOSS_BW(op_sparse_softmax_ce_bw, "sparse_softmax_cross_entropy_backward", infer_sparse_backward,
+        fw_sparse_softmax_ce_bw,
+        "(g (...), logits (..., C), labels (...)) -> g * (softmax(logits) - onehot(labels)).");
+LOSS_BW(op_softmax_ce_bw, "softmax_cross_entropy_backward", infer_dense_backward,
+        fw_softmax_ce_bw,
+        "(g (...), logits (..., C), target (..., C)) -> g * (softmax(logits) * sum(target) - "
+        "target).");
+LOSS_BW(op_sparse_probs_ce_bw, "sparse_categorical_crossentropy_backward", infer_sparse_backward,
+        fw_sparse_probs_ce_bw,
+        "(g (...), probs (..., C), labels (...)) -> d sparse_categorical_crossentropy / d probs.");
+LOSS_BW(op_probs_ce_bw, "categorical_crossentropy_backward", infer_dense_backward,
+        fw_probs_ce_bw,
+        "(g (...), probs (..., C), target (..., C)) -> d categorical_crossentropy / d probs.");
+
+static const pr_op op_bn_train = {
+    .name = "batch_norm_train", .n_in = 3, .n_out = 3, .attrs = bn_attrs,
+    .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_train, .forward = fw_bn_train,
+    .gradient = gr_bn_train,
+    .doc = "batch_norm_train(x (..., C), gamma (C), beta (C); epsilon) -> (y, batch_mean, "
+           "batch_var): normalise with the batch statistics over all axes but the last "
+           "(biased variance)."};
+static const pr_op op_bn_train_backward = {
+    .name = "batch_norm_train_backward", .n_in = 5, .n_out = 3, .attrs = bn_attrs,
+    .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_backward, .forward = fw_bn_train_backward,
+    .doc = "batch_norm_train_backward(dy, x, gamma, batch_mean, batch_var; epsilon) -> "
+           "(dx, dgamma, dbeta) (Ioffe & Szegedy 2015, section 3)."};
+static const pr_op op_bn_infer = {
+    .name = "batch_norm_infer", .n_in = 5, .n_out = 1, .attrs = bn_attrs,
+    .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_infer, .forward = fw_bn_infer,
+    .gradient = gr_bn_infer,
+    .doc = "batch_norm_infer(x (..., C), gamma, beta, moving_mean, moving_var (C); epsilon) -> "
+           "gamma * (x - mean) / sqrt(var + epsilon) + beta."};
+static const pr_op op_bn_infer_backward = {
+    .name = "batch_norm_infer_backward", .n_in = 5, .n_out = 3, .attrs = bn_attrs,
+    .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_backward, .forward = fw_bn_infer_backward,
+    .doc = "batch_norm_infer_backward(dy, x, gamma, moving_mean, moving_var; epsilon) -> "
+           "(dx, dgamma, dbeta) with fixed statistics."};
+
+const pr_op *const pr_ops_nn[] = {
+    &op_sum, &op_mean, &op_reshape, &op_flatten, &op_softmax, &op_log_softmax,
+    &op_softmax_backward, &op_log_softmax_backward, &op_sparse_softmax_ce, &op_softmax_ce,
+    &op_sparse_probs_ce, &op_probs_ce, &op_sparse_accuracy, &op_accuracy,
+    &op_sparse_softmax_ce_bw, &op_softmax_ce_bw, &op_sparse_probs_ce_bw, &op_probs_ce_bw,
+    &op_bn_train, &op_bn_train_backward, &op_bn_infer, &op_bn_infer_backward, NULL};

@@ -9,6 +9,7 @@ from .tensor import Tensor, Variable, convert_to_tensor
 from . import ops
 from .compile import compile, Function, ConcreteFunction, TensorSpec, init_scope
 from .compile import print  # noqa: A004  (pyresnet.print, as tf.print)
+from . import datasets
 
 
 def set_num_threads(n):

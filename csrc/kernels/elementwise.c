@@ -3,6 +3,7 @@
  * per-dimension element strides in the output's rank (0 where broadcast). */
 #include "elementwise.h"
 
+#include <math.h>
 #include <string.h>
 
 #define PARALLEL_MIN 32768 /* below this many elements one thread is faster */
@@ -13,6 +14,9 @@ static inline float apply(pr_binary_kind k, float a, float b) {
     case PR_BIN_SUB: return a - b;
     case PR_BIN_MUL: return a * b;
     case PR_BIN_DIV: return a / b;
+    case PR_BIN_MAX: return a >= b || a != a ? a : b;
+    case PR_BIN_MIN: return a <= b || a != a ? a : b;
+    case PR_BIN_GE: return a >= b ? 1.0f : 0.0f;
     }
     return 0.0f;
 }
@@ -26,6 +30,7 @@ static inline void row(pr_binary_kind k, const float *a, int64_t sa, const float
         case PR_BIN_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i]; break;
         case PR_BIN_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;
         case PR_BIN_DIV: for (int64_t i = 0; i < n; i++) o[i] = a[i] / b[i]; break;
+        default: for (int64_t i = 0; i < n; i++) o[i] = apply(k, a[i], b[i]); break;
         }
     } else if (sa == 1 && sb == 0) {
         float y = b[0];
@@ -157,5 +162,42 @@ int pr_k_relu_backward(const float *dy, const float *y, float *dx, int64_t n) {
 int pr_k_scale(const float *x, float *y, int64_t n, float s) {
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * s;
+    return PR_OK;
+}
+
+int pr_k_unary(pr_unary_kind k, const float *x, float *y, int64_t n) {
+    switch (k) {
+    case PR_UN_EXP:
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+        for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]);
+        break;
+    case PR_UN_LOG:
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+        for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]);
+        break;
+    case PR_UN_SQRT:
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+        for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
+        break;
+    case PR_UN_SQUARE:
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * x[i];
+        break;
+    }
+    return PR_OK;
+}
+
+int pr_k_clip(const float *x, float *y, int64_t n, float lo, float hi) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float t = x[i] < lo ? lo : x[i]; /* np.minimum(np.maximum(x, lo), hi) */
+        y[i] = t > hi ? hi : t;
+    }
+    return PR_OK;
+}
+
+int pr_k_clip_backward(const float *dy, const float *x, float *dx, int64_t n, float lo, float hi) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) dx[i] = x[i] >= lo && x[i] <= hi ? dy[i] : 0.0f;
     return PR_OK;
 }

@@ -4,7 +4,13 @@
 
 #include "kernels.h"
 
-typedef enum { PR_BIN_ADD, PR_BIN_SUB, PR_BIN_MUL, PR_BIN_DIV } pr_binary_kind;
+/* MAX/MIN propagate NaN as NumPy's maximum/minimum; GE gives 1.0f where a >= b,
+ * else 0.0f. */
+typedef enum {
+    PR_BIN_ADD, PR_BIN_SUB, PR_BIN_MUL, PR_BIN_DIV, PR_BIN_MAX, PR_BIN_MIN, PR_BIN_GE
+} pr_binary_kind;
+
+typedef enum { PR_UN_EXP, PR_UN_LOG, PR_UN_SQRT, PR_UN_SQUARE } pr_unary_kind;
 
 /* Element strides of `in` broadcast to `out_shape` (rank ndim): 0 on
  * broadcast dimensions. */
@@ -24,5 +30,11 @@ int pr_k_relu(const float *x, float *y, int64_t n);
 /* dx = dy where y > 0 else 0 (y is relu's output). */
 int pr_k_relu_backward(const float *dy, const float *y, float *dx, int64_t n);
 int pr_k_scale(const float *x, float *y, int64_t n, float s);
+/* y = f(x) for exp, log, sqrt, square (C99 expf/logf/sqrtf semantics). */
+int pr_k_unary(pr_unary_kind k, const float *x, float *y, int64_t n);
+/* y = min(max(x, lo), hi) (NumPy clip: hi wins when lo > hi; NaN stays NaN). */
+int pr_k_clip(const float *x, float *y, int64_t n, float lo, float hi);
+/* dx = dy where lo <= x <= hi, else 0 (tf.clip_by_value's gradient). */
+int pr_k_clip_backward(const float *dy, const float *x, float *dx, int64_t n, float lo, float hi);
 
 #endif

@@ -57,3 +57,69 @@ def broadcast_to(x, shape):
 def sum_to_shape(x, shape):
     """Sum x over broadcast dimensions down to ``shape`` (adjoint of broadcast_to)."""
     return call("sum_to_shape", x, shape=tuple(shape))
+
+
+def maximum(x1, x2):
+    """Elementwise ``max(x1, x2)``, float32, NumPy broadcasting (as ``keras.ops.maximum``).
+
+    NaN propagates.  The gradient goes to ``x1`` where ``x1 >= x2`` (ties
+    included, as TensorFlow) and to ``x2`` elsewhere.
+    Raises ValueError for shapes that do not broadcast, TypeError for
+    non-float32 tensors.
+    """
+    return call("maximum", x1, x2)
+
+
+def minimum(x1, x2):
+    """Elementwise ``min(x1, x2)``, float32, NumPy broadcasting (as ``keras.ops.minimum``).
+
+    NaN propagates.  The gradient goes to ``x1`` where ``x1 <= x2`` (ties
+    included) and to ``x2`` elsewhere.  Errors as :func:`maximum`.
+    """
+    return call("minimum", x1, x2)
+
+
+def greater_equal(x1, x2):
+    """``x1 >= x2`` as a float32 mask (1.0 / 0.0), NumPy broadcasting.
+
+    Unlike ``keras.ops.greater_equal`` the result is float32, not bool (the
+    core has no bool dtype).  Not differentiable.
+    """
+    return call("greater_equal", x1, x2)
+
+
+def exp(x):
+    """``e ** x``, float32, same shape.  Gradient ``exp(x) * g``."""
+    return call("exp", x)
+
+
+def log(x):
+    """Natural logarithm, float32, same shape (-inf at 0, NaN below 0).
+    Gradient ``g / x``."""
+    return call("log", x)
+
+
+def sqrt(x):
+    """Square root, float32, same shape (NaN below 0).  Gradient ``g / (2 sqrt(x))``."""
+    return call("sqrt", x)
+
+
+def square(x):
+    """``x * x``, float32, same shape.  Gradient ``2 x g``."""
+    return call("square", x)
+
+
+def clip(x, x_min, x_max):
+    """Clip ``x`` to ``[x_min, x_max]`` (as ``keras.ops.clip`` / ``np.clip``).
+
+    Args:
+        x: float32 tensor.
+        x_min, x_max (float): the bounds, Python numbers baked into the op;
+            when ``x_min > x_max`` every element becomes ``x_max`` (NumPy).
+    Returns:
+        float32 tensor of x's shape.  The gradient passes where
+        ``x_min <= x <= x_max`` and is 0 outside (``tf.clip_by_value``).
+    Raises:
+        TypeError: x is not float32 or a bound is not a number.
+    """
+    return call("clip", x, min=float(x_min), max=float(x_max))

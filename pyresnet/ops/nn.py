@@ -1,4 +1,256 @@
-"""nn ops (csrc/ops_nn.c)."""
+"""nn ops (csrc/ops_nn.c): reductions, reshapes, softmax, losses, accuracies
+and batch normalization.
+
+Losses return one value per sample (the layers in ``pyresnet.losses``
+average them).  Classes are on the last axis; images are NHWC float32.
+"""
 from .._loader import _C
+from ..tensor import convert_to_tensor
 
 call = _C.call
+
+
+def _axes(axis):
+    if axis is None:
+        return ()
+    if isinstance(axis, int):
+        return (axis,)
+    return tuple(int(a) for a in axis)
+
+
+def sum(x, axis=None, keepdims=False):  # noqa: A001 (the Keras name)
+    """Sum of float32 ``x`` over ``axis`` (as ``keras.ops.sum`` / ``np.sum``).
+
+    Args:
+        x: float32 tensor of any rank.
+        axis: None (all axes), an int or a tuple of ints; negative counts from
+            the end.
+        keepdims (bool): keep reduced axes with length 1.
+    Returns:
+        float32 tensor; accumulated in double in a fixed order (results do not
+        depend on the thread count).
+    Raises:
+        ValueError: an axis out of range or repeated.  TypeError: x not float32.
+    """
+    axes = _axes(axis)
+    if axis is not None and not axes:  # axis=() reduces nothing, as NumPy
+        return reshape(x, convert_to_tensor(x).shape)
+    return call("sum", x, axes=axes, keepdims=bool(keepdims))
+
+
+def mean(x, axis=None, keepdims=False):
+    """Mean of float32 ``x`` over ``axis`` (as ``keras.ops.mean`` / ``np.mean``).
+
+    Arguments, errors and accumulation as :func:`sum`.  The mean of no
+    elements is NaN, as NumPy's.
+    """
+    axes = _axes(axis)
+    if axis is not None and not axes:
+        return reshape(x, convert_to_tensor(x).shape)
+    return call("mean", x, axes=axes, keepdims=bool(keepdims))
+
+
+def reshape(x, newshape):
+    """``x`` with shape ``newshape`` (as ``keras.ops.reshape`` / ``np.reshape``).
+
+    Args:
+        x: tensor of any dtype (the data are copied).
+        newshape: int or tuple of ints; one entry may be -1 and is inferred.
+    Raises:
+        ValueError: the sizes differ (the message names both shapes), more
+        than one -1, or another negative entry.
+    """
+    if isinstance(newshape, int):
+        newshape = (newshape,)
+    return call("reshape", x, shape=tuple(int(d) for d in newshape))
+
+
+def flatten(x):
+    """``(N, d1, ..., dk)`` -> ``(N, d1 * ... * dk)``, any dtype (Keras ``Flatten``).
+
+    Keeps the batch axis, so a traced graph carries no baked batch size in
+    this op.  A rank-1 input becomes ``(N, 1)``.  Raises ValueError for a
+    scalar.
+    """
+    return call("flatten", x)
+
+
+def _last_axis(name, x, axis):
+    nd = convert_to_tensor(x).ndim
+    if axis not in (-1, nd - 1):
+        raise ValueError(f"{name}: only the last axis is supported, got axis={axis} for rank {nd}")
+
+
+def softmax(x, axis=-1):
+    """Softmax over the last axis, float32 (as ``keras.ops.softmax``).
+
+    ``exp(x - max) / sum(exp(x - max))`` (max-shifted, so large logits do not
+    overflow).  Raises ValueError for another axis or a scalar input.
+    """
+    _last_axis("softmax", x, axis)
+    return call("softmax", x)
+
+
+def log_softmax(x, axis=-1):
+    """Log-softmax over the last axis, float32 (as ``keras.ops.log_softmax``):
+    ``x - max - log(sum(exp(x - max)))``.  Errors as :func:`softmax`."""
+    _last_axis("log_softmax", x, axis)
+    return call("log_softmax", x)
+
+
+def _squeeze_labels(target, output):
+    """Keras accepts sparse labels shaped ``output.shape[:-1] + (1,)``."""
+    target, output = convert_to_tensor(target), convert_to_tensor(output)
+    if target.ndim == output.ndim and target.ndim > 0 and target.shape[-1] == 1:
+        target = reshape(target, target.shape[:-1])
+    return target
+
+
+def sparse_softmax_cross_entropy(logits, labels):
+    """Per-sample cross-entropy of integer labels given logits
+    (``tf.nn.sparse_softmax_cross_entropy_with_logits``).
+
+    Args:
+        logits: float32 ``(..., C)``.
+        labels: int32 or int64 ``(...)`` in ``[0, C)``.
+    Returns:
+        float32 ``(...)``: ``logsumexp(logits) - logits[label]``.  Gradient wrt
+        logits ``(softmax - onehot) * g``.
+    Raises:
+        ValueError: a label outside ``[0, C)`` (the message names the label and
+        its index) or mismatched shapes.  TypeError: wrong dtypes.
+    """
+    return call("sparse_softmax_cross_entropy", logits, labels)
+
+
+def softmax_cross_entropy(logits, labels):
+    """Per-sample cross-entropy of soft labels (e.g. mixup) given logits
+    (``tf.nn.softmax_cross_entropy_with_logits``).
+
+    Args:
+        logits, labels: float32 ``(..., C)`` of the same shape.
+    Returns:
+        float32 ``(...)``: ``-sum(labels * log_softmax(logits), -1)``.  Gradients
+        for both: ``g * (softmax * sum(labels) - labels)`` and
+        ``-g * log_softmax(logits)``.
+    Raises:
+        ValueError: shapes differ.  TypeError: not float32.
+    """
+    return call("softmax_cross_entropy", logits, labels)
+
+
+def categorical_crossentropy(target, output, from_logits=False, axis=-1):
+    """Per-sample categorical cross-entropy (as ``keras.ops.categorical_crossentropy``).
+
+    Args:
+        target: float32 ``(..., C)`` (one-hot or soft labels).
+        output: float32 ``(..., C)``: probabilities, or logits when
+            ``from_logits``.
+        from_logits (bool): with False, as Keras, ``output`` is renormalised to
+            sum 1 along the last axis and clipped to ``[1e-7, 1 - 1e-7]``
+            before the log (keras/src/backend/numpy/nn.py); the gradient wrt
+            ``output`` follows that chain (0 where clipped) and none flows to
+            ``target``.  With True, :func:`softmax_cross_entropy`.
+        axis: only -1 (the last axis) is supported.
+    Returns:
+        float32 ``(...)``.
+    Raises:
+        ValueError: shapes differ or another axis.  TypeError: not float32.
+    """
+    _last_axis("categorical_crossentropy", output, axis)
+    if from_logits:
+        return call("softmax_cross_entropy", output, target)
+    return call("categorical_crossentropy", output, target)
+
+
+def sparse_categorical_crossentropy(target, output, from_logits=False, axis=-1):
+    """Per-sample cross-entropy of integer labels (as
+    ``keras.ops.sparse_categorical_crossentropy``).
+
+    Args:
+        target: int32/int64 labels ``(...)`` (or ``(..., 1)``) in ``[0, C)``.
+        output: float32 ``(..., C)``: probabilities, or logits when
+            ``from_logits``.
+        from_logits (bool): with False, Keras' renormalise-and-clip
+            (``[1e-7, 1 - 1e-7]``) from-probabilities loss; with True,
+            :func:`sparse_softmax_cross_entropy`.
+        axis: only -1 is supported.
+    Returns:
+        float32 ``(...)``; gradient wrt ``output``.
+    Raises:
+        ValueError: a label outside ``[0, C)`` (named with its index), shapes
+        that do not match, or another axis.  TypeError: wrong dtypes.
+    """
+    _last_axis("sparse_categorical_crossentropy", output, axis)
+    target = _squeeze_labels(target, output)
+    if from_logits:
+        return call("sparse_softmax_cross_entropy", output, target)
+    return call("sparse_categorical_crossentropy", output, target)
+
+
+def sparse_categorical_accuracy(y_true, y_pred):
+    """Per-sample 1.0/0.0: does ``argmax(y_pred)`` equal the integer label?
+    (as ``keras.metrics.sparse_categorical_accuracy``).
+
+    Args:
+        y_true: int32/int64 ``(...)`` or ``(..., 1)``; out-of-range labels score 0.
+        y_pred: float32 ``(..., C)``; the first maximum wins ties.
+    Returns:
+        float32 ``(...)``; no gradient.
+    Raises:
+        ValueError / TypeError: shapes or dtypes that do not fit.
+    """
+    return call("sparse_categorical_accuracy", y_pred, _squeeze_labels(y_true, y_pred))
+
+
+def categorical_accuracy(y_true, y_pred):
+    """Per-sample 1.0/0.0: ``argmax(y_pred) == argmax(y_true)`` (first maxima;
+    as ``keras.metrics.categorical_accuracy``).
+
+    Args:
+        y_true, y_pred: float32 ``(..., C)`` of the same shape.
+    Returns:
+        float32 ``(...)``; no gradient.
+    """
+    return call("categorical_accuracy", y_pred, y_true)
+
+
+def batch_norm_train(x, gamma, beta, epsilon=1e-3):
+    """Batch normalization with batch statistics (training mode).
+
+    Ioffe & Szegedy 2015, Algorithm 1, over all axes but the last:
+    ``y = gamma * (x - mean) / sqrt(var + epsilon) + beta``.
+
+    Args:
+        x: float32 ``(N, ..., C)`` (NHWC images or ``(N, C)``), rank >= 2.
+        gamma, beta: float32 ``(C,)``.
+        epsilon (float): Keras' default 1e-3.
+    Returns:
+        ``(y, batch_mean, batch_var)``: y like x; mean and the *biased*
+        variance ``(C,)`` (as ``keras.ops.moments``; Keras'
+        BatchNormalization feeds the same variance to its moving average).
+        Gradients flow to x, gamma, beta through y (section 3 of the paper);
+        the mean and variance outputs pass none.
+    Raises:
+        ValueError: rank < 2, no rows, or gamma/beta not ``(C,)``.
+        TypeError: not float32.
+    """
+    return call("batch_norm_train", x, gamma, beta, epsilon=float(epsilon))
+
+
+def batch_norm_infer(x, gamma, beta, moving_mean, moving_variance, epsilon=1e-3):
+    """Batch normalization with fixed statistics (inference mode):
+    ``gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta``.
+
+    Args:
+        x: float32 ``(N, ..., C)``, rank >= 2.
+        gamma, beta, moving_mean, moving_variance: float32 ``(C,)``.
+        epsilon (float): Keras' default 1e-3.
+    Returns:
+        float32 like x.  Gradients flow to x, gamma and beta (not to the
+        statistics).
+    Raises:
+        ValueError / TypeError: as :func:`batch_norm_train`.
+    """
+    return call("batch_norm_infer", x, gamma, beta, moving_mean, moving_variance,
+                epsilon=float(epsilon))

@@ -1,4 +1,94 @@
-"""state ops (csrc/ops_state.c)."""
+"""state ops (csrc/ops_state.c): in-place updates of Variables.
+
+Each op writes into its Variable argument(s) and returns None; under
+``pyresnet.compile`` the update becomes a graph node that is never pruned.
+Shapes and dtypes are checked before anything is written, so a call that
+raises leaves every variable unchanged.  Arguments updated in place must be
+:class:`pyresnet.Variable` (or Tensor) objects, not NumPy arrays.
+"""
 from .._loader import _C
 
 call = _C.call
+
+
+def assign(variable, value):
+    """``variable[...] = value`` in place.
+
+    Args:
+        variable: float32, int32 or int64 Variable.
+        value: broadcastable to the variable's shape.  A float32 variable
+            takes float32 values; an int variable takes integers, or float32
+            values that are whole numbers (so ``counter.assign(0)`` works).
+    Raises:
+        ValueError: the value does not broadcast (both shapes named), or a
+            non-whole value for an int variable.
+        TypeError: a dtype the variable cannot take, or a non-Tensor variable.
+    """
+    call("assign", variable, value)
+
+
+def assign_add(variable, value):
+    """``variable += value`` in place; arguments and errors as :func:`assign`.
+    Integer variables wrap around on overflow."""
+    call("assign_add", variable, value)
+
+
+def assign_sub(variable, value):
+    """``variable -= value`` in place; arguments and errors as :func:`assign`."""
+    call("assign_sub", variable, value)
+
+
+def moving_average_update(variable, value, momentum):
+    """``variable = variable * momentum + value * (1 - momentum)`` in place
+    (Keras BatchNormalization's moving mean/variance update, float32).
+
+    Args:
+        variable: float32 Variable.
+        value: float32 of the same shape.
+        momentum (float): e.g. 0.99, Keras' BatchNormalization default.
+    Raises:
+        ValueError: shapes differ.  TypeError: not float32.
+    """
+    call("moving_average_update", variable, value, momentum=float(momentum))
+
+
+def sgd_update(variable, gradient, learning_rate, weight_decay=0.0):
+    """One Keras 3 SGD step without momentum, in place (float32):
+    ``variable -= variable * weight_decay * lr`` (decoupled weight decay of
+    keras/src/optimizers/base_optimizer.py, skipped when 0), then
+    ``variable -= gradient * lr`` (keras/src/optimizers/sgd.py).
+
+    Args:
+        variable: float32 Variable.
+        gradient: float32 of the variable's shape.
+        learning_rate: float32 tensor (or number) holding one value; a tensor
+            input, so a schedule does not bake a constant into a traced graph.
+        weight_decay (float): 0 disables it.
+    Raises:
+        ValueError: shapes differ or the learning rate is not one number.
+        TypeError: not float32.
+    """
+    call("sgd_update", variable, gradient, learning_rate, weight_decay=float(weight_decay))
+
+
+def sgd_momentum_update(variable, gradient, velocity, learning_rate, momentum, nesterov=False,
+                        weight_decay=0.0):
+    """One Keras 3 SGD step with momentum, updating ``variable`` and
+    ``velocity`` in place (float32, keras/src/optimizers/sgd.py)::
+
+        variable -= variable * weight_decay * lr          # if weight_decay
+        velocity = velocity * momentum - gradient * lr
+        variable += velocity * momentum - gradient * lr   # nesterov
+        variable += velocity                              # otherwise
+
+    Args:
+        variable, velocity: float32 Variables of the same shape.
+        gradient: float32 of that shape.
+        learning_rate: float32 tensor (or number) holding one value.
+        momentum (float), nesterov (bool), weight_decay (float): as Keras' SGD.
+    Raises:
+        ValueError: shapes differ or the learning rate is not one number.
+        TypeError: not float32, or a non-Tensor variable/velocity.
+    """
+    call("sgd_momentum_update", variable, gradient, velocity, learning_rate,
+         momentum=float(momentum), nesterov=bool(nesterov), weight_decay=float(weight_decay))

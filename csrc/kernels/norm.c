@@ -1,0 +1,237 @@
+/* Batch normalization kernels (Ioffe & Szegedy 2015, "Batch Normalization:
+ * Accelerating Deep Network Training by Reducing Internal Covariate Shift",
+ * Algorithm 1 and section 3), channels-last: m rows of c channels.
+ *
+ * Memory traffic is what these cost, so each kernel makes as few passes as
+ * the maths allows: training forward reads x twice (statistics, then y);
+ * training backward reads dy and x twice; inference backward once.
+ * The rows are cut into a fixed number of chunks (never more than
+ * MAX_CHUNKS, independent of the thread count); per-channel sums accumulate
+ * in double within a chunk and the chunk partials are added in chunk order,
+ * so results are the same for any thread count.  The statistics loops (the
+ * only arithmetic-bound ones: float -> double conversion) are compiled for
+ * AVX-512, AVX2 and baseline x86-64 from the same C and chosen at load time
+ * (target_clones); results agree bit for bit (no FMA contraction in ISO C
+ * mode). */
+#include "norm.h"
+
+#include <math.h>
+#include <string.h>
+
+#define MAX_CHUNKS 64
+#define PARALLEL_MIN 32768
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CLONES
+#endif
+
+static int64_t n_chunks(int64_t m) { return m < MAX_CHUNKS ? (m > 0 ? m : 1) : MAX_CHUNKS; }
+
+/* Rows [lo, hi) of chunk k. */
+#define CHUNK_LO(k) (m * (k) / nc)
+#define CHUNK_HI(k) (m * ((k) + 1) / nc)
+
+/* Scratch layout: chunk partials (n_chunks * 2c doubles), then 4c floats of
+ * per-channel coefficients. */
+size_t pr_bn_scratch_bytes(int64_t m, int64_t c) {
+    return (size_t)(n_chunks(m) * 2 * c) * sizeof(double) + (size_t)(4 * c) * sizeof(float);
+}
+
+static float *coefs(void *scratch, int64_t m, int64_t c) {
+    return (float *)((double *)scratch + n_chunks(m) * 2 * c);
+}
+
+/* ---- row loops ------------------------------------------------------------ */
+
+/* These loops keep the double accumulators of 16 channels in
+ * registers (GCC vector types, lowered to whatever the clone's ISA has) and
+ * walk the rows; leftover channels use accumulators in memory.  Either way
+ * each channel adds its rows in order. */
+#define CB 16
+typedef float v8f __attribute__((vector_size(32)));
+typedef double v8d __attribute__((vector_size(64)));
+/* Unaligned views for loads and stores. */
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef double v8d_u __attribute__((vector_size(64), aligned(8), may_alias));
+#define load8(p) (*(const v8f_u *)(p))
+#define widen(v) __builtin_convertvector((v), v8d)
+#define store8d(p, v) (*(v8d_u *)(p) = (v))
+
+/* s1 = sum (x - shift), s2 = sum (x - shift)^2 over rows [lo, hi). */
+CLONES static void stats_rows(const float *restrict x, const float *restrict shift, int64_t lo,
+                              int64_t hi, int64_t c, double *restrict s1, double *restrict s2) {
+    int64_t j0 = 0;
+    for (; j0 + CB <= c; j0 += CB) {
+        v8d sh0 = widen(load8(shift + j0)), sh1 = widen(load8(shift + j0 + 8));
+        v8d a0 = {0}, a1 = {0}, q0 = {0}, q1 = {0};
+        for (int64_t r = lo; r < hi; r++) {
+            const float *xr = x + r * c + j0;
+            v8d d0 = widen(load8(xr)) - sh0, d1 = widen(load8(xr + 8)) - sh1;
+            a0 += d0;
+            a1 += d1;
+            q0 += d0 * d0;
+            q1 += d1 * d1;
+        }
+        store8d(s1 + j0, a0), store8d(s1 + j0 + 8, a1);
+        store8d(s2 + j0, q0), store8d(s2 + j0 + 8, q1);
+    }
+    for (int64_t j = j0; j < c; j++) s1[j] = s2[j] = 0.0;
+    for (int64_t r = lo; r < hi && j0 < c; r++) {
+        const float *xr = x + r * c;
+        for (int64_t j = j0; j < c; j++) {
+            double d = (double)xr[j] - shift[j];
+            s1[j] += d;
+            s2[j] += d * d;
+        }
+    }
+}
+
+/* s1 = sum dy, s2 = sum dy * (x - mean) over rows [lo, hi); if dx is not
+ * NULL also dx = dy * a (the inference backward's single pass). */
+CLONES static void grad_stats_rows(const float *restrict dy, const float *restrict x,
+                                   const float *restrict mean, const float *restrict a, int64_t lo,
+                                   int64_t hi, int64_t c, double *restrict s1,
+                                   double *restrict s2, float *restrict dx) {
+    int64_t j0 = 0;
+    for (; j0 + CB <= c; j0 += CB) {
+        v8f mu0 = load8(mean + j0), mu1 = load8(mean + j0 + 8);
+        v8d a0 = {0}, a1 = {0}, q0 = {0}, q1 = {0};
+        for (int64_t r = lo; r < hi; r++) {
+            const float *xr = x + r * c + j0, *gr = dy + r * c + j0;
+            v8f g0 = load8(gr), g1 = load8(gr + 8);
+            v8d w0 = widen(g0), w1 = widen(g1);
+            a0 += w0;
+            a1 += w1;
+            q0 += w0 * widen(load8(xr) - mu0);
+            q1 += w1 * widen(load8(xr + 8) - mu1);
+        }
+        store8d(s1 + j0, a0), store8d(s1 + j0 + 8, a1);
+        store8d(s2 + j0, q0), store8d(s2 + j0 + 8, q1);
+    }
+    for (int64_t j = j0; j < c; j++) s1[j] = s2[j] = 0.0;
+    for (int64_t r = lo; r < hi && j0 < c; r++) {
+        const float *xr = x + r * c, *gr = dy + r * c;
+        for (int64_t j = j0; j < c; j++) {
+            s1[j] += gr[j];
+            s2[j] += (double)gr[j] * (xr[j] - mean[j]);
+        }
+    }
+    for (int64_t r = lo; r < hi && dx; r++)
+        for (int64_t j = 0; j < c; j++) dx[r * c + j] = dy[r * c + j] * a[j];
+}
+
+/* The elementwise passes are bound by memory traffic, not arithmetic. */
+
+/* y = x * a + b over rows [lo, hi). */
+static void affine_rows(const float *restrict x, const float *restrict a,
+                        const float *restrict b, int64_t lo, int64_t hi, int64_t c,
+                        float *restrict y) {
+    for (int64_t r = lo; r < hi; r++)
+        for (int64_t j = 0; j < c; j++) y[r * c + j] = x[r * c + j] * a[j] + b[j];
+}
+
+/* dx = A * dy + B * (x - mean) + C over rows [lo, hi). */
+static void dx_rows(const float *restrict dy, const float *restrict x,
+                    const float *restrict mean, const float *restrict A,
+                    const float *restrict B, const float *restrict C, int64_t lo, int64_t hi,
+                    int64_t c, float *restrict dx) {
+    for (int64_t r = lo; r < hi; r++)
+        for (int64_t j = 0; j < c; j++) {
+            int64_t i = r * c + j;
+            dx[i] = A[j] * dy[i] + B[j] * (x[i] - mean[j]) + C[j];
+        }
+}
+
+/* Add the chunk partials into the first chunk's 2c slots, in chunk order. */
+static void combine(double *part, int64_t nc, int64_t c) {
+    for (int64_t k = 1; k < nc; k++)
+        for (int64_t j = 0; j < 2 * c; j++) part[j] += part[k * 2 * c + j];
+}
+
+/* ---- kernels -------------------------------------------------------------- */
+
+int pr_k_bn_train(const float *x, const float *gamma, const float *beta, int64_t m, int64_t c,
+                  double eps, float *y, float *mean, float *var, void *scratch) {
+    int64_t nc = n_chunks(m);
+    double *part = scratch;
+    const float *shift = x; /* sums of x - x[row 0]: no cancellation in E[d^2] - E[d]^2 */
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
+    for (int64_t k = 0; k < nc; k++)
+        stats_rows(x, shift, CHUNK_LO(k), CHUNK_HI(k), c, part + k * 2 * c, part + k * 2 * c + c);
+    combine(part, nc, c);
+    float *a = coefs(scratch, m, c), *b = a + c;
+    for (int64_t j = 0; j < c; j++) {
+        double mu = part[j] / m, v = part[c + j] / m - mu * mu;
+        v = v > 0.0 ? v : 0.0;
+        double mean_j = shift[j] + mu, gi = gamma[j] / sqrt(v + eps);
+        mean[j] = (float)mean_j;
+        var[j] = (float)v;
+        a[j] = (float)gi;
+        b[j] = (float)(beta[j] - mean_j * gi);
+    }
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
+    for (int64_t k = 0; k < nc; k++) affine_rows(x, a, b, CHUNK_LO(k), CHUNK_HI(k), c, y);
+    return PR_OK;
+}
+
+int pr_k_bn_train_backward(const float *dy, const float *x, const float *gamma,
+                           const float *mean, const float *var, int64_t m, int64_t c, double eps,
+                           float *dx, float *dgamma, float *dbeta, void *scratch) {
+    int64_t nc = n_chunks(m);
+    double *part = scratch;
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
+    for (int64_t k = 0; k < nc; k++)
+        grad_stats_rows(dy, x, mean, NULL, CHUNK_LO(k), CHUNK_HI(k), c, part + k * 2 * c,
+                        part + k * 2 * c + c, NULL);
+    combine(part, nc, c);
+    /* dx = A * dy + B * (x - mean) + C per channel. */
+    float *A = coefs(scratch, m, c), *B = A + c, *C = B + c;
+    for (int64_t j = 0; j < c; j++) {
+        double inv = 1.0 / sqrt((double)var[j] + eps), gi = gamma[j] * inv;
+        double db = part[j], dg = part[c + j] * inv;
+        dbeta[j] = (float)db;
+        dgamma[j] = (float)dg;
+        A[j] = (float)gi;
+        B[j] = (float)(-gi * inv * dg / m);
+        C[j] = (float)(-gi * db / m);
+    }
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
+    for (int64_t k = 0; k < nc; k++)
+        dx_rows(dy, x, mean, A, B, C, CHUNK_LO(k), CHUNK_HI(k), c, dx);
+    return PR_OK;
+}
+
+int pr_k_bn_infer(const float *x, const float *gamma, const float *beta, const float *mean,
+                  const float *var, int64_t m, int64_t c, double eps, float *y, void *scratch) {
+    int64_t nc = n_chunks(m);
+    float *a = coefs(scratch, m, c), *b = a + c;
+    for (int64_t j = 0; j < c; j++) {
+        double gi = gamma[j] / sqrt((double)var[j] + eps);
+        a[j] = (float)gi;
+        b[j] = (float)(beta[j] - mean[j] * gi);
+    }
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
+    for (int64_t k = 0; k < nc; k++) affine_rows(x, a, b, CHUNK_LO(k), CHUNK_HI(k), c, y);
+    return PR_OK;
+}
+
+int pr_k_bn_infer_backward(const float *dy, const float *x, const float *gamma,
+                           const float *mean, const float *var, int64_t m, int64_t c, double eps,
+                           float *dx, float *dgamma, float *dbeta, void *scratch) {
+    int64_t nc = n_chunks(m);
+    double *part = scratch;
+    float *a = coefs(scratch, m, c);
+    for (int64_t j = 0; j < c; j++) a[j] = (float)(gamma[j] / sqrt((double)var[j] + eps));
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
+    for (int64_t k = 0; k < nc; k++)
+        grad_stats_rows(dy, x, mean, a, CHUNK_LO(k), CHUNK_HI(k), c, part + k * 2 * c,
+                        part + k * 2 * c + c, dx);
+    combine(part, nc, c);
+    for (int64_t j = 0; j < c; j++) {
+        dbeta[j] = (float)part[j];
+        dgamma[j] = (float)(part[c + j] / sqrt((double)var[j] + eps));
+    }
+    return PR_OK;
+}

@@ -1,0 +1,111 @@
+/* In-place variable updates.  Layout: contiguous, elementwise; formulas are
+ * in optim.h with their sources.  Float arithmetic is float32 in the order
+ * Keras 3 applies its ops, so results match a NumPy float32 replay exactly
+ * (no FMA contraction: ISO C mode compiles with -ffp-contract=off). */
+#include "optim.h"
+
+#include <math.h>
+
+#define PARALLEL_MIN 32768
+
+/* Offset of flat element i of `shape` under strides st. */
+static inline int64_t offset_of(int64_t i, int ndim, const int64_t *shape, const int64_t *st) {
+    int64_t off = 0;
+    for (int d = ndim - 1; d >= 0; d--) {
+        off += (i % shape[d]) * st[d];
+        i /= shape[d];
+    }
+    return off;
+}
+
+static inline int64_t int_at(const void *p, pr_dtype t, int64_t i) {
+    switch (t) {
+    case PR_I32: return ((const int32_t *)p)[i];
+    case PR_I64: return ((const int64_t *)p)[i];
+    case PR_U8: return ((const uint8_t *)p)[i];
+    case PR_F32: return (int64_t)((const float *)p)[i];
+    }
+    return 0;
+}
+
+/* float32 values going into an int var must be whole and in range. */
+static int check_whole(const float *v, int64_t n, pr_dtype vt) {
+    double lo = vt == PR_I32 ? -2147483648.0 : -9223372036854775808.0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = v[i];
+        if (!(x == floor(x) && x >= lo && x < -lo)) {
+            pr_kernel_error("value %g at index %lld cannot be stored in an %s variable", x,
+                            (long long)i, pr_dtype_name(vt));
+            return PR_ERR_VALUE;
+        }
+    }
+    return PR_OK;
+}
+
+static inline int64_t combine_int(pr_assign_kind k, int64_t a, int64_t b) {
+    switch (k) {
+    case PR_ASSIGN_SET: return b;
+    case PR_ASSIGN_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
+    case PR_ASSIGN_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
+    }
+    return a;
+}
+
+int pr_k_assign(pr_assign_kind k, void *var, pr_dtype vt, int ndim, const int64_t *shape,
+                const void *value, pr_dtype valt, int64_t val_size, const int64_t *st) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    int same = val_size == n; /* then the strides are the contiguous ones */
+    if (vt == PR_F32) {
+        float *v = var;
+        const float *x = value;
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            float b = x[same ? i : offset_of(i, ndim, shape, st)];
+            v[i] = k == PR_ASSIGN_SET ? b : k == PR_ASSIGN_ADD ? v[i] + b : v[i] - b;
+        }
+        return PR_OK;
+    }
+    if (valt == PR_F32 && check_whole(value, val_size, vt) != PR_OK) return PR_ERR_VALUE;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t b = int_at(value, valt, same ? i : offset_of(i, ndim, shape, st));
+        if (vt == PR_I32) {
+            int32_t *v = var;
+            v[i] = (int32_t)(uint32_t)combine_int(k, v[i], b);
+        } else {
+            int64_t *v = var;
+            v[i] = combine_int(k, v[i], b);
+        }
+    }
+    return PR_OK;
+}
+
+int pr_k_moving_average(float *var, const float *value, int64_t n, float momentum,
+                        float one_minus_momentum) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) var[i] = var[i] * momentum + value[i] * one_minus_momentum;
+    return PR_OK;
+}
+
+int pr_k_sgd(float *var, const float *grad, int64_t n, float lr, float wd) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float v = var[i];
+        if (wd != 0.0f) v = v - v * wd * lr;
+        var[i] = v - grad[i] * lr;
+    }
+    return PR_OK;
+}
+
+int pr_k_sgd_momentum(float *var, const float *grad, float *velocity, int64_t n, float lr,
+                      float momentum, int nesterov, float wd) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float v = var[i], g = grad[i];
+        if (wd != 0.0f) v = v - v * wd * lr;
+        float m = velocity[i] * momentum - g * lr;
+        velocity[i] = m;
+        var[i] = v + (nesterov ? m * momentum - g * lr : m);
+    }
+    return PR_OK;
+}

@@ -1,0 +1,223 @@
+"""What the CIFAR loaders share: finding a dataset folder, downloading,
+verifying and unpacking the official archive into the cache, and reading one
+pickled batch of the official "python version" releases (Krizhevsky 2009,
+"Learning Multiple Layers of Features from Tiny Images",
+https://www.cs.toronto.edu/~kriz/cifar.html).
+
+Look-up order for a dataset folder such as ``cifar-10-batches-py``:
+
+1. the ``path`` argument: a directory containing the folder, or the folder itself;
+2. ``$PYRESNET_DATA``: the same two forms;
+3. the cache ``$PYRESNET_CACHE_DIR`` (default ``~/.pyresnet/datasets``): the
+   folder in it, else the archive in it (unpacked if its MD5 is right), else
+   the archive downloaded from ``$PYRESNET_DATASETS_URL`` (default
+   ``BASE_URL``, a mirror of the official files) and verified against the MD5
+   pinned in the loader.
+"""
+import dataclasses
+import hashlib
+import http.client
+import os
+import pathlib
+import pickle
+import shutil
+import tarfile
+import tempfile
+import urllib.request
+
+import numpy as np
+import tqdm
+
+BASE_URL = "https://www.cs.toronto.edu/~kriz/"
+DEFAULT_CACHE_DIR = "~/.pyresnet/datasets"
+DOWNLOAD_TIMEOUT = 60.0  # seconds without data before a download fails
+_CHUNK = 1 << 20  # bytes read at a time while downloading or hashing
+
+
+class ChecksumError(OSError):
+    """A downloaded archive's MD5 differs from the pinned one (the file was removed)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Archive:
+    """One official release: ``name`` for messages, the archive ``filename``
+    under the base URL, its ``md5`` (hex), the ``folder`` it unpacks to and
+    the ``files`` in that folder that the loader reads."""
+    name: str
+    filename: str
+    md5: str
+    folder: str
+    files: tuple
+
+
+def cache_dir():
+    """The download cache: ``$PYRESNET_CACHE_DIR`` or ``~/.pyresnet/datasets`` (a Path)."""
+    return pathlib.Path(os.environ.get("PYRESNET_CACHE_DIR") or DEFAULT_CACHE_DIR).expanduser()
+
+
+def _missing(folder, archive):
+    return [f for f in archive.files if not (folder / f).is_file()]
+
+
+def locate(archive, path=None):
+    """The folder (a Path) holding all of ``archive.files``, downloading and
+    unpacking the archive into the cache when no look-up place has them.
+
+    Raises FileNotFoundError naming every place looked and the URL when the
+    data is nowhere and the download fails; ChecksumError when the download's
+    MD5 is wrong; FileExistsError when the cache holds an incomplete folder
+    (it is never deleted: remove it yourself); ValueError when a verified
+    archive lacks some files and tarfile.FilterError when it has an unsafe
+    member (neither happens with the official archives).  Whatever it
+    raises, it leaves no new file behind (at most an empty cache directory).
+    """
+    places = []
+    for root in (path, os.environ.get("PYRESNET_DATA")):
+        if root:
+            root = pathlib.Path(root).expanduser()
+            places += [root / archive.folder, root]
+    cache = cache_dir()
+    target = cache / archive.folder
+    places.append(target)
+    for folder in places:
+        if not _missing(folder, archive):
+            return folder
+
+    if target.exists():
+        raise FileExistsError(f"{target} lacks {', '.join(_missing(target, archive))}; "
+                              f"remove it so that {archive.name} can be fetched again")
+    cached = cache / archive.filename
+    if cached.is_file() and _md5(cached) == archive.md5:
+        _unpack(cached, archive, cache)
+        return target
+
+    url = (os.environ.get("PYRESNET_DATASETS_URL") or BASE_URL).rstrip("/") + "/" + archive.filename
+    cache.mkdir(parents=True, exist_ok=True)
+    fd, part = tempfile.mkstemp(dir=cache, prefix=f".{archive.filename}.", suffix=".part")
+    try:
+        try:
+            with os.fdopen(fd, "wb") as out:
+                digest = _download(url, out)
+        except (OSError, http.client.HTTPException) as exc:
+            looked = "\n  ".join(map(str, places + [cached]))
+            raise FileNotFoundError(
+                f"{archive.name} not found; looked in\n  {looked}\n"
+                f"and downloading {url} failed: {exc}.\n"
+                f"Put the unpacked {archive.folder}/ in one of those places "
+                f"(or set $PYRESNET_DATA to where it is), or {archive.filename} "
+                f"into {cache}.") from exc
+        if digest != archive.md5:
+            raise ChecksumError(f"{archive.name}: {url} has MD5 {digest}, expected "
+                                f"{archive.md5}; the download was removed")
+        _unpack(part, archive, cache)
+        os.replace(part, cached)  # keep the verified archive next to its contents
+    finally:
+        if os.path.exists(part):
+            os.remove(part)
+    return target
+
+
+def _md5(file):
+    digest = hashlib.md5()
+    with open(file, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _download(url, out):
+    """Stream ``url`` into the open binary file ``out``; return its MD5 (hex).
+    ConnectionError when the body is shorter than its Content-Length."""
+    digest, received = hashlib.md5(), 0
+    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as response:
+        size = response.headers.get("Content-Length")
+        size = int(size) if size else None
+        with tqdm.tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024,
+                       desc=url.rsplit("/", 1)[-1]) as bar:
+            while chunk := response.read(_CHUNK):
+                digest.update(chunk)
+                out.write(chunk)
+                received += len(chunk)
+                bar.update(len(chunk))
+    if size is not None and received != size:
+        raise ConnectionError(f"connection closed after {received} of {size} bytes")
+    return digest.hexdigest()
+
+
+def _unpack(tar_path, archive, cache):
+    """Unpack ``archive.folder`` of the tar.gz ``tar_path`` into ``cache``.
+
+    Members go through tarfile's "data" filter (no absolute paths, no ``..``,
+    no links out of the destination, no devices) into a private staging
+    directory; the folder then moves into place in one rename, so an
+    interrupted unpack never leaves a partial folder.  ValueError when the
+    archive lacks some of ``archive.files``.
+    """
+    staging = pathlib.Path(tempfile.mkdtemp(dir=cache, prefix=".unpack-"))
+    try:
+        with tarfile.open(tar_path, "r:gz") as tar:
+            tar.extractall(staging, filter="data")
+        missing = _missing(staging / archive.folder, archive)
+        if missing:
+            raise ValueError(f"{archive.name} archive {tar_path} lacks "
+                             f"{', '.join(archive.folder + '/' + f for f in missing)}")
+        try:
+            os.replace(staging / archive.folder, cache / archive.folder)
+        except OSError:
+            if _missing(cache / archive.folder, archive):  # not a concurrent unpack that won
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+class _Unpickler(pickle.Unpickler):
+    """Unpickles dicts of lists, bytes and NumPy arrays only, so that a
+    tampered dataset file cannot run code through a pickled global."""
+    ALLOWED = frozenset({
+        ("numpy", "ndarray"), ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"),  # files written by NumPy < 2
+        ("numpy._core.multiarray", "_reconstruct"),  # NumPy >= 2
+        ("numpy._core.numeric", "_frombuffer"),  # NumPy >= 2, pickle protocol 5
+        ("_codecs", "encode"),  # Python 3 bytes at pickle protocol 2
+    })
+
+    def find_class(self, module, name):
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a "
+                                         "dataset file (not a CIFAR batch)")
+        return super().find_class(module, name)
+
+
+def read_batch(file, label_key, num_classes):
+    """Read one pickled CIFAR batch (a dict with byte or str keys: ``data``,
+    uint8 (N, 3072), each row the 32x32 channel planes R, G, B in row-major
+    order, and ``label_key``, N ints in [0, num_classes)).
+
+    Returns ``(images, labels)``: C-contiguous uint8 (N, 32, 32, 3) NHWC
+    and uint8 (N,).  Raises ValueError (or pickle.UnpicklingError)
+    naming the file when it is not such a batch.
+    """
+    with open(file, "rb") as f:
+        try:
+            batch = _Unpickler(f, encoding="bytes").load()
+        except pickle.UnpicklingError as exc:
+            raise pickle.UnpicklingError(f"{file}: {exc}") from exc
+    if not isinstance(batch, dict):
+        raise ValueError(f"{file}: expected a pickled dict, got {type(batch).__name__}")
+    batch = {k.decode("latin-1") if isinstance(k, bytes) else k: v for k, v in batch.items()}
+    missing = [k for k in ("data", label_key) if k not in batch]
+    if missing:
+        raise ValueError(f"{file}: no {' or '.join(missing)} entry (keys: {list(batch)})")
+    data, labels = batch["data"], np.asarray(batch[label_key])
+    if not (isinstance(data, np.ndarray) and data.dtype == np.uint8
+            and data.ndim == 2 and data.shape[1] == 3 * 32 * 32):
+        raise ValueError(f"{file}: expected data uint8 (N, 3072), got "
+                         f"{getattr(data, 'dtype', type(data).__name__)} {np.shape(data)}")
+    if labels.shape != (len(data),) or labels.dtype.kind not in "iu":
+        raise ValueError(f"{file}: expected {len(data)} integer {label_key}, got "
+                         f"{labels.dtype} {labels.shape}")
+    if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
+        raise ValueError(f"{file}: {label_key} must lie in [0, {num_classes}), got "
+                         f"[{labels.min()}, {labels.max()}]")
+    images = np.ascontiguousarray(data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
+    return images, labels.astype(np.uint8)
