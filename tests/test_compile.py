@@ -441,21 +441,20 @@ def test_kernel_error_raises_like_eager_and_leaves_weights():
     assert "label 9" in str(compiled_err.value)
 
 
-class _Gate(pr.layers.Layer):
-    """A custom layer in Python: y = x * sigmoid-free gate (relu(g) + 1) + b."""
-
-    def build(self, input_shape):
-        self.g = self.add_weight((input_shape[-1],), initializer="ones", name="g")
-        self.b = self.add_weight((input_shape[-1],), initializer="zeros", name="b")
-        self.calls = 0
-
-    def call(self, x):
-        self.calls += 1  # Python side effect: counts traces, not runs, when compiled
-        return x * (ops.relu(self.g) + 1.0) + self.b
-
-
 def test_custom_python_layer_traces():
-    layer = _Gate()
+    class Gate(pr.layers.Layer):
+        """A custom layer in Python: y = x * (relu(g) + 1) + b."""
+
+        def build(self, input_shape):
+            self.g = self.add_weight((input_shape[-1],), initializer="ones", name="g")
+            self.b = self.add_weight((input_shape[-1],), initializer="zeros", name="b")
+            self.calls = 0
+
+        def call(self, x):
+            self.calls += 1  # Python side effect: counts traces, not runs, when compiled
+            return x * (ops.relu(self.g) + 1.0) + self.b
+
+    layer = Gate()
     x = pr.Tensor(rng_array(4, 3, seed=7))
 
     def step(x):
