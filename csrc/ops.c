@@ -12,9 +12,10 @@ extern const pr_op *const pr_ops_nn[];
 extern const pr_op *const pr_ops_conv[];
 extern const pr_op *const pr_ops_state[];
 extern const pr_op *const pr_ops_augment[];
+extern const pr_op *const pr_ops_fused[];
 
 static const pr_op *const *const families[] = {
-    pr_ops_elementwise, pr_ops_nn, pr_ops_conv, pr_ops_state, pr_ops_augment,
+    pr_ops_elementwise, pr_ops_nn, pr_ops_conv, pr_ops_state, pr_ops_augment, pr_ops_fused,
 };
 
 static PyObject *op_table; /* name -> capsule(const pr_op *) */

@@ -10,6 +10,8 @@
 
 #include "graph.h"
 #include "kernels/fused.h"
+#include "kernels/norm.h"
+#include "op_attrs.h"
 
 /* ---- the op ---------------------------------------------------------------- */
 
@@ -54,6 +56,47 @@ static const pr_op op_fused = {
     .attr_size = sizeof(pr_fused_attrs), .infer = infer_fused, .forward = fw_fused,
     .doc = "A chain of elementwise ops run as one kernel (made by jit_compile; not callable "
            "by name)."};
+
+/* batch_norm_relu_train / batch_norm_relu_infer: batch normalization whose
+ * output goes straight through a ReLU, in the same pass over the data.
+ * Shape rules are the plain BN ops' (looked up in the registry). */
+static int infer_bn_relu(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                         pr_view *out, size_t *ws) {
+    const pr_op *base = pr_op_lookup(op->n_in == 3 ? "batch_norm_train" : "batch_norm_infer");
+    if (!base) return pr_fail(op, PyExc_RuntimeError, "batch normalization is not registered");
+    return base->infer(base, in, n, attrs, out, ws);
+}
+
+static int64_t bn_rows(const pr_view *x) { return x->ndim ? x->size / x->shape[x->ndim - 1] : 1; }
+static int64_t bn_channels(const pr_view *x) { return x->ndim ? x->shape[x->ndim - 1] : 1; }
+
+static int fw_bn_relu_train(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_bn_train_act(in[0].data, in[1].data, in[2].data, bn_rows(&in[0]),
+                             bn_channels(&in[0]), ((const pr_bn_attrs *)a)->epsilon, out[0].data,
+                             out[1].data, out[2].data, ws, 1);
+}
+
+static int fw_bn_relu_infer(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_bn_infer_act(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
+                             bn_rows(&in[0]), bn_channels(&in[0]), ((const pr_bn_attrs *)a)->epsilon,
+                             out->data, ws, 1);
+}
+
+static const pr_attr_spec bn_attrs[] = {
+    {"epsilon", PR_ATTR_FLOAT, offsetof(pr_bn_attrs, epsilon), 0, 1e-3}, {NULL}};
+
+static const pr_op op_bn_relu_train = {
+    .name = "batch_norm_relu_train", .n_in = 3, .n_out = 3, .attrs = bn_attrs,
+    .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu, .forward = fw_bn_relu_train,
+    .doc = "relu(batch_norm_train(x, gamma, beta)) and the batch statistics, in one pass "
+           "(made by jit_compile; the graph's own backward nodes serve as its gradient)."};
+static const pr_op op_bn_relu_infer = {
+    .name = "batch_norm_relu_infer", .n_in = 5, .n_out = 1, .attrs = bn_attrs,
+    .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu, .forward = fw_bn_relu_infer,
+    .doc = "relu(batch_norm_infer(x, gamma, beta, moving_mean, moving_var)) in one pass (made by "
+           "jit_compile)."};
+
+const pr_op *const pr_ops_fused[] = {&op_bn_relu_train, &op_bn_relu_infer, NULL};
 
 /* ---- the pass ---------------------------------------------------------------- */
 
@@ -176,10 +219,23 @@ int pr_fuse_elementwise(pr_Graph *g) {
     /* In program order, so a chain a -> b -> c folds into c step by step. */
     for (int pj = 0; pj < g->n_nodes; pj++) {
         pr_gnode *P = &g->nodes[pj];
-        if (!P->op || P->host >= 0 || P->n_out != 1) continue;
+        if (!P->op || P->host >= 0 || P->n_out < 1) continue;
         int v = P->out[0];
         if (readers[v] != 1) continue;
         int cj = reader[v];
+        pr_gnode *C = &g->nodes[cj];
+        const pr_op *bn_relu = strcmp(P->op->name, "batch_norm_train") == 0   ? &op_bn_relu_train
+                               : strcmp(P->op->name, "batch_norm_infer") == 0 ? &op_bn_relu_infer
+                                                                             : NULL;
+        if (bn_relu && C->op && C->host < 0 && strcmp(C->op->name, "relu") == 0 && cj > pj) {
+            /* BN's output feeds only a ReLU: BN writes the ReLU's output. */
+            P->op = bn_relu;
+            P->out[0] = C->out[0];
+            C->op = NULL;
+            g->n_fused++;
+            continue;
+        }
+        if (P->n_out != 1) continue;
         /* P would run at C's place: nothing in between may write state. */
         int clean = 1;
         for (int k = pj + 1; k < cj && clean; k++)
