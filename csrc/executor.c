@@ -411,6 +411,12 @@ static pr_plan *plan_for(pr_Graph *g, int64_t size, const pr_view *in) {
         if (g->plans[i]->size == size) return g->plans[i];
     pr_plan *p = plan_make(g, size, in);
     if (!p) return NULL;
+    /* A new size: give back the idle arenas of the others (memory held per
+     * graph stays near one arena per size in use). */
+    for (int i = 0; i < g->n_plans; i++) {
+        for (int k = 0; k < g->plans[i]->n_pool; k++) pr_free(g->plans[i]->pool[k]);
+        g->plans[i]->n_pool = 0;
+    }
     pr_plan **ps = PyMem_Realloc(g->plans, sizeof(pr_plan *) * (size_t)(g->n_plans + 1));
     if (!ps) {
         plan_free(p);

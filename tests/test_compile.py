@@ -412,6 +412,12 @@ def test_resnet_compiled_matches_eager(jit):
     _assert_weights_close(eager, comp, 0, 0)  # BN moving stats updated alike
 
     step = pr.compile(comp.train_step, jit_compile=jit)
+    if jit:  # BN + ReLU and the residual add + ReLU are fused
+        names = {n["op"] for n in step.get_concrete_function(x, y).nodes}
+        assert {"batch_norm_relu_train", "fused_elementwise"} <= names
+        assert "relu" not in names
+        assert "batch_norm_relu_infer" in {n["op"] for n in compiled_fwd.get_concrete_function(
+            comp, x, y).nodes}
     for i in range(10):
         xb, yb = _resnet_batch(seed=i)
         logs_e, logs_c = eager.train_step(xb, yb), step(xb, yb)
