@@ -110,6 +110,20 @@ def test_retrace_rules_and_python_side_effects(capsys):
     assert f.experimental_get_tracing_count() == 3
 
 
+def test_python_bool_arguments_retrace_once_each():
+    @pr.compile
+    def f(x, training=False):
+        return x * 2.0 if training else x + 1.0
+
+    x = np.ones(2, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no retracing warning
+        for i in range(12):
+            out = f(x, training=i % 2 == 0)
+            np.testing.assert_allclose(out.numpy(), 2.0)
+    assert f.tracing_count == 2
+
+
 def test_retrace_on_dtype():
     @pr.compile
     def f(x):
@@ -140,7 +154,7 @@ def test_symbolic_tensor_misuse_raises_type_error(use):
         use(x)
         return x
 
-    with pytest.raises(TypeError, match="symbolic tensor.*traced by pyresnet.compile"):
+    with pytest.raises(TypeError, match="symbolic tensor.*traced by pyresnet.compile.*Fix"):
         f(np.ones(3, np.float32))
 
 
