@@ -284,6 +284,11 @@ static pr_plan *plan_make(pr_Graph *g, int64_t size, const pr_view *in) {
         pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
         for (int i = 0; i < n->n_in; i++) iv[i] = p->views[n->in[i]];
         if (pr_infer(n->op, iv, n->n_in, attrs, ov, &p->scratch[j]) < 0) goto fail;
+        if (g->jit && n->op->n_variants > 1 && n->op->variant_scratch)
+            for (int k = 1; k < n->op->n_variants; k++) {
+                size_t b = n->op->variant_scratch(k, iv, n->n_in, attrs);
+                if (b > p->scratch[j]) p->scratch[j] = b;
+            }
         for (int i = 0; i < n->n_out; i++) p->views[n->out[i]] = ov[i];
         p->flops += n->op->flops ? n->op->flops(iv, n->n_in, ov, attrs)
                                  : (n->n_out ? (double)ov[0].size : 0.0);

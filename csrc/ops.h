@@ -58,10 +58,13 @@ typedef int (*pr_forward_fn)(const pr_view *in, int n_in, pr_view *out, const vo
 /* Optional: floating-point operations of one call (a multiply-add counts 2). */
 typedef double (*pr_flops_fn)(const pr_view *in, int n_in, const pr_view *out, const void *attrs);
 /* Optional: alternative kernels of the same op (variant 0 is `forward`); the
- * compiler (jit_compile) times them once per shape and keeps the fastest.
- * Every variant fits in the scratch that `infer` asked for. */
+ * compiler (jit_compile) times them once per shape on the first call of a
+ * plan and keeps the fastest.  `variant_scratch` gives a variant's scratch
+ * bytes (NULL: what `infer` asked for). */
 typedef int (*pr_variant_fn)(int variant, const pr_view *in, int n_in, pr_view *out,
                              const void *attrs, void *scratch);
+typedef size_t (*pr_variant_scratch_fn)(int variant, const pr_view *in, int n_in,
+                                        const void *attrs);
 typedef int (*pr_gradient_fn)(PyObject *const *in, PyObject *const *out, const void *attrs,
                               PyObject *const *gout, const int *needs, PyObject **gin);
 
@@ -80,6 +83,7 @@ struct pr_op {
     pr_flops_fn flops;         /* NULL: one per output element */
     int n_variants;            /* 0/1: only `forward` */
     pr_variant_fn forward_variant;
+    pr_variant_scratch_fn variant_scratch;
 };
 
 /* Registration: each ops_*.c file exposes `const pr_op *const pr_ops_<family>[]`
