@@ -27,10 +27,16 @@ import statistics
 import sys
 import time
 
-import numpy as np
+# OpenMP threads that spin after a parallel region hold the cores that
+# OpenBLAS's own threads need next (and vice versa): on a 2-core machine
+# that is shared, a step can stall for tens of milliseconds.  Sleeping
+# waiters avoid it; set before the C core (and its OpenMP runtime) loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import pyresnet as pr
-from pyresnet import layers
+import numpy as np  # noqa: E402
+
+import pyresnet as pr  # noqa: E402
+from pyresnet import layers  # noqa: E402
 
 MODES = ("eager", "compiled", "jit")
 
@@ -290,7 +296,9 @@ def main():
     ladder = [m for m in LADDER if not (args.quick and m[0] == "ResNet-56")
               and (not args.models or m[0] in args.models)]
     rows = []
-    print(f"pyresnet {pr.__version__}, {pr.get_num_threads()} threads, median of {args.steps}")
+    print(f"pyresnet {pr.__version__}, {pr.get_num_threads()} threads, median of {args.steps} "
+          f"steps, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, load average "
+          f"{os.getloadavg()[0]:.1f}")
     for name, build, shape in ladder:
         for n in args.batches:
             r = bench_pyresnet(build, shape, n, args.steps)
