@@ -86,15 +86,20 @@ def batch(shape, n, seed=0):
             rng.integers(0, 10, n).astype(np.int32))
 
 
-def median_time(step, steps, warmup=2):
+def median_times(fns, steps, warmup=2):
+    """Median seconds per call of each function in ``fns`` (dict), timed
+    round-robin (one call of each per round) so that load changes on a shared
+    machine hit every mode alike."""
     for _ in range(warmup):
-        step()
-    times = []
+        for f in fns.values():
+            f()
+    times = {m: [] for m in fns}
     for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for m, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[m].append(time.perf_counter() - t0)
+    return {m: statistics.median(t) for m, t in times.items()}
 
 
 def bench_pyresnet(build, shape, n, steps):
@@ -107,7 +112,7 @@ def bench_pyresnet(build, shape, n, steps):
     compiled = pr.compile(model.train_step)
     jit = pr.compile(model.train_step, jit_compile=True)
     fns = {"eager": model.train_step, "compiled": compiled, "jit": jit}
-    result = {m: median_time(lambda f=fns[m]: f(x, y), steps) for m in MODES}
+    result = median_times({m: (lambda f=f: f(x, y)) for m, f in fns.items()}, steps)
     result["params"] = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
     result["flops"] = compiled.get_concrete_function(x, y).flops
     return result
@@ -166,13 +171,14 @@ def bench_torch(name, shape, n, steps):
         loss.backward()
         opt.step()
 
-    result = {"eager": median_time(lambda: step(model), steps)}
+    fns = {"eager": lambda: step(model)}
     try:
         compiled = torch.compile(model)
-        result["compiled"] = median_time(lambda: step(compiled), steps, warmup=3)
+        step(compiled)  # compile now, so that a failure falls back to eager only
+        fns["compiled"] = lambda: step(compiled)
     except Exception as e:  # noqa: BLE001  (no C++ toolchain for inductor, ...)
         print(f"  torch.compile failed for {name}: {type(e).__name__}: {e}"[:200], file=sys.stderr)
-    return result
+    return median_times(fns, steps)
 
 
 def bench_tf(name, shape, n, steps):
@@ -224,7 +230,7 @@ def bench_tf(name, shape, n, steps):
 
     fns = {"eager": step, "compiled": tf.function(step),
            "jit": tf.function(step, jit_compile=True)}
-    return {m: median_time(lambda f=f: f(x, y), steps) for m, f in fns.items()}
+    return median_times({m: (lambda f=f: f(x, y)) for m, f in fns.items()}, steps)
 
 
 # ---- report -------------------------------------------------------------------------
