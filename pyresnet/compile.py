@@ -441,6 +441,11 @@ class Function:
         graph.begin()
         try:
             result = self._fn(*sym_args, **sym_kwargs)
+        except Exception as e:
+            if any(masks) and str(DYNAMIC) in str(e):
+                e.add_note(f"(while tracing {self.__name__}: a size {DYNAMIC} stands for a "
+                           f"dynamic dimension, e.g. the batch size)")
+            raise
         finally:
             graph.end()
             traces.pop()
