@@ -442,7 +442,7 @@ class Function:
         try:
             result = self._fn(*sym_args, **sym_kwargs)
         except Exception as e:
-            if any(masks) and str(DYNAMIC) in str(e):
+            if any(masks) and str(DYNAMIC) in str(e) and hasattr(e, "add_note"):  # 3.11+
                 e.add_note(f"(while tracing {self.__name__}: a size {DYNAMIC} stands for a "
                            f"dynamic dimension, e.g. the batch size)")
             raise
