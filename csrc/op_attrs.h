@@ -34,21 +34,30 @@ typedef struct {
 } pr_sgd_attrs;
 
 /* conv2d and its backprop ops (NHWC input, HWIO filter as Keras stores it).
- * `same` is 1 for padding="same" (TensorFlow's split: extra pad at the end),
- * 0 for "valid".  `shape` is the shape the backprop op produces (the input's
- * for backprop_input, the filter's for backprop_filter), unused otherwise. */
+ * `strides` holds 1 or 2 ints (n == 0 means 1).  `same` is 1 for
+ * padding="same" (TensorFlow's split: extra pad at the end), 0 for "valid".
+ * `shape` is the shape the backprop op produces (the input's for
+ * backprop_input, the filter's for backprop_filter), unused otherwise. */
 typedef struct {
     pr_ints strides;
     int same;
     pr_ints shape;
 } pr_conv_attrs;
 
-/* max/average pooling 2D (NHWC). */
+/* max/average pooling 2D (NHWC).  `strides` with n == 0 means pool_size.
+ * `shape` is the input's shape for avg_pool2d_backward, unused otherwise. */
 typedef struct {
     pr_ints pool_size;
     pr_ints strides;
     int same;
+    pr_ints shape;
 } pr_pool_attrs;
+
+/* matmul: multiply by the transpose of a and/or b. */
+typedef struct {
+    int transpose_a;
+    int transpose_b;
+} pr_matmul_attrs;
 
 /* batch normalization over all axes but the last. */
 typedef struct {

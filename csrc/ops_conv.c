@@ -1,4 +1,546 @@
-/* Registry entries of the conv family. */
-#include "ops.h"
+/* Registry entries of the conv family: matmul; conv2d and its two backprop
+ * ops; max/average pooling and global average pooling with their backward
+ * ops.  All float32, images NHWC, filters HWIO.
+ *
+ * The shape rules check everything the kernels (kernels/conv.c, pool.c)
+ * rely on: ranks, dtypes, positive window sizes and strides, matching
+ * channels, a non-empty spatial output, and sizes that fit the 32-bit
+ * indices of scipy-openblas32.  An empty batch (N = 0) is allowed and gives
+ * an empty output (and a zero filter gradient).
+ */
+#include "ops.h" /* Python.h first */
 
-const pr_op *const pr_ops_conv[] = {NULL};
+#include <limits.h>
+
+#include "kernels/conv.h"
+#include "kernels/pool.h"
+#include "op_attrs.h"
+
+#define T(o) (&((pr_Tensor *)(o))->v)
+
+static const char *padding_name(int same) { return same ? "same" : "valid"; }
+
+/* A shape attribute as a view (for checks and messages). */
+static pr_view shape_view(const pr_ints *s) {
+    pr_view v;
+    pr_set_out(&v, PR_F32, s->n, s->v);
+    return v;
+}
+
+static void set_ints(pr_ints *dst, const pr_view *v) {
+    dst->n = v->ndim;
+    for (int d = 0; d < v->ndim; d++) dst->v[d] = v->shape[d];
+}
+
+static int same_shape(const pr_view *a, int ndim, const int64_t *shape) {
+    if (a->ndim != ndim) return 0;
+    for (int d = 0; d < ndim; d++)
+        if (a->shape[d] != shape[d]) return 0;
+    return 1;
+}
+
+/* Every dimension of v (called `name`) in [0, INT_MAX], and fewer than
+ * 2^31 elements: OpenBLAS here indexes with 32-bit ints. */
+static int check_extent(const pr_op *op, const char *name, const pr_view *v) {
+    char s[160];
+    double elems = 1.0;
+    for (int d = 0; d < v->ndim; d++) {
+        if (v->shape[d] < 0)
+            return pr_fail(op, PyExc_ValueError, "%s has a negative dimension: %s", name,
+                           pr_shape_str(v, s, sizeof s));
+        elems *= (double)v->shape[d];
+    }
+    for (int d = 0; d < v->ndim; d++)
+        if (v->shape[d] > INT_MAX || elems > INT_MAX)
+            return pr_fail(op, PyExc_ValueError,
+                           "%s %s is too large (at most 2^31 - 1 elements with 32-bit BLAS)", name,
+                           pr_shape_str(v, s, sizeof s));
+    return 0;
+}
+
+static int check_rank4(const pr_op *op, const char *name, const char *layout, const pr_view *v) {
+    char s[160];
+    if (v->ndim != 4)
+        return pr_fail(op, PyExc_ValueError, "%s must have rank 4 (%s), got shape %s", name,
+                       layout, pr_shape_str(v, s, sizeof s));
+    return check_extent(op, name, v);
+}
+
+/* (*a, *b) from a 1- or 2-int attribute; n == 0 gives (d0, d1). */
+static void int_pair(const pr_ints *v, int64_t d0, int64_t d1, int64_t *a, int64_t *b) {
+    if (v->n == 0) {
+        *a = d0, *b = d1;
+    } else {
+        *a = v->v[0];
+        *b = v->v[v->n - 1];
+    }
+}
+
+static int check_pair(const pr_op *op, const char *name, const pr_ints *v, int allow_empty) {
+    if (v->n > 2 || (v->n == 0 && !allow_empty))
+        return pr_fail(op, PyExc_ValueError, "'%s' must be 1 or 2 ints, got %d", name, v->n);
+    for (int i = 0; i < v->n; i++)
+        if (v->v[i] < 1 || v->v[i] > INT_MAX)
+            return pr_fail(op, PyExc_ValueError, "'%s' must be positive ints, got %lld", name,
+                           (long long)v->v[i]);
+    return 0;
+}
+
+/* The output size must be positive: a window larger than the input with
+ * padding="valid" (or an empty image) has no output pixel. */
+static int check_window_output(const pr_op *op, const pr_window *g, int same, const char *xname,
+                               const pr_view *x, const char *wname, const char *wdesc) {
+    char s[160];
+    if (g->ho < 1 || g->wo < 1)
+        return pr_fail(op, PyExc_ValueError,
+                       "%s %s gives an empty output (%lld x %lld) for %s %s with strides "
+                       "(%lld, %lld) and padding='%s'",
+                       wname, wdesc, (long long)g->ho, (long long)g->wo, xname,
+                       pr_shape_str(x, s, sizeof s), (long long)g->sh, (long long)g->sw,
+                       padding_name(same));
+    return 0;
+}
+
+/* Expect `dy` (input i) to have the forward output's shape. */
+static int check_dy(const pr_op *op, const pr_view *in, int i, int ndim, const int64_t *want) {
+    char s[160], w[160];
+    if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
+    if (same_shape(&in[i], ndim, want)) return 0;
+    pr_view wv;
+    pr_set_out(&wv, PR_F32, ndim, want);
+    return pr_fail(op, PyExc_ValueError, "dy (input %d) has shape %s, expected %s", i,
+                   pr_shape_str(&in[i], s, sizeof s), pr_shape_str(&wv, w, sizeof w));
+}
+
+/* ---- matmul --------------------------------------------------------------- */
+
+static int infer_matmul(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                        pr_view *out, size_t *ws) {
+    const pr_matmul_attrs *a = attrs;
+    char sa[160], sb[160];
+    for (int i = 0; i < 2; i++)
+        if (pr_expect_dtype(op, in, i, PR_F32) < 0 || pr_expect_ndim(op, in, i, 2) < 0 ||
+            check_extent(op, i ? "b" : "a", &in[i]) < 0)
+            return -1;
+    int64_t m = in[0].shape[a->transpose_a ? 1 : 0], ka = in[0].shape[a->transpose_a ? 0 : 1];
+    int64_t kb = in[1].shape[a->transpose_b ? 1 : 0], nn = in[1].shape[a->transpose_b ? 0 : 1];
+    if (ka != kb)
+        return pr_fail(op, PyExc_ValueError, "inner dimensions differ: a %s%s and b %s%s",
+                       pr_shape_str(&in[0], sa, sizeof sa), a->transpose_a ? " (transposed)" : "",
+                       pr_shape_str(&in[1], sb, sizeof sb), a->transpose_b ? " (transposed)" : "");
+    int64_t shape[2] = {m, nn};
+    pr_set_out(out, PR_F32, 2, shape);
+    return check_extent(op, "the output", out);
+}
+
+static int fw_matmul(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    const pr_matmul_attrs *a = attrs;
+    int64_t k = in[0].shape[a->transpose_a ? 0 : 1];
+    if (k == 0) {
+        for (int64_t i = 0; i < out->size; i++) ((float *)out->data)[i] = 0.0f;
+        return PR_OK;
+    }
+    pr_sgemm(a->transpose_a, a->transpose_b, out->shape[0], out->shape[1], k, 1.0f, in[0].data,
+             in[0].shape[1], in[1].data, in[1].shape[1], 0.0f, out->data, out->shape[1]);
+    return PR_OK;
+}
+
+static PyObject *matmul(PyObject *a, PyObject *b, int ta, int tb) {
+    PyObject *in[2] = {a, b};
+    pr_matmul_attrs at = {ta, tb};
+    return pr_call_by_name("matmul", in, 2, &at);
+}
+
+/* C = op(A) op(B): dA = dC op(B)^T, dB = op(A)^T dC, written so that no
+ * transpose is materialised. */
+static int gr_matmul(PyObject *const *in, PyObject *const *out, const void *attrs,
+                     PyObject *const *gout, const int *needs, PyObject **gin) {
+    const pr_matmul_attrs *a = attrs;
+    int ta = a->transpose_a, tb = a->transpose_b;
+    PyObject *A = in[0], *B = in[1], *G = gout[0];
+    if (needs[0] && !(gin[0] = ta ? matmul(B, G, tb, 1) : matmul(G, B, 0, !tb))) return -1;
+    if (needs[1] && !(gin[1] = tb ? matmul(G, A, 1, ta) : matmul(A, G, !ta, 0))) return -1;
+    return 0;
+}
+
+/* ---- conv2d and its backprop ops ----------------------------------------- */
+
+static void conv_window(const pr_conv_attrs *a, const int64_t *xs, const int64_t *ks,
+                        pr_window *g) {
+    g->n = xs[0], g->h = xs[1], g->w = xs[2], g->c = xs[3];
+    g->kh = ks[0], g->kw = ks[1], g->o = ks[3];
+    int_pair(&a->strides, 1, 1, &g->sh, &g->sw);
+    g->ho = pr_window_out_size(g->h, g->kh, g->sh, a->same, &g->ph);
+    g->wo = pr_window_out_size(g->w, g->kw, g->sw, a->same, &g->pw);
+}
+
+/* Check x (NHWC) against kernel (HWIO) and the attributes; fill g. */
+static int check_conv(const pr_op *op, const pr_conv_attrs *a, const pr_view *x,
+                      const pr_view *k, const char *xname, const char *kname, pr_window *g) {
+    char sx[160], sk[160];
+    if (check_rank4(op, xname, "NHWC", x) < 0 ||
+        check_rank4(op, kname, "kernel_h, kernel_w, in_channels, out_channels", k) < 0)
+        return -1;
+    for (int d = 0; d < 4; d++)
+        if (k->shape[d] < 1)
+            return pr_fail(op, PyExc_ValueError, "%s must have positive dimensions, got %s",
+                           kname, pr_shape_str(k, sk, sizeof sk));
+    if (x->shape[3] != k->shape[2])
+        return pr_fail(op, PyExc_ValueError,
+                       "%s has %lld channels but %s expects %lld: %s %s, %s %s", xname,
+                       (long long)x->shape[3], kname, (long long)k->shape[2], xname,
+                       pr_shape_str(x, sx, sizeof sx), kname, pr_shape_str(k, sk, sizeof sk));
+    if (check_pair(op, "strides", &a->strides, 1) < 0) return -1;
+    conv_window(a, x->shape, k->shape, g);
+    if (check_window_output(op, g, a->same, xname, x, kname, pr_shape_str(k, sk, sizeof sk)) < 0)
+        return -1;
+    double col = (double)g->ho * (double)g->wo * (double)(g->kh * g->kw * g->c);
+    double y = (double)g->n * (double)g->ho * (double)g->wo * (double)g->o;
+    if (col > INT_MAX || y > INT_MAX)
+        return pr_fail(op, PyExc_ValueError,
+                       "%s %s with %s %s is too large for 32-bit BLAS indices", xname,
+                       pr_shape_str(x, sx, sizeof sx), kname, pr_shape_str(k, sk, sizeof sk));
+    return 0;
+}
+
+static int infer_conv2d(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                        pr_view *out, size_t *ws) {
+    pr_window g;
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || pr_expect_dtype(op, in, 1, PR_F32) < 0 ||
+        check_conv(op, attrs, &in[0], &in[1], "x", "kernel", &g) < 0)
+        return -1;
+    int64_t shape[4] = {g.n, g.ho, g.wo, g.o};
+    pr_set_out(out, PR_F32, 4, shape);
+    *ws = pr_conv2d_scratch_bytes(&g);
+    return 0;
+}
+
+/* conv2d_backprop_input(dy, kernel), attrs.shape = x's shape. */
+static int infer_conv2d_bpi(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                            pr_view *out, size_t *ws) {
+    const pr_conv_attrs *a = attrs;
+    pr_view x = shape_view(&a->shape);
+    pr_window g;
+    if (pr_expect_dtype(op, in, 1, PR_F32) < 0 ||
+        check_conv(op, a, &x, &in[1], "shape (of x)", "kernel", &g) < 0)
+        return -1;
+    int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
+    if (check_dy(op, in, 0, 4, dy) < 0) return -1;
+    *out = x;
+    *ws = pr_conv2d_scratch_bytes(&g);
+    return 0;
+}
+
+/* conv2d_backprop_filter(x, dy), attrs.shape = the kernel's shape. */
+static int infer_conv2d_bpf(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                            pr_view *out, size_t *ws) {
+    const pr_conv_attrs *a = attrs;
+    pr_view k = shape_view(&a->shape);
+    pr_window g;
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 ||
+        check_conv(op, a, &in[0], &k, "x", "shape (of kernel)", &g) < 0)
+        return -1;
+    int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
+    if (check_dy(op, in, 1, 4, dy) < 0) return -1;
+    *out = k;
+    *ws = pr_conv2d_scratch_bytes(&g);
+    return 0;
+}
+
+static int fw_conv2d(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    pr_window g;
+    conv_window(attrs, in[0].shape, in[1].shape, &g);
+    return pr_conv2d_forward(&g, in[0].data, in[1].data, out->data, ws);
+}
+
+static int fw_conv2d_bpi(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    pr_window g;
+    conv_window(attrs, out->shape, in[1].shape, &g);
+    return pr_conv2d_backprop_input(&g, in[0].data, in[1].data, out->data, ws);
+}
+
+static int fw_conv2d_bpf(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    pr_window g;
+    conv_window(attrs, in[0].shape, out->shape, &g);
+    return pr_conv2d_backprop_filter(&g, in[0].data, in[1].data, out->data, ws);
+}
+
+/* The three ops are bilinear and adjoint to each other:
+ * <dy, conv2d(x, w)> = <bpi(dy, w), x> = <bpf(x, dy), w>. */
+static PyObject *conv_call(const char *name, PyObject *a, PyObject *b, const void *attrs,
+                           PyObject *shape_of) {
+    pr_conv_attrs at = *(const pr_conv_attrs *)attrs;
+    if (shape_of) set_ints(&at.shape, T(shape_of));
+    PyObject *in[2] = {a, b};
+    return pr_call_by_name(name, in, 2, &at);
+}
+
+static int gr_conv2d(PyObject *const *in, PyObject *const *out, const void *attrs,
+                     PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *x = in[0], *w = in[1], *dy = gout[0];
+    if (needs[0] && !(gin[0] = conv_call("conv2d_backprop_input", dy, w, attrs, x))) return -1;
+    if (needs[1] && !(gin[1] = conv_call("conv2d_backprop_filter", x, dy, attrs, w))) return -1;
+    return 0;
+}
+
+static int gr_conv2d_bpi(PyObject *const *in, PyObject *const *out, const void *attrs,
+                         PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *dy = in[0], *w = in[1], *g = gout[0];
+    if (needs[0] && !(gin[0] = conv_call("conv2d", g, w, attrs, NULL))) return -1;
+    if (needs[1] && !(gin[1] = conv_call("conv2d_backprop_filter", g, dy, attrs, w))) return -1;
+    return 0;
+}
+
+static int gr_conv2d_bpf(PyObject *const *in, PyObject *const *out, const void *attrs,
+                         PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *x = in[0], *dy = in[1], *g = gout[0];
+    if (needs[0] && !(gin[0] = conv_call("conv2d_backprop_input", dy, g, attrs, x))) return -1;
+    if (needs[1] && !(gin[1] = conv_call("conv2d", x, g, attrs, NULL))) return -1;
+    return 0;
+}
+
+/* ---- pooling -------------------------------------------------------------- */
+
+static void pool_window(const pr_pool_attrs *a, const int64_t *xs, pr_window *g) {
+    g->n = xs[0], g->h = xs[1], g->w = xs[2], g->c = g->o = xs[3];
+    int_pair(&a->pool_size, 1, 1, &g->kh, &g->kw);
+    int_pair(&a->strides, g->kh, g->kw, &g->sh, &g->sw);
+    g->ho = pr_window_out_size(g->h, g->kh, g->sh, a->same, &g->ph);
+    g->wo = pr_window_out_size(g->w, g->kw, g->sw, a->same, &g->pw);
+}
+
+static int check_pool(const pr_op *op, const pr_pool_attrs *a, const pr_view *x,
+                      const char *xname, pr_window *g) {
+    char desc[64];
+    if (check_rank4(op, xname, "NHWC", x) < 0 ||
+        check_pair(op, "pool_size", &a->pool_size, 0) < 0 ||
+        check_pair(op, "strides", &a->strides, 1) < 0)
+        return -1;
+    pool_window(a, x->shape, g);
+    snprintf(desc, sizeof desc, "(%lld, %lld)", (long long)g->kh, (long long)g->kw);
+    return check_window_output(op, g, a->same, xname, x, "pool_size", desc);
+}
+
+static int infer_pool(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
+                      size_t *ws) {
+    pr_window g;
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || check_pool(op, attrs, &in[0], "x", &g) < 0)
+        return -1;
+    int64_t shape[4] = {g.n, g.ho, g.wo, g.c};
+    pr_set_out(out, PR_F32, 4, shape);
+    return 0;
+}
+
+/* max_pool2d_backward(x, dy) -> dx. */
+static int infer_max_pool_bw(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                             pr_view *out, size_t *ws) {
+    pr_window g;
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || check_pool(op, attrs, &in[0], "x", &g) < 0)
+        return -1;
+    int64_t dy[4] = {g.n, g.ho, g.wo, g.c};
+    if (check_dy(op, in, 1, 4, dy) < 0) return -1;
+    pr_set_out(out, PR_F32, 4, in[0].shape);
+    return 0;
+}
+
+/* avg_pool2d_backward(dy) -> dx of attrs.shape. */
+static int infer_avg_pool_bw(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                             pr_view *out, size_t *ws) {
+    const pr_pool_attrs *a = attrs;
+    pr_view x = shape_view(&a->shape);
+    pr_window g;
+    if (check_pool(op, a, &x, "shape (of x)", &g) < 0) return -1;
+    int64_t dy[4] = {g.n, g.ho, g.wo, g.c};
+    if (check_dy(op, in, 0, 4, dy) < 0) return -1;
+    *out = x;
+    return 0;
+}
+
+static int fw_max_pool(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    pr_window g;
+    pool_window(attrs, in[0].shape, &g);
+    return pr_max_pool2d_forward(&g, in[0].data, out->data);
+}
+
+static int fw_max_pool_bw(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    pr_window g;
+    pool_window(attrs, in[0].shape, &g);
+    return pr_max_pool2d_backward(&g, in[0].data, in[1].data, out->data);
+}
+
+static int fw_avg_pool(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    pr_window g;
+    pool_window(attrs, in[0].shape, &g);
+    return pr_avg_pool2d_forward(&g, in[0].data, out->data);
+}
+
+static int fw_avg_pool_bw(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    pr_window g;
+    pool_window(attrs, out->shape, &g);
+    return pr_avg_pool2d_backward(&g, in[0].data, out->data);
+}
+
+static int gr_max_pool(PyObject *const *in, PyObject *const *out, const void *attrs,
+                       PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *args[2] = {in[0], gout[0]};
+    return (gin[0] = pr_call_by_name("max_pool2d_backward", args, 2, attrs)) ? 0 : -1;
+}
+
+static int gr_avg_pool(PyObject *const *in, PyObject *const *out, const void *attrs,
+                       PyObject *const *gout, const int *needs, PyObject **gin) {
+    pr_pool_attrs a = *(const pr_pool_attrs *)attrs;
+    set_ints(&a.shape, T(in[0]));
+    return (gin[0] = pr_call_by_name("avg_pool2d_backward", &gout[0], 1, &a)) ? 0 : -1;
+}
+
+/* avg_pool2d_backward is linear in dy; its adjoint is avg_pool2d. */
+static int gr_avg_pool_bw(PyObject *const *in, PyObject *const *out, const void *attrs,
+                          PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = pr_call_by_name("avg_pool2d", &gout[0], 1, attrs)) ? 0 : -1;
+}
+
+/* ---- global average pooling ---------------------------------------------- */
+
+static int check_gap_input(const pr_op *op, const char *name, const pr_view *x) {
+    char s[160];
+    if (check_rank4(op, name, "NHWC", x) < 0) return -1;
+    if (x->shape[1] < 1 || x->shape[2] < 1)
+        return pr_fail(op, PyExc_ValueError, "%s has no pixels to average: shape %s", name,
+                       pr_shape_str(x, s, sizeof s));
+    return 0;
+}
+
+static int infer_gap(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
+                     size_t *ws) {
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || check_gap_input(op, "x", &in[0]) < 0) return -1;
+    int64_t shape[2] = {in[0].shape[0], in[0].shape[3]};
+    pr_set_out(out, PR_F32, 2, shape);
+    return 0;
+}
+
+/* global_average_pool_backward(dy (N, C)) -> dx of attrs.shape (N, H, W, C). */
+static int infer_gap_bw(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                        pr_view *out, size_t *ws) {
+    pr_view x = shape_view(&((const pr_shape_attrs *)attrs)->shape);
+    if (check_gap_input(op, "shape (of x)", &x) < 0) return -1;
+    int64_t dy[2] = {x.shape[0], x.shape[3]};
+    if (check_dy(op, in, 0, 2, dy) < 0) return -1;
+    *out = x;
+    return 0;
+}
+
+static int fw_gap(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    const int64_t *s = in[0].shape;
+    return pr_global_avg_pool_forward(in[0].data, s[0], s[1] * s[2], s[3], out->data);
+}
+
+static int fw_gap_bw(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    const int64_t *s = out->shape;
+    return pr_global_avg_pool_backward(in[0].data, s[0], s[1] * s[2], s[3], out->data);
+}
+
+static int gr_gap(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    pr_shape_attrs a;
+    set_ints(&a.shape, T(in[0]));
+    return (gin[0] = pr_call_by_name("global_average_pool_backward", &gout[0], 1, &a)) ? 0 : -1;
+}
+
+static int gr_gap_bw(PyObject *const *in, PyObject *const *out, const void *attrs,
+                     PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = pr_call_by_name("global_average_pool", &gout[0], 1, NULL)) ? 0 : -1;
+}
+
+/* ---- registry ------------------------------------------------------------- */
+
+static const pr_attr_spec matmul_attrs[] = {
+    {"transpose_a", PR_ATTR_BOOL, offsetof(pr_matmul_attrs, transpose_a), 0, 0},
+    {"transpose_b", PR_ATTR_BOOL, offsetof(pr_matmul_attrs, transpose_b), 0, 0},
+    {NULL}};
+
+#define CONV_ATTRS                                                      \
+    {"strides", PR_ATTR_INTS, offsetof(pr_conv_attrs, strides), 0, 0}, \
+    {"same", PR_ATTR_BOOL, offsetof(pr_conv_attrs, same), 0, 0}
+static const pr_attr_spec conv_attrs[] = {CONV_ATTRS, {NULL}};
+static const pr_attr_spec conv_bp_attrs[] = {
+    CONV_ATTRS, {"shape", PR_ATTR_INTS, offsetof(pr_conv_attrs, shape), 1, 0}, {NULL}};
+
+#define POOL_ATTRS                                                           \
+    {"pool_size", PR_ATTR_INTS, offsetof(pr_pool_attrs, pool_size), 1, 0}, \
+    {"strides", PR_ATTR_INTS, offsetof(pr_pool_attrs, strides), 0, 0},     \
+    {"same", PR_ATTR_BOOL, offsetof(pr_pool_attrs, same), 0, 0}
+static const pr_attr_spec pool_attrs[] = {POOL_ATTRS, {NULL}};
+static const pr_attr_spec pool_bp_attrs[] = {
+    POOL_ATTRS, {"shape", PR_ATTR_INTS, offsetof(pr_pool_attrs, shape), 1, 0}, {NULL}};
+
+static const pr_attr_spec shape_attrs[] = {
+    {"shape", PR_ATTR_INTS, offsetof(pr_shape_attrs, shape), 1, 0}, {NULL}};
+
+static const pr_op op_matmul = {
+    .name = "matmul", .n_in = 2, .n_out = 1, .attrs = matmul_attrs,
+    .attr_size = sizeof(pr_matmul_attrs), .infer = infer_matmul, .forward = fw_matmul,
+    .gradient = gr_matmul,
+    .doc = "matmul(a (M, K), b (K, N)) -> (M, N) with OpenBLAS sgemm; transpose_a / "
+           "transpose_b take a as (K, M) / b as (N, K)."};
+
+static const pr_op op_conv2d = {
+    .name = "conv2d", .n_in = 2, .n_out = 1, .attrs = conv_attrs,
+    .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d, .forward = fw_conv2d,
+    .gradient = gr_conv2d,
+    .doc = "conv2d(x (N, H, W, C), kernel (KH, KW, C, O)) -> (N, HO, WO, O); strides: 1 or 2 "
+           "ints; same: TensorFlow 'same' padding, else 'valid'.  im2col + sgemm."};
+
+static const pr_op op_conv2d_bpi = {
+    .name = "conv2d_backprop_input", .n_in = 2, .n_out = 1, .attrs = conv_bp_attrs,
+    .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpi, .forward = fw_conv2d_bpi,
+    .gradient = gr_conv2d_bpi,
+    .doc = "conv2d_backprop_input(dy, kernel; strides, same, shape=x's shape) -> dx, the "
+           "gradient of conv2d wrt x."};
+
+static const pr_op op_conv2d_bpf = {
+    .name = "conv2d_backprop_filter", .n_in = 2, .n_out = 1, .attrs = conv_bp_attrs,
+    .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpf, .forward = fw_conv2d_bpf,
+    .gradient = gr_conv2d_bpf,
+    .doc = "conv2d_backprop_filter(x, dy; strides, same, shape=kernel's shape) -> dkernel, "
+           "the gradient of conv2d wrt the kernel."};
+
+static const pr_op op_max_pool = {
+    .name = "max_pool2d", .n_in = 1, .n_out = 1, .attrs = pool_attrs,
+    .attr_size = sizeof(pr_pool_attrs), .infer = infer_pool, .forward = fw_max_pool,
+    .gradient = gr_max_pool,
+    .doc = "max_pool2d(x NHWC; pool_size, strides (default pool_size), same) -> y NHWC; "
+           "padding never wins."};
+
+static const pr_op op_max_pool_bw = {
+    .name = "max_pool2d_backward", .n_in = 2, .n_out = 1, .attrs = pool_attrs,
+    .attr_size = sizeof(pr_pool_attrs), .infer = infer_max_pool_bw, .forward = fw_max_pool_bw,
+    .doc = "max_pool2d_backward(x, dy) -> dx: dy routed to the first maximum of each window."};
+
+static const pr_op op_avg_pool = {
+    .name = "avg_pool2d", .n_in = 1, .n_out = 1, .attrs = pool_attrs,
+    .attr_size = sizeof(pr_pool_attrs), .infer = infer_pool, .forward = fw_avg_pool,
+    .gradient = gr_avg_pool,
+    .doc = "avg_pool2d(x NHWC; pool_size, strides (default pool_size), same) -> y NHWC; "
+           "averages over the non-padded taps only (TensorFlow/Keras)."};
+
+static const pr_op op_avg_pool_bw = {
+    .name = "avg_pool2d_backward", .n_in = 1, .n_out = 1, .attrs = pool_bp_attrs,
+    .attr_size = sizeof(pr_pool_attrs), .infer = infer_avg_pool_bw, .forward = fw_avg_pool_bw,
+    .gradient = gr_avg_pool_bw,
+    .doc = "avg_pool2d_backward(dy; pool_size, strides, same, shape=x's shape) -> dx."};
+
+static const pr_op op_gap = {
+    .name = "global_average_pool", .n_in = 1, .n_out = 1, .infer = infer_gap,
+    .forward = fw_gap, .gradient = gr_gap,
+    .doc = "global_average_pool(x (N, H, W, C)) -> (N, C), the mean over H and W."};
+
+static const pr_op op_gap_bw = {
+    .name = "global_average_pool_backward", .n_in = 1, .n_out = 1, .attrs = shape_attrs,
+    .attr_size = sizeof(pr_shape_attrs), .infer = infer_gap_bw, .forward = fw_gap_bw,
+    .gradient = gr_gap_bw,
+    .doc = "global_average_pool_backward(dy (N, C); shape=x's shape) -> dx = dy / (H*W) "
+           "broadcast over the pixels."};
+
+const pr_op *const pr_ops_conv[] = {
+    &op_matmul, &op_conv2d, &op_conv2d_bpi, &op_conv2d_bpf, &op_max_pool, &op_max_pool_bw,
+    &op_avg_pool, &op_avg_pool_bw, &op_gap, &op_gap_bw, NULL};

@@ -1,4 +1,121 @@
-"""conv ops (csrc/ops_conv.c)."""
+"""Conv-family ops (csrc/ops_conv.c): matmul, 2D convolution and pooling.
+
+Names, arguments and defaults follow ``keras.ops`` and the Keras layers.
+Images are channels-last (NHWC) float32, convolution kernels HWIO
+(``kernel_h, kernel_w, in_channels, out_channels``, as Keras stores them).
+Padding follows TensorFlow: ``"valid"`` uses only full windows;
+``"same"`` gives ``ceil(size / stride)`` outputs and pads
+``max((out - 1) * stride + window - size, 0)`` in total, the smaller half
+before and the larger half after (tf.nn.convolution docs, "padding").
+"""
 from .._loader import _C
 
 call = _C.call
+
+__all__ = ["matmul", "conv2d", "max_pool2d", "average_pool2d", "global_average_pool2d"]
+
+
+def _same(op, padding):
+    """True for "same", False for "valid" (any case); ValueError otherwise."""
+    mode = padding.lower() if isinstance(padding, str) else None
+    if mode not in ("same", "valid"):
+        raise ValueError(f"{op}: padding must be 'same' or 'valid', got {padding!r}")
+    return mode == "same"
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False):
+    """Matrix product ``op(a) @ op(b)`` in float32 (OpenBLAS sgemm).
+
+    Args:
+        a: float32 array-like of shape (M, K), or (K, M) with ``transpose_a``.
+        b: float32 array-like of shape (K, N), or (N, K) with ``transpose_b``.
+        transpose_a, transpose_b (bool): use the transpose of ``a`` / ``b``.
+    Returns:
+        Tensor of shape (M, N), float32.
+    Raises:
+        ValueError: when an input is not 2-D or the inner dimensions differ
+            (the message names both shapes).
+        TypeError: for non-float32 inputs.
+    """
+    return call("matmul", a, b, transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+
+
+def conv2d(x, kernel, strides=1, padding="valid"):
+    """2D convolution (cross-correlation, as Keras/TensorFlow), no bias.
+
+    ``y[n, i, j, o] = sum_{di, dj, c} x[n, i*sh + di - ph, j*sw + dj - pw, c]
+    * kernel[di, dj, c, o]`` with zero padding outside the image.
+
+    Args:
+        x: float32 (N, H, W, C) images; N may be 0.
+        kernel: float32 (KH, KW, C, O) filter, any positive size.
+        strides: int or pair of ints ``(sh, sw)``, positive.
+        padding: ``"valid"`` or ``"same"`` (case-insensitive; TensorFlow's
+            split, see the module docstring).
+    Returns:
+        Tensor of shape (N, HO, WO, O), float32, where HO = ceil(H / sh) for
+        "same" and floor((H - KH) / sh) + 1 for "valid" (WO alike).
+    Raises:
+        ValueError: bad padding string, wrong ranks, channel mismatch between
+            x and kernel, non-positive strides, or a kernel larger than the
+            input with "valid" (the message names the shapes).
+        TypeError: for non-float32 inputs.
+    """
+    same = _same("conv2d", padding)
+    return call("conv2d", x, kernel, strides=strides, same=same)
+
+
+def max_pool2d(x, pool_size=2, strides=None, padding="valid"):
+    """2D max pooling over NHWC float32 images (as ``keras.layers.MaxPooling2D``).
+
+    Padded positions never win.  The gradient goes to the first maximum of
+    each window (row-major order, like NumPy argmax).
+
+    Args:
+        x: float32 (N, H, W, C).
+        pool_size: int or pair of ints, positive.
+        strides: int, pair of ints, or None (= pool_size).
+        padding: ``"valid"`` or ``"same"`` (case-insensitive).
+    Returns:
+        Tensor (N, HO, WO, C), float32 (sizes as for :func:`conv2d`).
+    Raises:
+        ValueError: bad padding string, rank other than 4, non-positive sizes
+            or strides, or a window larger than the input with "valid".
+        TypeError: for non-float32 input.
+    """
+    same = _same("max_pool2d", padding)
+    return call("max_pool2d", x, pool_size=pool_size, strides=strides, same=same)
+
+
+def average_pool2d(x, pool_size=2, strides=None, padding="valid"):
+    """2D average pooling over NHWC float32 images (as
+    ``keras.layers.AveragePooling2D``).
+
+    With ``padding="same"`` each output averages only the window's taps
+    inside the image (TensorFlow's ``avg_pool``: padding is not counted).
+
+    Args:
+        x: float32 (N, H, W, C).
+        pool_size: int or pair of ints, positive.
+        strides: int, pair of ints, or None (= pool_size).
+        padding: ``"valid"`` or ``"same"`` (case-insensitive).
+    Returns:
+        Tensor (N, HO, WO, C), float32.
+    Raises:
+        ValueError / TypeError: as :func:`max_pool2d`.
+    """
+    same = _same("average_pool2d", padding)
+    return call("avg_pool2d", x, pool_size=pool_size, strides=strides, same=same)
+
+
+def global_average_pool2d(x):
+    """Mean over the spatial axes (as ``keras.layers.GlobalAveragePooling2D``).
+
+    Args:
+        x: float32 (N, H, W, C) with H, W >= 1.
+    Returns:
+        Tensor (N, C), float32.
+    Raises:
+        ValueError: rank other than 4 or an empty image; TypeError: non-float32.
+    """
+    return call("global_average_pool", x)

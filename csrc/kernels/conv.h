@@ -1,0 +1,49 @@
+/* 2D convolution kernels (NHWC input, HWIO filter) by im2col + OpenBLAS
+ * sgemm, and the sliding-window geometry shared with pooling (pool.h). */
+#ifndef PR_K_CONV_H
+#define PR_K_CONV_H
+
+#include "kernels.h"
+
+/* A 2D sliding window over an NHWC tensor (N, H, W, C).  For convolution
+ * the filter is HWIO (KH, KW, C, O); pooling ignores O.  Output pixel
+ * (oh, ow) reads input rows oh*SH - PH + [0, KH) and columns
+ * ow*SW - PW + [0, KW); positions outside [0, H) x [0, W) are padding. */
+typedef struct {
+    int64_t n, h, w, c; /* input */
+    int64_t kh, kw, o;  /* window (filter) size, output channels (conv only) */
+    int64_t sh, sw;     /* strides */
+    int64_t ph, pw;     /* padding before (top, left) */
+    int64_t ho, wo;     /* output size */
+} pr_window;
+
+/* Output size along one axis, TensorFlow's rule (tf.nn.conv2d docs,
+ * "padding"): "same": out = ceil(in / s), pad_total = max((out - 1) * s + k -
+ * in, 0), pad_before = pad_total / 2 (the extra one goes at the end);
+ * "valid": out = floor((in - k) / s) + 1 (0 when k > in), no padding.
+ * Requires s >= 1, k >= 1, in >= 0. */
+int64_t pr_window_out_size(int64_t in, int64_t k, int64_t s, int same, int64_t *pad_before);
+
+/* Taps [lo, hi) of a k-wide window starting at input index `start` that
+ * fall inside [0, in). */
+static inline void pr_window_taps(int64_t start, int64_t k, int64_t in, int64_t *lo,
+                                  int64_t *hi) {
+    *lo = start < 0 ? -start : 0;
+    *hi = in - start < k ? in - start : k;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* Scratch (bytes) that the three conv kernels below need for geometry g:
+ * an im2col buffer for a chunk of images, 0 for 1x1 stride-1 unpadded. */
+size_t pr_conv2d_scratch_bytes(const pr_window *g);
+
+/* y (N, HO, WO, O) = conv2d(x (N, H, W, C), w (KH, KW, C, O)). */
+int pr_conv2d_forward(const pr_window *g, const float *x, const float *w, float *y, void *scratch);
+/* dx (N, H, W, C) = gradient of conv2d wrt x given dy (N, HO, WO, O). */
+int pr_conv2d_backprop_input(const pr_window *g, const float *dy, const float *w, float *dx,
+                             void *scratch);
+/* dw (KH, KW, C, O) = gradient of conv2d wrt w given x and dy. */
+int pr_conv2d_backprop_filter(const pr_window *g, const float *x, const float *dy, float *dw,
+                              void *scratch);
+
+#endif

@@ -1,0 +1,150 @@
+/* 2D pooling over NHWC float32 tensors.
+ *
+ * Semantics follow tf.nn.max_pool2d / tf.nn.avg_pool2d (which Keras'
+ * MaxPooling2D / AveragePooling2D call): padded positions never win a max
+ * and are not counted in an average.  The max gradient goes to the first
+ * maximum of each window in row-major window order (NumPy argmax).
+ * Layout: x (N, H, W, C), y (N, HO, WO, C); channels are the inner,
+ * vectorised loop.  Forward loops are parallel over output rows; backward
+ * loops scatter into overlapping windows and are parallel over images, so
+ * every dx element is written by one thread in a fixed order.
+ */
+#include "pool.h"
+
+#include <string.h>
+
+#define CBLOCK 64 /* channels per block in the max-pool backward argmax */
+
+/* Valid window rows [*r0, *r1) and columns [*c0, *c1) (input indices) of
+ * output pixel (oh, ow). */
+static inline void window(const pr_window *g, int64_t oh, int64_t ow, int64_t *r0, int64_t *r1,
+                          int64_t *c0, int64_t *c1) {
+    int64_t ih = oh * g->sh - g->ph, iw = ow * g->sw - g->pw, lo, hi;
+    pr_window_taps(ih, g->kh, g->h, &lo, &hi);
+    *r0 = ih + lo, *r1 = ih + hi;
+    pr_window_taps(iw, g->kw, g->w, &lo, &hi);
+    *c0 = iw + lo, *c1 = iw + hi;
+}
+
+int pr_max_pool2d_forward(const pr_window *g, const float *x, float *y) {
+    const int64_t C = g->c;
+#pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
+    for (int64_t r = 0; r < g->n * g->ho; r++) {
+        int64_t n = r / g->ho, oh = r % g->ho;
+        const float *xn = x + n * g->h * g->w * C;
+        for (int64_t ow = 0; ow < g->wo; ow++) {
+            float *yo = y + (r * g->wo + ow) * C;
+            int64_t r0, r1, c0, c1;
+            window(g, oh, ow, &r0, &r1, &c0, &c1);
+            memcpy(yo, xn + (r0 * g->w + c0) * C, sizeof(float) * (size_t)C);
+            for (int64_t ih = r0; ih < r1; ih++)
+                for (int64_t iw = c0; iw < c1; iw++) {
+                    const float *xp = xn + (ih * g->w + iw) * C;
+                    for (int64_t c = 0; c < C; c++) yo[c] = xp[c] > yo[c] ? xp[c] : yo[c];
+                }
+        }
+    }
+    return PR_OK;
+}
+
+int pr_max_pool2d_backward(const pr_window *g, const float *x, const float *dy, float *dx) {
+    const int64_t C = g->c, image = g->h * g->w * C;
+#pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
+    for (int64_t n = 0; n < g->n; n++) {
+        const float *xn = x + n * image;
+        float *dxn = dx + n * image;
+        memset(dxn, 0, sizeof(float) * (size_t)image);
+        for (int64_t oh = 0; oh < g->ho; oh++)
+            for (int64_t ow = 0; ow < g->wo; ow++) {
+                const float *dyo = dy + ((n * g->ho + oh) * g->wo + ow) * C;
+                int64_t r0, r1, c0, c1;
+                window(g, oh, ow, &r0, &r1, &c0, &c1);
+                for (int64_t cb = 0; cb < C; cb += CBLOCK) {
+                    int64_t nc = C - cb < CBLOCK ? C - cb : CBLOCK;
+                    float best[CBLOCK];
+                    int64_t arg[CBLOCK];
+                    int64_t p0 = (r0 * g->w + c0) * C + cb;
+                    for (int64_t c = 0; c < nc; c++) best[c] = xn[p0 + c], arg[c] = p0;
+                    for (int64_t ih = r0; ih < r1; ih++)
+                        for (int64_t iw = c0; iw < c1; iw++) {
+                            int64_t p = (ih * g->w + iw) * C + cb;
+                            for (int64_t c = 0; c < nc; c++)
+                                if (xn[p + c] > best[c]) best[c] = xn[p + c], arg[c] = p;
+                        }
+                    for (int64_t c = 0; c < nc; c++) dxn[arg[c] + c] += dyo[cb + c];
+                }
+            }
+    }
+    return PR_OK;
+}
+
+int pr_avg_pool2d_forward(const pr_window *g, const float *x, float *y) {
+    const int64_t C = g->c;
+#pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
+    for (int64_t r = 0; r < g->n * g->ho; r++) {
+        int64_t n = r / g->ho, oh = r % g->ho;
+        const float *xn = x + n * g->h * g->w * C;
+        for (int64_t ow = 0; ow < g->wo; ow++) {
+            float *yo = y + (r * g->wo + ow) * C;
+            int64_t r0, r1, c0, c1;
+            window(g, oh, ow, &r0, &r1, &c0, &c1);
+            memset(yo, 0, sizeof(float) * (size_t)C);
+            for (int64_t ih = r0; ih < r1; ih++)
+                for (int64_t iw = c0; iw < c1; iw++) {
+                    const float *xp = xn + (ih * g->w + iw) * C;
+                    for (int64_t c = 0; c < C; c++) yo[c] += xp[c];
+                }
+            float inv = 1.0f / (float)((r1 - r0) * (c1 - c0));
+            for (int64_t c = 0; c < C; c++) yo[c] *= inv;
+        }
+    }
+    return PR_OK;
+}
+
+int pr_avg_pool2d_backward(const pr_window *g, const float *dy, float *dx) {
+    const int64_t C = g->c, image = g->h * g->w * C;
+#pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
+    for (int64_t n = 0; n < g->n; n++) {
+        float *dxn = dx + n * image;
+        memset(dxn, 0, sizeof(float) * (size_t)image);
+        for (int64_t oh = 0; oh < g->ho; oh++)
+            for (int64_t ow = 0; ow < g->wo; ow++) {
+                const float *dyo = dy + ((n * g->ho + oh) * g->wo + ow) * C;
+                int64_t r0, r1, c0, c1;
+                window(g, oh, ow, &r0, &r1, &c0, &c1);
+                float inv = 1.0f / (float)((r1 - r0) * (c1 - c0));
+                for (int64_t ih = r0; ih < r1; ih++)
+                    for (int64_t iw = c0; iw < c1; iw++) {
+                        float *d = dxn + (ih * g->w + iw) * C;
+                        for (int64_t c = 0; c < C; c++) d[c] += dyo[c] * inv;
+                    }
+            }
+    }
+    return PR_OK;
+}
+
+int pr_global_avg_pool_forward(const float *x, int64_t n, int64_t hw, int64_t c, float *y) {
+    const float inv = 1.0f / (float)hw;
+#pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float *yi = y + i * c;
+        const float *xi = x + i * hw * c;
+        memset(yi, 0, sizeof(float) * (size_t)c);
+        for (int64_t p = 0; p < hw; p++)
+            for (int64_t k = 0; k < c; k++) yi[k] += xi[p * c + k];
+        for (int64_t k = 0; k < c; k++) yi[k] *= inv;
+    }
+    return PR_OK;
+}
+
+int pr_global_avg_pool_backward(const float *dy, int64_t n, int64_t hw, int64_t c, float *dx) {
+    const float inv = 1.0f / (float)hw;
+#pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        const float *dyi = dy + i * c;
+        float *dxi = dx + i * hw * c;
+        for (int64_t p = 0; p < hw; p++)
+            for (int64_t k = 0; k < c; k++) dxi[p * c + k] = dyi[k] * inv;
+    }
+    return PR_OK;
+}

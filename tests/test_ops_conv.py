@@ -1,0 +1,333 @@
+"""Conv-family ops: matmul, conv2d (+ backprop ops), pooling.
+
+References are plain float64 NumPy written independently of the kernels
+(shift-and-add convolution instead of im2col), with TensorFlow's "same"
+padding split: pad_total = max((ceil(n/s) - 1) * s + k - n, 0), the smaller
+half before.  Gradients are checked against central finite differences.
+"""
+import numpy as np
+import pytest
+
+import pyresnet as pr
+from gradcheck import check_forward, check_gradients
+
+RNG = np.random.default_rng(1234)
+
+
+def randn(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+# ---- NumPy references ---------------------------------------------------------
+
+def _geometry(size, k, s, same):
+    """(output size, pad before, pad after) along one axis."""
+    if same:
+        out = -(-size // s)
+        total = max((out - 1) * s + k - size, 0)
+        return out, total // 2, total - total // 2
+    return (size - k) // s + 1, 0, 0
+
+
+def _pair(v):
+    return (v, v) if np.isscalar(v) else tuple(v)
+
+
+def _taps(x_shape, window, strides, same):
+    """Output size, padding and, per window tap (i, j), the strided slices of
+    the padded input that the tap reads for every output pixel."""
+    (kh, kw), (sh, sw) = window, strides
+    ho, pt, pb = _geometry(x_shape[1], kh, sh, same)
+    wo, pl, pr_ = _geometry(x_shape[2], kw, sw, same)
+    pads = ((0, 0), (pt, pb), (pl, pr_), (0, 0))
+    taps = [(i, j, (slice(None), slice(i, i + sh * (ho - 1) + 1, sh),
+                    slice(j, j + sw * (wo - 1) + 1, sw)))
+            for i in range(kh) for j in range(kw)]
+    return ho, wo, pads, taps
+
+
+def conv_ref(x, k, strides=1, same=False):
+    ho, wo, pads, taps = _taps(x.shape, k.shape[:2], _pair(strides), same)
+    xp = np.pad(x, pads)
+    y = np.zeros((x.shape[0], ho, wo, k.shape[3]))
+    for i, j, sl in taps:
+        y += np.einsum("nhwc,co->nhwo", xp[sl], k[i, j])
+    return y
+
+
+def conv_bpi_ref(dy, k, x_shape, strides=1, same=False):
+    """The adjoint of conv_ref in x: scatter dy @ k^T back into the image."""
+    _, _, pads, taps = _taps(x_shape, k.shape[:2], _pair(strides), same)
+    dxp = np.zeros([n + a + b for n, (a, b) in zip(x_shape, pads)])
+    for i, j, sl in taps:
+        dxp[sl] += np.einsum("nhwo,co->nhwc", dy, k[i, j])
+    (_, _), (pt, _), (pl, _), _ = pads
+    return dxp[:, pt:pt + x_shape[1], pl:pl + x_shape[2], :]
+
+
+def conv_bpf_ref(x, dy, k_shape, strides=1, same=False):
+    _, _, pads, taps = _taps(x.shape, k_shape[:2], _pair(strides), same)
+    xp = np.pad(x, pads)
+    dk = np.zeros(k_shape)
+    for i, j, sl in taps:
+        dk[i, j] = np.einsum("nhwc,nhwo->co", xp[sl], dy)
+    return dk
+
+
+def pool_ref(x, pool, strides, same, kind):
+    """Max or average pooling; padding never wins a max and is not counted."""
+    pool = _pair(pool)
+    ho, wo, pads, taps = _taps(x.shape, pool, _pair(strides), same)
+    if kind == "max":
+        xp = np.pad(x, pads, constant_values=-np.inf)
+        return np.max([xp[sl] for _, _, sl in taps], axis=0)
+    xp, ones = np.pad(x, pads), np.pad(np.ones_like(x), pads)
+    return sum(xp[sl] for _, _, sl in taps) / sum(ones[sl] for _, _, sl in taps)
+
+
+def max_pool_grad_ref(x, dy, pool, strides, same):
+    """dy routed to the first maximum (row-major window order) of each window."""
+    (kh, kw), (sh, sw) = _pair(pool), _pair(strides)
+    ho, wo, pads, _ = _taps(x.shape, (kh, kw), (sh, sw), same)
+    (_, _), (pt, _), (pl, _), _ = pads
+    dx = np.zeros_like(x, dtype=np.float64)
+    for n in range(x.shape[0]):
+        for a in range(ho):
+            for b in range(wo):
+                r0, c0 = a * sh - pt, b * sw - pl
+                rs = range(max(r0, 0), min(r0 + kh, x.shape[1]))
+                cs = range(max(c0, 0), min(c0 + kw, x.shape[2]))
+                win = x[n, rs.start:rs.stop, cs.start:cs.stop, :].reshape(-1, x.shape[3])
+                first = np.argmax(win, axis=0)
+                for c, f in enumerate(first):
+                    dx[n, rs.start + f // len(cs), cs.start + f % len(cs), c] += dy[n, a, b, c]
+    return dx
+
+
+# ---- matmul -------------------------------------------------------------------
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+def test_matmul(ta, tb):
+    a, b = randn(3, 4), randn(4, 5)
+    a_in, b_in = (a.T.copy() if ta else a), (b.T.copy() if tb else b)
+    op = lambda u, v: pr.ops.matmul(u, v, transpose_a=ta, transpose_b=tb)
+    ref = lambda u, v: (u.T if ta else u) @ (v.T if tb else v)
+    check_forward(op, ref, [a_in, b_in], rtol=1e-5)
+    check_gradients(op, ref, [a_in, b_in])
+
+
+def test_matmul_operator_and_empty_inner():
+    a, b = randn(2, 3), randn(3, 4)
+    np.testing.assert_allclose((pr.Tensor(a) @ pr.Tensor(b)).numpy(), a @ b, rtol=1e-5, atol=1e-6)
+    z = pr.ops.matmul(np.zeros((2, 0), np.float32), np.zeros((0, 3), np.float32))
+    np.testing.assert_array_equal(z.numpy(), np.zeros((2, 3)))
+
+
+# ---- conv2d -------------------------------------------------------------------
+
+CONV_CASES = [  # (kernel_h, kernel_w), strides, same
+    ((1, 1), 1, False), ((1, 1), 2, True), ((1, 1), 2, False),
+    ((3, 3), 1, True), ((3, 3), 2, True), ((3, 3), 2, False), ((3, 3), 1, False),
+    ((2, 2), 1, True), ((2, 2), 2, True), ((5, 5), 2, True), ((4, 4), 3, True),
+    ((2, 3), (1, 2), True), ((3, 1), (2, 1), False),
+]
+
+
+@pytest.mark.parametrize("ksize,strides,same", CONV_CASES)
+def test_conv2d_forward_and_backprops(ksize, strides, same):
+    x, k = randn(2, 5, 7, 3), randn(*ksize, 3, 4)
+    pad = "same" if same else "valid"
+    y = check_forward(lambda u, v: pr.ops.conv2d(u, v, strides, pad),
+                      lambda u, v: conv_ref(u, v, strides, same), [x, k], rtol=1e-4, atol=1e-4)[0]
+    dy = randn(*y.shape)
+    attrs = dict(strides=strides, same=same)
+    check_forward(lambda d, v: pr.ops.call("conv2d_backprop_input", d, v, shape=x.shape, **attrs),
+                  lambda d, v: conv_bpi_ref(d, v, x.shape, strides, same), [dy, k],
+                  rtol=1e-4, atol=1e-4)
+    check_forward(lambda u, d: pr.ops.call("conv2d_backprop_filter", u, d, shape=k.shape, **attrs),
+                  lambda u, d: conv_bpf_ref(u, d, k.shape, strides, same), [x, dy],
+                  rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("ksize,strides,same", [
+    ((1, 1), 1, True), ((1, 1), 2, False), ((3, 3), 1, True), ((3, 3), 2, True),
+    ((3, 3), 2, False), ((2, 2), 2, True), ((5, 5), 1, True), ((2, 3), (1, 2), True)])
+def test_conv2d_gradients(ksize, strides, same):
+    x, k = randn(1, 5, 7, 2), randn(*ksize, 2, 3)
+    pad = "same" if same else "valid"
+    check_gradients(lambda u, v: pr.ops.conv2d(u, v, strides, pad),
+                    lambda u, v: conv_ref(u, v, strides, same), [x, k])
+
+
+@pytest.mark.parametrize("strides,same", [(1, True), (2, False), (2, True)])
+def test_conv2d_backprop_ops_gradients(strides, same):
+    """The backprop ops are differentiable too (second-order gradients)."""
+    x_shape, k = (1, 5, 6, 2), randn(3, 3, 2, 3)
+    x = randn(*x_shape)
+    y_shape = conv_ref(x, k, strides, same).shape
+    dy = randn(*y_shape)
+    attrs = dict(strides=strides, same=same)
+    check_gradients(lambda d, v: pr.ops.call("conv2d_backprop_input", d, v, shape=x_shape, **attrs),
+                    lambda d, v: conv_bpi_ref(d, v, x_shape, strides, same), [dy, k])
+    check_gradients(lambda u, d: pr.ops.call("conv2d_backprop_filter", u, d, shape=k.shape,
+                                             **attrs),
+                    lambda u, d: conv_bpf_ref(u, d, k.shape, strides, same), [x, dy])
+
+
+def test_conv2d_multi_chunk_batch():
+    """A batch whose im2col matrix exceeds the kernel's chunk budget (32 MiB),
+    so the forward and both backprops run over several chunks."""
+    x, k = randn(10, 64, 64, 32), randn(3, 3, 32, 8)
+    y = pr.ops.conv2d(x, k, padding="same").numpy()
+    np.testing.assert_allclose(y, conv_ref(x.astype(np.float64), k, 1, True), rtol=1e-4, atol=1e-3)
+    dy = randn(*y.shape)
+    dx = pr.ops.call("conv2d_backprop_input", dy, k, shape=x.shape, same=True).numpy()
+    np.testing.assert_allclose(dx, conv_bpi_ref(dy.astype(np.float64), k, x.shape, 1, True),
+                               rtol=1e-4, atol=1e-3)
+    dk = pr.ops.call("conv2d_backprop_filter", x, dy, shape=k.shape, same=True).numpy()
+    np.testing.assert_allclose(dk, conv_bpf_ref(x.astype(np.float64), dy, k.shape, 1, True),
+                               rtol=1e-4, atol=1e-2)
+
+
+def test_conv2d_empty_batch():
+    x, k = np.zeros((0, 5, 5, 3), np.float32), randn(3, 3, 3, 4)
+    assert pr.ops.conv2d(x, k, padding="same").shape == (0, 5, 5, 4)
+    kv = pr.Variable(k)
+    with pr.GradientTape() as tape:
+        y = pr.ops.conv2d(x, kv, 2)
+    assert y.shape == (0, 2, 2, 4)
+    (dk,) = tape.gradient(y, [kv])
+    np.testing.assert_array_equal(dk.numpy(), np.zeros_like(k))
+
+
+def test_conv2d_bad_inputs():
+    x, k = randn(1, 5, 5, 3), randn(3, 3, 3, 4)
+    with pytest.raises(ValueError, match=r"conv2d: padding must be 'same' or 'valid', got 'full'"):
+        pr.ops.conv2d(x, k, padding="full")
+    assert pr.ops.conv2d(x, k, padding="SAME").shape == (1, 5, 5, 4)
+    with pytest.raises(ValueError, match=r"conv2d: x must have rank 4 .*got shape \(5, 5, 3\)"):
+        pr.ops.conv2d(x[0], k)
+    with pytest.raises(ValueError, match=r"conv2d: kernel must have rank 4"):
+        pr.ops.conv2d(x, k[0])
+    with pytest.raises(ValueError, match=r"conv2d: x has 3 channels but kernel expects 2: "
+                                         r"x \(1, 5, 5, 3\), kernel \(3, 3, 2, 4\)"):
+        pr.ops.conv2d(x, k[:, :, :2])
+    with pytest.raises(TypeError, match="conv2d: input 0 must be float32, got int32"):
+        pr.ops.conv2d(x.astype(np.int32), k)
+    for bad in (0, -1, (1, 0), (1, 2, 3)):
+        with pytest.raises(ValueError, match="conv2d: 'strides'"):
+            pr.ops.conv2d(x, k, strides=bad)
+    with pytest.raises(ValueError, match=r"conv2d: kernel \(7, 7, 3, 4\) gives an empty output "
+                                         r"\(0 x 0\) for x \(1, 5, 5, 3\).*padding='valid'"):
+        pr.ops.conv2d(x, randn(7, 7, 3, 4))
+    with pytest.raises(ValueError, match="conv2d: kernel must have positive dimensions"):
+        pr.ops.conv2d(x, np.zeros((0, 3, 3, 4), np.float32))
+    with pytest.raises(ValueError, match=r"conv2d_backprop_input: dy \(input 0\) has shape "
+                                         r"\(1, 4, 4, 4\), expected \(1, 5, 5, 4\)"):
+        pr.ops.call("conv2d_backprop_input", randn(1, 4, 4, 4), k, shape=x.shape, same=True)
+    with pytest.raises(ValueError, match=r"conv2d_backprop_filter: shape \(of kernel\) must "
+                                         r"have rank 4"):
+        pr.ops.call("conv2d_backprop_filter", x, randn(1, 3, 3, 4), shape=(3, 3, 3))
+    with pytest.raises(TypeError, match="missing required argument 'shape'"):
+        pr.ops.call("conv2d_backprop_input", randn(1, 3, 3, 4), k)
+
+
+def test_matmul_bad_inputs():
+    with pytest.raises(ValueError, match=r"matmul: inner dimensions differ: a \(2, 3\) and "
+                                         r"b \(4, 5\)"):
+        pr.ops.matmul(randn(2, 3), randn(4, 5))
+    with pytest.raises(ValueError, match=r"matmul: input 1 must have rank 2"):
+        pr.ops.matmul(randn(2, 3), randn(3))
+    with pytest.raises(TypeError, match="matmul: input 0 must be float32"):
+        pr.ops.matmul(np.ones((2, 3), np.int32), randn(3, 2))
+
+
+# ---- pooling ------------------------------------------------------------------
+
+POOL_CASES = [  # pool_size, strides, same, x shape
+    (2, None, False, (1, 5, 7, 3)), (2, None, True, (2, 5, 7, 3)), (3, 2, True, (1, 5, 7, 2)),
+    (3, 1, False, (1, 5, 6, 2)), ((2, 3), (1, 2), True, (1, 4, 7, 2)), (3, 3, True, (1, 7, 5, 70)),
+]
+
+
+@pytest.mark.parametrize("pool,strides,same,shape", POOL_CASES)
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pool2d(pool, strides, same, shape, kind):
+    # distinct values spaced well above the finite-difference step: no ties
+    x = (RNG.permutation(np.prod(shape)).reshape(shape) * 0.01 - 1.0).astype(np.float32)
+    fn = pr.ops.max_pool2d if kind == "max" else pr.ops.average_pool2d
+    pad = "same" if same else "valid"
+    s = pool if strides is None else strides
+    op = lambda u: fn(u, pool, strides, pad)
+    ref = lambda u: pool_ref(u, pool, s, same, kind)
+    check_forward(op, ref, [x], rtol=1e-6, atol=1e-6)
+    if shape[-1] <= 3:
+        check_gradients(op, ref, [x])
+
+
+def test_max_pool_ties_go_to_first_maximum():
+    x = np.zeros((1, 5, 5, 2), np.float32)
+    x[0, 1, 1, 1] = x[0, 2, 2, 1] = 1.0  # a tie across overlapping windows in channel 1
+    xv = pr.Variable(x)
+    dy = randn(1, 3, 3, 2)
+    with pr.GradientTape() as tape:
+        y = pr.ops.max_pool2d(xv, 3, 2, "same")
+    (dx,) = tape.gradient(y, [xv], dy)
+    np.testing.assert_allclose(dx.numpy(), max_pool_grad_ref(x, dy, 3, 2, True), rtol=1e-6)
+
+
+def test_avg_pool_backward_gradient():
+    x_shape, dy = (1, 5, 7, 2), randn(1, 3, 4, 2)
+    attrs = dict(pool_size=3, strides=2, same=True, shape=x_shape)
+    # avg_pool2d_backward is the adjoint of avg_pool2d: its gradient is avg_pool2d
+    op = lambda d: pr.ops.call("avg_pool2d_backward", d, **attrs)
+    check_forward(op, lambda d: _avg_adjoint(d, x_shape), [dy], rtol=1e-6, atol=1e-6)
+    check_gradients(op, lambda d: _avg_adjoint(d, x_shape), [dy])
+
+
+def _avg_adjoint(dy, x_shape):
+    """Adjoint of pool_ref(avg, 3, 2, same) built column by column."""
+    cols = []
+    for idx in range(int(np.prod(x_shape))):
+        e = np.zeros(x_shape)
+        e.flat[idx] = 1.0
+        cols.append(np.sum(pool_ref(e, 3, 2, True, "avg") * dy))
+    return np.array(cols).reshape(x_shape)
+
+
+def test_pool_bad_inputs():
+    x = randn(1, 4, 4, 2)
+    with pytest.raises(ValueError, match="max_pool2d: padding must be 'same' or 'valid', got 3"):
+        pr.ops.max_pool2d(x, padding=3)
+    with pytest.raises(ValueError, match="average_pool2d: padding must be"):
+        pr.ops.average_pool2d(x, padding="causal")
+    with pytest.raises(ValueError, match="max_pool2d: 'pool_size' must be positive ints, got 0"):
+        pr.ops.max_pool2d(x, 0)
+    with pytest.raises(ValueError, match=r"avg_pool2d: pool_size \(5, 5\) gives an empty output"):
+        pr.ops.average_pool2d(x, 5)
+    with pytest.raises(ValueError, match="max_pool2d: x must have rank 4"):
+        pr.ops.max_pool2d(x[0])
+    with pytest.raises(TypeError, match="max_pool2d: input 0 must be float32"):
+        pr.ops.max_pool2d(x.astype(np.int32))
+    with pytest.raises(ValueError, match=r"max_pool2d_backward: dy \(input 1\) has shape"):
+        pr.ops.call("max_pool2d_backward", x, randn(1, 3, 3, 2), pool_size=2)
+
+
+# ---- global average pooling -------------------------------------------------------
+
+def test_global_average_pool():
+    x = randn(2, 3, 5, 4)
+    ref = lambda u: u.mean(axis=(1, 2))
+    check_forward(pr.ops.global_average_pool2d, ref, [x], rtol=1e-6, atol=1e-6)
+    check_gradients(pr.ops.global_average_pool2d, ref, [x])
+    bw = lambda d: pr.ops.call("global_average_pool_backward", d, shape=x.shape)
+    bw_ref = lambda d: np.broadcast_to(d[:, None, None, :] / 15.0, x.shape)
+    check_forward(bw, bw_ref, [randn(2, 4)], rtol=1e-6, atol=1e-7)
+    check_gradients(bw, bw_ref, [randn(2, 4)])
+    with pytest.raises(ValueError, match=r"global_average_pool: x has no pixels to average: "
+                                         r"shape \(2, 0, 5, 4\)"):
+        pr.ops.global_average_pool2d(np.zeros((2, 0, 5, 4), np.float32))
+    with pytest.raises(ValueError, match=r"global_average_pool_backward: dy \(input 0\) has shape "
+                                         r"\(2, 3\), expected \(2, 4\)"):
+        pr.ops.call("global_average_pool_backward", randn(2, 3), shape=x.shape)
