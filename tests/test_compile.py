@@ -537,3 +537,27 @@ def test_keyboard_interrupt_during_compiled_fit_leaves_weights_usable():
     assert np.isfinite(model.predict(x[:3], verbose=0)).all()
     history = model.fit(x, y, batch_size=4, epochs=1, verbose=0)  # and it trains on
     assert np.isfinite(history.history["loss"]).all()
+
+
+def test_flops_count_multiply_adds_twice():
+    x = pr.Tensor(rng_array(2, 9, 9, 3))
+    w = pr.Variable(rng_array(3, 3, 3, 4, seed=1))
+    d = pr.Variable(rng_array(200, 3, seed=2))
+
+    def f(x):
+        with pr.GradientTape() as tape:
+            tape.watch(x)
+            y = ops.conv2d(x, w, strides=2, padding="same")  # (2, 5, 5, 4)
+            z = ops.matmul(ops.reshape(y, (1, 200)), d)  # (1, 3)
+        return z, tape.gradient(ops.sum(z), [x, w])
+
+    conv_flops = 2 * (2 * 5 * 5 * 4) * (3 * 3 * 3)
+    cf = pr.compile(f).get_concrete_function(x)
+    by_op = {}
+    for n in cf.nodes:
+        by_op.setdefault(n["op"], []).append(n["flops"])
+    assert by_op["conv2d"] == [conv_flops]
+    assert by_op["conv2d_backprop_input"] == [conv_flops]
+    assert by_op["conv2d_backprop_filter"] == [conv_flops]
+    assert by_op["matmul"][0] == 2 * 200 * 3  # forward; the backward matmuls follow
+    assert cf.flops == sum(n["flops"] for n in cf.nodes)
