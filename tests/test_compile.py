@@ -549,7 +549,8 @@ def test_flops_count_multiply_adds_twice():
             tape.watch(x)
             y = ops.conv2d(x, w, strides=2, padding="same")  # (2, 5, 5, 4)
             z = ops.matmul(ops.reshape(y, (1, 200)), d)  # (1, 3)
-        return z, tape.gradient(ops.sum(z), [x, w])
+            loss = ops.sum(z)
+        return z, tape.gradient(loss, [x, w])
 
     conv_flops = 2 * (2 * 5 * 5 * 4) * (3 * 3 * 3)
     cf = pr.compile(f).get_concrete_function(x)
