@@ -294,6 +294,44 @@ static int conv_sliced(int variant, int backprop_input, const pr_view *in, pr_vi
     return PR_OK;
 }
 
+/* conv2d_backprop_filter by slices: dw = sum over slices of each slice's
+ * dw, added in slice order (deterministic); scratch = the kernel's scratch,
+ * then one (KH, KW, C, O) partial. */
+static size_t bpf_partial_offset(const pr_window *g) {
+    return (pr_conv2d_scratch_bytes(g) + 63) & ~(size_t)63;
+}
+
+static size_t bpf_variant_scratch(int v, const pr_view *in, int n, const void *attrs) {
+    const pr_conv_attrs *a = attrs;
+    pr_window g;
+    conv_window(attrs, in[0].shape, a->shape.v, &g);
+    return bpf_partial_offset(&g) + sizeof(float) * (size_t)(g.kh * g.kw * g.c * g.o);
+}
+
+static int fw_conv2d_bpf_variant(int v, const pr_view *in, int n, pr_view *out,
+                                 const void *attrs, void *ws) {
+    if (!v) return fw_conv2d_bpf(in, n, out, attrs, ws);
+    pr_window g;
+    conv_window(attrs, in[0].shape, out->shape, &g);
+    size_t per_image = sizeof(float) * (size_t)(g.ho * g.wo * g.kh * g.kw * g.c);
+    int64_t nb = per_image ? (int64_t)(SLICE_BYTES[v] / per_image) : g.n;
+    if (nb < 1) nb = 1;
+    int64_t xs = g.h * g.w * g.c, ys = g.ho * g.wo * g.o, kn = out->size;
+    float *dw = out->data, *part = (float *)((char *)ws + bpf_partial_offset(&g));
+    if (g.n <= nb) return pr_conv2d_backprop_filter(&g, in[0].data, in[1].data, dw, ws);
+    for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
+        pr_window s = g;
+        s.n = g.n - n0 < nb ? g.n - n0 : nb;
+        float *dst = n0 ? part : dw;
+        int rc = pr_conv2d_backprop_filter(&s, (const float *)in[0].data + n0 * xs,
+                                           (const float *)in[1].data + n0 * ys, dst, ws);
+        if (rc != PR_OK) return rc;
+        if (n0)
+            for (int64_t i = 0; i < kn; i++) dw[i] += part[i];
+    }
+    return PR_OK;
+}
+
 static int fw_conv2d_variant(int v, const pr_view *in, int n, pr_view *out, const void *attrs,
                              void *ws) {
     return v ? conv_sliced(v, 0, in, out, attrs, ws) : fw_conv2d(in, n, out, attrs, ws);
@@ -560,7 +598,8 @@ static const pr_op op_conv2d_bpi = {
 static const pr_op op_conv2d_bpf = {
     .name = "conv2d_backprop_filter", .n_in = 2, .n_out = 1, .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpf, .forward = fw_conv2d_bpf,
-    .gradient = gr_conv2d_bpf, .flops = flops_conv_bpf,
+    .gradient = gr_conv2d_bpf, .flops = flops_conv_bpf, .n_variants = N_CONV_VARIANTS,
+    .forward_variant = fw_conv2d_bpf_variant, .variant_scratch = bpf_variant_scratch,
     .doc = "conv2d_backprop_filter(x, dy; strides, same, shape=kernel's shape) -> dkernel, "
            "the gradient of conv2d wrt the kernel."};
 
