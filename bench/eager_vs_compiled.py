@@ -296,9 +296,12 @@ def main():
     parser.add_argument("--batches", type=int, nargs="+", default=[32, 128])
     parser.add_argument("--models", nargs="+", help="subset of model names (e.g. ResNet-20)")
     parser.add_argument("--no-others", action="store_true", help="skip PyTorch/TensorFlow")
+    parser.add_argument("--threads", type=int, help="kernel threads (default: all cores)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.threads:
+        pr.set_num_threads(args.threads)
     ladder = [m for m in LADDER if not (args.quick and m[0] == "ResNet-56")
               and (not args.models or m[0] in args.models)]
     rows = []

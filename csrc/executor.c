@@ -562,13 +562,15 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
                 double best = 1e300;
                 int best_k = 0;
                 rc = PR_OK;
-                for (int k = 0; k < n->op->n_variants && rc == PR_OK; k++) {
-                    double t0 = now_us();
-                    rc = run_kernel(n, p, j, iv, ov, scratch, k);
-                    double dt = now_us() - t0;
-                    if (dt < best) best = dt, best_k = k;
-                }
-                if (rc == PR_OK) rc = run_kernel(n, p, j, iv, ov, scratch, best_k);
+                for (int k = 0; k < n->op->n_variants && rc == PR_OK; k++)
+                    for (int rep = 0; rep < 2 && rc == PR_OK; rep++) { /* best of two */
+                        double t0 = now_us();
+                        rc = run_kernel(n, p, j, iv, ov, scratch, k);
+                        double dt = now_us() - t0;
+                        if (dt < best) best = dt, best_k = k;
+                    }
+                if (rc == PR_OK && best_k != n->op->n_variants - 1)
+                    rc = run_kernel(n, p, j, iv, ov, scratch, best_k);
                 p->variant[j] = best_k;
             } else {
                 rc = run_kernel(n, p, j, iv, ov, scratch, p->variant[j]);
