@@ -25,11 +25,17 @@ Semantics follow ``tf.function``:
   (65521), a prime that lets shape-derived attributes be rewritten per size.
   Python code that derives other numbers from a dynamic size (e.g. half
   the batch) is not supported: use a static signature for it.
-* ``jit_compile=True`` adds the fusion passes (elementwise chains into one
-  kernel), in-place reuse of dying buffers, and per-shape kernel choice by
-  timing (ops with several kernels).  Results equal eager execution up to
-  float32 rounding from a different summation order: relative differences
-  of about 1e-5 in a forward pass and 1e-4 after ten training steps.
+* ``jit_compile=True`` adds the fusion passes (elementwise chains, bias-add
+  or BN + ReLU into one kernel), in-place reuse of dying buffers, and a
+  per-shape kernel choice: on the first call of each shape every kernel
+  variant of an op (e.g. conv2d over batch slices that keep im2col in
+  cache) is timed on the call's own data and the fastest kept.  Fused
+  kernels do the unfused float32 operations in the same order; a variant
+  may sum in another order (the conv filter gradient adds per-slice
+  partials), so results equal eager execution within float32 rounding:
+  relative differences of about 1e-5 in one step, 1e-4 after ten training
+  steps, and two runs may differ in the last bits when timing picks other
+  variants.
 
 Errors raised inside the graph (a kernel's ValueError, e.g. a label out of
 range) are the eager call's exception.  Nodes run in program order, so in a
