@@ -178,6 +178,21 @@ def test_variable_creation_only_on_first_trace():
         g(np.ones(4, np.float32))
 
 
+def test_init_scope_runs_ops_eagerly_while_tracing():
+    w = pr.Variable(np.full(3, 2.0, np.float32))
+    slots = []
+
+    @pr.compile
+    def f(x):
+        if not slots:
+            with pr.init_scope():  # e.g. an optimizer slot computed from a weight
+                slots.append(pr.Variable(ops.scale(w, 3.0), trainable=False))
+        return x * slots[0]
+
+    np.testing.assert_allclose(f(np.ones(3, np.float32)).numpy(), 6.0)
+    assert not slots[0].is_symbolic
+
+
 def test_escaped_symbolic_tensor_is_reported():
     leaked = []
 
