@@ -336,6 +336,42 @@ def test_threads_share_a_compiled_function():
     assert not errors and f.tracing_count == 1
 
 
+def test_two_models_run_at_the_same_time():
+    """Calls of different compiled functions in two threads overlap in time
+    (each runs without the GIL), and each gets its own correct result."""
+    def make(k):
+        v = pr.Variable(np.full(1_000_000, k, np.float32))
+
+        @pr.compile
+        def f(x):
+            for _ in range(40):
+                x = x * 0.5 + v
+            return x
+        return f
+
+    fns = [make(1.0), make(2.0)]
+    x = np.zeros(1_000_000, np.float32)
+    expected = [f(x).numpy() for f in fns]
+    spans, results = [[], []], [None, None]
+    barrier = threading.Barrier(2)
+
+    def worker(i):
+        barrier.wait()
+        for _ in range(3):
+            t0 = time.perf_counter()
+            results[i] = fns[i](x).numpy()
+            spans[i].append((t0, time.perf_counter()))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(2):
+        np.testing.assert_array_equal(results[i], expected[i])
+    assert any(a0 < b1 and b0 < a1 for a0, a1 in spans[0] for b0, b1 in spans[1])
+
+
 def test_memory_plan_reuses_buffers():
     @pr.compile
     def chain(x):
