@@ -180,11 +180,10 @@ class ConcreteFunction:
     size).
     """
 
-    def __init__(self, graph, out_structure, out_leaves, arg_structure, example, name):
+    def __init__(self, graph, out_structure, out_leaves, example, name):
         self._graph = graph
         self._out_structure = out_structure
         self._out_leaves = out_leaves  # per leaf: graph output index, or ("const", value)
-        self._arg_structure = arg_structure
         self._example = example  # tensor leaves of the call that traced it
         self.name = name
 
@@ -427,8 +426,7 @@ class Function:
         concrete, tensors = self._concrete(args, kwargs)
         if tensors is not concrete._example:
             concrete = ConcreteFunction(concrete._graph, concrete._out_structure,
-                                        concrete._out_leaves, concrete._arg_structure, tensors,
-                                        concrete.name)
+                                        concrete._out_leaves, tensors, concrete.name)
         return concrete
 
     # -- tracing --
@@ -481,7 +479,7 @@ class Function:
                 f"dimensions for varying batch sizes, and define compiled functions outside "
                 f"loops.", RuntimeWarning, stacklevel=4)
         name = getattr(self._fn, "__name__", "function")
-        return ConcreteFunction(graph, out_structure, out_leaves, structure, tensors, name)
+        return ConcreteFunction(graph, out_structure, out_leaves, tensors, name)
 
 
 def _interleave(parts, tensors):
