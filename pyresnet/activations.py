@@ -1,0 +1,44 @@
+"""Activation functions with Keras names (``keras.activations``), built from
+pyresnet ops so they trace and differentiate like any op."""
+from . import ops
+
+
+def relu(x):
+    """max(x, 0); float32 Tensor of x's shape."""
+    return ops.relu(x)
+
+
+def softmax(x):
+    """Softmax over the last axis; float32 Tensor of x's shape."""
+    return ops.softmax(x)
+
+
+def linear(x):
+    """The identity (Keras's ``activation=None``)."""
+    return x
+
+
+_BY_NAME = {"relu": relu, "softmax": softmax, "linear": linear}
+
+
+def get(identifier):
+    """An activation from a Keras name, ``None`` (linear) or a callable
+    ``Tensor -> Tensor`` (returned as is).
+
+    Raises:
+        ValueError: for an unknown name; TypeError for anything else.
+    """
+    if identifier is None:
+        return linear
+    if callable(identifier):
+        return identifier
+    if isinstance(identifier, str):
+        if identifier not in _BY_NAME:
+            raise ValueError(f"unknown activation {identifier!r}; known: {sorted(_BY_NAME)}")
+        return _BY_NAME[identifier]
+    raise TypeError(f"activation must be a name, None or a callable, got {identifier!r}")
+
+
+def serialize(fn):
+    """The Keras name of an activation function (for ``get_config``)."""
+    return fn.__name__

@@ -1,0 +1,25 @@
+"""Keras-style layers (``keras.layers``), one per file.
+
+Every layer computes with pyresnet ops, so it runs eagerly, under a
+``GradientTape`` and inside ``pyresnet.compile`` alike.  Images are NHWC
+float32.
+"""
+from .activation import Activation
+from .add import Add
+from .average_pooling2d import AveragePooling2D
+from .batch_normalization import BatchNormalization
+from .conv2d import Conv2D
+from .dense import Dense
+from .flatten import Flatten
+from .global_average_pooling2d import GlobalAveragePooling2D
+from .input_layer import Input, InputLayer
+from .input_spec import InputSpec
+from .layer import Layer
+from .max_pooling2d import MaxPooling2D
+from .node import KerasTensor
+from .re_lu import ReLU
+from .residual_block import ResidualBlock
+
+__all__ = ["Activation", "Add", "AveragePooling2D", "BatchNormalization", "Conv2D", "Dense",
+           "Flatten", "GlobalAveragePooling2D", "Input", "InputLayer", "InputSpec", "KerasTensor",
+           "Layer", "MaxPooling2D", "ReLU", "ResidualBlock"]

@@ -1,0 +1,401 @@
+"""``Layer``: the base class of every layer and model (Keras 3's contract:
+``build``, ``call``, ``add_weight``, ``get_config``)."""
+import functools
+import inspect
+import threading
+
+import numpy as np
+
+from .. import initializers
+from ..tensor import Tensor, Variable, convert_to_tensor
+from ..utils import tree
+from ..utils.naming import to_snake_case, unique_name
+from .input_spec import InputSpec, check_input_specs
+from .node import KerasTensor, Node
+
+_context = threading.local()  # .training: the value of the outermost layer call in progress
+
+
+@functools.lru_cache(maxsize=None)
+def _call_params(call):
+    """(accepts ``training``, default of ``training``) for a ``call`` function."""
+    params = inspect.signature(call).parameters
+    if "training" in params:
+        default = params["training"].default
+        return True, None if default is inspect.Parameter.empty else default
+    return any(p.kind is p.VAR_KEYWORD for p in params.values()), None
+
+
+def _describe(inputs):
+    leaves = tree.flatten(inputs)
+    if len(leaves) == 1:
+        t = leaves[0]
+        return f"{getattr(t, 'dtype', '?')} input of shape {tuple(t.shape)}"
+    return "inputs of shapes " + ", ".join(str(tuple(t.shape)) for t in leaves)
+
+
+def _to_tensor(x):
+    return x if isinstance(x, (Tensor, KerasTensor)) else convert_to_tensor(x)
+
+
+def _tracked_build(build):
+    """Wrap a ``build`` method (as Keras does): on success mark the layer
+    built for ``input_shape``; if it raises, remove every weight and
+    attribute it created.  A nested ``super().build()`` is not tracked twice."""
+
+    @functools.wraps(build)
+    def wrapper(self, input_shape):
+        if self._building:
+            return build(self, input_shape)
+        input_shape = tree.map_structure(tuple, input_shape, is_leaf=tree.is_shape)
+        n_t, n_nt = len(self._trainable_variables), len(self._non_trainable_variables)
+        before = set(vars(self))
+        self._building = True
+        try:
+            build(self, input_shape)
+        except BaseException:
+            del self._trainable_variables[n_t:]
+            del self._non_trainable_variables[n_nt:]
+            for key in set(vars(self)) - before:
+                delattr(self, key)
+            raise
+        finally:
+            self._building = False
+        self.built = True
+        if self._build_shapes is None:  # a Model's build records its Input shapes itself
+            self._build_shapes = input_shape
+        if self.input_spec is None and tree.is_shape(input_shape) and input_shape \
+                and self._trainable_variables + self._non_trainable_variables:
+            # A Python layer with weights accepts what it was built for.
+            self.input_spec = InputSpec(ndim=len(input_shape), axes={-1: input_shape[-1]})
+
+    return wrapper
+
+
+class Layer:
+    """Base class of layers, as ``keras.layers.Layer``.
+
+    Subclass it in Python: create weights in ``build(input_shape)`` with
+    :meth:`add_weight`, compute in ``call(inputs)`` or
+    ``call(inputs, training=None)`` with pyresnet ops, and return the
+    constructor arguments from ``get_config``.  Layers (or lists/dicts of
+    layers) assigned as attributes are sublayers: their weights are part of
+    this layer's ``weights``, in attribute order.
+
+    Calling a layer (``layer(x)``):
+
+    * on data (Tensors, NumPy arrays): converts arrays to Tensors, builds
+      the layer from the input shape(s) on the first call, checks the input
+      against what the layer was built for (``input_spec``), resolves
+      ``training`` (an explicit argument, else the value of the outer layer
+      call in progress, else the default of ``call``'s ``training``
+      parameter; ``None`` means inference) and runs ``call``;
+    * on the symbolic KerasTensors of the functional API: builds, checks,
+      records the call for ``Model(inputs, outputs)`` and returns
+      KerasTensors of the output shape (``compute_output_shape``).
+
+    A ValueError or TypeError raised inside is re-raised with the path of
+    layer names, the layer's class and the input shapes prepended; a layer
+    whose ``build`` raises keeps no weight from it.
+
+    Args:
+        name (str): unique name; default: snake_case of the class name made
+            unique (``conv2d``, ``conv2d_1``, ...).
+        trainable (bool): whether its weights are trained.
+        dtype: only ``None``/``"float32"`` (float32 is the only compute type).
+        input_shape (tuple): Keras's legacy shorthand for an ``Input`` before
+            the first layer of a ``Sequential`` (batch dimension excluded).
+    Raises:
+        TypeError: for unknown keyword arguments.
+        ValueError: for a dtype other than float32.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        self._init_args = (args, kwargs)  # for get_config
+        return self
+
+    def __init__(self, name=None, trainable=True, dtype=None, **kwargs):
+        input_shape = kwargs.pop("input_shape", None)
+        if kwargs:
+            raise TypeError(f"Unrecognized keyword arguments passed to {type(self).__name__}: "
+                            f"{kwargs}")
+        if dtype not in (None, "float32"):
+            raise ValueError(f"{type(self).__name__}: only dtype='float32' is supported, "
+                             f"got {dtype!r}")
+        self._trainable_variables = []
+        self._non_trainable_variables = []
+        self._inbound_nodes = []
+        self._trainable = bool(trainable)
+        self._build_shapes = None
+        self._building = False
+        self._input_shape_arg = None if input_shape is None else tuple(input_shape)
+        self.name = name if name is not None else unique_name(self._default_name())
+        self.built = False
+        self.input_spec = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "build" in cls.__dict__:
+            cls.build = _tracked_build(cls.__dict__["build"])
+
+    @classmethod
+    def _default_name(cls):
+        return to_snake_case(cls.__name__)
+
+    # ---- the contract subclasses implement --------------------------------
+
+    def build(self, input_shape):
+        """Create the weights for inputs of ``input_shape`` (a tuple with the
+        batch dimension first, or a list of them for several inputs)."""
+
+    build = _tracked_build(build)
+
+    def call(self, inputs, *args, **kwargs):
+        """The forward computation on Tensors (override it)."""
+        raise NotImplementedError(f"Layer {type(self).__name__} does not implement call()")
+
+    def compute_output_shape(self, input_shape):
+        """The output shape(s) for ``input_shape`` (batch dimension first,
+        ``None`` if unknown).  By default ``call`` is run once eagerly on a
+        zero batch of size 1 (inference mode) to find out.
+
+        Raises:
+            ValueError: when a dimension other than the batch is unknown;
+                override this method for such layers.
+        """
+        outputs = self._call_eager(self._zero_batch(input_shape), (), {"training": False})
+        flat = tree.flatten(input_shape, is_leaf=tree.is_shape)
+        batch = flat[0][0] if flat and flat[0] else None
+        return tree.map_structure(lambda t: (batch,) + tuple(t.shape[1:]), outputs)
+
+    def _zero_batch(self, input_shape):
+        """float32 zeros of ``input_shape`` with a batch of 1 (same nesting).
+
+        Raises:
+            ValueError: when a dimension other than the batch is unknown.
+        """
+        flat = tree.flatten(input_shape, is_leaf=tree.is_shape)
+        for s in flat:
+            if any(d is None for d in s[1:]):
+                raise ValueError(
+                    f'Layer "{self.name}" cannot infer its output shape for input shape {s} '
+                    "(unknown dimensions besides the batch); define compute_output_shape()")
+        zeros = [Tensor(np.zeros((1,) + tuple(s[1:]), np.float32)) for s in flat]
+        return tree.pack_sequence_as(input_shape, zeros, is_leaf=tree.is_shape)
+
+    def get_config(self):
+        """The constructor arguments as a dict (``name``, ``trainable``,
+        ``dtype`` and every argument of the subclass's ``__init__``, as
+        given or defaulted), such that ``type(self).from_config(config)``
+        makes an equivalent, unbuilt layer.  Override it when ``__init__``
+        stores its arguments under other names."""
+        config = {"name": self.name, "trainable": self.trainable, "dtype": "float32"}
+        init = type(self).__init__
+        if init is not Layer.__init__:
+            args, kwargs = self._init_args
+            signature = inspect.signature(init)
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            for key, value in list(bound.arguments.items())[1:]:
+                kind = signature.parameters[key].kind
+                if kind is inspect.Parameter.VAR_KEYWORD:
+                    config.update({k: v for k, v in value.items() if k not in config})
+                elif kind is not inspect.Parameter.VAR_POSITIONAL:
+                    config[key] = value
+        config["name"] = self.name
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        """A new layer from ``get_config()``'s dict."""
+        return cls(**config)
+
+    # ---- weights -------------------------------------------------------------
+
+    def add_weight(self, shape=(), initializer="glorot_uniform", trainable=True, name=None,
+                   dtype="float32"):
+        """Create a weight, track it and return it.
+
+        Args:
+            shape (tuple): e.g. ``(3, 3, 16, 32)`` (HWIO) for a conv kernel.
+            initializer: a Keras name (``"glorot_uniform"``, ``"he_normal"``,
+                ``"zeros"``, ``"ones"``, ...) or a callable
+                ``(shape, dtype) -> array``; draws from the generator seeded
+                by :func:`pyresnet.utils.set_random_seed`.
+            trainable (bool): watched by tapes and updated by optimizers.
+            name (str): e.g. ``"kernel"``; the Variable's ``path`` is
+                ``"<layer name>/<name>"``.
+            dtype: only ``"float32"``.
+        Returns:
+            Variable: float32, of ``shape``.
+        Raises:
+            ValueError: when the initializer returns another shape.
+        """
+        if dtype != "float32":
+            raise ValueError(f'Layer "{self.name}": add_weight supports float32 only, '
+                             f"got {dtype!r}")
+        shape = tuple(int(d) for d in shape)
+        value = np.asarray(initializers.get(initializer)(shape, "float32"), np.float32)
+        if value.shape != shape:
+            raise ValueError(f'Layer "{self.name}": initializer of weight {name!r} returned shape '
+                             f"{value.shape}, expected {shape}")
+        variable = Variable(value, trainable=trainable and self.trainable,
+                            name=name or f"variable_{len(self.weights)}")
+        variable.path = f"{self.name}/{variable.name}"
+        (self._trainable_variables if trainable else self._non_trainable_variables).append(variable)
+        return variable
+
+    @property
+    def _sublayers(self):
+        """Direct sublayers: Layer attributes and the Layers in list, tuple
+        or dict attributes, in attribute order, without duplicates."""
+        found, seen = [], set()
+        for key, value in list(vars(self).items()):
+            if key == "_init_args":
+                continue
+            if isinstance(value, dict):
+                value = list(value.values())
+            candidates = value if isinstance(value, (list, tuple)) else [value]
+            for v in candidates:
+                if isinstance(v, Layer) and v is not self and id(v) not in seen:
+                    seen.add(id(v))
+                    found.append(v)
+        return found
+
+    @property
+    def weights(self):
+        """All weights: this layer's own (trainable first, in creation order)
+        then each sublayer's, without duplicates (a shared layer counts once)."""
+        own = self._trainable_variables + self._non_trainable_variables
+        own += [v for v in vars(self).values() if isinstance(v, Variable)]
+        found, seen = [], set()
+        for w in own + [w for layer in self._sublayers for w in layer.weights]:
+            if id(w) not in seen:
+                seen.add(id(w))
+                found.append(w)
+        return found
+
+    @property
+    def trainable_weights(self):
+        """The weights optimizers update (``[]`` when the layer is frozen)."""
+        return [w for w in self.weights if w.trainable] if self.trainable else []
+
+    @property
+    def non_trainable_weights(self):
+        """Weights not trained: BN moving statistics, and everything of a
+        frozen layer."""
+        return [w for w in self.weights if not w.trainable] if self.trainable else self.weights
+
+    @property
+    def trainable(self):
+        """bool.  Setting it (un)freezes this layer's weights and sublayers
+        (as Keras; a frozen BatchNormalization runs in inference mode)."""
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value):
+        self._trainable = bool(value)
+        for v in self._trainable_variables:
+            v.trainable = self._trainable
+        for layer in self._sublayers:
+            layer.trainable = self._trainable
+
+    def count_params(self):
+        """Number of scalars in all weights (int).
+
+        Raises:
+            ValueError: when the layer is not built yet.
+        """
+        if not self.built:
+            raise ValueError(f'Layer "{self.name}" is not built yet, so its weights do not '
+                             "exist; call it on data or on an Input first")
+        return int(sum(int(np.prod(w.shape)) for w in self.weights))
+
+    def get_weights(self):
+        """The weights' values as a list of NumPy arrays (copies)."""
+        return [np.array(w, copy=True) for w in self.weights]
+
+    def set_weights(self, values):
+        """Assign NumPy arrays to the weights, in ``weights`` order.
+
+        Raises:
+            ValueError: on a count or shape mismatch; no weight changes then.
+        """
+        weights = self.weights
+        if len(values) != len(weights):
+            raise ValueError(f'Layer "{self.name}": set_weights expects {len(weights)} arrays, '
+                             f"got {len(values)}")
+        for w, v in zip(weights, values):
+            if tuple(np.shape(v)) != tuple(w.shape):
+                raise ValueError(f'Layer "{self.name}": weight {getattr(w, "path", w.name)} has '
+                                 f"shape {tuple(w.shape)}, got an array of shape {np.shape(v)}")
+        for w, v in zip(weights, values):
+            w.assign(np.asarray(v, np.float32))
+
+    # ---- calling -----------------------------------------------------------------
+
+    def __call__(self, inputs, *args, **kwargs):
+        symbolic = any(isinstance(t, KerasTensor) for t in tree.flatten(inputs))
+        if not symbolic:
+            inputs = tree.map_structure(_to_tensor, inputs)
+        try:
+            if symbolic:
+                return self._call_symbolic(inputs, args, kwargs)
+            return self._call_eager(inputs, args, kwargs)
+        except (ValueError, TypeError) as e:
+            raise self._annotate(e, inputs).with_traceback(e.__traceback__) from None
+
+    def _call_eager(self, inputs, args, kwargs):
+        kwargs = dict(kwargs)
+        accepts_training, default = _call_params(type(self).call)
+        training = kwargs.pop("training", None)
+        if training is None:
+            training = getattr(_context, "training", None)
+        if training is None:
+            training = default
+        if accepts_training:
+            kwargs["training"] = training
+        self._maybe_build(tree.map_structure(lambda t: tuple(t.shape), inputs))
+        outer = getattr(_context, "training", None)
+        _context.training = training
+        try:
+            return self.call(inputs, *args, **kwargs)
+        finally:
+            _context.training = outer
+
+    def _call_symbolic(self, inputs, args, kwargs):
+        for t in tree.flatten(inputs):
+            if not isinstance(t, KerasTensor):
+                raise TypeError(f'Layer "{self.name}": a call on symbolic KerasTensors cannot '
+                                f"also take concrete values, got {type(t).__name__}")
+        shapes = tree.map_structure(lambda t: t.shape, inputs)
+        self._maybe_build(shapes)
+        out_shapes = self.compute_output_shape(shapes)
+        outputs = tree.map_structure(KerasTensor, out_shapes, is_leaf=tree.is_shape)
+        Node(self, inputs, args, kwargs, outputs)
+        return outputs
+
+    def _maybe_build(self, shapes):
+        """Check ``shapes`` against the input spec; build on the first call."""
+        check_input_specs(self, self.input_spec, tree.flatten(shapes, is_leaf=tree.is_shape),
+                          self._build_shapes)
+        if not self.built:
+            self.build(shapes)
+
+    def _annotate(self, error, inputs):
+        """``error`` re-made with the layer path, class and input shapes in
+        front of its message (the innermost layer's class and inputs)."""
+        path = [self.name] + getattr(error, "_pr_path", [])
+        detail = getattr(error, "_pr_detail", None) or (type(self).__name__, _describe(inputs),
+                                                       str(error))
+        cls, described, message = detail
+        try:
+            new = type(error)(f'Layer "{"/".join(path)}" ({cls}), called on {described}: {message}')
+        except Exception:  # an exception type that needs other constructor arguments
+            return error
+        new._pr_path, new._pr_detail = path, detail
+        return new
+
+    def __repr__(self):
+        return f"<{type(self).__name__} name={self.name}, built={self.built}>"

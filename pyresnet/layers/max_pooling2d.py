@@ -1,0 +1,11 @@
+"""``MaxPooling2D``."""
+from .. import ops
+from .pooling2d import Pooling2D
+
+
+class MaxPooling2D(Pooling2D):
+    """The maximum over each window, per channel, as
+    ``keras.layers.MaxPooling2D`` (see :class:`Pooling2D` for arguments and
+    shapes; ``"same"`` padding never selects a padded position)."""
+
+    _op = staticmethod(ops.max_pool2d)

@@ -1,0 +1,187 @@
+"""Losses with Keras's names, arguments and reduction (``keras.losses``).
+
+A loss object maps ``(y_true, y_pred)`` to a float32 scalar: the per-sample
+losses of :meth:`Loss.call` reduced with ``reduction``
+(``"sum_over_batch_size"``, the default, is the mean over the batch).
+Everything is computed with pyresnet ops, so losses differentiate and trace.
+"""
+import numpy as np
+
+from . import ops
+from .tensor import Tensor, convert_to_tensor
+
+_REDUCTIONS = ("sum_over_batch_size", "sum", "none", None)
+
+
+def sparse_labels(y_true):
+    """Integer class labels as a Tensor: NumPy/list integers become int32
+    (the label dtype of the ops); Tensors pass through."""
+    if isinstance(y_true, Tensor):
+        return y_true
+    y_true = np.asarray(y_true)
+    return convert_to_tensor(y_true.astype(np.int32) if y_true.dtype.kind in "iu" else y_true)
+
+
+def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False):
+    """Per-sample cross-entropy between integer labels and class scores
+    (``keras.losses.sparse_categorical_crossentropy``).
+
+    Args:
+        y_true: int labels in [0, C), shape ``(batch,)`` or ``(batch, 1)``.
+        y_pred: float32 ``(batch, C)``: logits if ``from_logits`` (a stable
+            log-softmax inside), else probabilities (renormalised and clipped
+            to [1e-7, 1 - 1e-7] as Keras).
+        from_logits (bool): see above.
+    Returns:
+        float32 Tensor ``(batch,)``: ``-log p[label]``.
+    Raises:
+        ValueError/TypeError (from the op): on shape/dtype mismatches or a
+            label out of range.
+    """
+    return ops.sparse_categorical_crossentropy(sparse_labels(y_true), y_pred,
+                                               from_logits=from_logits)
+
+
+def categorical_crossentropy(y_true, y_pred, from_logits=False):
+    """Per-sample cross-entropy between one-hot (or soft) targets and scores
+    (``keras.losses.categorical_crossentropy``).
+
+    Args:
+        y_true: float32 ``(batch, C)``, rows summing to 1.
+        y_pred: float32 ``(batch, C)``: logits if ``from_logits``, else
+            probabilities (renormalised and clipped as Keras).
+    Returns:
+        float32 Tensor ``(batch,)``: ``-sum_c y_true[c] * log p[c]``.
+    Raises:
+        ValueError/TypeError (from the op): on shape/dtype mismatches.
+    """
+    return ops.categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
+
+
+class Loss:
+    """Base class: subclasses implement ``call(y_true, y_pred)`` returning
+    per-sample losses; calling the object reduces them.
+
+    Args:
+        name (str): the loss's name.
+        reduction (str): ``"sum_over_batch_size"`` (mean), ``"sum"`` or
+            ``"none"``/None (per-sample values).
+    Raises:
+        ValueError: for an unknown reduction.
+    """
+
+    def __init__(self, name=None, reduction="sum_over_batch_size"):
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, "
+                             f"got {reduction!r}")
+        self.name = name
+        self.reduction = reduction
+
+    def call(self, y_true, y_pred):
+        """Per-sample losses, float32 ``(batch,)`` (override it)."""
+        raise NotImplementedError
+
+    def __call__(self, y_true, y_pred):
+        """The reduced loss: a float32 scalar Tensor (``(batch,)`` for
+        reduction ``"none"``)."""
+        values = self.call(y_true, y_pred)
+        if self.reduction == "sum_over_batch_size":
+            return ops.mean(values)
+        if self.reduction == "sum":
+            return ops.sum(values)
+        return values
+
+    def get_config(self):
+        """The constructor arguments as a dict."""
+        return {"name": self.name, "reduction": self.reduction}
+
+    @classmethod
+    def from_config(cls, config):
+        """A new loss from ``get_config()``'s dict."""
+        return cls(**config)
+
+
+class LossFunctionWrapper(Loss):
+    """A loss object around a function ``fn(y_true, y_pred, **kwargs)`` that
+    returns per-sample losses."""
+
+    def __init__(self, fn, name=None, reduction="sum_over_batch_size", **kwargs):
+        super().__init__(name=name or fn.__name__, reduction=reduction)
+        self.fn = fn
+        self._fn_kwargs = kwargs
+
+    def call(self, y_true, y_pred):
+        return self.fn(y_true, y_pred, **self._fn_kwargs)
+
+
+class SparseCategoricalCrossentropy(LossFunctionWrapper):
+    """Cross-entropy for integer labels (``keras.losses.SparseCategoricalCrossentropy``);
+    see :func:`sparse_categorical_crossentropy` for shapes.
+
+    Args:
+        from_logits (bool): ``y_pred`` are logits (recommended: a final
+            ``Dense`` without activation) rather than probabilities.
+        reduction, name: see :class:`Loss`.
+    """
+
+    def __init__(self, from_logits=False, reduction="sum_over_batch_size",
+                 name="sparse_categorical_crossentropy"):
+        super().__init__(sparse_categorical_crossentropy, name=name, reduction=reduction,
+                         from_logits=from_logits)
+        self.from_logits = from_logits
+
+    def get_config(self):
+        return {**super().get_config(), "from_logits": self.from_logits}
+
+
+class CategoricalCrossentropy(LossFunctionWrapper):
+    """Cross-entropy for one-hot targets (``keras.losses.CategoricalCrossentropy``);
+    see :func:`categorical_crossentropy` for shapes.
+
+    Args:
+        from_logits (bool): ``y_pred`` are logits rather than probabilities.
+        reduction, name: see :class:`Loss`.
+    """
+
+    def __init__(self, from_logits=False, reduction="sum_over_batch_size",
+                 name="categorical_crossentropy"):
+        super().__init__(categorical_crossentropy, name=name, reduction=reduction,
+                         from_logits=from_logits)
+        self.from_logits = from_logits
+
+    def get_config(self):
+        return {**super().get_config(), "from_logits": self.from_logits}
+
+
+_BY_NAME = {"sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
+            "categorical_crossentropy": CategoricalCrossentropy}
+
+
+def get(identifier):
+    """A :class:`Loss` from a Keras name (``"sparse_categorical_crossentropy"``,
+    ``"categorical_crossentropy"``; probabilities, as Keras), a Loss object
+    (returned as is) or a function ``(y_true, y_pred) -> per-sample losses``.
+
+    Raises:
+        ValueError: for an unknown name; TypeError for anything else.
+    """
+    if isinstance(identifier, Loss):
+        return identifier
+    if isinstance(identifier, str):
+        if identifier not in _BY_NAME:
+            raise ValueError(f"unknown loss {identifier!r}; known: {sorted(_BY_NAME)}")
+        return _BY_NAME[identifier]()
+    if callable(identifier):
+        return LossFunctionWrapper(identifier)
+    raise TypeError(f"loss must be a name, a Loss or a function, got {identifier!r}")
+
+
+def is_sparse(loss):
+    """Whether ``loss`` takes integer class labels (for label checks and the
+    resolution of ``metrics=["accuracy"]``)."""
+    return isinstance(loss, LossFunctionWrapper) and loss.fn is sparse_categorical_crossentropy
+
+
+def is_categorical(loss):
+    """Whether ``loss`` takes one-hot targets of the prediction's shape."""
+    return isinstance(loss, LossFunctionWrapper) and loss.fn is categorical_crossentropy

@@ -1,0 +1,165 @@
+"""Data for ``fit``/``evaluate``/``predict``: NumPy arrays (conversion,
+checks, the validation split, batching) or a dataset of ready batches (a
+:class:`pyresnet.data.Dataset` or any re-iterable with ``len()``).  Only
+bookkeeping happens here (dtype conversion, slicing, shuffling); all math
+runs in the model's steps."""
+import math
+
+import numpy as np
+
+from ..tensor import Tensor
+from ..utils.rng import get_rng
+
+
+def to_arrays(model_name, what, data, count):
+    """``data`` (an array, or a list/tuple of ``count`` arrays) as a list of
+    NumPy arrays of numeric dtype.
+
+    Raises:
+        ValueError: for a wrong number of arrays.
+        TypeError: for a non-numeric dtype (strings, objects, complex).
+    """
+    arrays = list(data) if isinstance(data, (list, tuple)) else [data]
+    if len(arrays) != count:
+        raise ValueError(f'Model "{model_name}" expects {count} {what} array(s), got '
+                         f"{len(arrays)}")
+    out = []
+    for i, a in enumerate(arrays):
+        a = np.asarray(a)
+        if a.dtype.kind not in "biuf":
+            raise TypeError(f'Model "{model_name}": {what}[{i}] must be numeric (float32, uint8, '
+                            f"int, ...), got dtype {a.dtype} of shape {a.shape}")
+        out.append(a)
+    return out
+
+
+def check_lengths(model_name, xs, ys):
+    """Every x and y array has the same, non-zero number of samples.
+
+    Raises:
+        ValueError: naming the model and the shapes.
+    """
+    shapes = [a.shape for a in xs + ys]
+    if any(len(s) == 0 for s in shapes):
+        raise ValueError(f'Model "{model_name}": inputs must have a batch axis, got shapes '
+                         f"x: {[a.shape for a in xs]}, y: {[a.shape for a in ys]}")
+    if len({s[0] for s in shapes}) != 1:
+        raise ValueError(f'Model "{model_name}": x and y must have the same number of samples, '
+                         f"got x shape(s) {[a.shape for a in xs]} and y shape(s) "
+                         f"{[a.shape for a in ys]}")
+    if shapes[0][0] == 0:
+        raise ValueError(f'Model "{model_name}": empty input: x shape(s) '
+                         f"{[a.shape for a in xs]}, y shape(s) {[a.shape for a in ys]}")
+
+
+def split(arrays, validation_split):
+    """(train, validation) lists: the last ``validation_split`` fraction of the
+    samples (before any shuffling) is held out, as Keras does."""
+    n = len(arrays[0])
+    at = int(math.ceil(n * (1.0 - validation_split)))
+    return [a[:at] for a in arrays], [a[at:] for a in arrays]
+
+
+def is_dataset(x):
+    """Whether ``x`` is a dataset of batches rather than array data: a
+    re-iterable with ``len()`` that is not an array, Tensor, list, tuple or dict."""
+    return hasattr(x, "__iter__") and hasattr(x, "__len__") \
+        and not isinstance(x, (np.ndarray, Tensor, list, tuple, dict))
+
+
+def _tensor(a, dtype):
+    if isinstance(a, Tensor) and a.dtype == np.dtype(dtype).name:
+        return a
+    return Tensor(np.ascontiguousarray(a, dtype=dtype))
+
+
+class ArrayBatches:
+    """Batches of NumPy arrays as Tensors: x arrays as float32 (uint8 images
+    are converted as given, without scaling, as Keras does), y arrays as
+    given by ``y_dtypes``.
+
+    Args:
+        xs: list of arrays, one per model input (same length).
+        ys: list of arrays, one per output, or None (predict).
+        batch_size (int): >= 1, or None for Keras's 32; the last batch may
+            be smaller.
+        shuffle (bool): draw a new order every epoch from the generator
+            seeded by :func:`pyresnet.utils.set_random_seed`.
+        y_dtypes: NumPy dtype per y array.
+    Iterating yields ``(x, y)`` with x a Tensor (or a list of Tensors for
+    several inputs), y likewise (None for predict).
+    """
+
+    def __init__(self, xs, ys, batch_size, shuffle=False, y_dtypes=None):
+        batch_size = 32 if batch_size is None else batch_size
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+                or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self.xs, self.ys = xs, ys
+        self.batch_size = int(batch_size)
+        self.shuffle = shuffle
+        self.y_dtypes = y_dtypes
+        self.num_samples = len(xs[0])
+
+    def __len__(self):
+        return -(-self.num_samples // self.batch_size)
+
+    def __iter__(self):
+        order = get_rng().permutation(self.num_samples) if self.shuffle else None
+        for start in range(0, self.num_samples, self.batch_size):
+            index = slice(start, start + self.batch_size) if order is None \
+                else np.sort(order[start:start + self.batch_size])
+            x = [_tensor(a[index], np.float32) for a in self.xs]
+            y = None if self.ys is None else \
+                [_tensor(a[index], dt) for a, dt in zip(self.ys, self.y_dtypes)]
+            yield (x[0] if len(x) == 1 else x,
+                   y if y is None or len(y) > 1 else y[0])
+
+
+class DatasetBatches:
+    """The batches of a dataset, as Tensors: x as float32 (uint8 converted
+    as given), y in the dtypes ``check`` returns.
+
+    Args:
+        dataset: re-iterable with ``len()`` (batches per pass) whose elements
+            are ``(x, y)`` batches (x and y a Tensor/array or a list of them
+            for several inputs/outputs); for predict, ``x`` or ``(x, ...)``.
+        check: ``check(xs, ys) -> y_dtypes`` run on the NumPy views of the
+            first batch before it is used (the data checks of the model); for
+            predict ``check(xs)``.
+        targets (bool): elements carry targets (fit/evaluate).
+    Raises (while iterating):
+        ValueError: for an element that is not an ``(x, y)`` pair.
+    """
+
+    def __init__(self, dataset, check, targets=True):
+        self.dataset = dataset
+        self._check = check
+        self.targets = targets
+        self.y_dtypes = None
+        self.num_samples = None
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __iter__(self):
+        for element in self.dataset:
+            if self.targets and not (isinstance(element, (tuple, list)) and len(element) == 2):
+                raise ValueError("a dataset for fit/evaluate must yield (x, y) batches, got "
+                                 f"{type(element).__name__} elements")
+            if not self.targets and isinstance(element, tuple):
+                element = element[0]
+            x, y = element if self.targets else (element, None)
+            xs = list(x) if isinstance(x, (list, tuple)) else [x]
+            ys = None if y is None else list(y) if isinstance(y, (list, tuple)) else [y]
+            if self._check is not None:
+                views = [np.asarray(a) for a in xs]
+                if self.targets:
+                    self.y_dtypes = self._check(views, [np.asarray(a) for a in ys])
+                else:
+                    self._check(views)
+                self._check = None
+            xt = [_tensor(a, np.float32) for a in xs]
+            yt = None if ys is None else [_tensor(a, dt) for a, dt in zip(ys, self.y_dtypes)]
+            yield (xt[0] if len(xt) == 1 else xt,
+                   yt if yt is None or len(yt) > 1 else yt[0])

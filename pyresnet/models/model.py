@@ -1,0 +1,154 @@
+"""``Model``: a layer graph with a training API (``keras.Model``)."""
+import numpy as np
+
+from ..layers.input_spec import InputSpec
+from ..layers.layer import Layer, _call_params
+from ..utils import tree
+from . import summary as summary_module
+from .functional import FunctionalGraph
+from .trainer import Trainer
+
+
+def _as_float32(model_name, x):
+    """NumPy input -> float32 array (Keras converts to the Input dtype)."""
+    if not isinstance(x, np.ndarray):
+        return x
+    a = x
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f'Model "{model_name}": inputs must be numeric, got dtype {a.dtype} of '
+                        f"shape {a.shape}")
+    return a.astype(np.float32, copy=False)
+
+
+class Model(Trainer, Layer):
+    """A model: layers plus ``compile``/``fit``/``evaluate``/``predict``/
+    ``summary``, as ``keras.Model``.  A Model is a Layer: callable on data
+    or KerasTensors, nestable in other models.
+
+    Two ways to make one:
+
+    * functional: ``Model(inputs, outputs)`` with KerasTensors from
+      ``layers.Input`` and layer calls on them; several inputs/outputs are
+      lists (or dicts), a layer called twice shares its weights;
+    * subclassing: define the layers in ``__init__`` and the forward pass in
+      ``call(inputs, training=None)``.
+
+    Calling a model converts NumPy inputs to float32 (uint8 images as
+    given, unscaled) and checks them against the Inputs' shapes.
+
+    Args:
+        inputs, outputs: see above (both or neither).
+        name (str): default ``functional`` for ``Model(inputs, outputs)``,
+            else snake_case of the class name.
+        trainable (bool): see :class:`pyresnet.layers.Layer`.
+    Raises:
+        TypeError/ValueError: for inputs/outputs that are not KerasTensors, an
+            input that is not an ``Input``, or a disconnected graph.
+    """
+
+    def __init__(self, inputs=None, outputs=None, name=None, trainable=True, **kwargs):
+        Layer.__init__(self, name=name, trainable=trainable, **kwargs)
+        self._init_trainer()
+        self._graph = None
+        if (inputs is None) != (outputs is None):
+            raise ValueError(f'Model "{self.name}": pass both `inputs` and `outputs` (functional '
+                             "model) or neither (subclassed model)")
+        if inputs is not None:
+            self._init_graph(inputs, outputs)
+
+    @classmethod
+    def _default_name(cls):
+        return "functional" if cls is Model else super()._default_name()
+
+    def _init_graph(self, inputs, outputs):
+        graph = FunctionalGraph(self.name, inputs, outputs)
+        self._graph = graph
+        self._functional_layers = graph.layers
+        self.inputs, self.outputs = graph.flat_inputs, graph.flat_outputs
+        shapes = [t.shape for t in graph.flat_inputs]
+        self.input_spec = [InputSpec(ndim=len(s), axes={i: d for i, d in enumerate(s) if i})
+                           for s in shapes]
+        self._build_shapes = shapes[0] if len(shapes) == 1 else shapes
+        self.built = True
+
+    @property
+    def layers(self):
+        """The model's layers: in graph order for functional models (Inputs
+        first), else the sublayers in attribute order."""
+        return list(self._graph.layers) if self._graph is not None else self._sublayers
+
+    def get_layer(self, name=None, index=None):
+        """A layer by name or by index in :attr:`layers`.
+
+        Raises:
+            ValueError: when no layer matches.
+        """
+        layers = self.layers
+        if index is not None:
+            if not -len(layers) <= index < len(layers):
+                raise ValueError(f'Model "{self.name}" has {len(layers)} layers, no index {index}')
+            return layers[index]
+        for layer in layers:
+            if layer.name == name:
+                return layer
+        raise ValueError(f'Model "{self.name}" has no layer named {name!r}; layers: '
+                         f"{[layer.name for layer in layers]}")
+
+    def __call__(self, inputs, *args, **kwargs):
+        inputs = tree.map_structure(lambda x: _as_float32(self.name, x), inputs)
+        return super().__call__(inputs, *args, **kwargs)
+
+    def build(self, input_shape):
+        """Build a subclassed model for inputs of ``input_shape`` (batch
+        first) by running ``call`` once on zeros in inference mode, so that
+        its weights exist (``summary``, ``count_params``).  Functional models
+        are built when made."""
+        if self._graph is None:
+            accepts_training = _call_params(type(self).call)[0]
+            self.call(self._zero_batch(input_shape),
+                      **({"training": False} if accepts_training else {}))
+
+    def call(self, inputs, training=None):
+        """Run the functional graph (subclassed models override this)."""
+        if self._graph is None:
+            raise NotImplementedError(
+                f'Model "{self.name}": a subclassed Model must implement call(); or build a '
+                "functional model with Model(inputs, outputs)")
+        flat = tree.flatten(inputs)
+        return self._graph.run(flat)
+
+    def compute_output_shape(self, input_shape):
+        if self._graph is None:
+            return super().compute_output_shape(input_shape)
+        return self._graph.output_shapes(input_shape)
+
+    def summary(self, line_length=None, print_fn=None):
+        """Print a Keras-like table of the layers (name and type, output
+        shape, parameter count; "Connected to" for non-sequential graphs),
+        then the total, trainable and non-trainable parameter counts with
+        their float32 size (as Keras: 1 KB = 1024 bytes).
+
+        Args:
+            line_length (int): table width (default: fits the content).
+            print_fn: function taking the text (default: ``print``).
+        Raises:
+            ValueError: when the model is not built yet.
+        """
+        if not self.built:
+            raise ValueError(f'Model "{self.name}" has not been built yet: call it on data, or '
+                             "start it with an Input, before summary()")
+        text = summary_module.render(self, line_length)
+        (print_fn or print)(text)
+
+    def get_config(self):
+        """The constructor arguments of a subclassed model (see
+        :meth:`Layer.get_config`).
+
+        Raises:
+            NotImplementedError: for functional models (not serialised).
+        """
+        if self._graph is not None:
+            raise NotImplementedError(
+                f'Model "{self.name}": get_config() of functional models is not supported; '
+                "keep the code that builds the model instead")
+        return super().get_config()
