@@ -31,12 +31,14 @@ struct pr_plan {
     int64_t *scratch_off; /* per node */
     size_t *scratch;      /* per node: bytes */
     char *attrs;          /* per node: the attributes for this size */
-    int *variant;         /* per node: the kernel chosen */
-    int tuned;            /* variants chosen (0: not yet, 1: being chosen, 2: done) */
+    int *variant;         /* per node: the kernel chosen; -1: to be timed (jit) */
+    PyObject **tune_key;  /* per node with variants (jit): bytes naming op, shapes, attrs */
+    int tuning;           /* a call is timing the variants now */
     size_t arena_bytes;   /* planned arena: intermediates + scratch */
     size_t naive_bytes;   /* the same without reuse */
     size_t output_bytes;  /* outputs returned to Python */
     double flops;
+    int n_nodes;
     int n_inplace;        /* values written over a dying input (jit) */
     void **pool;          /* free arenas (touched with the GIL held) */
     int n_pool, cap_pool;
@@ -219,6 +221,8 @@ static void plan_free(pr_plan *p) {
     PyMem_Free(p->scratch);
     PyMem_Free(p->attrs);
     PyMem_Free(p->variant);
+    for (int j = 0; p->tune_key && j < p->n_nodes; j++) Py_XDECREF(p->tune_key[j]);
+    PyMem_Free(p->tune_key);
     PyMem_Free(p);
 }
 
@@ -244,6 +248,56 @@ static int same_layout(const pr_view *a, const pr_view *b) {
     return 1;
 }
 
+/* ---- kernel choice (jit_compile) ----------------------------------------------
+ * Ops with several kernels are timed on the first call of a plan, each
+ * distinct (op, input shapes, attributes) once per process: the choices are
+ * kept in `tuned`, so graphs and plans with the same conv shapes share them. */
+
+static PyObject *tuned; /* dict: tune key -> variant */
+
+static PyObject *tune_key(const pr_op *op, const pr_view *in, int n_in, const void *attrs) {
+    struct {
+        const pr_op *op;
+        int64_t shapes[PR_MAX_INPUTS][PR_MAX_DIMS + 2];
+        char attrs[PR_ATTR_BYTES];
+    } k;
+    memset(&k, 0, sizeof k);
+    k.op = op;
+    for (int i = 0; i < n_in; i++) {
+        k.shapes[i][0] = in[i].dtype;
+        k.shapes[i][1] = in[i].ndim;
+        for (int d = 0; d < in[i].ndim; d++) k.shapes[i][2 + d] = in[i].shape[d];
+    }
+    memcpy(k.attrs, attrs, PR_ATTR_BYTES);
+    return PyBytes_FromStringAndSize((const char *)&k, sizeof k);
+}
+
+/* Before a run (GIL held): take known choices; whether some remain to time. */
+static int tune_lookup(pr_plan *p) {
+    int missing = 0;
+    for (int j = 0; j < p->n_nodes; j++) {
+        if (p->variant[j] >= 0) continue;
+        PyObject *v = PyDict_GetItem(tuned, p->tune_key[j]);
+        if (v) p->variant[j] = (int)PyLong_AsLong(v);
+        else missing = 1;
+    }
+    return missing;
+}
+
+/* After a run (GIL held): remember the choices it made. */
+static int tune_store(pr_plan *p, const char *timed) {
+    for (int j = 0; j < p->n_nodes; j++) {
+        if (!timed[j] || p->variant[j] < 0) continue;
+        PyObject *v = PyLong_FromLong(p->variant[j]);
+        if (!v || PyDict_SetItem(tuned, p->tune_key[j], v) < 0) {
+            Py_XDECREF(v);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    return 0;
+}
+
 /* Shapes for `size`, then the arena placement.  `in` are the call's input views. */
 static pr_plan *plan_make(pr_Graph *g, int64_t size, const pr_view *in) {
     int nv = g->n_vals, nn = g->n_nodes;
@@ -258,9 +312,12 @@ static pr_plan *plan_make(pr_Graph *g, int64_t size, const pr_view *in) {
     p->scratch = PyMem_Calloc((size_t)nn + 1, sizeof(size_t));
     p->attrs = PyMem_Calloc((size_t)nn + 1, PR_ATTR_BYTES);
     p->variant = PyMem_Calloc((size_t)nn + 1, sizeof(int));
+    p->tune_key = PyMem_Calloc((size_t)nn + 1, sizeof(PyObject *));
+    p->n_nodes = nn;
     last = PyMem_Calloc((size_t)nv + 1, sizeof(int));
     owner = PyMem_Calloc((size_t)nv + 1, sizeof(int));
     if (!p->views || !p->offset || !p->scratch_off || !p->scratch || !p->attrs || !p->variant ||
+        !p->tune_key ||
         !last || !owner) {
         PyErr_NoMemory();
         goto fail;
@@ -284,11 +341,15 @@ static pr_plan *plan_make(pr_Graph *g, int64_t size, const pr_view *in) {
         pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
         for (int i = 0; i < n->n_in; i++) iv[i] = p->views[n->in[i]];
         if (pr_infer(n->op, iv, n->n_in, attrs, ov, &p->scratch[j]) < 0) goto fail;
-        if (g->jit && n->op->n_variants > 1 && n->op->variant_scratch)
-            for (int k = 1; k < n->op->n_variants; k++) {
-                size_t b = n->op->variant_scratch(k, iv, n->n_in, attrs);
-                if (b > p->scratch[j]) p->scratch[j] = b;
-            }
+        if (g->jit && n->op->n_variants > 1 && !n->op->mutates) {
+            if (n->op->variant_scratch)
+                for (int k = 1; k < n->op->n_variants; k++) {
+                    size_t b = n->op->variant_scratch(k, iv, n->n_in, attrs);
+                    if (b > p->scratch[j]) p->scratch[j] = b;
+                }
+            if (!(p->tune_key[j] = tune_key(n->op, iv, n->n_in, attrs))) goto fail;
+            p->variant[j] = -1;
+        }
         for (int i = 0; i < n->n_out; i++) p->views[n->out[i]] = ov[i];
         p->flops += n->op->flops ? n->op->flops(iv, n->n_in, ov, attrs)
                                  : (n->n_out ? (double)ov[0].size : 0.0);
@@ -529,8 +590,15 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
             ptr[v] = ((pr_Tensor *)PyList_GET_ITEM(g->captures, x->index))->v.data;
         else if (p->offset[v] >= 0) ptr[v] = (char *)arena + p->offset[v];
     }
-    int tune = g->jit && p->tuned == 0;
-    if (tune) p->tuned = 1;
+    /* One call at a time times the kernels still unchosen (others use
+     * kernel 0 meanwhile); `timed` marks what this call chose. */
+    int tune = g->jit && !p->tuning && tune_lookup(p);
+    char *timed = tune ? PyMem_Calloc((size_t)nn + 1, 1) : NULL;
+    if (tune && !timed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    p->tuning |= tune;
     run_status st = {-1, PR_OK};
     Py_BEGIN_ALLOW_THREADS
     for (int j = 0; j < nn; j++) {
@@ -556,24 +624,33 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
             }
             void *scratch = p->scratch[j] ? (char *)arena + p->scratch_off[j] : NULL;
             int rc;
-            if (tune && n->op->n_variants > 1 && !n->op->mutates) {
-                /* Time every kernel on this call's data; all write the same
-                 * output, so the last run leaves it correct. */
+            int same = -1; /* an earlier node of this call with the same key */
+            for (int k = 0; tune && p->variant[j] < 0 && k < j && same < 0; k++)
+                if (timed[k] && PyBytes_GET_SIZE(p->tune_key[k]) == PyBytes_GET_SIZE(p->tune_key[j]) &&
+                    memcmp(PyBytes_AS_STRING(p->tune_key[k]), PyBytes_AS_STRING(p->tune_key[j]),
+                           (size_t)PyBytes_GET_SIZE(p->tune_key[j])) == 0)
+                    same = k;
+            if (same >= 0) p->variant[j] = p->variant[same];
+            if (tune && p->variant[j] < 0) {
+                /* Time every kernel on this call's data (best of two runs; a
+                 * kernel twice as slow as the best gets one).  All write the
+                 * same output, so the last run leaves it correct. */
                 double best = 1e300;
-                int best_k = 0;
+                int best_k = 0, last = 0;
                 rc = PR_OK;
                 for (int k = 0; k < n->op->n_variants && rc == PR_OK; k++)
-                    for (int rep = 0; rep < 2 && rc == PR_OK; rep++) { /* best of two */
+                    for (int rep = 0; rep < 2 && rc == PR_OK; rep++) {
                         double t0 = now_us();
-                        rc = run_kernel(n, p, j, iv, ov, scratch, k);
+                        rc = run_kernel(n, p, j, iv, ov, scratch, last = k);
                         double dt = now_us() - t0;
                         if (dt < best) best = dt, best_k = k;
+                        if (dt > 2 * best) break;
                     }
-                if (rc == PR_OK && best_k != n->op->n_variants - 1)
-                    rc = run_kernel(n, p, j, iv, ov, scratch, best_k);
+                if (rc == PR_OK && best_k != last) rc = run_kernel(n, p, j, iv, ov, scratch, best_k);
                 p->variant[j] = best_k;
+                timed[j] = 1;
             } else {
-                rc = run_kernel(n, p, j, iv, ov, scratch, p->variant[j]);
+                rc = run_kernel(n, p, j, iv, ov, scratch, p->variant[j] < 0 ? 0 : p->variant[j]);
             }
             if (rc != PR_OK) {
                 st.failed_node = j, st.rc = rc;
@@ -583,7 +660,11 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
         if (times) times[2 * j + 1] = now_us();
     }
     Py_END_ALLOW_THREADS
-    if (tune) p->tuned = st.failed_node < 0 ? 2 : 0;
+    if (tune) {
+        p->tuning = 0;
+        if (tune_store(p, timed) < 0) PyErr_Clear(); /* only a cache: retimed next time */
+        PyMem_Free(timed);
+    }
     /* Keep one arena per concurrent caller for reuse. */
     if (p->n_pool == p->cap_pool) {
         int cap = p->cap_pool ? 2 * p->cap_pool : 2;
@@ -695,6 +776,7 @@ static PyMethodDef exec_methods[] = {
     {NULL}};
 
 int pr_executor_init(PyObject *module, PyTypeObject *graph_type) {
+    if (!(tuned = PyDict_New())) return -1;
     for (PyMethodDef *m = exec_methods; m->ml_name; m++) {
         PyObject *descr = PyDescr_NewMethod(graph_type, m);
         if (!descr || PyDict_SetItemString(graph_type->tp_dict, m->ml_name, descr) < 0) {

@@ -129,9 +129,9 @@ def _flatten(obj, leaves):
     if isinstance(obj, (list, tuple)) and not isinstance(obj, Tensor):
         inner = tuple(_flatten(x, leaves) for x in obj)
         return (type(obj), inner)
-    if isinstance(obj, dict):
-        keys = sorted(obj)
-        return (dict, tuple(keys), tuple(_flatten(obj[k], leaves) for k in keys))
+    if isinstance(obj, dict):  # in insertion order, which the caller sees again
+        keys = tuple(obj)
+        return (dict, keys, tuple(_flatten(obj[k], leaves) for k in keys))
     leaves.append(obj)
     return None
 

@@ -63,6 +63,7 @@ def test_nested_structures_and_python_outputs():
 
     a, b, c = rng_array(3), rng_array(3, seed=1), rng_array(2, 3, seed=2)
     out, tag, none = f({"a": a, "bc": (b, c)})
+    assert list(out) == ["sum", "list"]  # dict order as returned
     np.testing.assert_allclose(out["sum"].numpy(), a + b)
     np.testing.assert_allclose(out["list"][0].numpy(), b * 2)
     np.testing.assert_allclose(out["list"][1].numpy(), c)

@@ -72,7 +72,8 @@ class Trainer:
                 ``fit``/``evaluate``/``predict`` run them compiled
                 (``pyresnet.compile``), as Keras does.
             jit_compile: ``"auto"``/True/False: the compiled steps' jit
-                passes (``"auto"`` = True).
+                passes (fusion, in-place updates, kernels chosen by timing);
+                ``"auto"`` = False.
         Raises:
             ValueError/TypeError: for unknown names or mismatched structures.
         """
@@ -176,12 +177,12 @@ class Trainer:
         ``run_eagerly=True`` (Keras's rule), with ``reduce_retracing=True``
         so that the last, smaller batch of an epoch reuses the graph (a
         dynamic batch dimension, one trace).  ``jit_compile="auto"`` means
-        True: the jit passes are exact rewrites (fusion, in-place reuse) and
-        kernel choices that agree within float32 rounding."""
+        False: the jit passes time kernels on the first call of each batch
+        size, which costs seconds and, on a busy machine, can pick poorly;
+        ask for them with ``jit_compile=True``."""
         if self.run_eagerly:
             return step
-        return pr_compile(step, jit_compile=self.jit_compile in (True, "auto"),
-                          reduce_retracing=True)
+        return pr_compile(step, jit_compile=self.jit_compile is True, reduce_retracing=True)
 
     def make_train_function(self, force=False):
         """The function ``fit`` calls on each batch: ``train_step``, compiled
