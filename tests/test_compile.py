@@ -2,10 +2,12 @@
 (tf.function semantics), the executor (GIL released, threads, dynamic
 shapes, errors) and the inspection/profiling exports.
 
-Tolerances: elementwise graphs run the very kernels eager calls run, so
-default-compiled results are bit-identical to eager; jit_compile fuses
-elementwise chains (same float32 operations in the same order per element)
-and is compared with rtol=1e-6.
+Tolerances: compiled graphs run the very kernels eager calls run, and
+jit_compile's fused kernels do the same float32 operations per element in
+the same order, so elementwise graphs are compared with rtol=1e-6.  Whole
+models are compared within rtol 1e-5 for one step and 1e-4 after ten SGD
+steps: under jit_compile a conv kernel chosen by timing may sum in another
+order (the pyresnet.compile docstring states the same bounds).
 """
 import json
 import threading
