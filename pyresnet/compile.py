@@ -38,10 +38,13 @@ Semantics follow ``tf.function``:
   variants.
 
 Errors raised inside the graph (a kernel's ValueError, e.g. a label out of
-range) are the eager call's exception.  Nodes run in program order, so in a
-training step the state updates, which depend on the loss, have not run
-when a forward or loss kernel fails; an error in a later node leaves the
-updates before it applied.
+range) are the eager call's exception.  The graph runs every state update
+(BN moving statistics, optimizer steps, ``assign``) as late as the values
+it writes allow, so in a training step they all follow the loss: when a
+forward or loss kernel fails, no variable has changed (eagerly, the BN
+statistics of that call would have).  A failure after some update has run
+(in an update itself, or in a node that reads an updated variable) leaves
+the updates before it applied.
 """
 import builtins
 import contextlib
