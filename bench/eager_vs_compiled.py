@@ -22,6 +22,7 @@ compare ratios from one run, not absolute times across runs.
 Usage:  python bench/eager_vs_compiled.py [--steps 10] [--quick] [--out bench/results]
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -262,31 +263,34 @@ def other_table(rows, framework, modes):
 
 
 def plot(rows, path):
+    """Speedup over eager against parameters and FLOPs: one marker per model,
+    mode and batch size (models of one family are not a curve)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    styles = {("compiled", 32): ("o", "tab:blue"), ("compiled", 128): ("o", "tab:cyan"),
+              ("jit", 32): ("s", "tab:red"), ("jit", 128): ("s", "tab:orange")}
     for ax, key, label in ((axes[0], "params", "trainable parameters"),
                            (axes[1], "flops", "FLOPs per training step")):
-        for mode, marker in (("compiled", "o"), ("jit", "s")):
-            for b, style in ((32, "-"), (128, "--")):
-                pts = sorted((r[key], r["eager"] / r[mode]) for r in rows if r["batch"] == b)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker=marker,
-                        label=f"{mode}, batch {b}")
+        for (mode, b), (marker, color) in styles.items():
+            pts = [(r[key], r["eager"] / r[mode]) for r in rows if r["batch"] == b]
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color,
+                       label=f"{'jit_compile' if mode == 'jit' else mode}, batch {b}")
         for r in rows:
-            if r["batch"] == 32:
-                ax.annotate(r["model"], (r[key], r["eager"] / r["compiled"]), fontsize=7,
-                            xytext=(3, 3), textcoords="offset points")
+            if r["batch"] == 128:
+                ax.annotate(r["model"], (r[key], r["eager"] / r["jit"]), fontsize=7,
+                            xytext=(4, 4), textcoords="offset points")
         ax.axhline(1.0, color="gray", lw=0.8)
         ax.set_xscale("log")
         ax.set_xlabel(label)
         ax.set_ylabel("speedup over eager (x)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle("pyresnet: compiled training step vs eager")
+    fig.suptitle("pyresnet: compiled training step vs eager (median step time ratio)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
 
 
 def main():
@@ -341,6 +345,8 @@ def main():
     print(report)
     with open(os.path.join(args.out, "eager_vs_compiled.md"), "w") as f:
         f.write(report + "\n")
+    with open(os.path.join(args.out, "eager_vs_compiled.json"), "w") as f:
+        json.dump(rows, f, indent=1)
     plot(rows, os.path.join(args.out, "eager_vs_compiled.png"))
     bars = {(r["model"], r["batch"]): r for r in rows}
     if ("MLP 784-128-10", 32) in bars:
