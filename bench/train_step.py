@@ -32,7 +32,7 @@ def load_batch(data_dir, batch_size):
 def pyresnet_step(depth, x, y, mode):
     import pyresnet as pr
 
-    model = getattr(pr.applications, f"resnet{depth}")(input_shape=(32, 32, 3), num_classes=10)
+    model = pr.applications.resnet_cifar(depth, num_classes=10, shortcut="projection")
     opt = pr.optimizers.SGD(0.1, momentum=0.9)
     loss_fn = pr.losses.SparseCategoricalCrossentropy(from_logits=True)
 

@@ -122,7 +122,7 @@ int pr_trace_call(const pr_op *op, PyObject *const *inputs, int n_in, const void
     n->op = op;
     n->n_in = n_in;
     n->n_out = op->n_out;
-    memcpy(n->attrs, attrs, PR_ATTR_BYTES);
+    memcpy(n->attrs, attrs, op->attr_size); /* the rest stays zero (add_node) */
     for (int i = 0; i < n_in; i++) n->in[i] = ids[i];
     for (int i = 0; i < op->n_out; i++) {
         int id = add_value(g, &out[i], PR_VAL_NODE, node);

@@ -377,7 +377,8 @@ int pr_ops_init(PyObject *module) {
     for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
         for (const pr_op *const *p = families[f]; *p; p++) {
             const pr_op *op = *p;
-            if (op->attr_size > PR_ATTR_BYTES || op->n_in > PR_MAX_INPUTS ||
+            int attrs_unsized = op->attrs && op->attrs[0].name && op->attr_size == 0;
+            if (attrs_unsized || op->attr_size > PR_ATTR_BYTES || op->n_in > PR_MAX_INPUTS ||
                 op->n_out > PR_MAX_OUTPUTS || PyDict_GetItemString(op_table, op->name)) {
                 PyErr_Format(PyExc_SystemError, "bad or duplicate op registration '%s'", op->name);
                 return -1;

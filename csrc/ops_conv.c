@@ -211,7 +211,7 @@ static int infer_conv2d(const pr_op *op, const pr_view *in, int n, const void *a
         return -1;
     int64_t shape[4] = {g.n, g.ho, g.wo, g.o};
     pr_set_out(out, PR_F32, 4, shape);
-    *ws = pr_conv2d_scratch_bytes(&g);
+    *ws = pr_conv2d_scratch_bytes(&g, PR_CONV_FORWARD);
     return 0;
 }
 
@@ -227,7 +227,7 @@ static int infer_conv2d_bpi(const pr_op *op, const pr_view *in, int n, const voi
     int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
     if (check_dy(op, in, 0, 4, dy) < 0) return -1;
     *out = x;
-    *ws = pr_conv2d_scratch_bytes(&g);
+    *ws = pr_conv2d_scratch_bytes(&g, PR_CONV_BACKPROP_INPUT);
     return 0;
 }
 
@@ -243,7 +243,7 @@ static int infer_conv2d_bpf(const pr_op *op, const pr_view *in, int n, const voi
     int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
     if (check_dy(op, in, 1, 4, dy) < 0) return -1;
     *out = k;
-    *ws = pr_conv2d_scratch_bytes(&g);
+    *ws = pr_conv2d_scratch_bytes(&g, PR_CONV_BACKPROP_FILTER);
     return 0;
 }
 
@@ -263,83 +263,6 @@ static int fw_conv2d_bpf(const pr_view *in, int n, pr_view *out, const void *att
     pr_window g;
     conv_window(attrs, in[0].shape, out->shape, &g);
     return pr_conv2d_backprop_filter(&g, in[0].data, in[1].data, out->data, ws);
-}
-
-/* Kernel variants for jit_compile (see pr_variant_fn in ops.h): the batch in
- * slices of images whose im2col rows take about SLICE_BYTES[v], so that the
- * buffer is still in cache when the GEMM reads it; variant 0 is the
- * kernel's own chunking.  Images are independent in conv2d and its input
- * gradient, so slicing changes no result; a slice needs less scratch than
- * the whole batch. */
-static const size_t SLICE_BYTES[] = {0, (size_t)4 << 20, (size_t)512 << 10};
-#define N_CONV_VARIANTS ((int)(sizeof SLICE_BYTES / sizeof *SLICE_BYTES))
-
-static int conv_sliced(int variant, int backprop_input, const pr_view *in, pr_view *out,
-                       const void *attrs, void *ws) {
-    pr_window g;
-    const pr_view *x = backprop_input ? out : &in[0], *y = backprop_input ? &in[0] : out;
-    conv_window(attrs, x->shape, in[1].shape, &g);
-    size_t per_image = sizeof(float) * (size_t)(g.ho * g.wo * g.kh * g.kw * g.c);
-    int64_t nb = per_image ? (int64_t)(SLICE_BYTES[variant] / per_image) : g.n;
-    if (nb < 1) nb = 1;
-    int64_t xs = g.h * g.w * g.c, ys = g.ho * g.wo * g.o;
-    for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
-        pr_window s = g;
-        s.n = g.n - n0 < nb ? g.n - n0 : nb;
-        float *xp = (float *)x->data + n0 * xs, *yp = (float *)y->data + n0 * ys;
-        int rc = backprop_input ? pr_conv2d_backprop_input(&s, yp, in[1].data, xp, ws)
-                                : pr_conv2d_forward(&s, xp, in[1].data, yp, ws);
-        if (rc != PR_OK) return rc;
-    }
-    return PR_OK;
-}
-
-/* conv2d_backprop_filter by slices: dw = sum over slices of each slice's
- * dw, added in slice order (deterministic); scratch = the kernel's scratch,
- * then one (KH, KW, C, O) partial. */
-static size_t bpf_partial_offset(const pr_window *g) {
-    return (pr_conv2d_scratch_bytes(g) + 63) & ~(size_t)63;
-}
-
-static size_t bpf_variant_scratch(int v, const pr_view *in, int n, const void *attrs) {
-    const pr_conv_attrs *a = attrs;
-    pr_window g;
-    conv_window(attrs, in[0].shape, a->shape.v, &g);
-    return bpf_partial_offset(&g) + sizeof(float) * (size_t)(g.kh * g.kw * g.c * g.o);
-}
-
-static int fw_conv2d_bpf_variant(int v, const pr_view *in, int n, pr_view *out,
-                                 const void *attrs, void *ws) {
-    if (!v) return fw_conv2d_bpf(in, n, out, attrs, ws);
-    pr_window g;
-    conv_window(attrs, in[0].shape, out->shape, &g);
-    size_t per_image = sizeof(float) * (size_t)(g.ho * g.wo * g.kh * g.kw * g.c);
-    int64_t nb = per_image ? (int64_t)(SLICE_BYTES[v] / per_image) : g.n;
-    if (nb < 1) nb = 1;
-    int64_t xs = g.h * g.w * g.c, ys = g.ho * g.wo * g.o, kn = out->size;
-    float *dw = out->data, *part = (float *)((char *)ws + bpf_partial_offset(&g));
-    if (g.n <= nb) return pr_conv2d_backprop_filter(&g, in[0].data, in[1].data, dw, ws);
-    for (int64_t n0 = 0; n0 < g.n; n0 += nb) {
-        pr_window s = g;
-        s.n = g.n - n0 < nb ? g.n - n0 : nb;
-        float *dst = n0 ? part : dw;
-        int rc = pr_conv2d_backprop_filter(&s, (const float *)in[0].data + n0 * xs,
-                                           (const float *)in[1].data + n0 * ys, dst, ws);
-        if (rc != PR_OK) return rc;
-        if (n0)
-            for (int64_t i = 0; i < kn; i++) dw[i] += part[i];
-    }
-    return PR_OK;
-}
-
-static int fw_conv2d_variant(int v, const pr_view *in, int n, pr_view *out, const void *attrs,
-                             void *ws) {
-    return v ? conv_sliced(v, 0, in, out, attrs, ws) : fw_conv2d(in, n, out, attrs, ws);
-}
-
-static int fw_conv2d_bpi_variant(int v, const pr_view *in, int n, pr_view *out,
-                                 const void *attrs, void *ws) {
-    return v ? conv_sliced(v, 1, in, out, attrs, ws) : fw_conv2d_bpi(in, n, out, attrs, ws);
 }
 
 /* The three ops are bilinear and adjoint to each other:
@@ -582,24 +505,21 @@ static const pr_op op_matmul = {
 static const pr_op op_conv2d = {
     .name = "conv2d", .n_in = 2, .n_out = 1, .attrs = conv_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d, .forward = fw_conv2d,
-    .gradient = gr_conv2d, .flops = flops_conv, .n_variants = N_CONV_VARIANTS,
-    .forward_variant = fw_conv2d_variant,
+    .gradient = gr_conv2d, .flops = flops_conv,
     .doc = "conv2d(x (N, H, W, C), kernel (KH, KW, C, O)) -> (N, HO, WO, O); strides: 1 or 2 "
            "ints; same: TensorFlow 'same' padding, else 'valid'.  im2col + sgemm."};
 
 static const pr_op op_conv2d_bpi = {
     .name = "conv2d_backprop_input", .n_in = 2, .n_out = 1, .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpi, .forward = fw_conv2d_bpi,
-    .gradient = gr_conv2d_bpi, .flops = flops_conv_bpi, .n_variants = N_CONV_VARIANTS,
-    .forward_variant = fw_conv2d_bpi_variant,
+    .gradient = gr_conv2d_bpi, .flops = flops_conv_bpi,
     .doc = "conv2d_backprop_input(dy, kernel; strides, same, shape=x's shape) -> dx, the "
            "gradient of conv2d wrt x."};
 
 static const pr_op op_conv2d_bpf = {
     .name = "conv2d_backprop_filter", .n_in = 2, .n_out = 1, .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpf, .forward = fw_conv2d_bpf,
-    .gradient = gr_conv2d_bpf, .flops = flops_conv_bpf, .n_variants = N_CONV_VARIANTS,
-    .forward_variant = fw_conv2d_bpf_variant, .variant_scratch = bpf_variant_scratch,
+    .gradient = gr_conv2d_bpf, .flops = flops_conv_bpf,
     .doc = "conv2d_backprop_filter(x, dy; strides, same, shape=kernel's shape) -> dkernel, "
            "the gradient of conv2d wrt the kernel."};
 

@@ -58,6 +58,21 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False):
     return ops.categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
 
 
+def mean_squared_error(y_true, y_pred):
+    """Per-sample mean squared error (``keras.losses.mean_squared_error``).
+
+    Args:
+        y_true, y_pred: float32 of the same shape ``(batch, d1, ...)``.
+    Returns:
+        float32 Tensor ``(batch,)``: the mean over all axes but the first of
+        ``(y_true - y_pred) ** 2``.
+    Raises:
+        ValueError/TypeError (from the ops): on shape/dtype mismatches.
+    """
+    diff = ops.square(ops.subtract(y_pred, y_true))
+    return ops.mean(diff, axis=tuple(range(1, diff.ndim))) if diff.ndim > 1 else diff
+
+
 class Loss:
     """Base class: subclasses implement ``call(y_true, y_pred)`` returning
     per-sample losses; calling the object reduces them.
@@ -153,7 +168,17 @@ class CategoricalCrossentropy(LossFunctionWrapper):
         return {**super().get_config(), "from_logits": self.from_logits}
 
 
-_BY_NAME = {"sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
+class MeanSquaredError(LossFunctionWrapper):
+    """Mean squared error (``keras.losses.MeanSquaredError``); see
+    :func:`mean_squared_error` for shapes.  ``reduction``, ``name``: see
+    :class:`Loss`."""
+
+    def __init__(self, reduction="sum_over_batch_size", name="mean_squared_error"):
+        super().__init__(mean_squared_error, name=name, reduction=reduction)
+
+
+_BY_NAME = {"mean_squared_error": MeanSquaredError, "mse": MeanSquaredError,
+            "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
             "categorical_crossentropy": CategoricalCrossentropy}
 
 

@@ -67,17 +67,55 @@ int pr_get_num_threads(void) {
 void pr_set_num_threads(int n) {
     if (n < 1) n = 1;
     num_threads = n;
-    scipy_openblas_set_num_threads(n);
+    /* OpenBLAS never spawns threads of its own: pr_sgemm splits products
+     * across our OpenMP team, so one pool serves every kernel and the two
+     * never oversubscribe the cores between them. */
+    scipy_openblas_set_num_threads(1);
 #ifdef _OPENMP
     omp_set_num_threads(n);
 #endif
 }
 
+static void sgemm1(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                   int64_t ldc) {
+    scipy_cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                      trans_b ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n, (blasint)k,
+                      alpha, a, (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
+}
+
+/* Row-major C (m x n) = alpha op(A) op(B) + beta C.  Large products are cut
+ * into one block of rows of C (or of columns, when C is wide and short) per
+ * thread, each a single-threaded OpenBLAS call; every element is still one
+ * dot product in OpenBLAS's order, so results do not depend on the split. */
 void pr_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
               int64_t ldc) {
     if (m == 0 || n == 0) return;
-    scipy_cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n, (blasint)k, alpha, a,
-                (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
+    int nt = pr_get_num_threads();
+    int by_rows = m >= n;
+    int64_t extent = by_rows ? m : n;
+#ifdef _OPENMP
+    if (omp_in_parallel()) nt = 1;
+#endif
+    if (nt == 1 || 2.0 * (double)m * (double)n * (double)k < 4e6 || extent < 32) {
+        sgemm1(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    if (extent / 16 < nt) nt = (int)(extent / 16);
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        /* block boundaries on multiples of 16 (the kernels' register tiles) */
+        int64_t lo = (extent * t / T) & ~(int64_t)15, hi = t == T - 1 ? extent
+                                                           : (extent * (t + 1) / T) & ~(int64_t)15;
+        if (hi > lo) {
+            if (by_rows)
+                sgemm1(trans_a, trans_b, hi - lo, n, k, alpha, trans_a ? a + lo : a + lo * lda,
+                       lda, b, ldb, beta, c + lo * ldc, ldc);
+            else
+                sgemm1(trans_a, trans_b, m, hi - lo, k, alpha, a, lda,
+                       trans_b ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
+        }
+    }
 }

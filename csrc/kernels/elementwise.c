@@ -91,7 +91,7 @@ static int collapse(int ndim, int64_t *shape, int64_t *sa, int64_t *sb) {
 
 int pr_k_binary(pr_binary_kind k, const float *a, const int64_t *sa_in, const float *b,
                 const int64_t *sb_in, float *out, int ndim, const int64_t *shape_in) {
-    int64_t shape[PR_MAX_DIMS], sa[PR_MAX_DIMS], sb[PR_MAX_DIMS];
+    int64_t shape[PR_MAX_DIMS] = {0}, sa[PR_MAX_DIMS] = {0}, sb[PR_MAX_DIMS] = {0};
     for (int d = 0; d < ndim; d++) shape[d] = shape_in[d], sa[d] = sa_in[d], sb[d] = sb_in[d];
     ndim = collapse(ndim, shape, sa, sb);
     if (ndim == 0) {
