@@ -31,9 +31,9 @@ struct pr_plan {
     int64_t *scratch_off; /* per node */
     size_t *scratch;      /* per node: bytes */
     char *attrs;          /* per node: the attributes for this size */
-    int *variant;         /* per node: the kernel chosen; -1: to be timed (jit) */
-    PyObject **tune_key;  /* per node with variants (jit): bytes naming op, shapes, attrs */
-    int tuning;           /* a call is timing the variants now */
+    int *variant;         /* per node: the choice (see choices()); -1: to be timed (jit) */
+    PyObject **tune_key;  /* per node with choices (jit): bytes naming op, shapes, attrs */
+    int tuning;           /* a call is timing the choices now */
     size_t arena_bytes;   /* planned arena: intermediates + scratch */
     size_t naive_bytes;   /* the same without reuse */
     size_t output_bytes;  /* outputs returned to Python */
@@ -249,19 +249,29 @@ static int same_layout(const pr_view *a, const pr_view *b) {
 }
 
 /* ---- kernel choice (jit_compile) ----------------------------------------------
- * Ops with several kernels are timed on the first call of a plan, each
- * distinct (op, input shapes, attributes) once per process: the choices are
- * kept in `tuned`, so graphs and plans with the same conv shapes share them. */
+ * A node's candidates are its op's kernel variants, each on all threads or
+ * on one (parallel loops and GEMM splits cost more than they give on small
+ * shapes).  They are timed on the first call of a plan, each distinct (op,
+ * input shapes, attributes, thread count) once per process: the choices are
+ * kept in `tuned`, so graphs and plans with the same shapes share them.
+ * Choice c = variant * 2 + (one thread); every candidate computes the same
+ * result (kernels do not depend on the thread count). */
 
-static PyObject *tuned; /* dict: tune key -> variant */
+static PyObject *tuned; /* dict: tune key -> choice */
+
+static int choices(const pr_op *op) {
+    return (op->n_variants > 1 ? op->n_variants : 1) * 2;
+}
 
 static PyObject *tune_key(const pr_op *op, const pr_view *in, int n_in, const void *attrs) {
     struct {
+        int threads;
         const pr_op *op;
         int64_t shapes[PR_MAX_INPUTS][PR_MAX_DIMS + 2];
         char attrs[PR_ATTR_BYTES];
     } k;
     memset(&k, 0, sizeof k);
+    k.threads = pr_get_num_threads();
     k.op = op;
     for (int i = 0; i < n_in; i++) {
         k.shapes[i][0] = in[i].dtype;
@@ -341,7 +351,7 @@ static pr_plan *plan_make(pr_Graph *g, int64_t size, const pr_view *in) {
         pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
         for (int i = 0; i < n->n_in; i++) iv[i] = p->views[n->in[i]];
         if (pr_infer(n->op, iv, n->n_in, attrs, ov, &p->scratch[j]) < 0) goto fail;
-        if (g->jit && n->op->n_variants > 1 && !n->op->mutates) {
+        if (g->jit && (n->op->n_variants > 1 || pr_get_num_threads() > 1) && !n->op->mutates) {
             if (n->op->variant_scratch)
                 for (int k = 1; k < n->op->n_variants; k++) {
                     size_t b = n->op->variant_scratch(k, iv, n->n_in, attrs);
@@ -384,6 +394,8 @@ static pr_plan *plan_make(pr_Graph *g, int64_t size, const pr_view *in) {
                     owner[u] = v; /* u's bytes now belong to v */
                     taken = 1;
                     p->n_inplace++;
+                    p->variant[j] = 0; /* a second timing run would read its own output */
+                    Py_CLEAR(p->tune_key[j]);
                 }
                 if (taken) continue;
             }
@@ -518,11 +530,16 @@ static int run_host(pr_Graph *g, pr_plan *p, pr_gnode *n, void **ptr) {
     return r ? 0 : -1;
 }
 
+/* Run node j's kernel with choice c (see choices()). */
 static int run_kernel(pr_gnode *n, pr_plan *p, int j, pr_view *iv, pr_view *ov, void *scratch,
-                      int variant) {
+                      int c) {
     const void *attrs = p->attrs + (size_t)j * PR_ATTR_BYTES;
-    if (variant > 0) return n->op->forward_variant(variant, iv, n->n_in, ov, attrs, scratch);
-    return n->op->forward(iv, n->n_in, ov, attrs, scratch);
+    int variant = c / 2, rc;
+    if (c % 2) pr_set_thread_limit(1);
+    if (variant > 0) rc = n->op->forward_variant(variant, iv, n->n_in, ov, attrs, scratch);
+    else rc = n->op->forward(iv, n->n_in, ov, attrs, scratch);
+    if (c % 2) pr_set_thread_limit(0);
+    return rc;
 }
 
 /* run(inputs, profile=False) -> list of output Tensors, or (outputs, [(start_us,
@@ -638,7 +655,7 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
                 double best = 1e300;
                 int best_k = 0, last = 0;
                 rc = PR_OK;
-                for (int k = 0; k < n->op->n_variants && rc == PR_OK; k++)
+                for (int k = 0; k < choices(n->op) && rc == PR_OK; k++)
                     for (int rep = 0; rep < 2 && rc == PR_OK; rep++) {
                         double t0 = now_us();
                         rc = run_kernel(n, p, j, iv, ov, scratch, last = k);
