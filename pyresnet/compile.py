@@ -27,15 +27,15 @@ Semantics follow ``tf.function``:
   the batch) is not supported: use a static signature for it.
 * ``jit_compile=True`` adds the fusion passes (elementwise chains, bias-add
   or BN + ReLU into one kernel), in-place reuse of dying buffers, and a
-  per-shape kernel choice: on the first call of each shape every kernel
-  variant of an op (e.g. conv2d over batch slices that keep im2col in
-  cache) is timed on the call's own data and the fastest kept.  Fused
-  kernels do the unfused float32 operations in the same order; a variant
-  may sum in another order (the conv filter gradient adds per-slice
-  partials), so results equal eager execution within float32 rounding:
-  relative differences of about 1e-5 in one step, 1e-4 after ten training
-  steps, and two runs may differ in the last bits when timing picks other
-  variants.
+  per-shape kernel choice: on the first call of each shape every node's
+  candidates (its op's alternative kernels, each on all threads or on one)
+  are timed on the call's own data and the fastest kept, once per distinct
+  (op, shapes, attributes) in a process.  Fused kernels do the unfused
+  float32 operations in the same order and kernels do not depend on the
+  thread count, so results equal eager execution; an op's alternative
+  kernel may sum in another order, so the stated tolerance is that of
+  float32 rounding: relative differences of about 1e-5 in one step and
+  1e-4 after ten training steps.
 
 Errors raised inside the graph (a kernel's ValueError, e.g. a label out of
 range) are the eager call's exception.  The graph runs every state update

@@ -494,6 +494,9 @@ def test_resnet_compiled_matches_eager(jit):
             np.testing.assert_allclose(float(logs_c[k]), float(logs_e[k]), rtol=1e-4, atol=1e-5)
     _assert_weights_close(eager, comp, 1e-4, 1e-5)
     assert step.tracing_count == 1
+    if jit:  # every node's kernel (and thread count) has been chosen by timing
+        variants = step.get_concrete_function(x, y).graph.plan([x, y])["variants"]
+        assert all(v >= 0 for v in variants)
 
 
 def test_kernel_error_raises_like_eager_and_leaves_weights():
