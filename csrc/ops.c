@@ -12,9 +12,10 @@ extern const pr_op *const pr_ops_nn[];
 extern const pr_op *const pr_ops_conv[];
 extern const pr_op *const pr_ops_state[];
 extern const pr_op *const pr_ops_augment[];
+extern const pr_op *const pr_ops_fused[];
 
 static const pr_op *const *const families[] = {
-    pr_ops_elementwise, pr_ops_nn, pr_ops_conv, pr_ops_state, pr_ops_augment,
+    pr_ops_elementwise, pr_ops_nn, pr_ops_conv, pr_ops_state, pr_ops_augment, pr_ops_fused,
 };
 
 static PyObject *op_table; /* name -> capsule(const pr_op *) */
@@ -209,6 +210,10 @@ int pr_run_forward(const pr_op *op, const pr_view *in, int n_in, pr_view *out,
     rc = op->forward(in, n_in, out, attrs, scratch);
     Py_END_ALLOW_THREADS
     pr_free(scratch);
+    return pr_kernel_status(op, rc);
+}
+
+int pr_kernel_status(const pr_op *op, int rc) {
     switch (rc) {
     case PR_OK: return 0;
     case PR_ERR_VALUE:
@@ -245,7 +250,9 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
         if (!t[i]) goto done;
         symbolic |= pr_is_symbolic(t[i]);
     }
-    if (symbolic) {
+    /* While a function is traced every call is traced, also on real inputs:
+     * a Variable must be re-read on every run, not folded into a constant. */
+    if (symbolic || pr_tracing_active()) {
         if (pr_trace_call(op, t, n_in, attrs, outputs) < 0) goto done;
         n_made = op->n_out;
     } else {

@@ -52,6 +52,9 @@ void pr_free(void *p);
 /* Threads used by our own parallel loops and by OpenBLAS (one place). */
 int pr_get_num_threads(void);
 void pr_set_num_threads(int n);
+/* At most n threads for kernels called from this thread (0: no limit); the
+ * compiled executor runs a node single-threaded when that timed faster. */
+void pr_set_thread_limit(int n);
 
 /* OpenBLAS sgemm, row-major: C = alpha * op(A) op(B) + beta * C.  OpenBLAS
  * itself runs single-threaded; called outside a parallel region, large
