@@ -7,6 +7,8 @@
 
 #include "ops.h"
 
+int pr_pipeline_init(PyObject *module); /* pipeline.c: the input pipeline */
+
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "pyresnet._C",
@@ -19,7 +21,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     if (pr_tensor_init_type(m) < 0 || pr_ops_init(m) < 0 || pr_autodiff_init(m) < 0 ||
-        pr_graph_init(m) < 0) {
+        pr_graph_init(m) < 0 || pr_pipeline_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

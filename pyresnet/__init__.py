@@ -14,7 +14,7 @@ from . import layers, losses, metrics, optimizers, callbacks
 from . import models
 from .models import Model, Sequential
 from . import applications
-from . import datasets
+from . import data, datasets
 
 
 def set_num_threads(n):

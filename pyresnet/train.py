@@ -81,12 +81,8 @@ def main(argv=None):
           f"{args.model}, batch {args.batch_size}, {args.epochs} epochs, {pr.get_num_threads()} "
           f"threads", flush=True)
 
-    if args.no_augment:
-        train = pr.data.recipes.eval_dataset(x_train, y_train, batch_size=args.batch_size)
-        train = train.shuffle(len(x_train), seed=args.seed)
-    else:
-        train = pr.data.recipes.cifar_train_dataset(x_train, y_train, batch_size=args.batch_size,
-                                                    seed=args.seed)
+    train = pr.data.recipes.cifar_train_dataset(x_train, y_train, batch_size=args.batch_size,
+                                                seed=args.seed, augment=not args.no_augment)
     test = pr.data.recipes.eval_dataset(x_test, y_test, batch_size=256)
 
     model = pr.applications.resnet_cifar(DEPTHS[args.model], num_classes=num_classes)

@@ -9,6 +9,7 @@ from .add import Add
 from .average_pooling2d import AveragePooling2D
 from .batch_normalization import BatchNormalization
 from .conv2d import Conv2D
+from .cut_out import CutOut
 from .dense import Dense
 from .flatten import Flatten
 from .global_average_pooling2d import GlobalAveragePooling2D
@@ -16,10 +17,17 @@ from .input_layer import Input, InputLayer
 from .input_spec import InputSpec
 from .layer import Layer
 from .max_pooling2d import MaxPooling2D
+from .mix_up import MixUp
+from .normalization import Normalization
+from .random_crop import RandomCrop
+from .random_flip import RandomFlip
+from .random_lighting import RandomLighting
+from .random_resized_crop import RandomResizedCrop
 from .node import KerasTensor
 from .re_lu import ReLU
 from .residual_block import ResidualBlock
 
-__all__ = ["Activation", "Add", "AveragePooling2D", "BatchNormalization", "Conv2D", "Dense",
+__all__ = ["Activation", "Add", "AveragePooling2D", "BatchNormalization", "Conv2D", "CutOut", "Dense",
            "Flatten", "GlobalAveragePooling2D", "Input", "InputLayer", "InputSpec", "KerasTensor",
-           "Layer", "MaxPooling2D", "ReLU", "ResidualBlock"]
+           "Layer", "MaxPooling2D", "MixUp", "Normalization", "RandomCrop", "RandomFlip",
+           "RandomLighting", "RandomResizedCrop", "ReLU", "ResidualBlock"]
