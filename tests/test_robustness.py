@@ -12,7 +12,6 @@ import gc
 import hashlib
 import os
 import random
-import re
 import resource
 import subprocess
 import sys
