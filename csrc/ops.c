@@ -21,6 +21,7 @@ static const pr_op *const *const families[] = {
 static PyObject *op_table; /* name -> capsule(const pr_op *) */
 
 const pr_op *pr_op_lookup(const char *name) {
+    if (!name) return NULL; /* e.g. a name PyUnicode_AsUTF8 could not convert */
     PyObject *cap = PyDict_GetItemString(op_table, name);
     if (!cap) return NULL;
     return (const pr_op *)PyCapsule_GetPointer(cap, "pr_op");
