@@ -520,9 +520,8 @@ def test_every_op_survives_mutated_calls():
     assert p.stdout == ""
 
 
-@pytest.mark.xfail(strict=True, reason="kernels/augment.c pr_k_pad_crop (augment's file): a crop "
-                   "lying wholly in the padding memsets a negative size")
 def test_random_crop_inside_the_padding():
+    """A crop lying wholly in the padding once memset a negative size."""
     run_isolated("""
         x = np.ones((3, 4, 3, 1), np.float32)
         state = pr.Variable(np.array([1, 3], np.int64))

@@ -95,6 +95,7 @@ int pr_k_pad_crop(const void *x, void *y, pr_dtype dt, pr_nhwc g, int64_t pad_y,
         int64_t y0 = off[2 * i] - pad_y, x0 = off[2 * i + 1] - pad_x;
         /* Output columns [lo, hi) read source columns inside the image. */
         int64_t lo = x0 < 0 ? -x0 : 0, hi = g.w - x0 < out_w ? g.w - x0 : out_w;
+        if (lo > out_w) lo = out_w; /* the crop lies wholly in the left padding */
         if (hi < lo) hi = lo;
         for (int64_t r = 0; r < out_h; r++) {
             char *dst = yi + r * out_rowb;
