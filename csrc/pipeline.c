@@ -10,6 +10,7 @@
  */
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #define NO_IMPORT_ARRAY
 #define PY_ARRAY_UNIQUE_SYMBOL PR_ARRAY_API
@@ -63,6 +64,7 @@ typedef struct {
     int untouched[MAX_COMP];     /* no stage replaces the component: gathered straight out */
     void *scratch;
     int64_t next;                /* next batch to return */
+    double cpu_seconds;          /* CPU time spent computing batches (written under mu) */
     /* worker */
     int depth;                   /* batches computed ahead; 0 = no worker */
     int threads;                 /* the augmentation kernels' threads, worker or not */
@@ -82,6 +84,12 @@ static void with_batch(pr_view *v, int64_t n) {
     int64_t per = v->shape[0] ? v->size / v->shape[0] : 0;
     v->shape[0] = n;
     v->size = per * n;
+}
+
+static double thread_cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static int compute_batch(BatchIterator *it, int64_t b, void *const *dst, char *error) {
@@ -134,8 +142,11 @@ static void *worker_main(void *arg) {
         if (it->stop) break;
         task *t = &it->tasks[it->completed % it->depth];
         pthread_mutex_unlock(&it->mu);
+        double t0 = thread_cpu_seconds();
         t->rc = compute_batch(it, t->batch, t->dst, t->error);
+        double spent = thread_cpu_seconds() - t0;
         pthread_mutex_lock(&it->mu);
+        it->cpu_seconds += spent;
         t->status = TASK_DONE;
         it->completed++;
         pthread_cond_broadcast(&it->cv);
@@ -209,11 +220,13 @@ static PyObject *BatchIterator_next(BatchIterator *it) {
         PyObject *out = new_outputs(it, it->next, dst);
         if (!out) return NULL;
         int rc;
+        double t0 = thread_cpu_seconds();
         Py_BEGIN_ALLOW_THREADS
         pr_augment_set_thread_limit(it->threads);
         rc = compute_batch(it, it->next, dst, error);
         pr_augment_set_thread_limit(0);
         Py_END_ALLOW_THREADS
+        it->cpu_seconds += thread_cpu_seconds() - t0;
         if (rc != PR_OK) {
             Py_DECREF(out);
             return raise_task_error(rc, error);
@@ -515,6 +528,19 @@ static PyObject *BatchIterator_iter(PyObject *self) {
 
 static Py_ssize_t BatchIterator_len(BatchIterator *it) { return (Py_ssize_t)it->n_batches; }
 
+static PyObject *BatchIterator_cpu_seconds(BatchIterator *it, void *c) {
+    double seconds;
+    pthread_mutex_lock(&it->mu);
+    seconds = it->cpu_seconds;
+    pthread_mutex_unlock(&it->mu);
+    return PyFloat_FromDouble(seconds);
+}
+
+static PyGetSetDef BatchIterator_getset[] = {
+    {"cpu_seconds", (getter)BatchIterator_cpu_seconds, NULL,
+     "CPU time (s) spent so far gathering and augmenting this pass's batches.", NULL},
+    {NULL}};
+
 static PySequenceMethods BatchIterator_as_sequence = {.sq_length = (lenfunc)BatchIterator_len};
 
 static PyTypeObject BatchIteratorType = {
@@ -534,6 +560,7 @@ static PyTypeObject BatchIteratorType = {
     .tp_as_sequence = &BatchIterator_as_sequence,
     .tp_iter = BatchIterator_iter,
     .tp_iternext = (iternextfunc)BatchIterator_next,
+    .tp_getset = BatchIterator_getset,
     .tp_new = BatchIterator_new,
 };
 
