@@ -75,7 +75,8 @@ int pr_tape_record(const pr_op *op, PyObject *const *inputs, int n_in, const voi
         }
         tape_entry *e = &tape->entries[tape->n++];
         e->op = op;
-        memcpy(e->attrs, attrs, PR_ATTR_BYTES);
+        memset(e->attrs, 0, PR_ATTR_BYTES); /* attrs may be a small struct of a gradient rule */
+        memcpy(e->attrs, attrs, op->attr_size);
         e->n_in = n_in;
         e->n_out = n_out;
         for (int i = 0; i < n_in; i++) Py_INCREF(e->in[i] = inputs[i]);

@@ -1,11 +1,549 @@
-/* The traced graph IR (see the compile issue).  Until tracing lands, a call
- * on symbolic inputs is an error. */
-#include "ops.h"
+/* The traced graph IR: tracing (pr_trace_call appends nodes), graph passes
+ * (dead-code removal, and under jit_compile elementwise fusion), and the
+ * Python-facing Graph type that pyresnet/compile.py drives.  Planning and
+ * running live in executor.c.
+ *
+ * A symbolic tensor's `sym` slot holds (graph, value id).  While a graph is
+ * traced in a thread, every op call in that thread is appended to it (also
+ * calls whose inputs are all real: a Variable read must be re-read on every
+ * call, never folded into a constant); real tensors are captured by
+ * reference.
+ */
+#include "graph.h"
+
+#include <math.h>
+#include <string.h>
+
+static _Thread_local pr_Graph *current;
+extern PyTypeObject pr_GraphType;
+
+pr_Graph *pr_current_graph(void) { return current; }
+int pr_tracing_active(void) { return current != NULL; }
+
+/* ---- building ------------------------------------------------------------ */
+
+static int add_value(pr_Graph *g, const pr_view *v, int kind, int index) {
+    if (g->n_vals == g->cap_vals) {
+        int cap = g->cap_vals ? 2 * g->cap_vals : 64;
+        pr_gvalue *p = PyMem_Realloc(g->vals, sizeof(pr_gvalue) * (size_t)cap);
+        if (!p) return PyErr_NoMemory(), -1;
+        g->vals = p;
+        g->cap_vals = cap;
+    }
+    pr_gvalue *x = &g->vals[g->n_vals];
+    memset(x, 0, sizeof *x);
+    x->dtype = v->dtype;
+    x->ndim = v->ndim;
+    for (int d = 0; d < v->ndim; d++) x->shape[d] = v->shape[d];
+    x->kind = kind;
+    x->index = index;
+    return g->n_vals++;
+}
+
+static pr_gnode *add_node(pr_Graph *g) {
+    if (g->n_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? 2 * g->cap_nodes : 64;
+        pr_gnode *p = PyMem_Realloc(g->nodes, sizeof(pr_gnode) * (size_t)cap);
+        if (!p) return PyErr_NoMemory(), NULL;
+        g->nodes = p;
+        g->cap_nodes = cap;
+    }
+    pr_gnode *n = &g->nodes[g->n_nodes++];
+    memset(n, 0, sizeof *n);
+    n->host = -1;
+    return n;
+}
+
+static void value_view(const pr_gvalue *x, pr_view *v) {
+    pr_set_out(v, x->dtype, x->ndim, x->shape);
+}
+
+static PyObject *new_symbolic(pr_Graph *g, int id) {
+    pr_gvalue *x = &g->vals[id];
+    PyObject *sym = Py_BuildValue("(Oi)", (PyObject *)g, id);
+    if (!sym) return NULL;
+    return (PyObject *)pr_tensor_new_symbolic(x->dtype, x->ndim, x->shape, sym);
+}
+
+/* The value id of a tensor in graph g: its own if symbolic, else captured. */
+static int value_of(pr_Graph *g, const pr_op *op, int i, PyObject *t) {
+    pr_Tensor *tt = (pr_Tensor *)t;
+    if (tt->sym) {
+        PyObject *owner = PyTuple_GET_ITEM(tt->sym, 0);
+        if (owner != (PyObject *)g)
+            return pr_fail(op, PyExc_ValueError,
+                           "input %d is a symbolic tensor of another traced function (it escaped "
+                           "from that trace, e.g. stored on an object or a global); pass it as an "
+                           "argument or return it instead",
+                           i);
+        return (int)PyLong_AsLong(PyTuple_GET_ITEM(tt->sym, 1));
+    }
+    PyObject *key = PyLong_FromVoidPtr(t);
+    if (!key) return -1;
+    PyObject *found = PyDict_GetItem(g->capture_ids, key);
+    if (found) {
+        Py_DECREF(key);
+        return (int)PyLong_AsLong(found);
+    }
+    int id = add_value(g, &tt->v, PR_VAL_CAPTURE, (int)PyList_GET_SIZE(g->captures));
+    PyObject *idobj = id >= 0 ? PyLong_FromLong(id) : NULL;
+    int rc = idobj ? PyDict_SetItem(g->capture_ids, key, idobj) : -1;
+    Py_XDECREF(idobj);
+    Py_DECREF(key);
+    if (rc < 0 || PyList_Append(g->captures, t) < 0) return -1;
+    return id;
+}
 
 int pr_trace_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
                   PyObject **outputs) {
-    PyErr_Format(PyExc_NotImplementedError, "%s: tracing is not implemented yet", op->name);
+    pr_Graph *g = current;
+    if (!g)
+        return pr_fail(op, PyExc_ValueError,
+                       "called on a symbolic tensor outside the function being traced: the tensor "
+                       "escaped from a pyresnet.compile trace (e.g. stored on an object); return "
+                       "it from the compiled function instead");
+    pr_view in[PR_MAX_INPUTS], out[PR_MAX_OUTPUTS];
+    int ids[PR_MAX_INPUTS];
+    for (int i = 0; i < n_in; i++) {
+        if ((op->mutates >> i & 1) && pr_is_symbolic(inputs[i]))
+            return pr_fail(op, PyExc_TypeError,
+                           "input %d is updated in place and must be a Variable, got a computed "
+                           "(symbolic) tensor",
+                           i);
+        ids[i] = value_of(g, op, i, inputs[i]);
+        if (ids[i] < 0) return -1;
+        value_view(&g->vals[ids[i]], &in[i]);
+    }
+    size_t scratch;
+    if (pr_infer(op, in, n_in, attrs, out, &scratch) < 0) return -1;
+    pr_gnode *n = add_node(g);
+    if (!n) return -1;
+    int node = (int)(n - g->nodes);
+    n->op = op;
+    n->n_in = n_in;
+    n->n_out = op->n_out;
+    memcpy(n->attrs, attrs, op->attr_size); /* the rest stays zero (add_node) */
+    for (int i = 0; i < n_in; i++) n->in[i] = ids[i];
+    for (int i = 0; i < op->n_out; i++) {
+        int id = add_value(g, &out[i], PR_VAL_NODE, node);
+        if (id < 0) goto fail;
+        g->nodes[node].out[i] = id;
+    }
+    for (int i = 0; i < op->n_out; i++) {
+        outputs[i] = new_symbolic(g, g->nodes[node].out[i]);
+        if (!outputs[i]) {
+            for (int k = 0; k < i; k++) Py_CLEAR(outputs[k]);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    g->n_nodes = node; /* drop the half-made node */
     return -1;
 }
 
-int pr_graph_init(PyObject *module) { return 0; }
+/* ---- passes ----------------------------------------------------------------
+ * Run once when tracing ends.  Node order stays program order. */
+
+static int is_side_effect(const pr_gnode *n) {
+    return n->host >= 0 || n->op->mutates || (n->op->flags & (PR_OP_STATEFUL | PR_OP_RANDOM));
+}
+
+/* Dead-code removal: keep nodes that feed an output or a side effect. */
+static int remove_dead(pr_Graph *g) {
+    char *live_val = PyMem_Calloc((size_t)g->n_vals + 1, 1);
+    char *live = PyMem_Calloc((size_t)g->n_nodes + 1, 1);
+    if (!live_val || !live) {
+        PyMem_Free(live_val), PyMem_Free(live);
+        return PyErr_NoMemory(), -1;
+    }
+    for (int i = 0; i < g->n_outputs; i++) live_val[g->outputs[i]] = 1;
+    for (int j = g->n_nodes - 1; j >= 0; j--) {
+        pr_gnode *n = &g->nodes[j];
+        int keep = is_side_effect(n);
+        for (int i = 0; i < n->n_out && !keep; i++) keep = live_val[n->out[i]];
+        if (!keep) continue;
+        live[j] = 1;
+        for (int i = 0; i < n->n_in; i++) live_val[n->in[i]] = 1;
+    }
+    int k = 0;
+    for (int j = 0; j < g->n_nodes; j++) {
+        if (!live[j]) continue;
+        if (k != j) g->nodes[k] = g->nodes[j];
+        for (int i = 0; i < g->nodes[k].n_out; i++) g->vals[g->nodes[k].out[i]].index = k;
+        k++;
+    }
+    g->n_removed += g->n_nodes - k;
+    g->n_nodes = k;
+    PyMem_Free(live_val);
+    PyMem_Free(live);
+    return 0;
+}
+
+/* Sink state updates: move every node that writes a variable as late as the
+ * nodes after it allow (until one reads what it writes or reads its outputs,
+ * or a host callback runs), keeping updates in their own order.  A training
+ * step's BN moving-statistics updates then run after the loss, with the
+ * optimizer's updates, so a kernel error in the forward pass or the loss
+ * (a label out of range) leaves every variable as it was. */
+static int sink_updates(pr_Graph *g) {
+    int nn = g->n_nodes, n_pending = 0, k = 0;
+    pr_gnode *order = PyMem_Malloc(sizeof(pr_gnode) * ((size_t)nn + 1));
+    int *pending = PyMem_Malloc(sizeof(int) * ((size_t)nn + 1));
+    char *written = PyMem_Calloc((size_t)g->n_vals + 1, 1); /* by a pending node */
+    if (!order || !pending || !written) {
+        PyMem_Free(order), PyMem_Free(pending), PyMem_Free(written);
+        return PyErr_NoMemory(), -1;
+    }
+    for (int j = 0; j <= nn; j++) {
+        pr_gnode *n = j < nn ? &g->nodes[j] : NULL;
+        int flush = !n || n->host >= 0;
+        for (int i = 0; n && !flush && i < n->n_in; i++) flush = written[n->in[i]];
+        if (flush) {
+            for (int p = 0; p < n_pending; p++) order[k++] = g->nodes[pending[p]];
+            n_pending = 0;
+            memset(written, 0, (size_t)g->n_vals + 1);
+        }
+        if (!n) break;
+        if (n->host < 0 && n->op->mutates) {
+            for (int i = 0; i < n->n_in; i++)
+                if (n->op->mutates >> i & 1) written[n->in[i]] = 1;
+            for (int i = 0; i < n->n_out; i++) written[n->out[i]] = 1;
+            pending[n_pending++] = j;
+        } else {
+            order[k++] = *n;
+        }
+    }
+    memcpy(g->nodes, order, sizeof(pr_gnode) * (size_t)nn);
+    for (int j = 0; j < nn; j++)
+        for (int i = 0; i < g->nodes[j].n_out; i++) g->vals[g->nodes[j].out[i]].index = j;
+    PyMem_Free(order);
+    PyMem_Free(pending);
+    PyMem_Free(written);
+    return 0;
+}
+
+/* Defined in ops_fused.c: rewrite chains of elementwise nodes. */
+int pr_fuse_elementwise(pr_Graph *g);
+
+/* ---- the Graph type --------------------------------------------------------- */
+
+static PyObject *Graph_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (!PyArg_ParseTuple(args, ":Graph")) return NULL;
+    pr_Graph *g = (pr_Graph *)type->tp_alloc(type, 0);
+    if (!g) return NULL;
+    g->captures = PyList_New(0);
+    g->capture_ids = PyDict_New();
+    g->callbacks = PyList_New(0);
+    if (!g->captures || !g->capture_ids || !g->callbacks) {
+        Py_DECREF(g);
+        return NULL;
+    }
+    return (PyObject *)g;
+}
+
+static int Graph_traverse(pr_Graph *g, visitproc visit, void *arg) {
+    Py_VISIT(g->captures);
+    Py_VISIT(g->capture_ids);
+    Py_VISIT(g->callbacks);
+    Py_VISIT(g->prev);
+    return 0;
+}
+
+static int Graph_clear(pr_Graph *g) {
+    Py_CLEAR(g->captures);
+    Py_CLEAR(g->capture_ids);
+    Py_CLEAR(g->callbacks);
+    Py_CLEAR(g->prev);
+    return 0;
+}
+
+static void Graph_dealloc(pr_Graph *g) {
+    PyObject_GC_UnTrack(g);
+    Graph_clear(g);
+    pr_plans_free(g);
+    PyMem_Free(g->vals);
+    PyMem_Free(g->nodes);
+    PyMem_Free(g->dyn);
+    PyMem_Free(g->outputs);
+    Py_TYPE(g)->tp_free((PyObject *)g);
+}
+
+static int check_open(pr_Graph *g) {
+    if (g->finalized) {
+        PyErr_SetString(PyExc_RuntimeError, "Graph: already finalized");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_dtype(PyObject *s, pr_dtype *d) {
+    const char *name = PyUnicode_AsUTF8(s);
+    if (!name) return -1;
+    for (int k = PR_F32; k <= PR_U8; k++)
+        if (strcmp(name, pr_dtype_name((pr_dtype)k)) == 0) return *d = (pr_dtype)k, 0;
+    PyErr_Format(PyExc_TypeError, "unknown dtype '%s'", name);
+    return -1;
+}
+
+/* placeholder(dtype, shape, dynamic_mask) -> symbolic Tensor.  Dynamic dims
+ * are traced at PR_DYN_SENTINEL whatever `shape` says. */
+static PyObject *Graph_placeholder(pr_Graph *g, PyObject *args) {
+    PyObject *dtype_obj, *shape_obj;
+    unsigned dyn;
+    if (!PyArg_ParseTuple(args, "OOI:placeholder", &dtype_obj, &shape_obj, &dyn)) return NULL;
+    if (check_open(g) < 0) return NULL;
+    pr_view v;
+    memset(&v, 0, sizeof v);
+    if (parse_dtype(dtype_obj, &v.dtype) < 0) return NULL;
+    PyObject *seq = PySequence_Fast(shape_obj, "placeholder: shape must be a sequence");
+    if (!seq) return NULL;
+    v.ndim = (int)PySequence_Fast_GET_SIZE(seq);
+    if (v.ndim > PR_MAX_DIMS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "placeholder: rank %d > %d", v.ndim, PR_MAX_DIMS);
+        return NULL;
+    }
+    for (int d = 0; d < v.ndim; d++) {
+        v.shape[d] = (dyn >> d & 1) ? PR_DYN_SENTINEL
+                                    : PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, d));
+        if (v.shape[d] < 0) {
+            Py_DECREF(seq);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "placeholder: bad shape");
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    unsigned *p = PyMem_Realloc(g->dyn, sizeof(unsigned) * (size_t)(g->n_inputs + 1));
+    if (!p) return PyErr_NoMemory();
+    g->dyn = p;
+    g->dyn[g->n_inputs] = dyn;
+    int id = add_value(g, &v, PR_VAL_INPUT, g->n_inputs);
+    if (id < 0) return NULL;
+    g->n_inputs++;
+    return new_symbolic(g, id);
+}
+
+/* begin(): trace into this graph in this thread (nests). */
+static PyObject *Graph_begin(pr_Graph *g, PyObject *noargs) {
+    if (check_open(g) < 0) return NULL;
+    if (g->tracing) {
+        PyErr_SetString(PyExc_RuntimeError, "Graph: already being traced");
+        return NULL;
+    }
+    Py_XINCREF(current);
+    Py_XSETREF(g->prev, (PyObject *)current);
+    current = g;
+    g->tracing = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Graph_end(pr_Graph *g, PyObject *noargs) {
+    if (g->tracing && current == g) {
+        current = (pr_Graph *)g->prev; /* borrowed: the previous graph's owner keeps it alive */
+        Py_CLEAR(g->prev);
+        g->tracing = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+/* host_call(fn, tensors): append a node that calls fn(*numpy arrays) with the
+ * GIL on every run (pyresnet.print). */
+static const pr_op host_op = {.name = "host_callback", .flags = PR_OP_STATEFUL,
+                              .doc = "A Python callback run on every call (pyresnet.print)."};
+
+static PyObject *Graph_host_call(pr_Graph *g, PyObject *args) {
+    PyObject *fn, *tensors;
+    if (!PyArg_ParseTuple(args, "OO:host_call", &fn, &tensors)) return NULL;
+    if (check_open(g) < 0) return NULL;
+    PyObject *seq = PySequence_Fast(tensors, "host_call: tensors must be a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > PR_MAX_INPUTS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "pyresnet.print: at most %d tensors per call",
+                     PR_MAX_INPUTS);
+        return NULL;
+    }
+    int ids[PR_MAX_INPUTS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+        if (!pr_Tensor_Check(t) || (ids[i] = value_of(g, &host_op, (int)i, t)) < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "host_call: expected Tensors");
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    if (PyList_Append(g->callbacks, fn) < 0) return NULL;
+    pr_gnode *node = add_node(g);
+    if (!node) return NULL;
+    node->op = &host_op;
+    node->n_in = (int)n;
+    for (Py_ssize_t i = 0; i < n; i++) node->in[i] = ids[i];
+    node->host = (int)PyList_GET_SIZE(g->callbacks) - 1;
+    Py_RETURN_NONE;
+}
+
+/* finalize(outputs, jit) -> None.  `outputs` are Tensors: symbolic ones of this
+ * graph or real ones (captured).  Runs the passes. */
+static PyObject *Graph_finalize(pr_Graph *g, PyObject *args) {
+    PyObject *outs;
+    int jit;
+    if (!PyArg_ParseTuple(args, "Op:finalize", &outs, &jit)) return NULL;
+    if (check_open(g) < 0) return NULL;
+    PyObject *seq = PySequence_Fast(outs, "finalize: outputs must be a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    g->outputs = PyMem_Calloc((size_t)n + 1, sizeof(int));
+    if (!g->outputs) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+        int id = pr_Tensor_Check(t) ? value_of(g, &host_op, (int)i, t) : -1;
+        if (id < 0) {
+            Py_DECREF(seq);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "finalize: expected Tensors");
+            return NULL;
+        }
+        g->outputs[i] = id;
+    }
+    g->n_outputs = (int)n;
+    Py_DECREF(seq);
+    g->jit = jit;
+    if (remove_dead(g) < 0 || sink_updates(g) < 0) return NULL;
+    for (int j = 0; j < g->n_nodes; j++)
+        g->nodes[j].dyn_attrs = g->nodes[j].host < 0 && pr_attrs_dynamic(&g->nodes[j]);
+    if (jit && pr_fuse_elementwise(g) < 0) return NULL;
+    g->finalized = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *shape_tuple(int ndim, const int64_t *shape) {
+    PyObject *s = PyTuple_New(ndim);
+    for (int d = 0; s && d < ndim; d++) {
+        PyObject *x = PyLong_FromLongLong(shape[d]);
+        if (!x) Py_CLEAR(s);
+        else PyTuple_SET_ITEM(s, d, x);
+    }
+    return s;
+}
+
+static PyObject *int_list(const int *v, int n) {
+    PyObject *l = PyList_New(n);
+    for (int i = 0; l && i < n; i++) {
+        PyObject *x = PyLong_FromLong(v[i]);
+        if (!x) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, i, x);
+    }
+    return l;
+}
+
+/* values() -> list of (kind, dtype, traced shape, index). */
+static PyObject *Graph_values(pr_Graph *g, PyObject *noargs) {
+    static const char *kinds[] = {"input", "capture", "node"};
+    PyObject *l = PyList_New(g->n_vals);
+    for (int i = 0; l && i < g->n_vals; i++) {
+        pr_gvalue *x = &g->vals[i];
+        PyObject *item = Py_BuildValue("(ssNi)", kinds[x->kind], pr_dtype_name(x->dtype),
+                                       shape_tuple(x->ndim, x->shape), x->index);
+        if (!item) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, i, item);
+    }
+    return l;
+}
+
+/* nodes() -> list of (op name, input ids, output ids). */
+static PyObject *Graph_nodes(pr_Graph *g, PyObject *noargs) {
+    PyObject *l = PyList_New(g->n_nodes);
+    for (int j = 0; l && j < g->n_nodes; j++) {
+        pr_gnode *n = &g->nodes[j];
+        PyObject *item = Py_BuildValue("(sNN)", n->op->name, int_list(n->in, n->n_in),
+                                       int_list(n->out, n->n_out));
+        if (!item) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, j, item);
+    }
+    return l;
+}
+
+static PyObject *Graph_get_outputs(pr_Graph *g, void *c) { return int_list(g->outputs, g->n_outputs); }
+static PyObject *Graph_get_captures(pr_Graph *g, void *c) {
+    Py_INCREF(g->captures);
+    return g->captures;
+}
+static PyObject *Graph_get_passes(pr_Graph *g, void *c) {
+    return Py_BuildValue("{s:i,s:i}", "removed", g->n_removed, "fused", g->n_fused);
+}
+
+/* suspend() -> token; resume(token): stop tracing in this thread for a while
+ * (pyresnet.init_scope: create variables from concrete values mid-trace). */
+static PyObject *py_trace_suspend(PyObject *self, PyObject *noargs) {
+    PyObject *token = current ? (PyObject *)current : Py_None;
+    Py_INCREF(token);
+    current = NULL;
+    return token;
+}
+
+static PyObject *py_trace_resume(PyObject *self, PyObject *token) {
+    if (token != Py_None && !PyObject_TypeCheck(token, &pr_GraphType)) {
+        PyErr_SetString(PyExc_TypeError, "trace_resume: expected a token from trace_suspend");
+        return NULL;
+    }
+    current = token == Py_None ? NULL : (pr_Graph *)token; /* kept alive by its tracer */
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_tracing(PyObject *self, PyObject *noargs) { return PyBool_FromLong(current != NULL); }
+
+static PyMethodDef Graph_methods[] = {
+    {"placeholder", (PyCFunction)Graph_placeholder, METH_VARARGS,
+     "placeholder(dtype, shape, dynamic_mask) -> symbolic Tensor (a graph input)."},
+    {"begin", (PyCFunction)Graph_begin, METH_NOARGS, "Trace op calls of this thread into the graph."},
+    {"end", (PyCFunction)Graph_end, METH_NOARGS, "Stop tracing into the graph."},
+    {"host_call", (PyCFunction)Graph_host_call, METH_VARARGS,
+     "host_call(fn, tensors): call fn(*arrays) on every run (with the GIL)."},
+    {"finalize", (PyCFunction)Graph_finalize, METH_VARARGS,
+     "finalize(outputs, jit): set the outputs and run the graph passes."},
+    {"values", (PyCFunction)Graph_values, METH_NOARGS, "[(kind, dtype, shape, index)] per value."},
+    {"nodes", (PyCFunction)Graph_nodes, METH_NOARGS, "[(op, input ids, output ids)] per node."},
+    {NULL}};
+
+static PyGetSetDef Graph_getset[] = {
+    {"outputs", (getter)Graph_get_outputs, NULL, "Value ids of the outputs.", NULL},
+    {"captures", (getter)Graph_get_captures, NULL, "Captured real tensors (by reference).", NULL},
+    {"passes", (getter)Graph_get_passes, NULL, "What the passes did: removed/fused/inplace.", NULL},
+    {NULL}};
+
+PyTypeObject pr_GraphType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pyresnet._C.Graph",
+    .tp_basicsize = sizeof(pr_Graph),
+    .tp_dealloc = (destructor)Graph_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Graph(): a traced graph of op calls (driven by pyresnet.compile).",
+    .tp_traverse = (traverseproc)Graph_traverse,
+    .tp_clear = (inquiry)Graph_clear,
+    .tp_methods = Graph_methods,
+    .tp_getset = Graph_getset,
+    .tp_new = Graph_new,
+};
+
+static PyMethodDef module_methods[] = {
+    {"trace_suspend", py_trace_suspend, METH_NOARGS, "Pause tracing in this thread -> token."},
+    {"trace_resume", py_trace_resume, METH_O, "Resume the trace paused by trace_suspend."},
+    {"tracing", py_tracing, METH_NOARGS, "Whether this thread is tracing a graph."},
+    {NULL}};
+
+int pr_graph_init(PyObject *module) {
+    if (PyType_Ready(&pr_GraphType) < 0) return -1;
+    Py_INCREF(&pr_GraphType);
+    if (PyModule_AddObject(module, "Graph", (PyObject *)&pr_GraphType) < 0) {
+        Py_DECREF(&pr_GraphType);
+        return -1;
+    }
+    if (PyModule_AddFunctions(module, module_methods) < 0) return -1;
+    PyModule_AddIntConstant(module, "DYN_SENTINEL", PR_DYN_SENTINEL);
+    return pr_executor_init(module, &pr_GraphType);
+}

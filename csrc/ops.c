@@ -12,9 +12,10 @@ extern const pr_op *const pr_ops_nn[];
 extern const pr_op *const pr_ops_conv[];
 extern const pr_op *const pr_ops_state[];
 extern const pr_op *const pr_ops_augment[];
+extern const pr_op *const pr_ops_fused[];
 
 static const pr_op *const *const families[] = {
-    pr_ops_elementwise, pr_ops_nn, pr_ops_conv, pr_ops_state, pr_ops_augment,
+    pr_ops_elementwise, pr_ops_nn, pr_ops_conv, pr_ops_state, pr_ops_augment, pr_ops_fused,
 };
 
 static PyObject *op_table; /* name -> capsule(const pr_op *) */
@@ -184,6 +185,10 @@ int pr_run_forward(const pr_op *op, const pr_view *in, int n_in, pr_view *out,
     rc = op->forward(in, n_in, out, attrs, scratch);
     Py_END_ALLOW_THREADS
     pr_free(scratch);
+    return pr_kernel_status(op, rc);
+}
+
+int pr_kernel_status(const pr_op *op, int rc) {
     switch (rc) {
     case PR_OK: return 0;
     case PR_ERR_VALUE:
@@ -225,7 +230,9 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
         }
         symbolic |= pr_is_symbolic(t[i]);
     }
-    if (symbolic) {
+    /* While a function is traced every call is traced, also on real inputs:
+     * a Variable must be re-read on every run, not folded into a constant. */
+    if (symbolic || pr_tracing_active()) {
         if (pr_trace_call(op, t, n_in, attrs, outputs) < 0) goto done;
         n_made = op->n_out;
     } else {
@@ -370,7 +377,8 @@ int pr_ops_init(PyObject *module) {
     for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
         for (const pr_op *const *p = families[f]; *p; p++) {
             const pr_op *op = *p;
-            if (op->attr_size > PR_ATTR_BYTES || op->n_in > PR_MAX_INPUTS ||
+            int attrs_unsized = op->attrs && op->attrs[0].name && op->attr_size == 0;
+            if (attrs_unsized || op->attr_size > PR_ATTR_BYTES || op->n_in > PR_MAX_INPUTS ||
                 op->n_out > PR_MAX_OUTPUTS || PyDict_GetItemString(op_table, op->name)) {
                 PyErr_Format(PyExc_SystemError, "bad or duplicate op registration '%s'", op->name);
                 return -1;

@@ -40,6 +40,9 @@ typedef struct {
 enum {
     PR_OP_STATEFUL = 1, /* has effects beyond its outputs: never removed from a graph */
     PR_OP_RANDOM = 2,   /* draws from an RNG state input (implies STATEFUL) */
+    PR_OP_ELEMENTWISE = 4, /* output element i reads only element i of every input of the
+                            * output's shape (others broadcast): the output may share the
+                            * buffer of such an input (in-place), and chains may be fused */
 };
 
 typedef struct pr_op pr_op;
@@ -52,6 +55,16 @@ typedef int (*pr_forward_fn)(const pr_view *in, int n_in, pr_view *out, const vo
  * gradient of output i or NULL (no gradient flows there).  needs[i] says
  * whether input i wants a gradient.  Fill gin[i] with a new reference or
  * leave it NULL.  Return 0, or -1 with a Python exception set. */
+/* Optional: floating-point operations of one call (a multiply-add counts 2). */
+typedef double (*pr_flops_fn)(const pr_view *in, int n_in, const pr_view *out, const void *attrs);
+/* Optional: alternative kernels of the same op (variant 0 is `forward`); the
+ * compiler (jit_compile) times them once per shape on the first call of a
+ * plan and keeps the fastest.  `variant_scratch` gives a variant's scratch
+ * bytes (NULL: what `infer` asked for). */
+typedef int (*pr_variant_fn)(int variant, const pr_view *in, int n_in, pr_view *out,
+                             const void *attrs, void *scratch);
+typedef size_t (*pr_variant_scratch_fn)(int variant, const pr_view *in, int n_in,
+                                        const void *attrs);
 typedef int (*pr_gradient_fn)(PyObject *const *in, PyObject *const *out, const void *attrs,
                               PyObject *const *gout, const int *needs, PyObject **gin);
 
@@ -67,6 +80,10 @@ struct pr_op {
     pr_forward_fn forward;
     pr_gradient_fn gradient; /* NULL: not differentiable (grads stop here) */
     const char *doc;
+    pr_flops_fn flops;         /* NULL: one per output element */
+    int n_variants;            /* 0/1: only `forward` */
+    pr_variant_fn forward_variant;
+    pr_variant_scratch_fn variant_scratch;
 };
 
 /* Registration: each ops_*.c file exposes `const pr_op *const pr_ops_<family>[]`
@@ -98,6 +115,10 @@ int pr_infer(const pr_op *op, const pr_view *in, int n_in, const void *attrs, pr
 int pr_run_forward(const pr_op *op, const pr_view *in, int n_in, pr_view *out,
                    const void *attrs, size_t scratch_bytes);
 
+/* Turn a kernel's PR_* code into the Python exception eager calls raise
+ * (GIL held).  Returns -1 for an error code, 0 for PR_OK. */
+int pr_kernel_status(const pr_op *op, int rc);
+
 /* Shape-rule helpers: raise ValueError/TypeError naming the op. */
 int pr_expect_dtype(const pr_op *op, const pr_view *in, int i, pr_dtype dtype);
 int pr_expect_ndim(const pr_op *op, const pr_view *in, int i, int ndim);
@@ -117,6 +138,8 @@ int pr_trace_call(const pr_op *op, PyObject *const *inputs, int n_in, const void
 int pr_tape_record(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
                    PyObject *const *outputs, int n_out);
 int pr_autodiff_init(PyObject *module);
+/* Whether this thread is tracing a graph (graph.c). */
+int pr_tracing_active(void);
 int pr_graph_init(PyObject *module);
 
 #endif

@@ -211,7 +211,7 @@ static int infer_conv2d(const pr_op *op, const pr_view *in, int n, const void *a
         return -1;
     int64_t shape[4] = {g.n, g.ho, g.wo, g.o};
     pr_set_out(out, PR_F32, 4, shape);
-    *ws = pr_conv2d_scratch_bytes(&g);
+    *ws = pr_conv2d_scratch_bytes(&g, PR_CONV_FORWARD);
     return 0;
 }
 
@@ -227,7 +227,7 @@ static int infer_conv2d_bpi(const pr_op *op, const pr_view *in, int n, const voi
     int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
     if (check_dy(op, in, 0, 4, dy) < 0) return -1;
     *out = x;
-    *ws = pr_conv2d_scratch_bytes(&g);
+    *ws = pr_conv2d_scratch_bytes(&g, PR_CONV_BACKPROP_INPUT);
     return 0;
 }
 
@@ -243,7 +243,7 @@ static int infer_conv2d_bpf(const pr_op *op, const pr_view *in, int n, const voi
     int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
     if (check_dy(op, in, 1, 4, dy) < 0) return -1;
     *out = k;
-    *ws = pr_conv2d_scratch_bytes(&g);
+    *ws = pr_conv2d_scratch_bytes(&g, PR_CONV_BACKPROP_FILTER);
     return 0;
 }
 
@@ -476,31 +476,50 @@ static const pr_attr_spec pool_bp_attrs[] = {
 static const pr_attr_spec shape_attrs[] = {
     {"shape", PR_ATTR_INTS, offsetof(pr_shape_attrs, shape), 1, 0}, {NULL}};
 
+/* ---- FLOP counts (a multiply-add counts 2), for compiled-graph reports ---- */
+
+static double flops_matmul(const pr_view *in, int n, const pr_view *out, const void *attrs) {
+    const pr_matmul_attrs *a = attrs;
+    return 2.0 * (double)out->size * (double)in[0].shape[a->transpose_a ? 0 : 1];
+}
+/* conv2d(x, w) -> y: every y element meets KH*KW*C filter taps. */
+static double flops_conv(const pr_view *in, int n, const pr_view *out, const void *attrs) {
+    return 2.0 * (double)out->size * (double)(in[1].shape[0] * in[1].shape[1] * in[1].shape[2]);
+}
+/* conv2d_backprop_input(dy, w): every dy element meets KH*KW*C taps. */
+static double flops_conv_bpi(const pr_view *in, int n, const pr_view *out, const void *attrs) {
+    return 2.0 * (double)in[0].size * (double)(in[1].shape[0] * in[1].shape[1] * in[1].shape[2]);
+}
+/* conv2d_backprop_filter(x, dy) -> (KH, KW, C, O). */
+static double flops_conv_bpf(const pr_view *in, int n, const pr_view *out, const void *attrs) {
+    return 2.0 * (double)in[1].size * (double)(out->shape[0] * out->shape[1] * out->shape[2]);
+}
+
 static const pr_op op_matmul = {
     .name = "matmul", .n_in = 2, .n_out = 1, .attrs = matmul_attrs,
     .attr_size = sizeof(pr_matmul_attrs), .infer = infer_matmul, .forward = fw_matmul,
-    .gradient = gr_matmul,
+    .gradient = gr_matmul, .flops = flops_matmul,
     .doc = "matmul(a (M, K), b (K, N)) -> (M, N) with OpenBLAS sgemm; transpose_a / "
            "transpose_b take a as (K, M) / b as (N, K)."};
 
 static const pr_op op_conv2d = {
     .name = "conv2d", .n_in = 2, .n_out = 1, .attrs = conv_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d, .forward = fw_conv2d,
-    .gradient = gr_conv2d,
+    .gradient = gr_conv2d, .flops = flops_conv,
     .doc = "conv2d(x (N, H, W, C), kernel (KH, KW, C, O)) -> (N, HO, WO, O); strides: 1 or 2 "
            "ints; same: TensorFlow 'same' padding, else 'valid'.  im2col + sgemm."};
 
 static const pr_op op_conv2d_bpi = {
     .name = "conv2d_backprop_input", .n_in = 2, .n_out = 1, .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpi, .forward = fw_conv2d_bpi,
-    .gradient = gr_conv2d_bpi,
+    .gradient = gr_conv2d_bpi, .flops = flops_conv_bpi,
     .doc = "conv2d_backprop_input(dy, kernel; strides, same, shape=x's shape) -> dx, the "
            "gradient of conv2d wrt x."};
 
 static const pr_op op_conv2d_bpf = {
     .name = "conv2d_backprop_filter", .n_in = 2, .n_out = 1, .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpf, .forward = fw_conv2d_bpf,
-    .gradient = gr_conv2d_bpf,
+    .gradient = gr_conv2d_bpf, .flops = flops_conv_bpf,
     .doc = "conv2d_backprop_filter(x, dy; strides, same, shape=kernel's shape) -> dkernel, "
            "the gradient of conv2d wrt the kernel."};
 

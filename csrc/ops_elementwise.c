@@ -331,7 +331,8 @@ static const pr_attr_spec clip_attrs[] = {
     {"max", PR_ATTR_FLOAT, offsetof(pr_clip_attrs, max), 1, 0}, {NULL}};
 
 #define BINARY(var, nm, fw, gr, d) \
-    static const pr_op var = {.name = nm, .n_in = 2, .n_out = 1, .infer = infer_binary, \
+    static const pr_op var = {.name = nm, .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE, \
+                              .infer = infer_binary, \
                               .forward = fw, .gradient = gr, .doc = d}
 
 BINARY(op_add, "add", fw_add, gr_add, "x + y with NumPy broadcasting (float32).");
@@ -364,16 +365,16 @@ static const pr_op op_clip_backward = {
     .attr_size = sizeof(pr_clip_attrs), .infer = infer_two_same, .forward = fw_clip_backward,
     .doc = "clip_backward(dy, x): dy where min <= x <= max, else 0."};
 
-static const pr_op op_neg = {.name = "negative", .n_in = 1, .n_out = 1, .infer = infer_same,
+static const pr_op op_neg = {.name = "negative", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_same,
                              .forward = fw_neg, .gradient = gr_neg, .doc = "-x."};
-static const pr_op op_scale = {.name = "scale", .n_in = 1, .n_out = 1, .attrs = scalar_attrs,
+static const pr_op op_scale = {.name = "scale", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .attrs = scalar_attrs,
                                .attr_size = sizeof(pr_scalar_attrs), .infer = infer_same,
                                .forward = fw_scale, .gradient = gr_scale,
                                .doc = "x * value for a constant float `value`."};
-static const pr_op op_relu = {.name = "relu", .n_in = 1, .n_out = 1, .infer = infer_same,
+static const pr_op op_relu = {.name = "relu", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_same,
                               .forward = fw_relu, .gradient = gr_relu, .doc = "max(x, 0)."};
 static const pr_op op_relu_backward = {
-    .name = "relu_backward", .n_in = 2, .n_out = 1, .infer = infer_two_same,
+    .name = "relu_backward", .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_two_same,
     .forward = fw_relu_backward, .doc = "relu_backward(dy, y): dy where y > 0, else 0."};
 static const pr_op op_ones = {.name = "ones_like", .n_in = 1, .n_out = 1, .infer = infer_like,
                               .forward = fw_ones, .doc = "float32 ones of x's shape."};

@@ -11,10 +11,12 @@
 #include "ops.h"
 
 static const char TRACING_HINT[] =
-    "is a symbolic tensor: the function is being traced by pyresnet.compile, so it has "
-    "no value yet. Use pyresnet ops (e.g. pyresnet.ops.where-style arithmetic) instead "
-    "of Python control flow on tensor values, print with pyresnet.print, or run the "
-    "function eagerly (call it without @pyresnet.compile, or model.compile(run_eagerly=True)).";
+    "is a symbolic tensor: the function is being traced by pyresnet.compile, which runs the "
+    "Python code once per input signature to record its ops, so tensors have no values yet. "
+    "Fix: compute with pyresnet ops instead of Python control flow, len() or NumPy on tensor "
+    "values (e.g. ops.maximum(x, 0) instead of `if x > 0`, x.shape[0] instead of len(x)), "
+    "print values with pyresnet.print, or run the function eagerly (call it without "
+    "@pyresnet.compile, or model.compile(..., run_eagerly=True)).";
 
 const char *pr_shape_str(const pr_view *v, char *buf, size_t n) {
     size_t used = 0;

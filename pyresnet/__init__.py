@@ -7,6 +7,8 @@ from ._loader import _C
 from .autodiff import GradientTape
 from .tensor import Tensor, Variable, convert_to_tensor
 from . import ops
+from .compile import compile, Function, ConcreteFunction, TensorSpec, init_scope
+from .compile import print  # noqa: A004  (pyresnet.print, as tf.print)
 from . import activations, initializers, utils
 from . import layers, losses, metrics, optimizers, callbacks
 from . import models

@@ -8,6 +8,13 @@ import scipy_openblas32
 _lib = os.path.join(scipy_openblas32.get_lib_dir(), "lib" + scipy_openblas32.get_library() + ".so")
 ctypes.CDLL(_lib, mode=ctypes.RTLD_GLOBAL)
 
-from . import _C  # noqa: E402  (after the preload on purpose)
+try:
+    from . import _C  # noqa: E402  (after the preload on purpose)
+except ImportError as e:  # e.g. `import pyresnet` from an unbuilt source checkout
+    raise ImportError(
+        f"pyresnet's C extension pyresnet._C could not be loaded from {__file__!r} ({e}). "
+        "Install the package with `pip install .` and import it from outside the source "
+        "folder (Python puts the current folder, holding the unbuilt sources, first on sys.path)."
+    ) from e
 
 __all__ = ["_C"]

@@ -2,23 +2,7 @@
 rules (csrc/autodiff.c), with tf.GradientTape's interface."""
 from ._loader import _C
 from .tensor import Tensor
-
-
-def _flatten(structure):
-    if isinstance(structure, dict):
-        return [x for k in sorted(structure) for x in _flatten(structure[k])]
-    if isinstance(structure, (list, tuple)):
-        return [x for s in structure for x in _flatten(s)]
-    return [structure]
-
-
-def _pack(structure, flat):
-    if isinstance(structure, dict):
-        return {k: _pack(structure[k], flat) for k in sorted(structure)}
-    if isinstance(structure, (list, tuple)):
-        packed = [_pack(s, flat) for s in structure]
-        return packed if isinstance(structure, list) else type(structure)(packed)
-    return next(flat)
+from .utils import tree
 
 
 class GradientTape:
@@ -46,7 +30,7 @@ class GradientTape:
 
     def watch(self, tensor):
         """Record ops on ``tensor`` (or every tensor of a nested structure)."""
-        for t in _flatten(tensor):
+        for t in tree.flatten(tensor):
             self._tape.watch(t)
 
     def gradient(self, target, sources, output_gradients=None):
@@ -72,7 +56,7 @@ class GradientTape:
             for t in target[1:]:
                 total = total + t
             target = total
-        flat = _flatten(sources)
+        flat = tree.flatten(sources)
         for i, s in enumerate(flat):
             if not isinstance(s, Tensor):
                 raise TypeError(
@@ -80,4 +64,4 @@ class GradientTape:
                     f"got {type(s).__name__}"
                 )
         grads = self._tape.gradient(target, flat, output_gradients)
-        return _pack(sources, iter(grads))
+        return tree.pack_sequence_as(sources, grads)

@@ -8,6 +8,9 @@ from ._loader import _C
 Tensor = _C.Tensor
 
 _variable_ids = itertools.count()
+# Callables told about every new Variable (pyresnet.compile checks that no
+# variable is created on a later trace than the first).
+_variable_observers = []
 
 
 def convert_to_tensor(value, dtype=None):
@@ -48,6 +51,8 @@ class Variable(Tensor):
     def __init__(self, initial_value, trainable=True, name=None):
         self._trainable = bool(trainable)
         self.name = name if name is not None else f"variable_{next(_variable_ids)}"
+        for observe in _variable_observers:
+            observe(self)
 
     def __new__(cls, initial_value, trainable=True, name=None):
         if isinstance(initial_value, Tensor) and initial_value.is_symbolic:

@@ -175,9 +175,9 @@ def test_conv2d_backprop_ops_gradients(strides, same):
                     lambda u, d: conv_bpf_ref(u, d, k.shape, strides, same), [x, dy])
 
 
-def test_conv2d_multi_chunk_batch():
-    """A batch whose im2col matrix exceeds the kernel's chunk budget (32 MiB),
-    so the forward and both backprops run over several chunks."""
+def test_conv2d_large_batch():
+    """A batch whose im2col matrix (47 MB) exceeds every scratch budget of the
+    kernels, so the forward and both backprops run in several pieces."""
     x, k = randn(10, 64, 64, 32), randn(3, 3, 32, 8)
     y = pr.ops.conv2d(x, k, padding="same").numpy()
     np.testing.assert_allclose(y, conv_ref(x.astype(np.float64), k, 1, True), rtol=1e-4, atol=1e-3)
@@ -188,6 +188,48 @@ def test_conv2d_multi_chunk_batch():
     dk = pr.ops.call("conv2d_backprop_filter", x, dy, shape=k.shape, same=True).numpy()
     np.testing.assert_allclose(dk, conv_bpf_ref(x.astype(np.float64), dy, k.shape, 1, True),
                                rtol=1e-4, atol=1e-2)
+
+
+@pytest.fixture
+def restore_threads():
+    n = pr.get_num_threads()
+    yield
+    pr.set_num_threads(n)
+
+
+@pytest.mark.parametrize("ksize,strides,same", [((3, 3), 1, True), ((3, 3), 2, True),
+                                                ((1, 1), 1, False), ((2, 2), 2, False)])
+def test_conv2d_deterministic_for_any_thread_count(restore_threads, ksize, strides, same):
+    """The kernels split work by shape only: identical bits for any thread count."""
+    x, k = randn(16, 17, 15, 16), randn(*ksize, 16, 8)
+    dy = randn(16, *conv_ref(x[:1], k, strides, same).shape[1:])
+    attrs = dict(strides=strides, same=same)
+
+    def passes():
+        return [pr.ops.call("conv2d", x, k, **attrs).numpy(),
+                pr.ops.call("conv2d_backprop_input", dy, k, shape=x.shape, **attrs).numpy(),
+                pr.ops.call("conv2d_backprop_filter", x, dy, shape=k.shape, **attrs).numpy()]
+
+    results = []
+    for n in (1, 2, 3):
+        pr.set_num_threads(n)
+        results.append(passes())
+        for a, b in zip(results[-1], passes()):
+            np.testing.assert_array_equal(a, b)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("m,k,n", [(301, 200, 70), (40, 160, 333)])
+def test_matmul_large(ta, tb, m, k, n):
+    """Products big enough for the threaded paths, tall and wide."""
+    a, b = randn(k, m) if ta else randn(m, k), randn(n, k) if tb else randn(k, n)
+    want = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b)
+    got = pr.ops.matmul(a, b, transpose_a=ta, transpose_b=tb).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_conv2d_empty_batch():

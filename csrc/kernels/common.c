@@ -51,6 +51,7 @@ void *pr_alloc(size_t nbytes) {
 void pr_free(void *p) { free(p); }
 
 static int num_threads = 0;
+static _Thread_local int thread_limit; /* 0: none (pr_set_thread_limit) */
 
 int pr_get_num_threads(void) {
     if (num_threads <= 0) {
@@ -61,8 +62,10 @@ int pr_get_num_threads(void) {
 #endif
         if (num_threads < 1) num_threads = 1;
     }
-    return num_threads;
+    return thread_limit > 0 && thread_limit < num_threads ? thread_limit : num_threads;
 }
+
+void pr_set_thread_limit(int n) { thread_limit = n > 0 ? n : 0; }
 
 void pr_set_num_threads(int n) {
     if (n < 1) n = 1;

@@ -1,4 +1,4 @@
-/* 2D convolution by im2col + one OpenBLAS sgemm per chunk of images.
+/* 2D convolution by im2col + OpenBLAS sgemm, fused per small block.
  *
  * Layouts: x NHWC (N, H, W, C), filter HWIO (KH, KW, C, O), y NHWC
  * (N, HO, WO, O).  The im2col matrix has one row per output pixel
@@ -8,20 +8,42 @@
  * (Chellapilla et al., "High Performance Convolutional Neural Networks for
  * Document Processing", 2006, section 3).  In NHWC, the KW taps of one
  * filter row read KW*C consecutive floats of x, so im2col is one memcpy per
- * (output pixel, kh) plus zero fill at the borders.
+ * (output pixel, kh) plus zero fill at the borders.  A 1x1 stride-1
+ * unpadded conv needs no im2col: x itself is the (N*H*W, C) matrix.
  *
- * A 1x1 stride-1 unpadded conv is a plain GEMM over x seen as (N*H*W, C).
- * The batch is processed in chunks so that the im2col buffer stays below
- * CHUNK_BYTES.  OpenMP loops (im2col, col2im) and OpenBLAS calls alternate;
- * sgemm is never called from inside a parallel region.  Results do not
- * depend on the thread count: col2im gathers per input row in a fixed
- * order and dw accumulates chunks in order.
+ * Each pass is one OpenMP parallel loop over independent work units; a
+ * thread builds a block's im2col rows in its own scratch slot and
+ * multiplies them while they are still in cache (pr_sgemm runs on the
+ * calling thread inside a parallel region, and OpenBLAS keeps no threads of
+ * its own, so nothing oversubscribes the cores):
+ *   forward          blocks of output rows (any batch size);
+ *   backprop_input   one image per unit: dcol block by block, then col2im,
+ *                    which gathers per input row in a fixed order;
+ *   backprop_filter  blocks of output rows dealt round-robin to a fixed
+ *                    number of stripes; each stripe sums its blocks into
+ *                    its own partial dw and the partials are added in
+ *                    stripe order.
+ * The work split depends only on the shapes, never on the thread count,
+ * so results are identical for any number of threads.
  */
 #include "conv.h"
 
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#define THREAD_ID() omp_get_thread_num()
+#else
+#define THREAD_ID() 0
+#endif
 
-#define CHUNK_BYTES ((size_t)32 << 20)
+/* Block size: OpenBLAS multiplies without packing when M*N*K <= 100^3 (its
+ * small-matrix kernels, kernel/x86_64/sgemm_small_kernel_permit_skylakex.c),
+ * which is up to 25% faster on these thin products, so blocks stay below
+ * that and below BLOCK_BYTES of im2col rows. */
+#define SMALL_MNK 1000000
+#define BLOCK_BYTES ((size_t)128 << 10)
+#define SLOT_BUDGET ((size_t)32 << 20)   /* scratch for all slots together, roughly */
+#define MAX_SLOTS 16                     /* at most this many threads share one conv */
 
 int64_t pr_window_out_size(int64_t in, int64_t k, int64_t s, int same, int64_t *pad_before) {
     if (same) {
@@ -40,61 +62,101 @@ static int is_pointwise(const pr_window *g) {
 
 static int64_t col_width(const pr_window *g) { return g->kh * g->kw * g->c; }
 
-/* Images per chunk: as many as fit in CHUNK_BYTES of im2col rows, at least 1. */
-static int64_t chunk_images(const pr_window *g) {
-    size_t per_image = sizeof(float) * (size_t)(g->ho * g->wo * col_width(g));
-    int64_t nb = per_image ? (int64_t)(CHUNK_BYTES / per_image) : g->n;
-    if (nb < 1) nb = 1;
-    return nb < g->n ? nb : g->n;
+/* Output rows per block (see SMALL_MNK), a multiple of 16 when possible. */
+static int64_t block_rows(const pr_window *g) {
+    int64_t k = col_width(g), r = SMALL_MNK / (k * g->o);
+    int64_t by_bytes = (int64_t)(BLOCK_BYTES / (sizeof(float) * (size_t)k));
+    if (r > by_bytes) r = by_bytes;
+    return r >= 32 ? r / 16 * 16 : (r > 0 ? r : 1);
 }
 
-size_t pr_conv2d_scratch_bytes(const pr_window *g) {
-    if (is_pointwise(g)) return 0;
-    return sizeof(float) * (size_t)(chunk_images(g) * g->ho * g->wo * col_width(g));
+static int64_t count_blocks(const pr_window *g) {
+    int64_t m = g->n * g->ho * g->wo, r = block_rows(g);
+    return (m + r - 1) / r;
 }
 
-/* col rows of images [n0, n0 + nb) <- x. */
-static void im2col(const pr_window *g, const float *x, int64_t n0, int64_t nb, float *col) {
+/* Scratch slots for `units` parallel work units of slot_floats each: at most
+ * MAX_SLOTS, and no more than SLOT_BUDGET allows (but at least one). */
+static int64_t count_slots(int64_t units, int64_t slot_floats) {
+    int64_t budget = (int64_t)(SLOT_BUDGET / (sizeof(float) * (size_t)(slot_floats ? slot_floats : 1)));
+    int64_t s = units < MAX_SLOTS ? units : MAX_SLOTS;
+    if (s > budget) s = budget > 1 ? budget : 1;
+    return units ? s : 0;
+}
+
+static int threads_for(int64_t slots) {
+    int64_t t = pr_get_num_threads();
+    return (int)(slots < 1 ? 1 : slots < t ? slots : t);
+}
+
+/* Per pass: the slot count and the floats of one slot's im2col buffer
+ * (0 for pointwise convs, which read x in place). */
+static int64_t forward_col_floats(const pr_window *g) {
+    return is_pointwise(g) ? 0 : block_rows(g) * col_width(g);
+}
+static int64_t bpi_col_floats(const pr_window *g) {
+    return is_pointwise(g) ? 0 : g->ho * g->wo * col_width(g);
+}
+
+size_t pr_conv2d_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
+    int64_t floats = 0, K = col_width(g);
+    switch (pass) {
+    case PR_CONV_FORWARD:
+        floats = count_slots(count_blocks(g), forward_col_floats(g)) * forward_col_floats(g);
+        break;
+    case PR_CONV_BACKPROP_INPUT: /* w^T, then the slots */
+        floats = K * g->o + count_slots(g->n, bpi_col_floats(g)) * bpi_col_floats(g);
+        break;
+    case PR_CONV_BACKPROP_FILTER: {
+        int64_t slot = forward_col_floats(g) + K * g->o;
+        floats = count_slots(count_blocks(g), slot) * slot;
+        break;
+    }
+    }
+    return sizeof(float) * (size_t)floats;
+}
+
+/* col (m rows of K) <- the im2col rows of output pixels r0 .. r0 + m - 1
+ * (numbered n-major over the whole batch). */
+static void im2col_rows(const pr_window *g, const float *x, int64_t r0, int64_t m, float *col) {
     const int64_t C = g->c, K = col_width(g), KWC = g->kw * C;
-#pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
-    for (int64_t r = 0; r < nb * g->ho; r++) {
-        int64_t n = n0 + r / g->ho, oh = r % g->ho;
+    int64_t ow = r0 % g->wo, oh = r0 / g->wo % g->ho, n = r0 / (g->wo * g->ho);
+    for (int64_t r = 0; r < m; r++) {
         const float *xn = x + n * g->h * g->w * C;
-        for (int64_t ow = 0; ow < g->wo; ow++) {
-            float *dst = col + (r * g->wo + ow) * K;
-            int64_t lo, hi, iw0 = ow * g->sw - g->pw;
-            pr_window_taps(iw0, g->kw, g->w, &lo, &hi);
-            for (int64_t kh = 0; kh < g->kh; kh++, dst += KWC) {
-                int64_t ih = oh * g->sh - g->ph + kh;
-                if (ih < 0 || ih >= g->h) {
-                    memset(dst, 0, sizeof(float) * (size_t)KWC);
-                    continue;
-                }
-                if (lo > 0) memset(dst, 0, sizeof(float) * (size_t)(lo * C));
-                memcpy(dst + lo * C, xn + (ih * g->w + iw0 + lo) * C,
-                       sizeof(float) * (size_t)((hi - lo) * C));
-                if (hi < g->kw) memset(dst + hi * C, 0, sizeof(float) * (size_t)((g->kw - hi) * C));
+        float *dst = col + r * K;
+        int64_t lo, hi, iw0 = ow * g->sw - g->pw;
+        pr_window_taps(iw0, g->kw, g->w, &lo, &hi);
+        for (int64_t kh = 0; kh < g->kh; kh++, dst += KWC) {
+            int64_t ih = oh * g->sh - g->ph + kh;
+            if (ih < 0 || ih >= g->h) {
+                memset(dst, 0, sizeof(float) * (size_t)KWC);
+                continue;
             }
+            if (lo > 0) memset(dst, 0, sizeof(float) * (size_t)(lo * C));
+            memcpy(dst + lo * C, xn + (ih * g->w + iw0 + lo) * C,
+                   sizeof(float) * (size_t)((hi - lo) * C));
+            if (hi < g->kw) memset(dst + hi * C, 0, sizeof(float) * (size_t)((g->kw - hi) * C));
+        }
+        if (++ow == g->wo) {
+            ow = 0;
+            if (++oh == g->ho) oh = 0, n++;
         }
     }
 }
 
-/* dx of images [n0, n0 + nb) <- sum of the dcol entries that im2col copied
- * from each position.  Parallel over input rows (n, ih): each thread owns
- * the rows it writes and adds contributions in a fixed (kh, ow) order. */
-static void col2im(const pr_window *g, const float *dcol, int64_t n0, int64_t nb, float *dx) {
+/* dx of one image <- for every input position, the sum of the dcol entries
+ * that im2col copied from it, gathered row by row in (kh, ow) order. */
+static void col2im_image(const pr_window *g, const float *dcol, float *dx) {
     const int64_t C = g->c, K = col_width(g), KWC = g->kw * C, rowlen = g->w * C;
-#pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
-    for (int64_t r = 0; r < nb * g->h; r++) {
-        int64_t n = r / g->h, ih = r % g->h;
-        float *dxr = dx + ((n0 + n) * g->h + ih) * rowlen;
-        memset(dxr, 0, sizeof(float) * (size_t)rowlen);
+    memset(dx, 0, sizeof(float) * (size_t)(g->h * rowlen));
+    for (int64_t ih = 0; ih < g->h; ih++) {
+        float *dxr = dx + ih * rowlen;
         for (int64_t kh = 0; kh < g->kh; kh++) {
             int64_t t = ih + g->ph - kh; /* = oh * sh */
             if (t < 0 || t % g->sh) continue;
             int64_t oh = t / g->sh;
             if (oh >= g->ho) continue;
-            const float *src = dcol + ((n * g->ho + oh) * g->wo) * K + kh * KWC;
+            const float *src = dcol + oh * g->wo * K + kh * KWC;
             for (int64_t ow = 0; ow < g->wo; ow++, src += K) {
                 int64_t lo, hi, iw0 = ow * g->sw - g->pw;
                 pr_window_taps(iw0, g->kw, g->w, &lo, &hi);
@@ -106,57 +168,85 @@ static void col2im(const pr_window *g, const float *dcol, int64_t n0, int64_t nb
     }
 }
 
+/* The im2col rows of block [r0, r0 + m): x itself for pointwise convs. */
+static const float *block_cols(const pr_window *g, const float *x, int64_t r0, int64_t m,
+                               float *slot) {
+    if (is_pointwise(g)) return x + r0 * g->c;
+    im2col_rows(g, x, r0, m, slot);
+    return slot;
+}
+
 int pr_conv2d_forward(const pr_window *g, const float *x, const float *w, float *y,
                       void *scratch) {
-    const int64_t K = col_width(g), O = g->o, P = g->ho * g->wo;
-    if (is_pointwise(g)) {
-        pr_sgemm(0, 0, g->n * P, O, K, 1.0f, x, K, w, O, 0.0f, y, O);
-        return PR_OK;
-    }
-    const int64_t nb = chunk_images(g);
-    float *col = scratch;
-    for (int64_t n0 = 0; n0 < g->n; n0 += nb) {
-        int64_t m = g->n - n0 < nb ? g->n - n0 : nb;
-        im2col(g, x, n0, m, col);
-        pr_sgemm(0, 0, m * P, O, K, 1.0f, col, K, w, O, 0.0f, y + n0 * P * O, O);
+    const int64_t K = col_width(g), O = g->o, M = g->n * g->ho * g->wo, R = block_rows(g);
+    const int64_t nb = count_blocks(g), slot = forward_col_floats(g);
+    float *slots = scratch;
+#pragma omp parallel num_threads(threads_for(count_slots(nb, slot)))
+    {
+        float *col = slots ? slots + THREAD_ID() * slot : NULL;
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t r0 = b * R, m = M - r0 < R ? M - r0 : R;
+            const float *a = block_cols(g, x, r0, m, col);
+            pr_sgemm(0, 0, m, O, K, 1.0f, a, K, w, O, 0.0f, y + r0 * O, O);
+        }
     }
     return PR_OK;
 }
 
 int pr_conv2d_backprop_input(const pr_window *g, const float *dy, const float *w, float *dx,
                              void *scratch) {
-    const int64_t K = col_width(g), O = g->o, P = g->ho * g->wo;
-    if (is_pointwise(g)) {
-        pr_sgemm(0, 1, g->n * P, K, O, 1.0f, dy, O, w, O, 0.0f, dx, K);
-        return PR_OK;
-    }
-    const int64_t nb = chunk_images(g);
-    float *dcol = scratch;
-    for (int64_t n0 = 0; n0 < g->n; n0 += nb) {
-        int64_t m = g->n - n0 < nb ? g->n - n0 : nb;
-        pr_sgemm(0, 1, m * P, K, O, 1.0f, dy + n0 * P * O, O, w, O, 0.0f, dcol, K);
-        col2im(g, dcol, n0, m, dx);
+    const int64_t K = col_width(g), O = g->o, P = g->ho * g->wo, R = block_rows(g);
+    const int64_t image = g->h * g->w * g->c, slot = bpi_col_floats(g);
+    /* dcol = dy @ w^T, with w^T (O, K) stored so that sgemm sees plain
+     * row-major operands (its small-matrix path takes no transposed A). */
+    float *wt = scratch, *slots = wt + K * O;
+    for (int64_t i = 0; i < K; i++)
+        for (int64_t o = 0; o < O; o++) wt[o * K + i] = w[i * O + o];
+#pragma omp parallel num_threads(threads_for(count_slots(g->n, slot)))
+    {
+        float *dcol = slot ? slots + THREAD_ID() * slot : NULL;
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < g->n; n++) {
+            float *dst = slot ? dcol : dx + n * image;
+            for (int64_t r0 = 0; r0 < P; r0 += R) {
+                int64_t m = P - r0 < R ? P - r0 : R;
+                pr_sgemm(0, 0, m, K, O, 1.0f, dy + (n * P + r0) * O, O, wt, K, 0.0f,
+                         dst + r0 * K, K);
+            }
+            if (slot) col2im_image(g, dcol, dx + n * image);
+        }
     }
     return PR_OK;
 }
 
 int pr_conv2d_backprop_filter(const pr_window *g, const float *x, const float *dy, float *dw,
                               void *scratch) {
-    const int64_t K = col_width(g), O = g->o, P = g->ho * g->wo;
-    if (g->n == 0) {
+    const int64_t K = col_width(g), O = g->o, M = g->n * g->ho * g->wo, R = block_rows(g);
+    const int64_t nb = count_blocks(g), col_floats = forward_col_floats(g);
+    const int64_t stripes = count_slots(nb, col_floats + K * O);
+    if (stripes == 0) { /* empty batch */
         memset(dw, 0, sizeof(float) * (size_t)(K * O));
         return PR_OK;
     }
-    if (is_pointwise(g)) {
-        pr_sgemm(1, 0, K, O, g->n * P, 1.0f, x, K, dy, O, 0.0f, dw, O);
-        return PR_OK;
-    }
-    const int64_t nb = chunk_images(g);
-    float *col = scratch;
-    for (int64_t n0 = 0; n0 < g->n; n0 += nb) {
-        int64_t m = g->n - n0 < nb ? g->n - n0 : nb;
-        im2col(g, x, n0, m, col);
-        pr_sgemm(1, 0, K, O, m * P, 1.0f, col, K, dy + n0 * P * O, O, n0 ? 1.0f : 0.0f, dw, O);
+    float *partial = scratch, *cols = partial + stripes * K * O;
+#pragma omp parallel num_threads(threads_for(stripes))
+    {
+        float *col = col_floats ? cols + THREAD_ID() * col_floats : NULL;
+#pragma omp for schedule(static)
+        for (int64_t s = 0; s < stripes; s++)
+            for (int64_t b = s; b < nb; b += stripes) {
+                int64_t r0 = b * R, m = M - r0 < R ? M - r0 : R;
+                const float *a = block_cols(g, x, r0, m, col);
+                pr_sgemm(1, 0, K, O, m, 1.0f, a, K, dy + r0 * O, O, b == s ? 0.0f : 1.0f,
+                         partial + s * K * O, O);
+            }
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < K * O; i++) {
+            float sum = partial[i];
+            for (int64_t s = 1; s < stripes; s++) sum += partial[s * K * O + i];
+            dw[i] = sum;
+        }
     }
     return PR_OK;
 }

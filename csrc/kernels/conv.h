@@ -1,5 +1,7 @@
 /* 2D convolution kernels (NHWC input, HWIO filter) by im2col + OpenBLAS
- * sgemm, and the sliding-window geometry shared with pooling (pool.h). */
+ * sgemm, and the sliding-window geometry shared with pooling (pool.h).
+ * The kernels run their own OpenMP loops and call pr_sgemm from inside them
+ * (where it is single-threaded). */
 #ifndef PR_K_CONV_H
 #define PR_K_CONV_H
 
@@ -33,9 +35,12 @@ static inline void pr_window_taps(int64_t start, int64_t k, int64_t in, int64_t 
     if (*hi < *lo) *hi = *lo;
 }
 
-/* Scratch (bytes) that the three conv kernels below need for geometry g:
- * an im2col buffer for a chunk of images, 0 for 1x1 stride-1 unpadded. */
-size_t pr_conv2d_scratch_bytes(const pr_window *g);
+typedef enum { PR_CONV_FORWARD, PR_CONV_BACKPROP_INPUT, PR_CONV_BACKPROP_FILTER } pr_conv_pass;
+
+/* Scratch (bytes) that a conv pass needs for geometry g: per-thread im2col
+ * blocks (and partial filter gradients), bounded independently of the
+ * thread count. */
+size_t pr_conv2d_scratch_bytes(const pr_window *g, pr_conv_pass pass);
 
 /* y (N, HO, WO, O) = conv2d(x (N, H, W, C), w (KH, KW, C, O)). */
 int pr_conv2d_forward(const pr_window *g, const float *x, const float *w, float *y, void *scratch);

@@ -67,8 +67,33 @@ void pr_broadcast_strides(const pr_view *in, int ndim, const int64_t *out_shape,
     }
 }
 
-int pr_k_binary(pr_binary_kind k, const float *a, const int64_t *sa, const float *b,
-                const int64_t *sb, float *out, int ndim, const int64_t *shape) {
+/* Merge adjacent dimensions that both operands walk alike (both contiguous
+ * across them, or both broadcast over them), so that e.g. (N, H, W, 16) +
+ * (N, H, W, 16) runs as one long row instead of N*H*W rows of 16.  Returns
+ * the new rank; shape/strides are rewritten in place. */
+static int collapse(int ndim, int64_t *shape, int64_t *sa, int64_t *sb) {
+    int k = 0;
+    for (int d = 1; d < ndim; d++) {
+        int ok = 1;
+        const int64_t *st[2] = {sa, sb};
+        for (int o = 0; o < 2 && ok; o++)
+            ok = (st[o][k] == 0 && st[o][d] == 0) || (st[o][d] != 0 && st[o][k] == st[o][d] * shape[d]);
+        if (ok) {
+            shape[k] *= shape[d];
+            sa[k] = sa[d], sb[k] = sb[d];
+        } else {
+            k++;
+            shape[k] = shape[d], sa[k] = sa[d], sb[k] = sb[d];
+        }
+    }
+    return ndim ? k + 1 : 0;
+}
+
+int pr_k_binary(pr_binary_kind k, const float *a, const int64_t *sa_in, const float *b,
+                const int64_t *sb_in, float *out, int ndim, const int64_t *shape_in) {
+    int64_t shape[PR_MAX_DIMS] = {0}, sa[PR_MAX_DIMS] = {0}, sb[PR_MAX_DIMS] = {0};
+    for (int d = 0; d < ndim; d++) shape[d] = shape_in[d], sa[d] = sa_in[d], sb[d] = sb_in[d];
+    ndim = collapse(ndim, shape, sa, sb);
     if (ndim == 0) {
         out[0] = apply(k, a[0], b[0]);
         return PR_OK;
@@ -155,7 +180,10 @@ int pr_k_relu(const float *x, float *y, int64_t n) {
 
 int pr_k_relu_backward(const float *dy, const float *y, float *dx, int64_t n) {
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        float g = dy[i]; /* an unconditional load lets the loop vectorize */
+        dx[i] = y[i] > 0.0f ? g : 0.0f;
+    }
     return PR_OK;
 }
 

@@ -46,8 +46,14 @@ void pr_free(void *p);
 /* Threads used by our own parallel loops and by OpenBLAS (one place). */
 int pr_get_num_threads(void);
 void pr_set_num_threads(int n);
+/* At most n threads for kernels called from this thread (0: no limit); the
+ * compiled executor runs a node single-threaded when that timed faster. */
+void pr_set_thread_limit(int n);
 
-/* OpenBLAS sgemm, row-major: C = alpha * op(A) op(B) + beta * C. */
+/* OpenBLAS sgemm, row-major: C = alpha * op(A) op(B) + beta * C.  OpenBLAS
+ * itself runs single-threaded; called outside a parallel region, large
+ * products are split across our OpenMP team; inside one (a kernel's own
+ * parallel loop) it runs on the calling thread. */
 void pr_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
               int64_t ldc);

@@ -124,10 +124,19 @@ CLONES static void grad_stats_rows(const float *restrict dy, const float *restri
 
 /* The elementwise passes are bound by memory traffic, not arithmetic. */
 
-/* y = x * a + b over rows [lo, hi). */
+/* y = x * a + b over rows [lo, hi); then max(y, 0) when relu (the fused
+ * BN + ReLU of jit_compile). */
 static void affine_rows(const float *restrict x, const float *restrict a,
                         const float *restrict b, int64_t lo, int64_t hi, int64_t c,
-                        float *restrict y) {
+                        float *restrict y, int relu) {
+    if (relu) {
+        for (int64_t r = lo; r < hi; r++)
+            for (int64_t j = 0; j < c; j++) {
+                float v = x[r * c + j] * a[j] + b[j];
+                y[r * c + j] = v > 0.0f ? v : 0.0f;
+            }
+        return;
+    }
     for (int64_t r = lo; r < hi; r++)
         for (int64_t j = 0; j < c; j++) y[r * c + j] = x[r * c + j] * a[j] + b[j];
 }
@@ -154,6 +163,12 @@ static void combine(double *part, int64_t nc, int64_t c) {
 
 int pr_k_bn_train(const float *x, const float *gamma, const float *beta, int64_t m, int64_t c,
                   double eps, float *y, float *mean, float *var, void *scratch) {
+    return pr_k_bn_train_act(x, gamma, beta, m, c, eps, y, mean, var, scratch, 0);
+}
+
+int pr_k_bn_train_act(const float *x, const float *gamma, const float *beta, int64_t m,
+                      int64_t c, double eps, float *y, float *mean, float *var, void *scratch,
+                      int relu) {
     int64_t nc = n_chunks(m);
     double *part = scratch;
     const float *shift = x; /* sums of x - x[row 0]: no cancellation in E[d^2] - E[d]^2 */
@@ -172,7 +187,7 @@ int pr_k_bn_train(const float *x, const float *gamma, const float *beta, int64_t
         b[j] = (float)(beta[j] - mean_j * gi);
     }
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
-    for (int64_t k = 0; k < nc; k++) affine_rows(x, a, b, CHUNK_LO(k), CHUNK_HI(k), c, y);
+    for (int64_t k = 0; k < nc; k++) affine_rows(x, a, b, CHUNK_LO(k), CHUNK_HI(k), c, y, relu);
     return PR_OK;
 }
 
@@ -205,6 +220,12 @@ int pr_k_bn_train_backward(const float *dy, const float *x, const float *gamma,
 
 int pr_k_bn_infer(const float *x, const float *gamma, const float *beta, const float *mean,
                   const float *var, int64_t m, int64_t c, double eps, float *y, void *scratch) {
+    return pr_k_bn_infer_act(x, gamma, beta, mean, var, m, c, eps, y, scratch, 0);
+}
+
+int pr_k_bn_infer_act(const float *x, const float *gamma, const float *beta, const float *mean,
+                      const float *var, int64_t m, int64_t c, double eps, float *y, void *scratch,
+                      int relu) {
     int64_t nc = n_chunks(m);
     float *a = coefs(scratch, m, c), *b = a + c;
     for (int64_t j = 0; j < c; j++) {
@@ -213,7 +234,7 @@ int pr_k_bn_infer(const float *x, const float *gamma, const float *beta, const f
         b[j] = (float)(beta[j] - mean[j] * gi);
     }
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
-    for (int64_t k = 0; k < nc; k++) affine_rows(x, a, b, CHUNK_LO(k), CHUNK_HI(k), c, y);
+    for (int64_t k = 0; k < nc; k++) affine_rows(x, a, b, CHUNK_LO(k), CHUNK_HI(k), c, y, relu);
     return PR_OK;
 }
 

@@ -28,6 +28,14 @@ int pr_k_bn_train_backward(const float *dy, const float *x, const float *gamma,
  * backward: dx = dy * gamma * invstd, dgamma = sum dy * xhat, dbeta = sum dy. */
 int pr_k_bn_infer(const float *x, const float *gamma, const float *beta, const float *mean,
                   const float *var, int64_t m, int64_t c, double eps, float *y, void *scratch);
+/* The same, with y = max(y, 0) in the same pass when relu (jit_compile's
+ * BN + ReLU fusion). */
+int pr_k_bn_train_act(const float *x, const float *gamma, const float *beta, int64_t m,
+                      int64_t c, double eps, float *y, float *mean, float *var, void *scratch,
+                      int relu);
+int pr_k_bn_infer_act(const float *x, const float *gamma, const float *beta, const float *mean,
+                      const float *var, int64_t m, int64_t c, double eps, float *y, void *scratch,
+                      int relu);
 int pr_k_bn_infer_backward(const float *dy, const float *x, const float *gamma,
                            const float *mean, const float *var, int64_t m, int64_t c, double eps,
                            float *dx, float *dgamma, float *dbeta, void *scratch);

@@ -4,9 +4,8 @@
 Each of ``train_step(x, y)``, ``test_step(x, y)`` and ``predict_step(x)``
 works on one batch of Tensors.  The loops call them through
 ``make_train_function()`` / ``make_test_function()`` /
-``make_predict_function()``: the one place where a step can be swapped for
-a ``pyresnet.compile``-d version (``run_eagerly``/``jit_compile`` are kept
-for that).
+``make_predict_function()``, which compile them with ``pyresnet.compile``
+unless ``run_eagerly=True`` (``jit_compile`` chooses the jit passes).
 """
 import numpy as np
 
@@ -16,6 +15,7 @@ from .. import metrics as metrics_module
 from .. import ops
 from .. import optimizers
 from ..autodiff import GradientTape
+from ..compile import compile as pr_compile
 from ..layers.input_spec import check_input_specs
 from ..tensor import Tensor
 from ..utils import tree
@@ -68,9 +68,12 @@ class Trainer:
                 every output; or, for several outputs, a list of such lists
                 (one per output) or a dict by output layer name.  Logged as
                 ``<name>``, or ``<output>_<name>`` with several outputs.
-            run_eagerly: None/False/True; stored for the compiled-step
-                machinery (True forces eager steps).
-            jit_compile: ``"auto"``/True/False; stored likewise.
+            run_eagerly: None/False/True: True runs the steps eagerly; else
+                ``fit``/``evaluate``/``predict`` run them compiled
+                (``pyresnet.compile``), as Keras does.
+            jit_compile: ``"auto"``/True/False: the compiled steps' jit
+                passes (fusion, in-place updates, kernels chosen by timing);
+                ``"auto"`` = False.
         Raises:
             ValueError/TypeError: for unknown names or mismatched structures.
         """
@@ -169,22 +172,37 @@ class Trainer:
         """The model's output on a batch, in inference mode."""
         return self(x, training=False)
 
+    def _step_function(self, step):
+        """``step`` compiled with ``pyresnet.compile`` unless
+        ``run_eagerly=True`` (Keras's rule), with ``reduce_retracing=True``
+        so that the last, smaller batch of an epoch reuses the graph (a
+        dynamic batch dimension, one trace).  ``jit_compile="auto"`` means
+        False: the jit passes time kernels on the first call of each batch
+        size, which costs seconds and, on a busy machine, can pick poorly;
+        ask for them with ``jit_compile=True``."""
+        if self.run_eagerly:
+            return step
+        return pr_compile(step, jit_compile=self.jit_compile is True, reduce_retracing=True)
+
     def make_train_function(self, force=False):
-        """The function ``fit`` calls on each batch (``train_step``)."""
+        """The function ``fit`` calls on each batch: ``train_step``, compiled
+        unless ``run_eagerly=True``."""
         if self.train_function is None or force:
-            self.train_function = self.train_step
+            self.train_function = self._step_function(self.train_step)
         return self.train_function
 
     def make_test_function(self, force=False):
-        """The function ``evaluate`` calls on each batch (``test_step``)."""
+        """The function ``evaluate`` calls on each batch: ``test_step``,
+        compiled unless ``run_eagerly=True``."""
         if self.test_function is None or force:
-            self.test_function = self.test_step
+            self.test_function = self._step_function(self.test_step)
         return self.test_function
 
     def make_predict_function(self, force=False):
-        """The function ``predict`` calls on each batch (``predict_step``)."""
+        """The function ``predict`` calls on each batch: ``predict_step``,
+        compiled unless ``run_eagerly=True``."""
         if self.predict_function is None or force:
-            self.predict_function = self.predict_step
+            self.predict_function = self._step_function(self.predict_step)
         return self.predict_function
 
     # ---- data checks ----------------------------------------------------------------

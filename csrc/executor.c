@@ -1,0 +1,807 @@
+/* Memory plan and executor for traced graphs.
+ *
+ * A plan is made once per concrete size of the graph's dynamic dimension (one
+ * plan for a static graph): shapes from the registry's shape rules, then a
+ * liveness-based placement of every intermediate value and every node's
+ * scratch in one arena (the greedy best-fit reuse of ggml-alloc.c: a buffer
+ * is freed after its last reader and its bytes reused by later values).
+ * Under jit_compile an elementwise node may write over an input that dies
+ * there (in place), and ops with several kernels are timed once on the
+ * plan's first run; the fastest is kept.
+ *
+ * A run converts the inputs and makes the output Tensors (GIL held; work
+ * proportional to the number of inputs and outputs), takes an arena from the
+ * plan's pool (a fresh one when another thread holds the pooled ones, so
+ * concurrent calls never share buffers), then runs every node in one C loop
+ * with the GIL released.  Host callbacks (pyresnet.print) take the GIL for
+ * their node only.  A kernel error stops the loop and raises the exception
+ * an eager call would raise; nodes before it have run (their in-place
+ * variable updates stay), nodes after it have not.
+ */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "graph.h"
+
+struct pr_plan {
+    int64_t size;         /* the dynamic size this plan is for (-1: static graph) */
+    pr_view *views;       /* per value: dtype and shape (data unused) */
+    int64_t *offset;      /* per value: arena offset, or -1 */
+    int64_t *scratch_off; /* per node */
+    size_t *scratch;      /* per node: bytes */
+    char *attrs;          /* per node: the attributes for this size */
+    int *variant;         /* per node: the choice (see choices()); -1: to be timed (jit) */
+    PyObject **tune_key;  /* per node with choices (jit): bytes naming op, shapes, attrs */
+    int tuning;           /* a call is timing the choices now */
+    size_t arena_bytes;   /* planned arena: intermediates + scratch */
+    size_t naive_bytes;   /* the same without reuse */
+    size_t output_bytes;  /* outputs returned to Python */
+    double flops;
+    int n_nodes;
+    int n_inplace;        /* values written over a dying input (jit) */
+    void **pool;          /* free arenas (touched with the GIL held) */
+    int n_pool, cap_pool;
+};
+
+/* ---- dynamic attributes -------------------------------------------------- */
+
+/* Is x (close to) p/q with small p and q <= 2^22?  Continued fractions. */
+static int small_rational(double x, int64_t max_p, int64_t *p_out, int64_t *q_out) {
+    if (!(x > 0) || !isfinite(x)) return 0;
+    int64_t p0 = 0, q0 = 1, p1 = 1, q1 = 0;
+    double y = x;
+    for (int it = 0; it < 40; it++) {
+        double a = floor(y);
+        if (a > 1e12) break;
+        int64_t ai = (int64_t)a;
+        int64_t p2 = ai * p1 + p0, q2 = ai * q1 + q0;
+        if (q2 > (1 << 22) || p2 > max_p) return 0;
+        if (fabs((double)p2 / (double)q2 - x) <= 1e-9 * x) {
+            *p_out = p2, *q_out = q2;
+            return 1;
+        }
+        p0 = p1, q0 = q1, p1 = p2, q1 = q2;
+        double frac = y - a;
+        if (frac < 1e-15) break;
+        y = 1.0 / frac;
+    }
+    return 0;
+}
+
+/* A FLOAT attribute that came from the dynamic size S: c/(k*S) or k*S.
+ * Returns the factor f with value == f * S^e (e = +1 or -1), 0 if none. */
+static int float_dynamic(double v, double *f, int *e) {
+    double a = fabs(v), s = (double)PR_DYN_SENTINEL;
+    int64_t p, q;
+    if (a == 0) return 0;
+    if (small_rational(a * s, 64, &p, &q)) return *f = v * s, *e = -1, 1;
+    double k = a / s;
+    if (k >= 1 && k == floor(k) && k < 16777216.0) return *f = v / s, *e = 1, 1;
+    return 0;
+}
+
+static int64_t int_subst(int64_t v, int64_t size) {
+    if (v != 0 && v % PR_DYN_SENTINEL == 0) return v / PR_DYN_SENTINEL * size;
+    return v;
+}
+
+void pr_subst_attrs(const pr_gnode *n, int64_t size, void *dst) {
+    memcpy(dst, n->attrs, PR_ATTR_BYTES);
+    if (!n->dyn_attrs || size < 0) return;
+    for (const pr_attr_spec *s = n->op->attrs; s && s->name; s++) {
+        char *field = (char *)dst + s->offset;
+        switch (s->kind) {
+        case PR_ATTR_INT: *(int64_t *)field = int_subst(*(int64_t *)field, size); break;
+        case PR_ATTR_INTS: {
+            pr_ints *v = (pr_ints *)field;
+            for (int i = 0; i < v->n && i < PR_MAX_DIMS; i++) v->v[i] = int_subst(v->v[i], size);
+            break;
+        }
+        case PR_ATTR_FLOAT: {
+            double f;
+            int e;
+            if (float_dynamic(*(double *)field, &f, &e))
+                *(double *)field = e > 0 ? f * (double)size : f / (double)size;
+            break;
+        }
+        case PR_ATTR_BOOL: break;
+        }
+    }
+}
+
+int pr_attrs_dynamic(const pr_gnode *n) {
+    for (const pr_attr_spec *s = n->op->attrs; s && s->name; s++) {
+        const char *field = n->attrs + s->offset;
+        double f;
+        int e;
+        switch (s->kind) {
+        case PR_ATTR_INT:
+            if (int_subst(*(const int64_t *)field, 1) != *(const int64_t *)field) return 1;
+            break;
+        case PR_ATTR_INTS: {
+            const pr_ints *v = (const pr_ints *)field;
+            for (int i = 0; i < v->n && i < PR_MAX_DIMS; i++)
+                if (int_subst(v->v[i], 1) != v->v[i]) return 1;
+            break;
+        }
+        case PR_ATTR_FLOAT:
+            if (float_dynamic(*(const double *)field, &f, &e)) return 1;
+            break;
+        case PR_ATTR_BOOL: break;
+        }
+    }
+    return 0;
+}
+
+/* ---- the arena allocator (greedy best fit over a free list) --------------- */
+
+typedef struct {
+    int64_t off, size;
+} block;
+
+typedef struct {
+    block *free;
+    int n, cap;
+    int64_t top; /* high-water mark */
+} arena_alloc;
+
+#define ALIGN(x) (((x) + 63) & ~(int64_t)63)
+
+static int64_t arena_take(arena_alloc *a, int64_t size) {
+    size = ALIGN(size ? size : 1);
+    int best = -1;
+    for (int i = 0; i < a->n; i++)
+        if (a->free[i].size >= size && (best < 0 || a->free[i].size < a->free[best].size)) best = i;
+    if (best >= 0) {
+        int64_t off = a->free[best].off;
+        a->free[best].off += size;
+        a->free[best].size -= size;
+        if (a->free[best].size == 0) {
+            memmove(&a->free[best], &a->free[best + 1], sizeof(block) * (size_t)(a->n - best - 1));
+            a->n--;
+        }
+        return off;
+    }
+    /* Grow: extend a free block that ends at the top, else take from the top. */
+    if (a->n && a->free[a->n - 1].off + a->free[a->n - 1].size == a->top) {
+        int64_t off = a->free[a->n - 1].off;
+        a->top = off + size;
+        a->n--;
+        return off;
+    }
+    int64_t off = a->top;
+    a->top += size;
+    return off;
+}
+
+static int arena_give(arena_alloc *a, int64_t off, int64_t size) {
+    size = ALIGN(size ? size : 1);
+    int i = 0;
+    while (i < a->n && a->free[i].off < off) i++;
+    /* merge with the previous and/or next block */
+    int merged = 0;
+    if (i > 0 && a->free[i - 1].off + a->free[i - 1].size == off) {
+        a->free[i - 1].size += size;
+        merged = 1;
+        if (i < a->n && a->free[i - 1].off + a->free[i - 1].size == a->free[i].off) {
+            a->free[i - 1].size += a->free[i].size;
+            memmove(&a->free[i], &a->free[i + 1], sizeof(block) * (size_t)(a->n - i - 1));
+            a->n--;
+        }
+    } else if (i < a->n && off + size == a->free[i].off) {
+        a->free[i].off = off;
+        a->free[i].size += size;
+        merged = 1;
+    }
+    if (merged) return 0;
+    if (a->n == a->cap) {
+        int cap = a->cap ? 2 * a->cap : 32;
+        block *p = PyMem_Realloc(a->free, sizeof(block) * (size_t)cap);
+        if (!p) return PyErr_NoMemory(), -1;
+        a->free = p;
+        a->cap = cap;
+    }
+    memmove(&a->free[i + 1], &a->free[i], sizeof(block) * (size_t)(a->n - i));
+    a->free[i].off = off;
+    a->free[i].size = size;
+    a->n++;
+    return 0;
+}
+
+/* ---- planning --------------------------------------------------------------- */
+
+static void plan_free(pr_plan *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n_pool; i++) pr_free(p->pool[i]);
+    PyMem_Free(p->pool);
+    PyMem_Free(p->views);
+    PyMem_Free(p->offset);
+    PyMem_Free(p->scratch_off);
+    PyMem_Free(p->scratch);
+    PyMem_Free(p->attrs);
+    PyMem_Free(p->variant);
+    for (int j = 0; p->tune_key && j < p->n_nodes; j++) Py_XDECREF(p->tune_key[j]);
+    PyMem_Free(p->tune_key);
+    PyMem_Free(p);
+}
+
+void pr_plans_free(pr_Graph *g) {
+    for (int i = 0; i < g->n_plans; i++) plan_free(g->plans[i]);
+    PyMem_Free(g->plans);
+    g->plans = NULL;
+    g->n_plans = 0;
+}
+
+static size_t view_bytes(const pr_view *v) { return (size_t)v->size * pr_dtype_size(v->dtype); }
+
+static int is_output(const pr_Graph *g, int v) {
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == v) return 1;
+    return 0;
+}
+
+static int same_layout(const pr_view *a, const pr_view *b) {
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+/* ---- kernel choice (jit_compile) ----------------------------------------------
+ * A node's candidates are its op's kernel variants, each on all threads or
+ * on one (parallel loops and GEMM splits cost more than they give on small
+ * shapes).  They are timed on the first call of a plan, each distinct (op,
+ * input shapes, attributes, thread count) once per process: the choices are
+ * kept in `tuned`, so graphs and plans with the same shapes share them.
+ * Choice c = variant * 2 + (one thread); every candidate computes the same
+ * result (kernels do not depend on the thread count). */
+
+static PyObject *tuned; /* dict: tune key -> choice */
+
+static int choices(const pr_op *op) {
+    return (op->n_variants > 1 ? op->n_variants : 1) * 2;
+}
+
+static PyObject *tune_key(const pr_op *op, const pr_view *in, int n_in, const void *attrs) {
+    struct {
+        int threads;
+        const pr_op *op;
+        int64_t shapes[PR_MAX_INPUTS][PR_MAX_DIMS + 2];
+        char attrs[PR_ATTR_BYTES];
+    } k;
+    memset(&k, 0, sizeof k);
+    k.threads = pr_get_num_threads();
+    k.op = op;
+    for (int i = 0; i < n_in; i++) {
+        k.shapes[i][0] = in[i].dtype;
+        k.shapes[i][1] = in[i].ndim;
+        for (int d = 0; d < in[i].ndim; d++) k.shapes[i][2 + d] = in[i].shape[d];
+    }
+    memcpy(k.attrs, attrs, PR_ATTR_BYTES);
+    return PyBytes_FromStringAndSize((const char *)&k, sizeof k);
+}
+
+/* Before a run (GIL held): take known choices; whether some remain to time. */
+static int tune_lookup(pr_plan *p) {
+    int missing = 0;
+    for (int j = 0; j < p->n_nodes; j++) {
+        if (p->variant[j] >= 0) continue;
+        PyObject *v = PyDict_GetItem(tuned, p->tune_key[j]);
+        if (v) p->variant[j] = (int)PyLong_AsLong(v);
+        else missing = 1;
+    }
+    return missing;
+}
+
+/* After a run (GIL held): remember the choices it made. */
+static int tune_store(pr_plan *p, const char *timed) {
+    for (int j = 0; j < p->n_nodes; j++) {
+        if (!timed[j] || p->variant[j] < 0) continue;
+        PyObject *v = PyLong_FromLong(p->variant[j]);
+        if (!v || PyDict_SetItem(tuned, p->tune_key[j], v) < 0) {
+            Py_XDECREF(v);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    return 0;
+}
+
+/* Shapes for `size`, then the arena placement.  `in` are the call's input views. */
+static pr_plan *plan_make(pr_Graph *g, int64_t size, const pr_view *in) {
+    int nv = g->n_vals, nn = g->n_nodes;
+    pr_plan *p = PyMem_Calloc(1, sizeof(pr_plan));
+    int *last = NULL, *owner = NULL;
+    arena_alloc a = {0};
+    if (!p) return (pr_plan *)PyErr_NoMemory();
+    p->size = size;
+    p->views = PyMem_Calloc((size_t)nv + 1, sizeof(pr_view));
+    p->offset = PyMem_Calloc((size_t)nv + 1, sizeof(int64_t));
+    p->scratch_off = PyMem_Calloc((size_t)nn + 1, sizeof(int64_t));
+    p->scratch = PyMem_Calloc((size_t)nn + 1, sizeof(size_t));
+    p->attrs = PyMem_Calloc((size_t)nn + 1, PR_ATTR_BYTES);
+    p->variant = PyMem_Calloc((size_t)nn + 1, sizeof(int));
+    p->tune_key = PyMem_Calloc((size_t)nn + 1, sizeof(PyObject *));
+    p->n_nodes = nn;
+    last = PyMem_Calloc((size_t)nv + 1, sizeof(int));
+    owner = PyMem_Calloc((size_t)nv + 1, sizeof(int));
+    if (!p->views || !p->offset || !p->scratch_off || !p->scratch || !p->attrs || !p->variant ||
+        !p->tune_key ||
+        !last || !owner) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (int v = 0; v < nv; v++) {
+        pr_gvalue *x = &g->vals[v];
+        p->offset[v] = -1;
+        last[v] = -1;
+        if (x->kind == PR_VAL_INPUT) p->views[v] = in[x->index];
+        else if (x->kind == PR_VAL_CAPTURE)
+            p->views[v] = ((pr_Tensor *)PyList_GET_ITEM(g->captures, x->index))->v;
+        p->views[v].data = NULL;
+    }
+    /* Shapes: the registry's shape rules over the nodes in order. */
+    for (int j = 0; j < nn; j++) {
+        pr_gnode *n = &g->nodes[j];
+        char *attrs = p->attrs + (size_t)j * PR_ATTR_BYTES;
+        pr_subst_attrs(n, size, attrs);
+        for (int i = 0; i < n->n_in; i++) last[n->in[i]] = j;
+        if (n->host >= 0) continue;
+        pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
+        for (int i = 0; i < n->n_in; i++) iv[i] = p->views[n->in[i]];
+        if (pr_infer(n->op, iv, n->n_in, attrs, ov, &p->scratch[j]) < 0) goto fail;
+        if (g->jit && (n->op->n_variants > 1 || pr_get_num_threads() > 1) && !n->op->mutates) {
+            if (n->op->variant_scratch)
+                for (int k = 1; k < n->op->n_variants; k++) {
+                    size_t b = n->op->variant_scratch(k, iv, n->n_in, attrs);
+                    if (b > p->scratch[j]) p->scratch[j] = b;
+                }
+            if (!(p->tune_key[j] = tune_key(n->op, iv, n->n_in, attrs))) goto fail;
+            p->variant[j] = -1;
+        }
+        for (int i = 0; i < n->n_out; i++) p->views[n->out[i]] = ov[i];
+        p->flops += n->op->flops ? n->op->flops(iv, n->n_in, ov, attrs)
+                                 : (n->n_out ? (double)ov[0].size : 0.0);
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->vals[g->outputs[i]].kind == PR_VAL_NODE) {
+            int dup = 0;
+            for (int k = 0; k < i; k++) dup |= g->outputs[k] == g->outputs[i];
+            if (!dup) p->output_bytes += view_bytes(&p->views[g->outputs[i]]);
+        }
+    /* Placement in node order: outputs first (an input still alive), then
+     * scratch, then release what dies here. */
+    for (int v = 0; v < nv; v++) owner[v] = v;
+    for (int j = 0; j < nn; j++) {
+        pr_gnode *n = &g->nodes[j];
+        for (int i = 0; i < n->n_out; i++) {
+            int v = n->out[i];
+            if (is_output(g, v)) continue;
+            size_t bytes = view_bytes(&p->views[v]);
+            p->naive_bytes += ALIGN((int64_t)bytes);
+            if (g->jit && (n->op->flags & PR_OP_ELEMENTWISE) && i == 0) {
+                int taken = 0;
+                for (int k = 0; k < n->n_in && !taken; k++) {
+                    int u = n->in[k];
+                    if (p->offset[u] < 0 || last[u] != j || owner[u] != u ||
+                        !same_layout(&p->views[u], &p->views[v]))
+                        continue;
+                    int used_twice = 0; /* x op x: the buffer still has one reader */
+                    for (int m = 0; m < n->n_in; m++) used_twice |= m != k && n->in[m] == u;
+                    if (used_twice) continue;
+                    p->offset[v] = p->offset[u];
+                    owner[u] = v; /* u's bytes now belong to v */
+                    taken = 1;
+                    p->n_inplace++;
+                    p->variant[j] = 0; /* a second timing run would read its own output */
+                    Py_CLEAR(p->tune_key[j]);
+                }
+                if (taken) continue;
+            }
+            p->offset[v] = arena_take(&a, (int64_t)bytes);
+        }
+        if (p->scratch[j]) {
+            p->naive_bytes += ALIGN((int64_t)p->scratch[j]);
+            p->scratch_off[j] = arena_take(&a, (int64_t)p->scratch[j]);
+            if (arena_give(&a, p->scratch_off[j], (int64_t)p->scratch[j]) < 0) goto fail;
+        }
+        for (int i = 0; i < n->n_in; i++) {
+            int u = n->in[i], dup = 0;
+            for (int m = 0; m < i; m++) dup |= n->in[m] == u;
+            if (dup || p->offset[u] < 0 || last[u] != j || owner[u] != u) continue;
+            if (arena_give(&a, p->offset[u], (int64_t)view_bytes(&p->views[u])) < 0) goto fail;
+        }
+        for (int i = 0; i < n->n_out; i++) {
+            int v = n->out[i];
+            if (p->offset[v] >= 0 && last[v] < 0 &&
+                arena_give(&a, p->offset[v], (int64_t)view_bytes(&p->views[v])) < 0)
+                goto fail;
+        }
+    }
+    p->arena_bytes = (size_t)a.top;
+    PyMem_Free(a.free);
+    PyMem_Free(last);
+    PyMem_Free(owner);
+    return p;
+fail:
+    PyMem_Free(a.free);
+    PyMem_Free(last);
+    PyMem_Free(owner);
+    plan_free(p);
+    return NULL;
+}
+
+/* ---- running ---------------------------------------------------------------- */
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* Convert and check the call's inputs; find the dynamic size.  Fills t[] with
+ * new references (the caller releases them) and in[] with their views. */
+static int check_inputs(pr_Graph *g, PyObject *seq, pr_Tensor **t, pr_view *in, int64_t *size) {
+    *size = -1;
+    for (int k = 0; k < g->n_inputs; k++) {
+        t[k] = pr_tensor_from_object(PySequence_Fast_GET_ITEM(seq, k));
+        if (!t[k]) return -1;
+        if (pr_is_symbolic(t[k])) {
+            PyErr_Format(PyExc_TypeError, "compiled function: input %d is a symbolic tensor", k);
+            return -1;
+        }
+        in[k] = t[k]->v;
+    }
+    for (int v = 0; v < g->n_vals; v++) {
+        pr_gvalue *x = &g->vals[v];
+        if (x->kind != PR_VAL_INPUT) continue;
+        const pr_view *got = &in[x->index];
+        unsigned dyn = g->dyn[x->index];
+        int ok = got->dtype == x->dtype && got->ndim == x->ndim;
+        for (int d = 0; ok && d < x->ndim; d++) {
+            if (dyn >> d & 1) {
+                if (*size < 0) *size = got->shape[d];
+                ok = got->shape[d] == *size;
+            } else {
+                ok = got->shape[d] == x->shape[d];
+            }
+        }
+        if (!ok) {
+            char want[160], have[160];
+            pr_view w;
+            pr_set_out(&w, x->dtype, x->ndim, x->shape);
+            for (int d = 0; d < x->ndim; d++)
+                if (dyn >> d & 1) w.shape[d] = -1;
+            PyErr_Format(PyExc_ValueError,
+                         "compiled function: input %d must be %s of shape %s (-1: any size, the "
+                         "same for all such dims), got %s of shape %s",
+                         x->index, pr_dtype_name(x->dtype), pr_shape_str(&w, want, sizeof want),
+                         pr_dtype_name(got->dtype), pr_shape_str(got, have, sizeof have));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static pr_plan *plan_for(pr_Graph *g, int64_t size, const pr_view *in) {
+    for (int i = 0; i < g->n_plans; i++)
+        if (g->plans[i]->size == size) return g->plans[i];
+    pr_plan *p = plan_make(g, size, in);
+    if (!p) return NULL;
+    /* A new size: give back the idle arenas of the others (memory held per
+     * graph stays near one arena per size in use). */
+    for (int i = 0; i < g->n_plans; i++) {
+        for (int k = 0; k < g->plans[i]->n_pool; k++) pr_free(g->plans[i]->pool[k]);
+        g->plans[i]->n_pool = 0;
+    }
+    pr_plan **ps = PyMem_Realloc(g->plans, sizeof(pr_plan *) * (size_t)(g->n_plans + 1));
+    if (!ps) {
+        plan_free(p);
+        return (pr_plan *)PyErr_NoMemory();
+    }
+    g->plans = ps;
+    g->plans[g->n_plans++] = p;
+    return p;
+}
+
+typedef struct {
+    int failed_node; /* -1: none */
+    int rc;          /* kernel code, or -1: a host callback raised (exception set) */
+} run_status;
+
+/* Call a host callback (GIL held) with copies of its inputs. */
+static int run_host(pr_Graph *g, pr_plan *p, pr_gnode *n, void **ptr) {
+    PyObject *args = PyTuple_New(n->n_in);
+    if (!args) return -1;
+    for (int i = 0; i < n->n_in; i++) {
+        const pr_view *v = &p->views[n->in[i]];
+        pr_Tensor *t = pr_tensor_new(v->dtype, v->ndim, v->shape);
+        if (!t) {
+            Py_DECREF(args);
+            return -1;
+        }
+        memcpy(t->v.data, ptr[n->in[i]], view_bytes(v));
+        PyTuple_SET_ITEM(args, i, (PyObject *)t);
+    }
+    PyObject *r = PyObject_Call(PyList_GET_ITEM(g->callbacks, n->host), args, NULL);
+    Py_DECREF(args);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+/* Run node j's kernel with choice c (see choices()). */
+static int run_kernel(pr_gnode *n, pr_plan *p, int j, pr_view *iv, pr_view *ov, void *scratch,
+                      int c) {
+    const void *attrs = p->attrs + (size_t)j * PR_ATTR_BYTES;
+    int variant = c / 2, rc;
+    if (c % 2) pr_set_thread_limit(1);
+    if (variant > 0) rc = n->op->forward_variant(variant, iv, n->n_in, ov, attrs, scratch);
+    else rc = n->op->forward(iv, n->n_in, ov, attrs, scratch);
+    if (c % 2) pr_set_thread_limit(0);
+    return rc;
+}
+
+/* run(inputs, profile=False) -> list of output Tensors, or (outputs, [(start_us,
+ * duration_us)] per node) when profiling. */
+static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
+    PyObject *inputs;
+    int profile = 0;
+    if (!PyArg_ParseTuple(args, "O|p:run", &inputs, &profile)) return NULL;
+    if (!g->finalized) {
+        PyErr_SetString(PyExc_RuntimeError, "Graph.run: the graph is not finalized");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(inputs, "Graph.run: inputs must be a sequence");
+    if (!seq) return NULL;
+    if (PySequence_Fast_GET_SIZE(seq) != g->n_inputs) {
+        PyErr_Format(PyExc_TypeError, "compiled function: expected %d tensor inputs, got %zd",
+                     g->n_inputs, PySequence_Fast_GET_SIZE(seq));
+        Py_DECREF(seq);
+        return NULL;
+    }
+    int nv = g->n_vals, nn = g->n_nodes, ni = g->n_inputs;
+    pr_Tensor **t = PyMem_Calloc((size_t)ni + 1, sizeof(pr_Tensor *));
+    pr_view *in = PyMem_Calloc((size_t)ni + 1, sizeof(pr_view));
+    void **ptr = PyMem_Calloc((size_t)nv + 1, sizeof(void *));
+    double *times = profile ? PyMem_Calloc(2 * (size_t)nn + 1, sizeof(double)) : NULL;
+    PyObject *outs = NULL, *result = NULL;
+    void *arena = NULL;
+    pr_plan *p = NULL;
+    int64_t size;
+    if (!t || !in || !ptr || (profile && !times)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (check_inputs(g, seq, t, in, &size) < 0) goto done;
+    if (!(p = plan_for(g, size, in))) goto done;
+    /* Outputs: inputs and captures are returned as they are; node values get
+     * new tensors (a value returned twice is one tensor). */
+    outs = PyList_New(g->n_outputs);
+    if (!outs) goto done;
+    for (int i = 0; i < g->n_outputs; i++) {
+        int v = g->outputs[i];
+        pr_gvalue *x = &g->vals[v];
+        PyObject *o = NULL;
+        for (int k = 0; k < i && !o; k++)
+            if (g->outputs[k] == v) o = PyList_GET_ITEM(outs, k);
+        if (o) Py_INCREF(o);
+        else if (x->kind == PR_VAL_INPUT) Py_INCREF(o = (PyObject *)t[x->index]);
+        else if (x->kind == PR_VAL_CAPTURE) Py_INCREF(o = PyList_GET_ITEM(g->captures, x->index));
+        else {
+            o = (PyObject *)pr_tensor_new(p->views[v].dtype, p->views[v].ndim, p->views[v].shape);
+            if (!o) goto done;
+            ptr[v] = ((pr_Tensor *)o)->v.data;
+        }
+        PyList_SET_ITEM(outs, i, o);
+    }
+    if (p->n_pool) arena = p->pool[--p->n_pool];
+    else if (!(arena = pr_alloc(p->arena_bytes))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int v = 0; v < nv; v++) {
+        pr_gvalue *x = &g->vals[v];
+        if (x->kind == PR_VAL_INPUT) ptr[v] = t[x->index]->v.data;
+        else if (x->kind == PR_VAL_CAPTURE)
+            ptr[v] = ((pr_Tensor *)PyList_GET_ITEM(g->captures, x->index))->v.data;
+        else if (p->offset[v] >= 0) ptr[v] = (char *)arena + p->offset[v];
+    }
+    /* One call at a time times the kernels still unchosen (others use
+     * kernel 0 meanwhile); `timed` marks what this call chose. */
+    int tune = g->jit && !p->tuning && tune_lookup(p);
+    char *timed = tune ? PyMem_Calloc((size_t)nn + 1, 1) : NULL;
+    if (tune && !timed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    p->tuning |= tune;
+    run_status st = {-1, PR_OK};
+    Py_BEGIN_ALLOW_THREADS
+    for (int j = 0; j < nn; j++) {
+        pr_gnode *n = &g->nodes[j];
+        if (times) times[2 * j] = now_us();
+        if (n->host >= 0) {
+            Py_BLOCK_THREADS
+            int rc = run_host(g, p, n, ptr);
+            Py_UNBLOCK_THREADS
+            if (rc < 0) {
+                st.failed_node = j, st.rc = -1;
+                break;
+            }
+        } else {
+            pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
+            for (int i = 0; i < n->n_in; i++) {
+                iv[i] = p->views[n->in[i]];
+                iv[i].data = ptr[n->in[i]];
+            }
+            for (int i = 0; i < n->n_out; i++) {
+                ov[i] = p->views[n->out[i]];
+                ov[i].data = ptr[n->out[i]];
+            }
+            void *scratch = p->scratch[j] ? (char *)arena + p->scratch_off[j] : NULL;
+            int rc;
+            int same = -1; /* an earlier node of this call with the same key */
+            for (int k = 0; tune && p->variant[j] < 0 && k < j && same < 0; k++)
+                if (timed[k] && PyBytes_GET_SIZE(p->tune_key[k]) == PyBytes_GET_SIZE(p->tune_key[j]) &&
+                    memcmp(PyBytes_AS_STRING(p->tune_key[k]), PyBytes_AS_STRING(p->tune_key[j]),
+                           (size_t)PyBytes_GET_SIZE(p->tune_key[j])) == 0)
+                    same = k;
+            if (same >= 0) p->variant[j] = p->variant[same];
+            if (tune && p->variant[j] < 0) {
+                /* Time every kernel on this call's data (best of two runs; a
+                 * kernel twice as slow as the best gets one).  All write the
+                 * same output, so the last run leaves it correct. */
+                double best = 1e300;
+                int best_k = 0, last = 0;
+                rc = PR_OK;
+                for (int k = 0; k < choices(n->op) && rc == PR_OK; k++)
+                    for (int rep = 0; rep < 2 && rc == PR_OK; rep++) {
+                        double t0 = now_us();
+                        rc = run_kernel(n, p, j, iv, ov, scratch, last = k);
+                        double dt = now_us() - t0;
+                        if (dt < best) best = dt, best_k = k;
+                        if (dt > 2 * best) break;
+                    }
+                if (rc == PR_OK && best_k != last) rc = run_kernel(n, p, j, iv, ov, scratch, best_k);
+                p->variant[j] = best_k;
+                timed[j] = 1;
+            } else {
+                rc = run_kernel(n, p, j, iv, ov, scratch, p->variant[j] < 0 ? 0 : p->variant[j]);
+            }
+            if (rc != PR_OK) {
+                st.failed_node = j, st.rc = rc;
+                break;
+            }
+        }
+        if (times) times[2 * j + 1] = now_us();
+    }
+    Py_END_ALLOW_THREADS
+    if (tune) {
+        p->tuning = 0;
+        if (tune_store(p, timed) < 0) PyErr_Clear(); /* only a cache: retimed next time */
+        PyMem_Free(timed);
+    }
+    /* Keep one arena per concurrent caller for reuse. */
+    if (p->n_pool == p->cap_pool) {
+        int cap = p->cap_pool ? 2 * p->cap_pool : 2;
+        void **pool = PyMem_Realloc(p->pool, sizeof(void *) * (size_t)cap);
+        if (pool) p->pool = pool, p->cap_pool = cap;
+    }
+    if (p->n_pool < p->cap_pool) p->pool[p->n_pool++] = arena;
+    else pr_free(arena);
+    arena = NULL;
+    if (st.failed_node >= 0) {
+        if (st.rc != -1) pr_kernel_status(g->nodes[st.failed_node].op, st.rc);
+        goto done;
+    }
+    if (profile) {
+        PyObject *tl = PyList_New(nn);
+        for (int j = 0; tl && j < nn; j++) {
+            PyObject *e = Py_BuildValue("(dd)", times[2 * j], times[2 * j + 1] - times[2 * j]);
+            if (!e) Py_CLEAR(tl);
+            else PyList_SET_ITEM(tl, j, e);
+        }
+        if (tl) result = Py_BuildValue("(ON)", outs, tl);
+    } else {
+        result = outs;
+        Py_INCREF(result);
+    }
+done:
+    pr_free(arena);
+    Py_XDECREF(outs);
+    for (int k = 0; t && k < ni; k++) Py_XDECREF(t[k]);
+    PyMem_Free(t);
+    PyMem_Free(in);
+    PyMem_Free(ptr);
+    PyMem_Free(times);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* plan(inputs) -> dict describing the plan for these inputs' shapes: per
+ * node output shapes, flops, arena/naive/output bytes, kernel variants. */
+static PyObject *Graph_plan(pr_Graph *g, PyObject *inputs) {
+    if (!g->finalized) {
+        PyErr_SetString(PyExc_RuntimeError, "Graph.plan: the graph is not finalized");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(inputs, "Graph.plan: inputs must be a sequence");
+    if (!seq) return NULL;
+    if (PySequence_Fast_GET_SIZE(seq) != g->n_inputs) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_TypeError, "expected %d tensor inputs", g->n_inputs);
+        return NULL;
+    }
+    int ni = g->n_inputs;
+    pr_Tensor **t = PyMem_Calloc((size_t)ni + 1, sizeof(pr_Tensor *));
+    pr_view *in = PyMem_Calloc((size_t)ni + 1, sizeof(pr_view));
+    PyObject *result = NULL, *shapes = NULL, *flops = NULL, *variants = NULL;
+    int64_t size;
+    pr_plan *p;
+    if (!t || !in) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (check_inputs(g, seq, t, in, &size) < 0 || !(p = plan_for(g, size, in))) goto done;
+    shapes = PyList_New(g->n_vals);
+    flops = PyList_New(g->n_nodes);
+    variants = PyList_New(g->n_nodes);
+    if (!shapes || !flops || !variants) goto done;
+    for (int v = 0; v < g->n_vals; v++) {
+        PyObject *s = PyTuple_New(p->views[v].ndim);
+        for (int d = 0; s && d < p->views[v].ndim; d++)
+            PyTuple_SET_ITEM(s, d, PyLong_FromLongLong(p->views[v].shape[d]));
+        if (!s) goto done;
+        PyList_SET_ITEM(shapes, v, s);
+    }
+    for (int j = 0; j < g->n_nodes; j++) {
+        pr_gnode *n = &g->nodes[j];
+        double f = 0;
+        if (n->host < 0) {
+            pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
+            for (int i = 0; i < n->n_in; i++) iv[i] = p->views[n->in[i]];
+            for (int i = 0; i < n->n_out; i++) ov[i] = p->views[n->out[i]];
+            const void *attrs = p->attrs + (size_t)j * PR_ATTR_BYTES;
+            f = n->op->flops ? n->op->flops(iv, n->n_in, ov, attrs)
+                             : (n->n_out ? (double)ov[0].size : 0.0);
+        }
+        PyList_SET_ITEM(flops, j, PyFloat_FromDouble(f));
+        PyList_SET_ITEM(variants, j, PyLong_FromLong(p->variant[j]));
+    }
+    result = Py_BuildValue("{s:O,s:O,s:O,s:n,s:n,s:n,s:d,s:L,s:i}", "shapes", shapes,
+                           "node_flops", flops, "variants", variants, "arena_bytes",
+                           (Py_ssize_t)p->arena_bytes, "naive_bytes", (Py_ssize_t)p->naive_bytes,
+                           "output_bytes", (Py_ssize_t)p->output_bytes, "flops", p->flops, "size",
+                           (long long)p->size, "inplace", p->n_inplace);
+done:
+    Py_XDECREF(shapes);
+    Py_XDECREF(flops);
+    Py_XDECREF(variants);
+    for (int k = 0; t && k < ni; k++) Py_XDECREF(t[k]);
+    PyMem_Free(t);
+    PyMem_Free(in);
+    Py_DECREF(seq);
+    return result;
+}
+
+static PyMethodDef exec_methods[] = {
+    {"run", (PyCFunction)Graph_run, METH_VARARGS,
+     "run(inputs, profile=False) -> outputs (or (outputs, [(start_us, dur_us)] per node))."},
+    {"plan", (PyCFunction)Graph_plan, METH_O,
+     "plan(inputs) -> dict: shapes, node_flops, variants, arena/naive/output bytes, flops."},
+    {NULL}};
+
+int pr_executor_init(PyObject *module, PyTypeObject *graph_type) {
+    if (!(tuned = PyDict_New())) return -1;
+    for (PyMethodDef *m = exec_methods; m->ml_name; m++) {
+        PyObject *descr = PyDescr_NewMethod(graph_type, m);
+        if (!descr || PyDict_SetItemString(graph_type->tp_dict, m->ml_name, descr) < 0) {
+            Py_XDECREF(descr);
+            return -1;
+        }
+        Py_DECREF(descr);
+    }
+    PyType_Modified(graph_type);
+    return 0;
+}

@@ -1,0 +1,516 @@
+"""``pyresnet.compile``: trace a Python function of tensors once per input
+signature into a graph of registered ops, and run that graph in C with the
+GIL released (csrc/graph.c, csrc/executor.c).
+
+Semantics follow ``tf.function``:
+
+* The function is traced on the first call of each *signature*: the
+  structure of the arguments, the shape and dtype of every tensor or array
+  argument, and the value of every other (hashable) argument (Python
+  numbers, strings, ``training=True``...).  Variables passed as arguments
+  are used by reference (keyed by identity), like captured ones.
+* Python side effects (``print``, appending to a list) happen only while
+  tracing; :func:`print` (``pyresnet.print``) prints on every call.
+* Real tensors the function uses (Variables, constants, optimizer slots)
+  are captured by reference: eager and compiled calls see the same state.
+  Variables may be created on the first trace only (optimizer slots, layer
+  weights built on the first call); a later trace that creates one raises.
+* ``input_signature=[TensorSpec((None, 32, 32, 3)), ...]`` fixes the
+  signature; ``None`` dimensions are dynamic.  ``reduce_retracing=True``
+  makes the leading (batch) dimension of every tensor argument dynamic.  A
+  graph with dynamic dimensions is traced once; each new concrete size gets
+  its own memory plan (shape rules re-run in C), not a new trace.  All
+  dynamic dimensions of one call must have the same size (they stand for
+  the batch size); while tracing they read as ``pyresnet.compile.DYNAMIC``
+  (65521), a prime that lets shape-derived attributes be rewritten per size.
+  Python code that derives other numbers from a dynamic size (e.g. half
+  the batch) is not supported: use a static signature for it.
+* ``jit_compile=True`` adds the fusion passes (elementwise chains, bias-add
+  or BN + ReLU into one kernel), in-place reuse of dying buffers, and a
+  per-shape kernel choice: on the first call of each shape every node's
+  candidates (its op's alternative kernels, each on all threads or on one)
+  are timed on the call's own data and the fastest kept, once per distinct
+  (op, shapes, attributes) in a process.  Fused kernels do the unfused
+  float32 operations in the same order and kernels do not depend on the
+  thread count, so results equal eager execution; an op's alternative
+  kernel may sum in another order, so the stated tolerance is that of
+  float32 rounding: relative differences of about 1e-5 in one step and
+  1e-4 after ten training steps.
+
+Errors raised inside the graph (a kernel's ValueError, e.g. a label out of
+range) are the eager call's exception.  The graph runs every state update
+(BN moving statistics, optimizer steps, ``assign``) as late as the values
+it writes allow, so in a training step they all follow the loss: when a
+forward or loss kernel fails, no variable has changed (eagerly, the BN
+statistics of that call would have).  A failure after some update has run
+(in an update itself, or in a node that reads an updated variable) leaves
+the updates before it applied.
+"""
+import builtins
+import contextlib
+import functools
+import json
+import threading
+import warnings
+import weakref
+
+import numpy as np
+
+from ._loader import _C
+from . import tensor as _tensor
+from .tensor import Tensor, Variable
+
+__all__ = ["compile", "Function", "ConcreteFunction", "TensorSpec", "print", "init_scope"]
+
+DYNAMIC = _C.DYN_SENTINEL
+RETRACE_WARNING_THRESHOLD = 5
+
+_local = threading.local()  # .traces: stack of _Trace for this thread
+
+
+class TensorSpec:
+    """Describes a tensor argument of a compiled function (``tf.TensorSpec``).
+
+    Args:
+        shape: tuple of ints or ``None`` (a dynamic dimension).
+        dtype (str): ``"float32"``, ``"int32"``, ``"int64"`` or ``"uint8"``.
+        name (str): optional, for messages.
+    """
+
+    def __init__(self, shape, dtype="float32", name=None):
+        self.shape = tuple(None if d is None else int(d) for d in shape)
+        self.dtype = str(np.dtype(dtype))
+        self.name = name
+
+    def is_compatible_with(self, t):
+        """Whether Tensor ``t`` matches this spec's dtype, rank and static dims."""
+        return (t.dtype == self.dtype and t.ndim == len(self.shape)
+                and all(s is None or s == d for s, d in zip(self.shape, t.shape)))
+
+    def __repr__(self):
+        return f"TensorSpec(shape={self.shape}, dtype={self.dtype!r}, name={self.name!r})"
+
+
+@contextlib.contextmanager
+def init_scope():
+    """Run ops eagerly inside a function being traced (``tf.init_scope``):
+    for computing the initial value of a Variable created on the first call
+    (e.g. an optimizer slot ``zeros_like(weight)``).  Outside tracing it does
+    nothing."""
+    token = _C.trace_suspend()
+    try:
+        yield
+    finally:
+        _C.trace_resume(token)
+
+
+def print(*args, sep=" ", end="\n", file=None):
+    """Print values, tensors included, on every call of a compiled function
+    (``tf.print``); eagerly it prints at once.  Tensors print as NumPy
+    arrays.  Inside a trace the print becomes a graph node that takes the
+    GIL when it runs; it is kept even if nothing uses its value."""
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    if not _C.tracing():
+        builtins.print(*[a.numpy() if isinstance(a, Tensor) else a for a in args],
+                       sep=sep, end=end, file=file)
+        return
+    slots = [isinstance(a, Tensor) for a in args]
+
+    def callback(*arrays):
+        values = iter(arrays)
+        builtins.print(*[next(values).numpy() if s else a for s, a in zip(slots, args)],
+                       sep=sep, end=end, file=file)
+
+    _local.traces[-1].graph.host_call(callback, tensors)
+
+
+# ---- structures ------------------------------------------------------------
+
+def _flatten(obj, leaves):
+    """Flatten nested lists/tuples/dicts into ``leaves``; return the structure
+    with leaves replaced by None (hashable for tuples/dicts of hashables)."""
+    if isinstance(obj, (list, tuple)) and not isinstance(obj, Tensor):
+        inner = tuple(_flatten(x, leaves) for x in obj)
+        return (type(obj), inner)
+    if isinstance(obj, dict):  # in insertion order, which the caller sees again
+        keys = tuple(obj)
+        return (dict, keys, tuple(_flatten(obj[k], leaves) for k in keys))
+    leaves.append(obj)
+    return None
+
+
+def _unflatten(structure, leaves):
+    if structure is None:
+        return next(leaves)
+    if structure[0] is dict:
+        return {k: _unflatten(s, leaves) for k, s in zip(structure[1], structure[2])}
+    items = [_unflatten(s, leaves) for s in structure[1]]
+    if structure[0] is list:
+        return items
+    if structure[0] is tuple:
+        return tuple(items)
+    return structure[0](*items)  # namedtuple
+
+
+def _is_tensor_leaf(x):
+    return (isinstance(x, (Tensor, np.ndarray)) and not isinstance(x, Variable))
+
+
+class _Trace:
+    def __init__(self, graph):
+        self.graph = graph
+        self.created = []
+
+
+def _observe_variable(var):
+    traces = getattr(_local, "traces", None)
+    if traces:
+        traces[-1].created.append(var)
+
+
+_tensor._variable_observers.append(_observe_variable)
+
+
+# ---- concrete functions ------------------------------------------------------
+
+class ConcreteFunction:
+    """One traced graph of a :class:`Function` for one input signature.
+
+    Call it with arguments of that signature.  Inspection:
+    :attr:`nodes`, :meth:`to_dot`, :attr:`peak_memory_bytes`, :attr:`flops`,
+    :meth:`profile`.  Shapes and memory figures are those of the arguments
+    the concrete function was obtained with (dynamic dimensions at their
+    size).
+    """
+
+    def __init__(self, graph, out_structure, out_leaves, example, name):
+        self._graph = graph
+        self._out_structure = out_structure
+        self._out_leaves = out_leaves  # per leaf: graph output index, or ("const", value)
+        self._example = example  # tensor leaves of the call that traced it
+        self.name = name
+
+    def _run(self, tensors):
+        outs = self._graph.run(tensors)
+        return self._pack(outs)
+
+    def _pack(self, outs):
+        leaves = (outs[x] if isinstance(x, int) else x[1] for x in self._out_leaves)
+        return _unflatten(self._out_structure, leaves)
+
+    def __call__(self, *args, **kwargs):
+        leaves = []
+        _flatten((args, kwargs), leaves)
+        return self._run([_tensor.convert_to_tensor(x) for x in leaves if _is_tensor_leaf(x)])
+
+    def _plan(self):
+        return self._graph.plan(self._example)
+
+    @property
+    def graph(self):
+        """The C graph (``pyresnet._C.Graph``)."""
+        return self._graph
+
+    @property
+    def nodes(self):
+        """List of dicts, one per node in run order: ``op`` (name), ``inputs``
+        and ``outputs`` (value ids), ``output_shapes`` (tuples), ``flops``."""
+        plan = self._plan()
+        result = []
+        for j, (op, ins, outs) in enumerate(self._graph.nodes()):
+            result.append({"op": op, "inputs": ins, "outputs": outs,
+                           "output_shapes": [plan["shapes"][v] for v in outs],
+                           "flops": plan["node_flops"][j]})
+        return result
+
+    @property
+    def values(self):
+        """List of dicts per value id: ``kind`` ("input", "capture" or
+        "node"), ``dtype``, ``shape``."""
+        shapes = self._plan()["shapes"]
+        return [{"kind": k, "dtype": d, "shape": shapes[i]}
+                for i, (k, d, _, _) in enumerate(self._graph.values())]
+
+    @property
+    def peak_memory_bytes(self):
+        """Planned peak bytes of one call: the arena (intermediate values and
+        kernel scratch, reused by liveness) plus the returned outputs.
+        Inputs and captured variables are not counted (they exist anyway)."""
+        plan = self._plan()
+        return plan["arena_bytes"] + plan["output_bytes"]
+
+    @property
+    def memory(self):
+        """dict: ``arena_bytes``, ``naive_bytes`` (every intermediate in its own
+        buffer), ``output_bytes``, ``inplace`` (values written over an input)."""
+        plan = self._plan()
+        return {k: plan[k] for k in ("arena_bytes", "naive_bytes", "output_bytes", "inplace")}
+
+    @property
+    def flops(self):
+        """Floating-point operations of one call (a multiply-add counts 2;
+        ops without a FLOP rule count one per output element)."""
+        return self._plan()["flops"]
+
+    @property
+    def passes(self):
+        """What the graph passes did: nodes ``removed`` (dead), ``fused``."""
+        return self._graph.passes
+
+    def to_dot(self):
+        """The graph in Graphviz DOT: inputs and captures as ellipses, op
+        nodes as boxes labelled with the op and output shapes."""
+        values = self._graph.values()
+        shapes = self._plan()["shapes"]
+        lines = [f'digraph "{self.name}" {{', "  rankdir=TB;",
+                 '  node [fontname="Helvetica", fontsize=10];']
+        producer = {}
+        for j, (op, ins, outs) in enumerate(self._graph.nodes()):
+            for v in outs:
+                producer[v] = f"n{j}"
+        used = set()
+        for op, ins, outs in self._graph.nodes():
+            used.update(ins)
+        used.update(self._graph.outputs)
+        for v in sorted(used):
+            kind = values[v][0]
+            if kind != "node":
+                label = f"{kind} {v}\\n{values[v][1]} {shapes[v]}"
+                lines.append(f'  v{v} [shape=ellipse, label="{label}"];')
+                producer[v] = f"v{v}"
+        for j, (op, ins, outs) in enumerate(self._graph.nodes()):
+            label = op + "".join(f"\\n{shapes[v]}" for v in outs)
+            lines.append(f'  n{j} [shape=box, label="{label}"];')
+            for i in ins:
+                lines.append(f"  {producer[i]} -> n{j};")
+        for k, v in enumerate(self._graph.outputs):
+            lines.append(f'  out{k} [shape=doublecircle, label="output {k}"];')
+            lines.append(f"  {producer[v]} -> out{k};")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def profile(self, *args, path=None, **kwargs):
+        """Run one call and time every node.
+
+        Returns the Chrome trace-event dict (``{"traceEvents": [...]}``, one
+        complete event ``ph="X"`` per node, times in microseconds) that
+        chrome://tracing and Perfetto open; written as JSON to ``path`` when
+        given.  The call's effects (variable updates) happen as in a normal
+        call."""
+        leaves = []
+        _flatten((args, kwargs), leaves)
+        tensors = [_tensor.convert_to_tensor(x) for x in leaves if _is_tensor_leaf(x)]
+        _, times = self._graph.run(tensors, True)
+        plan = self._graph.plan(tensors)
+        t0 = times[0][0] if times else 0.0
+        events = []
+        for j, ((op, ins, outs), (start, dur)) in enumerate(zip(self._graph.nodes(), times)):
+            events.append({"name": op, "cat": "op", "ph": "X", "ts": start - t0, "dur": dur,
+                           "pid": 0, "tid": 0,
+                           "args": {"node": j, "inputs": ins, "outputs": outs,
+                                    "shapes": [list(plan["shapes"][v]) for v in outs],
+                                    "flops": plan["node_flops"][j]}})
+        trace = {"traceEvents": events, "displayTimeUnit": "ms",
+                 "otherData": {"function": self.name}}
+        if path is not None:
+            with open(path, "w") as f:
+                json.dump(trace, f)
+        return trace
+
+
+# ---- functions ------------------------------------------------------------------
+
+class Function:
+    """A compiled function: what ``pyresnet.compile`` returns.
+
+    Call it like the Python function.  ``tracing_count`` (also
+    ``experimental_get_tracing_count()``) counts traces;
+    ``get_concrete_function(*args)`` traces (if needed) and returns the
+    :class:`ConcreteFunction` for those arguments.
+    """
+
+    def __init__(self, fn, input_signature=None, jit_compile=False, reduce_retracing=False):
+        self._fn = fn
+        self._signature = None if input_signature is None else list(input_signature)
+        self.jit_compile = bool(jit_compile)
+        self.reduce_retracing = bool(reduce_retracing)
+        self._cache = {}
+        self._lock = threading.RLock()
+        self.tracing_count = 0
+        self._warned = False
+        self._bound = weakref.WeakKeyDictionary()
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        bound = self._bound.get(instance)
+        if bound is None:
+            bound = Function(self._fn.__get__(instance, owner), self._signature, self.jit_compile,
+                             self.reduce_retracing)
+            self._bound[instance] = bound
+        return bound
+
+    def experimental_get_tracing_count(self):
+        """Number of traces so far (int), as tf.function's."""
+        return self.tracing_count
+
+    # -- signatures --
+    def _key(self, args, kwargs):
+        """(cache key, tensor leaves, dynamic masks) of a call."""
+        leaves = []
+        structure = _flatten((args, kwargs), leaves)
+        if self._signature is not None:
+            specs = []
+            _flatten(self._signature, specs)
+            if len(specs) != len(leaves) or kwargs:
+                raise TypeError(
+                    f"{self.__name__}: called with {len(leaves)} arguments but its "
+                    f"input_signature has {len(specs)} TensorSpecs (keyword arguments are not "
+                    f"allowed with an input_signature)")
+        parts, tensors, masks = [], [], []
+        for i, x in enumerate(leaves):
+            if self._signature is not None:
+                spec = specs[i]
+                t = _tensor.convert_to_tensor(x, spec.dtype)
+                if not spec.is_compatible_with(t):
+                    raise ValueError(
+                        f"{self.__name__}: argument {i} of shape {t.shape} and dtype {t.dtype} "
+                        f"does not match the input_signature's {spec}")
+                mask = sum(1 << d for d, s in enumerate(spec.shape) if s is None)
+            elif _is_tensor_leaf(x):
+                t = _tensor.convert_to_tensor(x)
+                if t.is_symbolic:
+                    raise TypeError(f"{self.__name__}: argument {i} is a symbolic tensor")
+                mask = 1 if self.reduce_retracing and t.ndim >= 1 else 0
+            else:
+                if isinstance(x, Variable):
+                    parts.append(("variable", id(x)))
+                else:
+                    try:
+                        hash(x)
+                        parts.append(("value", type(x), x))
+                    except TypeError:
+                        parts.append(("object", id(x)))
+                continue
+            tensors.append(t)
+            masks.append(mask)
+            parts.append(("tensor", t.dtype,
+                          tuple(None if mask >> d & 1 else n for d, n in enumerate(t.shape))))
+        sizes = {t.shape[d] for t, m in zip(tensors, masks) for d in range(t.ndim) if m >> d & 1}
+        if len(sizes) > 1:  # dynamic dims disagree: this call gets a static trace
+            if self._signature is not None:
+                raise ValueError(f"{self.__name__}: the None dimensions of one call must all have "
+                                 f"the same size (they stand for the batch size), got {sizes}")
+            masks = [0] * len(masks)
+            parts = [("tensor", t.dtype, t.shape) if p[0] == "tensor" else p
+                     for p, t in zip(parts, _interleave(parts, tensors))]
+        return (structure, tuple(parts)), leaves, tensors, masks
+
+    def _concrete(self, args, kwargs):
+        key, leaves, tensors, masks = self._key(args, kwargs)
+        concrete = self._cache.get(key)
+        if concrete is None:
+            with self._lock:
+                concrete = self._cache.get(key)
+                if concrete is None:
+                    concrete = self._trace(args, kwargs, leaves, tensors, masks)
+                    self._cache[key] = concrete
+        return concrete, tensors
+
+    def __call__(self, *args, **kwargs):
+        if _C.tracing():  # called from another traced function: inline it
+            return self._fn(*args, **kwargs)
+        concrete, tensors = self._concrete(args, kwargs)
+        return concrete._run(tensors)
+
+    def get_concrete_function(self, *args, **kwargs):
+        """The :class:`ConcreteFunction` for these arguments (traced if new)."""
+        concrete, tensors = self._concrete(args, kwargs)
+        if tensors is not concrete._example:
+            concrete = ConcreteFunction(concrete._graph, concrete._out_structure,
+                                        concrete._out_leaves, tensors, concrete.name)
+        return concrete
+
+    # -- tracing --
+    def _trace(self, args, kwargs, leaves, tensors, masks):
+        graph = _C.Graph()
+        symbols = iter([graph.placeholder(t.dtype, t.shape, m) for t, m in zip(tensors, masks)])
+        call_leaves = [next(symbols) if _is_tensor_leaf(x) or self._signature is not None else x
+                       for x in leaves]
+        structure = _flatten((args, kwargs), [])
+        sym_args, sym_kwargs = _unflatten(structure, iter(call_leaves))
+        trace = _Trace(graph)
+        traces = getattr(_local, "traces", None)
+        if traces is None:
+            traces = _local.traces = []
+        traces.append(trace)
+        graph.begin()
+        try:
+            result = self._fn(*sym_args, **sym_kwargs)
+        except Exception as e:
+            if any(masks) and str(DYNAMIC) in str(e) and hasattr(e, "add_note"):  # 3.11+
+                e.add_note(f"(while tracing {self.__name__}: a size {DYNAMIC} stands for a "
+                           f"dynamic dimension, e.g. the batch size)")
+            raise
+        finally:
+            graph.end()
+            traces.pop()
+        if trace.created and self.tracing_count > 0:
+            names = ", ".join(getattr(v, "name", "?") for v in trace.created[:5])
+            raise ValueError(
+                f"{self.__name__}: a compiled function created variables ({names}) on a trace "
+                f"other than its first; create variables on the first call only (layers build "
+                f"and optimizer slots are fine on the first call), or outside the function")
+        out_leaves_raw = []
+        out_structure = _flatten(result, out_leaves_raw)
+        graph_outputs, out_leaves = [], []
+        for x in out_leaves_raw:
+            if isinstance(x, Tensor):
+                out_leaves.append(len(graph_outputs))
+                graph_outputs.append(x)
+            else:
+                out_leaves.append(("const", x))
+        graph.finalize(graph_outputs, self.jit_compile)
+        self.tracing_count += 1
+        if self.tracing_count > RETRACE_WARNING_THRESHOLD and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"{self.__name__} has been traced {self.tracing_count} times. Each new shape, "
+                f"dtype or Python value of an argument costs a trace; pass tensors instead of "
+                f"Python numbers, use reduce_retracing=True or an input_signature with None "
+                f"dimensions for varying batch sizes, and define compiled functions outside "
+                f"loops.", RuntimeWarning, stacklevel=4)
+        name = getattr(self._fn, "__name__", "function")
+        return ConcreteFunction(graph, out_structure, out_leaves, tensors, name)
+
+
+def _interleave(parts, tensors):
+    """Pair each key part with its tensor (None for non-tensor parts)."""
+    it = iter(tensors)
+    return [next(it) if p[0] == "tensor" else None for p in parts]
+
+
+def compile(func=None, *, input_signature=None, jit_compile=False, reduce_retracing=False):
+    """Compile a function of tensors into a graph run in C (``tf.function``).
+
+    Usable as ``@pyresnet.compile``, ``@pyresnet.compile(jit_compile=True)``
+    or ``pyresnet.compile(fn, input_signature=[TensorSpec(...)])``; works on
+    functions, methods (one graph cache per instance) and closures over
+    models and optimizers.  See the module docstring for the tracing rules.
+
+    Args:
+        func: the Python function.
+        input_signature: optional list (nested structure) of
+            :class:`TensorSpec`; calls must match it; ``None`` dims are dynamic.
+        jit_compile (bool): fuse elementwise chains, update in place where
+            safe, choose kernels per shape by timing.
+        reduce_retracing (bool): the leading dimension of tensor arguments is
+            dynamic (one graph for all batch sizes).
+    Returns:
+        :class:`Function` (or a decorator when ``func`` is None).
+    """
+    def wrap(fn):
+        return Function(fn, input_signature, jit_compile, reduce_retracing)
+
+    return wrap if func is None else wrap(func)

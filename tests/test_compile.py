@@ -1,0 +1,621 @@
+"""pyresnet.compile: traced graphs against eager execution, the tracing rules
+(tf.function semantics), the executor (GIL released, threads, dynamic
+shapes, errors) and the inspection/profiling exports.
+
+Tolerances: compiled graphs run the very kernels eager calls run, and
+jit_compile's fused kernels do the same float32 operations per element in
+the same order, so elementwise graphs are compared with rtol=1e-6.  Whole
+models are compared within rtol 1e-5 for one step and 1e-4 after ten SGD
+steps: under jit_compile a conv kernel chosen by timing may sum in another
+order (the pyresnet.compile docstring states the same bounds).
+"""
+import json
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import pyresnet as pr
+from pyresnet import ops
+
+
+def rng_array(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+# ---- values ---------------------------------------------------------------------
+
+def _mlp_like(x, w, b):
+    # broadcasting, an elementwise chain, a reduction-free "loss"
+    h = ops.relu(x * w + b)
+    return ops.sum_to_shape(h * h - x, ())
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_values_and_gradients_match_eager(jit):
+    x = rng_array(5, 7, seed=1)
+    w = pr.Variable(rng_array(7, seed=2))
+    b = pr.Variable(rng_array(1, 7, seed=3))
+
+    def step(x):
+        with pr.GradientTape() as tape:
+            loss = _mlp_like(x, w, b)
+        gw, gb = tape.gradient(loss, [w, b])
+        return loss, gw, gb
+
+    eager = step(x)
+    f = pr.compile(step, jit_compile=jit)
+    compiled = f(x)
+    if jit:  # relu(x * w + b) and the backward chain become fused nodes
+        cf = f.get_concrete_function(x)
+        assert cf.passes["fused"] >= 3
+        assert "fused_elementwise" in [n["op"] for n in cf.nodes]
+    for e, c in zip(eager, compiled):
+        np.testing.assert_allclose(c.numpy(), e.numpy(), rtol=1e-6, atol=1e-6)
+        assert c.shape == e.shape
+
+
+def test_nested_structures_and_python_outputs():
+    @pr.compile
+    def f(inputs, scale=2.0):
+        a, (b, c) = inputs["a"], inputs["bc"]
+        return {"sum": a + b, "list": [b * scale, c]}, "done", None
+
+    a, b, c = rng_array(3), rng_array(3, seed=1), rng_array(2, 3, seed=2)
+    out, tag, none = f({"a": a, "bc": (b, c)})
+    assert list(out) == ["sum", "list"]  # dict order as returned
+    np.testing.assert_allclose(out["sum"].numpy(), a + b)
+    np.testing.assert_allclose(out["list"][0].numpy(), b * 2)
+    np.testing.assert_allclose(out["list"][1].numpy(), c)
+    assert tag == "done" and none is None
+
+
+def test_variables_are_captured_by_reference():
+    v = pr.Variable(np.ones(3, np.float32))
+
+    @pr.compile
+    def f(x):
+        return x * v
+
+    np.testing.assert_allclose(f(np.full(3, 2, np.float32)).numpy(), [2, 2, 2])
+    v.numpy()[:] = 5.0  # an eager change is seen by the compiled graph
+    np.testing.assert_allclose(f(np.full(3, 2, np.float32)).numpy(), [10, 10, 10])
+    assert f.tracing_count == 1
+
+
+# ---- tracing rules ---------------------------------------------------------------
+
+def test_retrace_rules_and_python_side_effects(capsys):
+    traced = []
+
+    @pr.compile
+    def f(x, k):
+        traced.append(x.shape)  # a Python side effect: trace time only
+        print("python print")
+        pr.print("graph print", x)
+        return x * k
+
+    x = np.ones((2, 3), np.float32)
+    f(x, 2.0)
+    f(x, 2.0)
+    assert f.tracing_count == 1 and traced == [(2, 3)]
+    f(np.ones((4, 3), np.float32), 2.0)  # new shape
+    assert f.tracing_count == 2
+    f(x, 3.0)  # new Python value
+    assert f.tracing_count == 3
+    np.testing.assert_allclose(f(x, 3.0).numpy(), 3 * x)
+    assert f.tracing_count == 3
+    out = capsys.readouterr().out
+    assert out.count("python print") == 3
+    assert out.count("graph print") == 5
+    assert f.experimental_get_tracing_count() == 3
+
+
+def test_python_bool_arguments_retrace_once_each():
+    @pr.compile
+    def f(x, training=False):
+        return x * 2.0 if training else x + 1.0
+
+    x = np.ones(2, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no retracing warning
+        for i in range(12):
+            out = f(x, training=i % 2 == 0)
+            np.testing.assert_allclose(out.numpy(), 2.0)
+    assert f.tracing_count == 2
+
+
+def test_retrace_on_dtype():
+    @pr.compile
+    def f(x):
+        return ops.zeros_like(x)
+
+    f(np.ones(3, np.float32))
+    f(np.ones(3, np.int32))
+    assert f.tracing_count == 2
+
+
+def test_retracing_warning():
+    @pr.compile
+    def f(x):
+        return x + 1.0
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 8):
+            f(np.ones(n, np.float32))
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "traced 6 times" in msgs[0] and "reduce_retracing" in msgs[0]
+
+
+@pytest.mark.parametrize("use", [bool, len, np.asarray, lambda t: t.numpy(), float])
+def test_symbolic_tensor_misuse_raises_type_error(use):
+    @pr.compile
+    def f(x):
+        use(x)
+        return x
+
+    with pytest.raises(TypeError, match="symbolic tensor.*traced by pyresnet.compile.*Fix"):
+        f(np.ones(3, np.float32))
+
+
+def test_variable_creation_only_on_first_trace():
+    store = {}
+
+    @pr.compile
+    def f(x):
+        if "v" not in store:
+            store["v"] = pr.Variable(np.ones(3, np.float32))  # first call: fine
+        return x * store["v"]
+
+    np.testing.assert_allclose(f(np.full(3, 2, np.float32)).numpy(), 2)
+
+    @pr.compile
+    def g(x):
+        return x * pr.Variable(np.ones(x.shape, np.float32))
+
+    g(np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="created variables .* other than its first"):
+        g(np.ones(4, np.float32))
+
+
+def test_init_scope_runs_ops_eagerly_while_tracing():
+    w = pr.Variable(np.full(3, 2.0, np.float32))
+    slots = []
+
+    @pr.compile
+    def f(x):
+        if not slots:
+            with pr.init_scope():  # e.g. an optimizer slot computed from a weight
+                slots.append(pr.Variable(ops.scale(w, 3.0), trainable=False))
+        return x * slots[0]
+
+    np.testing.assert_allclose(f(np.ones(3, np.float32)).numpy(), 6.0)
+    assert not slots[0].is_symbolic
+
+
+def test_escaped_symbolic_tensor_is_reported():
+    leaked = []
+
+    @pr.compile
+    def f(x):
+        leaked.append(x * 2.0)
+        return x
+
+    f(np.ones(2, np.float32))
+    with pytest.raises(ValueError, match="escaped"):
+        ops.add(leaked[0], 1.0)
+
+
+def test_methods_bind_per_instance():
+    class Scaler:
+        def __init__(self, k):
+            self.k = pr.Variable(np.full(2, k, np.float32))
+
+        @pr.compile
+        def __call__(self, x):
+            return x * self.k
+
+    a, b = Scaler(2.0), Scaler(3.0)
+    x = np.ones(2, np.float32)
+    np.testing.assert_allclose(a(x).numpy(), 2)
+    np.testing.assert_allclose(b(x).numpy(), 3)
+    np.testing.assert_allclose(a(x).numpy(), 2)
+    assert Scaler.__call__.__get__(a).tracing_count == 1
+
+
+def test_nested_compiled_functions_inline():
+    inner = pr.compile(lambda x: x * 3.0)
+
+    @pr.compile
+    def outer(x):
+        return inner(x) + 1.0
+
+    np.testing.assert_allclose(outer(np.ones(2, np.float32)).numpy(), 4)
+    assert inner.tracing_count == 0 and outer.tracing_count == 1
+
+
+# ---- dynamic shapes -------------------------------------------------------------
+
+def _column_mean_and_grad(x, w):
+    # the batch size enters attributes: a shape (broadcast_to / sum_to_shape)
+    # and a float (1 / batch)
+    with pr.GradientTape() as tape:
+        y = x * w
+        m = ops.scale(ops.sum_to_shape(y, (1, x.shape[1])), 1.0 / x.shape[0])
+        loss = ops.sum_to_shape(m * m, ())
+    return m, tape.gradient(loss, [w])[0]
+
+
+@pytest.mark.parametrize("mode", ["signature", "reduce_retracing"])
+def test_one_trace_for_two_batch_sizes(mode):
+    w = pr.Variable(rng_array(1, 4, seed=5))
+    fn = lambda x: _column_mean_and_grad(x, w)  # noqa: E731
+    if mode == "signature":
+        f = pr.compile(fn, input_signature=[pr.TensorSpec((None, 4))])
+    else:
+        f = pr.compile(fn, reduce_retracing=True)
+    for n in (8, 3, 8, 1):
+        x = rng_array(n, 4, seed=n)
+        m, g = f(x)
+        m_ref, g_ref = fn(x)
+        assert m.shape == (1, 4)
+        np.testing.assert_allclose(m.numpy(), m_ref.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(g.numpy(), g_ref.numpy(), rtol=1e-6)
+    assert f.tracing_count == 1
+    with pytest.raises(ValueError, match="input_signature|broadcast"):
+        f(rng_array(3, 5))
+
+
+def test_input_signature_checks():
+    f = pr.compile(lambda x: x + 1.0, input_signature=[pr.TensorSpec((None, 2), "float32")])
+    with pytest.raises(ValueError, match=r"does not match the input_signature"):
+        f(np.ones((3, 3), np.float32))
+    with pytest.raises(TypeError, match="input_signature has 1"):
+        f(np.ones((3, 2), np.float32), np.ones(2))
+
+
+# ---- executor ---------------------------------------------------------------------
+
+def test_gil_is_released_during_a_compiled_call():
+    @pr.compile
+    def heavy(x):
+        for _ in range(60):
+            x = x * 1.0001 + 0.5
+        return x
+
+    x = np.ones(2_000_000, np.float32)
+    heavy(x)  # trace and plan first
+    ticks = []
+    done = threading.Event()
+
+    def counter():
+        while not done.is_set():
+            ticks.append(1)
+            time.sleep(0)
+
+    start = time.perf_counter()
+    heavy(x)
+    single = time.perf_counter() - start
+    t = threading.Thread(target=counter)
+    t.start()
+    try:
+        time.sleep(0.01)
+        before = len(ticks)
+        heavy(x)
+        during = len(ticks) - before
+    finally:
+        done.set()
+        t.join()
+    # With the GIL held for `single` seconds the counter could not tick at all
+    # during the call; released, it ticks many times.
+    assert single > 0.02 and during > 20, (single, during)
+
+
+def test_threads_share_a_compiled_function():
+    @pr.compile
+    def f(x, y):
+        return ops.relu(x * y + y)
+
+    inputs = [(rng_array(300, 50, seed=s), rng_array(300, 50, seed=s + 100)) for s in range(8)]
+    expected = [np.maximum(x * y + y, 0) for x, y in inputs]
+    f(*inputs[0])
+    errors = []
+
+    def worker(k):
+        for _ in range(20):
+            for i in range(k % 2, len(inputs), 2):
+                got = f(*inputs[i]).numpy()
+                if not np.array_equal(got, expected[i]):
+                    errors.append(i)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and f.tracing_count == 1
+
+
+def test_two_models_run_at_the_same_time():
+    """Calls of different compiled functions in two threads overlap in time
+    (each runs without the GIL), and each gets its own correct result."""
+    def make(k):
+        v = pr.Variable(np.full(1_000_000, k, np.float32))
+
+        @pr.compile
+        def f(x):
+            for _ in range(40):
+                x = x * 0.5 + v
+            return x
+        return f
+
+    fns = [make(1.0), make(2.0)]
+    x = np.zeros(1_000_000, np.float32)
+    expected = [f(x).numpy() for f in fns]
+    spans, results = [[], []], [None, None]
+    barrier = threading.Barrier(2)
+
+    def worker(i):
+        barrier.wait()
+        for _ in range(3):
+            t0 = time.perf_counter()
+            results[i] = fns[i](x).numpy()
+            spans[i].append((t0, time.perf_counter()))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(2):
+        np.testing.assert_array_equal(results[i], expected[i])
+    assert any(a0 < b1 and b0 < a1 for a0, a1 in spans[0] for b0, b1 in spans[1])
+
+
+def test_memory_plan_reuses_buffers():
+    @pr.compile
+    def chain(x):
+        for _ in range(10):
+            x = ops.relu(x * 2.0 + 1.0)
+        return x
+
+    x = np.ones((64, 64), np.float32)
+    cf = chain.get_concrete_function(x)
+    mem = cf.memory
+    tensor_bytes = 64 * 64 * 4
+    assert mem["naive_bytes"] >= 29 * tensor_bytes  # 30 intermediates, one is the output
+    assert mem["arena_bytes"] <= 2 * tensor_bytes + 64 * 2
+    assert cf.peak_memory_bytes == mem["arena_bytes"] + tensor_bytes
+    np.testing.assert_allclose(chain(x).numpy(), np.full((64, 64), 2047.0))
+    jit = pr.compile(chain.__wrapped__, jit_compile=True).get_concrete_function(x)
+    assert jit.memory["arena_bytes"] <= tensor_bytes
+
+
+def test_dead_code_is_removed_but_side_effects_stay(capsys):
+    @pr.compile
+    def f(x):
+        unused = x * 100.0  # noqa: F841
+        pr.print("kept")
+        return x + 1.0
+
+    cf = f.get_concrete_function(np.ones(2, np.float32))
+    ops_run = [n["op"] for n in cf.nodes]
+    assert "multiply" not in ops_run and "host_callback" in ops_run and cf.passes["removed"] == 1
+
+
+# ---- inspection and profiling ---------------------------------------------------
+
+def test_nodes_dot_flops_and_chrome_trace(tmp_path):
+    w = pr.Variable(rng_array(4, seed=1))
+
+    @pr.compile
+    def f(x):
+        return ops.relu(x * w) + 1.0
+
+    x = rng_array(3, 4)
+    cf = f.get_concrete_function(x)
+    nodes = cf.nodes
+    assert [n["op"] for n in nodes] == ["multiply", "relu", "add"]
+    assert all(n["output_shapes"] == [(3, 4)] for n in nodes)
+    assert nodes[1]["inputs"] == nodes[0]["outputs"]
+    assert cf.flops == 3 * 12
+    dot = cf.to_dot()
+    assert dot.startswith('digraph "f" {') and dot.rstrip().endswith("}")
+    assert dot.count("->") == 2 + 1 + 2 + 1  # mul(x, w), relu, add(relu, 1), output
+    trace = cf.profile(x, path=tmp_path / "trace.json")
+    loaded = json.loads((tmp_path / "trace.json").read_text())
+    assert loaded == json.loads(json.dumps(trace))
+    events = loaded["traceEvents"]
+    assert [e["name"] for e in events] == ["multiply", "relu", "add"]
+    assert all(e["ph"] == "X" and e["dur"] >= 0 and e["ts"] >= 0 for e in events)
+
+
+# ---- models -----------------------------------------------------------------------
+
+def _small_resnet(seed):
+    pr.utils.set_random_seed(seed)
+    model = pr.applications.resnet_cifar(8, input_shape=(12, 12, 3), num_classes=5, width=4)
+    model.compile(optimizer=pr.optimizers.SGD(0.05, momentum=0.9),
+                  loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model
+
+
+def _resnet_batch(n=6, seed=0):
+    rng = np.random.default_rng(seed)
+    return (pr.Tensor(rng.standard_normal((n, 12, 12, 3)).astype(np.float32)),
+            pr.Tensor(rng.integers(0, 5, n).astype(np.int32)))
+
+
+def _assert_weights_close(a, b, rtol, atol):
+    assert len(a.weights) == len(b.weights)
+    for wa, wb in zip(a.weights, b.weights):
+        np.testing.assert_allclose(wb.numpy(), wa.numpy(), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_resnet_compiled_matches_eager(jit):
+    """Forward values, gradients and ten SGD-momentum steps of a small
+    ResNet-8: compiled equals eager within rtol 1e-5 (values, gradients) and
+    1e-4 (weights after ten steps)."""
+    eager, comp = _small_resnet(3), _small_resnet(3)
+    _assert_weights_close(eager, comp, 0, 0)
+    x, y = _resnet_batch()
+    loss_fn = pr.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def forward_and_grads(model, x, y):
+        with pr.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = loss_fn(y, logits)
+        return logits, model(x, training=False), loss, tape.gradient(loss, model.trainable_weights)
+
+    compiled_fwd = pr.compile(forward_and_grads, jit_compile=jit)
+    want = forward_and_grads(eager, x, y)
+    got = compiled_fwd(comp, x, y)
+    for w, g in zip(want[:3] + tuple(want[3]), got[:3] + tuple(got[3])):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+    _assert_weights_close(eager, comp, 0, 0)  # BN moving stats updated alike
+
+    step = pr.compile(comp.train_step, jit_compile=jit)
+    if jit:  # BN + ReLU and the residual add + ReLU are fused
+        names = {n["op"] for n in step.get_concrete_function(x, y).nodes}
+        assert {"batch_norm_relu_train", "fused_elementwise"} <= names
+        assert "relu" not in names
+        assert "batch_norm_relu_infer" in {n["op"] for n in compiled_fwd.get_concrete_function(
+            comp, x, y).nodes}
+    for i in range(10):
+        xb, yb = _resnet_batch(seed=i)
+        logs_e, logs_c = eager.train_step(xb, yb), step(xb, yb)
+        assert logs_e.keys() == logs_c.keys()
+        for k in logs_e:
+            np.testing.assert_allclose(float(logs_c[k]), float(logs_e[k]), rtol=1e-4, atol=1e-5)
+    _assert_weights_close(eager, comp, 1e-4, 1e-5)
+    assert step.tracing_count == 1
+    if jit:  # every node's kernel (and thread count) has been chosen by timing
+        variants = step.get_concrete_function(x, y).graph.plan([x, y])["variants"]
+        assert all(v >= 0 for v in variants)
+
+
+def test_kernel_error_raises_like_eager_and_leaves_weights():
+    model = _small_resnet(1)
+    x, _ = _resnet_batch()
+    bad = pr.Tensor(np.array([0, 1, 2, 3, 4, 9], np.int32))  # 9 is out of range
+    step = pr.compile(model.train_step)
+    before = [w.numpy().copy() for w in model.weights]
+    with pytest.raises(ValueError) as compiled_err:
+        step(x, bad)
+    # The graph runs state updates (BN moving statistics, SGD) after the loss:
+    # nothing changed.  (Eagerly, the forward pass has updated the BN moving
+    # statistics before the loss raises.)
+    for b, w in zip(before, model.weights):
+        np.testing.assert_array_equal(w.numpy(), b)
+    with pytest.raises(ValueError) as eager_err:
+        model.train_step(x, bad)
+    assert str(compiled_err.value) == str(eager_err.value)
+    assert "label 9" in str(compiled_err.value)
+
+
+def test_custom_python_layer_traces():
+    class Gate(pr.layers.Layer):
+        """A custom layer in Python: y = x * (relu(g) + 1) + b."""
+
+        def build(self, input_shape):
+            self.g = self.add_weight((input_shape[-1],), initializer="ones", name="g")
+            self.b = self.add_weight((input_shape[-1],), initializer="zeros", name="b")
+            self.calls = 0
+
+        def call(self, x):
+            self.calls += 1  # Python side effect: counts traces, not runs, when compiled
+            return x * (ops.relu(self.g) + 1.0) + self.b
+
+    layer = Gate()
+    x = pr.Tensor(rng_array(4, 3, seed=7))
+
+    def step(x):
+        with pr.GradientTape() as tape:
+            loss = ops.sum_to_shape(layer(x) * layer(x), ())
+        return loss, tape.gradient(loss, layer.trainable_weights)
+
+    want = step(x)
+    f = pr.compile(step)
+    for _ in range(3):
+        got = f(x)
+    assert layer.calls == 2 + 2  # two eager calls, one trace of two calls
+    np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-6)
+    for g, w in zip(got[1], want[1]):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
+
+
+def _fit_data(n=20, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, 12, 12, 3)).astype(np.float32),
+            rng.integers(0, 5, n).astype(np.int32))
+
+
+def test_fit_runs_compiled_without_retracing_the_last_batch():
+    model = _small_resnet(2)
+    x, y = _fit_data()
+    history = model.fit(x, y, batch_size=8, epochs=3, verbose=0, validation_data=(x[:10], y[:10]))
+    assert isinstance(model.train_function, pr.Function)
+    assert model.train_function.tracing_count == 1  # batches 8, 8, 4 every epoch: one graph
+    assert model.test_function.tracing_count == 1
+    assert len(history.history["loss"]) == 3 and np.isfinite(history.history["loss"]).all()
+    model.evaluate(x, y, batch_size=8, verbose=0)
+    model.predict(x, batch_size=8, verbose=0)
+    assert model.test_function.tracing_count == 1
+    assert model.predict_function.tracing_count == 1
+
+    eager = _small_resnet(2)
+    eager.compile(optimizer=pr.optimizers.SGD(0.05, momentum=0.9),
+                  loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], run_eagerly=True)
+    eager_history = eager.fit(x, y, batch_size=8, epochs=3, verbose=0, shuffle=False)
+    model2 = _small_resnet(2)
+    compiled_history = model2.fit(x, y, batch_size=8, epochs=3, verbose=0, shuffle=False)
+    assert not isinstance(eager.train_function, pr.Function)
+    np.testing.assert_allclose(compiled_history.history["loss"], eager_history.history["loss"],
+                               rtol=1e-4)
+
+
+def test_keyboard_interrupt_during_compiled_fit_leaves_weights_usable():
+    class Interrupt(pr.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 1:
+                raise KeyboardInterrupt
+
+    model = _small_resnet(4)
+    x, y = _fit_data()
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(x, y, batch_size=4, epochs=2, verbose=0, callbacks=[Interrupt()])
+    assert all(np.isfinite(w.numpy()).all() for w in model.weights)
+    assert np.isfinite(model.predict(x[:3], verbose=0)).all()
+    history = model.fit(x, y, batch_size=4, epochs=1, verbose=0)  # and it trains on
+    assert np.isfinite(history.history["loss"]).all()
+
+
+def test_flops_count_multiply_adds_twice():
+    x = pr.Tensor(rng_array(2, 9, 9, 3))
+    w = pr.Variable(rng_array(3, 3, 3, 4, seed=1))
+    d = pr.Variable(rng_array(200, 3, seed=2))
+
+    def f(x):
+        with pr.GradientTape() as tape:
+            tape.watch(x)
+            y = ops.conv2d(x, w, strides=2, padding="same")  # (2, 5, 5, 4)
+            z = ops.matmul(ops.reshape(y, (1, 200)), d)  # (1, 3)
+            loss = ops.sum(z)
+        return z, tape.gradient(loss, [x, w])
+
+    conv_flops = 2 * (2 * 5 * 5 * 4) * (3 * 3 * 3)
+    cf = pr.compile(f).get_concrete_function(x)
+    by_op = {}
+    for n in cf.nodes:
+        by_op.setdefault(n["op"], []).append(n["flops"])
+    assert by_op["conv2d"] == [conv_flops]
+    assert by_op["conv2d_backprop_input"] == [conv_flops]
+    assert by_op["conv2d_backprop_filter"] == [conv_flops]
+    assert by_op["matmul"][0] == 2 * 200 * 3  # forward; the backward matmuls follow
+    assert cf.flops == sum(n["flops"] for n in cf.nodes)
