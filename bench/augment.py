@@ -108,7 +108,8 @@ def numpy_regnet(x, y, rng, eigval, eigvec, num_classes=10, alpha=0.2, size=32):
         wy, wx = (sy - y0).astype(np.float32), (sx - x0).astype(np.float32)
         flip = rng.random(n) < 0.5
         x0, x1, wx = (np.where(flip[:, None], a[:, ::-1], a) for a in (x0, x1, wx))
-        y0, y1, x0, x1 = y0 + top[:, None], y1 + top[:, None], x0 + left[:, None], x1 + left[:, None]
+        y0, y1 = y0 + top[:, None], y1 + top[:, None]
+        x0, x1 = x0 + left[:, None], x1 + left[:, None]
         b = np.arange(n)[:, None, None]
         img = xb.astype(np.float32)
         wy, wx = wy[:, :, None, None], wx[:, None, :, None]
