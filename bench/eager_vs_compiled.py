@@ -28,16 +28,10 @@ import statistics
 import sys
 import time
 
-# OpenMP threads that spin after a parallel region hold the cores that
-# OpenBLAS's own threads need next (and vice versa): on a 2-core machine
-# that is shared, a step can stall for tens of milliseconds.  Sleeping
-# waiters avoid it; set before the C core (and its OpenMP runtime) loads.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import pyresnet as pr  # noqa: E402
-from pyresnet import layers  # noqa: E402
+import pyresnet as pr
+from pyresnet import layers
 
 MODES = ("eager", "compiled", "jit")
 

@@ -17,6 +17,7 @@ typedef struct {
     int n_in, n_out;
     PyObject *in[PR_MAX_INPUTS];
     PyObject *out[PR_MAX_OUTPUTS];
+    uint64_t version[PR_MAX_INPUTS + PR_MAX_OUTPUTS]; /* of in, then out, when recorded */
 } tape_entry;
 
 typedef struct {
@@ -81,6 +82,8 @@ int pr_tape_record(const pr_op *op, PyObject *const *inputs, int n_in, const voi
         e->n_out = n_out;
         for (int i = 0; i < n_in; i++) Py_INCREF(e->in[i] = inputs[i]);
         for (int i = 0; i < n_out; i++) Py_INCREF(e->out[i] = outputs[i]);
+        for (int i = 0; i < n_in + n_out; i++)
+            e->version[i] = ((pr_Tensor *)(i < n_in ? inputs[i] : outputs[i - n_in]))->version;
         for (int i = 0; i < n_out; i++)
             if (((pr_Tensor *)outputs[i])->v.dtype == PR_F32 && watch(tape, outputs[i]) < 0)
                 return -1;
@@ -132,7 +135,83 @@ static int add_to_set(PyObject *set, PyObject *t) {
     return r;
 }
 
-/* tape.gradient(target, sources: list, output_gradient=None) -> list */
+/* A gradient rule reads the recorded tensors' values: refuse when one was
+ * updated in place since (an optimizer step, assign), rather than return
+ * gradients of values the forward pass never saw. */
+static int check_versions(const tape_entry *e) {
+    for (int i = 0; i < e->n_in + e->n_out; i++) {
+        PyObject *t = i < e->n_in ? e->in[i] : e->out[i - e->n_in];
+        if (((pr_Tensor *)t)->version != e->version[i]) {
+            char s[160];
+            PyErr_Format(PyExc_RuntimeError,
+                         "GradientTape.gradient: %s %d of the recorded '%s' (shape %s) was "
+                         "updated in place after the op was recorded, so its gradient cannot be "
+                         "computed; update variables after tape.gradient",
+                         i < e->n_in ? "input" : "output", i < e->n_in ? i : i - e->n_in,
+                         e->op->name, pr_shape_str(&((pr_Tensor *)t)->v, s, sizeof s));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Seed grads[target] with d target / d target: ones, or `given` (the
+ * caller's output gradient), which must be float32 of the target's shape:
+ * the gradient rules rely on every gradient having its tensor's shape. */
+static int seed_target(PyObject *grads, PyObject *target, PyObject *given) {
+    if (!pr_Tensor_Check(target)) {
+        PyErr_Format(PyExc_TypeError, "GradientTape.gradient: target must be a Tensor, got %.80s",
+                     Py_TYPE(target)->tp_name);
+        return -1;
+    }
+    PyObject *g = given == Py_None
+                      ? pr_call_by_name("ones_like", &target, 1, NULL)
+                      : (PyObject *)pr_tensor_from_arg(given, "GradientTape.gradient",
+                                                       "output_gradients");
+    if (!g) return -1;
+    const pr_view *t = &((pr_Tensor *)target)->v, *v = &((pr_Tensor *)g)->v;
+    int same = v->ndim == t->ndim;
+    for (int d = 0; same && d < t->ndim; d++) same = v->shape[d] == t->shape[d];
+    char st[160], sv[160];
+    if (v->dtype != PR_F32)
+        PyErr_Format(PyExc_TypeError,
+                     "GradientTape.gradient: output_gradients must be float32, got %s",
+                     pr_dtype_name(v->dtype));
+    else if (!same)
+        PyErr_Format(PyExc_ValueError,
+                     "GradientTape.gradient: output_gradients has shape %s, expected the "
+                     "target's shape %s",
+                     pr_shape_str(v, sv, sizeof sv), pr_shape_str(t, st, sizeof st));
+    int rc = v->dtype == PR_F32 && same ? accumulate(grads, target, g) : -1;
+    Py_DECREF(g);
+    return rc;
+}
+
+/* Seed every target: `target` is a Tensor or a list of Tensors (whose sum
+ * is differentiated, as TensorFlow does); `given` is None, or the output
+ * gradient(s) in the same structure. */
+static int seed_targets(PyObject *grads, PyObject *target, PyObject *given) {
+    if (pr_Tensor_Check(target) || !PyList_Check(target)) return seed_target(grads, target, given);
+    Py_ssize_t n = PyList_GET_SIZE(target);
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "GradientTape.gradient: target is an empty list");
+        return -1;
+    }
+    if (given != Py_None && (!PyList_Check(given) || PyList_GET_SIZE(given) != n)) {
+        PyErr_Format(PyExc_ValueError,
+                     "GradientTape.gradient: output_gradients must be a list of %zd gradients, "
+                     "one per target, got %.80s", n, Py_TYPE(given)->tp_name);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (seed_target(grads, PyList_GET_ITEM(target, i),
+                        given == Py_None ? Py_None : PyList_GET_ITEM(given, i)) < 0)
+            return -1;
+    return 0;
+}
+
+/* tape.gradient(target (Tensor or list of Tensors), sources: list,
+ *               output_gradient=None) -> list */
 static PyObject *Tape_gradient(pr_Tape *tape, PyObject *args) {
     PyObject *target, *sources, *seed = Py_None;
     if (!PyArg_ParseTuple(args, "OO|O:gradient", &target, &sources, &seed)) return NULL;
@@ -146,11 +225,6 @@ static PyObject *Tape_gradient(pr_Tape *tape, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError,
                         "GradientTape.gradient was called inside the tape's `with` block; call it "
                         "after the block ends");
-        return NULL;
-    }
-    if (!pr_Tensor_Check(target)) {
-        PyErr_Format(PyExc_TypeError, "GradientTape.gradient: target must be a Tensor, got %.80s",
-                     Py_TYPE(target)->tp_name);
         return NULL;
     }
     PyObject *src = PySequence_Fast(sources, "GradientTape.gradient: sources must be a list");
@@ -180,17 +254,7 @@ static PyObject *Tape_gradient(pr_Tape *tape, PyObject *args) {
         for (int i = 0; dep && i < e->n_out; i++)
             if (add_to_set(relevant, e->out[i]) < 0) goto done;
     }
-    /* Seed: d target / d target = 1 (or the given output gradient). */
-    PyObject *g0;
-    if (seed == Py_None) {
-        g0 = pr_call_by_name("ones_like", &target, 1, NULL);
-    } else {
-        g0 = (PyObject *)pr_tensor_from_object(seed);
-    }
-    if (!g0) goto done;
-    int rc = accumulate(grads, target, g0);
-    Py_DECREF(g0);
-    if (rc < 0) goto done;
+    if (seed_targets(grads, target, seed) < 0) goto done;
     /* Backward sweep. */
     for (Py_ssize_t j = tape->n - 1; j >= 0; j--) {
         tape_entry *e = &tape->entries[j];
@@ -211,9 +275,10 @@ static PyObject *Tape_gradient(pr_Tape *tape, PyObject *args) {
             any_need |= needs[i];
         }
         if (!any_need) continue;
+        if (check_versions(e) < 0) goto done;
         /* The borrowed gout may be replaced in `grads` by accumulate below. */
         for (int i = 0; i < e->n_out; i++) Py_XINCREF(gout[i]);
-        rc = e->op->gradient(e->in, e->out, e->attrs, gout, needs, gin);
+        int rc = e->op->gradient(e->in, e->out, e->attrs, gout, needs, gin);
         for (int i = 0; i < e->n_out; i++) Py_XDECREF(gout[i]);
         if (rc < 0) {
             for (int i = 0; i < e->n_in; i++) Py_XDECREF(gin[i]);

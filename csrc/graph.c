@@ -17,7 +17,6 @@
 static _Thread_local pr_Graph *current;
 extern PyTypeObject pr_GraphType;
 
-pr_Graph *pr_current_graph(void) { return current; }
 int pr_tracing_active(void) { return current != NULL; }
 
 /* ---- building ------------------------------------------------------------ */

@@ -65,10 +65,6 @@ typedef struct {
     int n_fused, n_removed; /* what the passes did, for inspection */
 } pr_Graph;
 
-/* The graph traced in this thread, or NULL. */
-pr_Graph *pr_current_graph(void);
-int pr_tracing_active(void);
-
 /* executor.c */
 int pr_executor_init(PyObject *module, PyTypeObject *graph_type);
 void pr_plans_free(pr_Graph *g);

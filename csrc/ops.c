@@ -21,6 +21,7 @@ static const pr_op *const *const families[] = {
 static PyObject *op_table; /* name -> capsule(const pr_op *) */
 
 const pr_op *pr_op_lookup(const char *name) {
+    if (!name) return NULL; /* e.g. a name PyUnicode_AsUTF8 could not convert */
     PyObject *cap = PyDict_GetItemString(op_table, name);
     if (!cap) return NULL;
     return (const pr_op *)PyCapsule_GetPointer(cap, "pr_op");
@@ -58,14 +59,29 @@ void pr_set_out(pr_view *out, pr_dtype dtype, int ndim, const int64_t *shape) {
     out->data = NULL;
     out->dtype = dtype;
     out->ndim = ndim;
-    out->size = 1;
-    for (int i = 0; i < ndim; i++) {
-        out->shape[i] = shape[i];
-        out->size *= shape[i];
-    }
+    for (int i = 0; i < ndim; i++) out->shape[i] = shape[i];
+    out->size = pr_shape_size(ndim, shape, pr_dtype_size(dtype)); /* -1: pr_infer raises */
 }
 
 /* ---- attributes ----------------------------------------------------------- */
+
+/* An int attribute value (Python int or anything with __index__). */
+static int parse_int(const pr_op *op, const char *name, PyObject *v, int64_t *out) {
+    PyObject *i = PyNumber_Index(v);
+    if (!i) {
+        PyErr_Clear();
+        return pr_fail(op, PyExc_TypeError, "'%s' must hold ints, got %.80s", name,
+                       Py_TYPE(v)->tp_name);
+    }
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(i, &overflow);
+    Py_DECREF(i);
+    if (overflow)
+        return pr_fail(op, PyExc_ValueError, "'%s' holds an int outside the 64-bit range", name);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *out = x;
+    return 0;
+}
 
 int pr_parse_attrs(const pr_op *op, PyObject *kwargs, void *attrs) {
     memset(attrs, 0, PR_ATTR_BYTES);
@@ -73,32 +89,28 @@ int pr_parse_attrs(const pr_op *op, PyObject *kwargs, void *attrs) {
     for (const pr_attr_spec *s = op->attrs; s && s->name; s++) {
         char *field = (char *)attrs + s->offset;
         PyObject *v = kwargs ? PyDict_GetItemString(kwargs, s->name) : NULL;
+        if (v) used++;
         if (!v || v == Py_None) {
-            if (s->required && !v)
-                return pr_fail(op, PyExc_TypeError, "missing required argument '%s'", s->name);
+            if (s->required)
+                return pr_fail(op, PyExc_TypeError, "missing required argument '%s'%s", s->name,
+                               v ? " (got None)" : "");
             switch (s->kind) {
             case PR_ATTR_INT: *(int64_t *)field = (int64_t)s->dflt; break;
             case PR_ATTR_BOOL: *(int *)field = s->dflt != 0; break;
             case PR_ATTR_FLOAT: *(double *)field = s->dflt; break;
             case PR_ATTR_INTS: ((pr_ints *)field)->n = 0; break;
             }
-            if (v) used++;
             continue;
         }
-        used++;
         switch (s->kind) {
-        case PR_ATTR_INT: {
-            long long x = PyLong_AsLongLong(v);
-            if (x == -1 && PyErr_Occurred())
-                return PyErr_Clear(),
-                       pr_fail(op, PyExc_TypeError, "'%s' must be an int, got %.80s", s->name,
-                               Py_TYPE(v)->tp_name);
-            *(int64_t *)field = x;
+        case PR_ATTR_INT:
+            if (parse_int(op, s->name, v, (int64_t *)field) < 0) return -1;
             break;
-        }
         case PR_ATTR_BOOL: {
             int b = PyObject_IsTrue(v);
-            if (b < 0) return -1;
+            if (b < 0)
+                return PyErr_Clear(), pr_fail(op, PyExc_TypeError, "'%s' must be a bool, got %.80s",
+                                              s->name, Py_TYPE(v)->tp_name);
             *(int *)field = b;
             break;
         }
@@ -113,12 +125,12 @@ int pr_parse_attrs(const pr_op *op, PyObject *kwargs, void *attrs) {
         }
         case PR_ATTR_INTS: {
             pr_ints *ints = (pr_ints *)field;
-            if (PyLong_Check(v)) {
+            if (PyIndex_Check(v)) {
                 ints->n = 1;
-                ints->v[0] = PyLong_AsLongLong(v);
+                if (parse_int(op, s->name, v, &ints->v[0]) < 0) return -1;
                 break;
             }
-            PyObject *seq = PySequence_Fast(v, "");
+            PyObject *seq = PyUnicode_Check(v) || PyBytes_Check(v) ? NULL : PySequence_Fast(v, "");
             if (!seq)
                 return PyErr_Clear(), pr_fail(op, PyExc_TypeError,
                                               "'%s' must be an int or a sequence of ints, got %.80s",
@@ -132,14 +144,12 @@ int pr_parse_attrs(const pr_op *op, PyObject *kwargs, void *attrs) {
             ints->n = (int)n;
             for (Py_ssize_t i = 0; i < n; i++) {
                 PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-                long long x = (item == Py_None) ? -1 : PyLong_AsLongLong(item);
-                if (x == -1 && PyErr_Occurred()) {
+                /* None stands for an unknown dimension (-1), as in Keras shapes. */
+                if (item == Py_None) ints->v[i] = -1;
+                else if (parse_int(op, s->name, item, &ints->v[i]) < 0) {
                     Py_DECREF(seq);
-                    return PyErr_Clear(), pr_fail(op, PyExc_TypeError,
-                                                  "'%s' must hold ints, got %.80s", s->name,
-                                                  Py_TYPE(item)->tp_name);
+                    return -1;
                 }
-                ints->v[i] = x;
             }
             Py_DECREF(seq);
             break;
@@ -167,11 +177,27 @@ int pr_infer(const pr_op *op, const pr_view *in, int n_in, const void *attrs, pr
              size_t *scratch_bytes) {
     *scratch_bytes = 0;
     memset(out, 0, sizeof(pr_view) * (size_t)(op->n_out ? op->n_out : 1));
-    return op->infer(op, in, n_in, attrs, out, scratch_bytes);
+    if (op->infer(op, in, n_in, attrs, out, scratch_bytes) < 0) return -1;
+    /* One check for every op: no output with a negative dimension or a size
+     * whose products overflow (kernels index with int64 products of dims). */
+    for (int i = 0; i < op->n_out; i++) {
+        out[i].size = pr_shape_size(out[i].ndim, out[i].shape, pr_dtype_size(out[i].dtype));
+        if (out[i].size < 0) {
+            char s[160];
+            return pr_fail(op, PyExc_ValueError, "output %d would have shape %s, which %s", i,
+                           pr_shape_str(&out[i], s, sizeof s), pr_shape_error(&out[i]));
+        }
+    }
+    return 0;
 }
 
 int pr_run_forward(const pr_op *op, const pr_view *in, int n_in, pr_view *out,
                    const void *attrs, size_t scratch_bytes) {
+    /* Every output empty and no input written: nothing to compute (and a
+     * kernel's row loops could walk a huge empty shape for a long time). */
+    int empty = op->n_out > 0 && !op->mutates;
+    for (int i = 0; empty && i < op->n_out; i++) empty = out[i].size == 0;
+    if (empty) return 0;
     void *scratch = NULL;
     if (scratch_bytes) {
         scratch = pr_alloc(scratch_bytes);
@@ -219,15 +245,10 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
                     "got %.80s", i, Py_TYPE(inputs[i])->tp_name);
             goto done;
         }
-        t[i] = (PyObject *)pr_tensor_from_object(inputs[i]);
-        if (!t[i]) {
-            PyObject *exc, *val, *tb;
-            PyErr_Fetch(&exc, &val, &tb);
-            PyErr_NormalizeException(&exc, &val, &tb);
-            PyErr_Format(exc, "%s: input %d: %S", op->name, i, val);
-            Py_XDECREF(exc), Py_XDECREF(val), Py_XDECREF(tb);
-            goto done;
-        }
+        char what[32];
+        snprintf(what, sizeof what, "input %d", i);
+        t[i] = (PyObject *)pr_tensor_from_arg(inputs[i], op->name, what);
+        if (!t[i]) goto done;
         symbolic |= pr_is_symbolic(t[i]);
     }
     /* While a function is traced every call is traced, also on real inputs:
@@ -247,6 +268,8 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
             out[i].data = o->v.data;
         }
         if (pr_run_forward(op, in, n_in, out, attrs, scratch) < 0) goto done;
+        for (int i = 0; i < n_in; i++)
+            if (op->mutates >> i & 1) ((pr_Tensor *)t[i])->version++;
     }
     if (op->gradient && pr_tape_record(op, t, n_in, attrs, outputs, op->n_out) < 0) goto done;
     rc = 0;
@@ -300,6 +323,7 @@ static PyObject *py_call(PyObject *self, PyObject *args, PyObject *kwargs) {
         return NULL;
     }
     const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 0));
+    if (!name) return NULL;
     const pr_op *op = pr_op_lookup(name);
     if (!op) {
         PyErr_Format(PyExc_NotImplementedError, "op '%s' is not registered", name);
@@ -346,11 +370,17 @@ static PyObject *py_op_info(PyObject *self, PyObject *arg) {
                          op->doc ? op->doc : "");
 }
 
+/* More threads than this buys nothing on any CPU we run on, and OpenMP aborts
+ * the process when it cannot create the threads it was told to use. */
+#define MAX_THREADS 1024
+
 static PyObject *py_set_num_threads(PyObject *self, PyObject *arg) {
-    long n = PyLong_AsLong(arg);
+    int overflow;
+    long n = PyLong_AsLongAndOverflow(arg, &overflow);
     if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 1) {
-        PyErr_Format(PyExc_ValueError, "set_num_threads: expected a positive int, got %ld", n);
+    if (overflow || n < 1 || n > MAX_THREADS) {
+        PyErr_Format(PyExc_ValueError, "set_num_threads: expected an int in [1, %d], got %R",
+                     MAX_THREADS, arg);
         return NULL;
     }
     pr_set_num_threads((int)n);
@@ -367,7 +397,7 @@ static PyMethodDef ops_methods[] = {
     {"op_names", py_op_names, METH_NOARGS, "Names of all registered ops."},
     {"op_info", py_op_info, METH_O, "op_info(name) -> dict describing a registered op."},
     {"set_num_threads", py_set_num_threads, METH_O,
-     "set_num_threads(n): threads for our kernels and OpenBLAS."},
+     "set_num_threads(n): threads for our kernels and OpenBLAS (1 <= n <= 1024)."},
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "Threads used by kernels."},
     {NULL}};
 

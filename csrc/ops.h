@@ -88,7 +88,7 @@ struct pr_op {
 
 /* Registration: each ops_*.c file exposes `const pr_op *const pr_ops_<family>[]`
  * (NULL-terminated), listed once in ops.c. */
-const pr_op *pr_op_lookup(const char *name);
+const pr_op *pr_op_lookup(const char *name); /* NULL for an unknown (or NULL) name */
 int pr_ops_init(PyObject *module);
 
 /* ---- calling ops ----------------------------------------------------------

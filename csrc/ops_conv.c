@@ -79,10 +79,14 @@ static void int_pair(const pr_ints *v, int64_t d0, int64_t d1, int64_t *a, int64
 static int check_pair(const pr_op *op, const char *name, const pr_ints *v, int allow_empty) {
     if (v->n > 2 || (v->n == 0 && !allow_empty))
         return pr_fail(op, PyExc_ValueError, "'%s' must be 1 or 2 ints, got %d", name, v->n);
-    for (int i = 0; i < v->n; i++)
-        if (v->v[i] < 1 || v->v[i] > INT_MAX)
+    for (int i = 0; i < v->n; i++) {
+        if (v->v[i] < 1)
             return pr_fail(op, PyExc_ValueError, "'%s' must be positive ints, got %lld", name,
                            (long long)v->v[i]);
+        if (v->v[i] > INT_MAX)
+            return pr_fail(op, PyExc_ValueError, "'%s' must be at most 2^31 - 1, got %lld", name,
+                           (long long)v->v[i]);
+    }
     return 0;
 }
 

@@ -64,7 +64,7 @@ static int infer_bn_relu(const pr_op *op, const pr_view *in, int n, const void *
                          pr_view *out, size_t *ws) {
     const pr_op *base = pr_op_lookup(op->n_in == 3 ? "batch_norm_train" : "batch_norm_infer");
     if (!base) return pr_fail(op, PyExc_RuntimeError, "batch normalization is not registered");
-    return base->infer(base, in, n, attrs, out, ws);
+    return base->infer(op, in, n, attrs, out, ws); /* errors name the fused op */
 }
 
 static int64_t bn_rows(const pr_view *x) { return x->ndim ? x->size / x->shape[x->ndim - 1] : 1; }

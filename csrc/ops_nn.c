@@ -3,6 +3,7 @@
  * batch normalization (over all axes but the last). */
 #include "ops.h" /* Python.h first */
 
+#include <float.h>
 #include <string.h>
 
 #include "kernels/loss.h"
@@ -185,7 +186,6 @@ static int infer_reshape(const pr_op *op, const pr_view *in, int n, const void *
     want.ndim = a->shape.n;
     memcpy(want.shape, a->shape.v, sizeof(int64_t) * (size_t)a->shape.n);
     char s[128], w[128];
-    int64_t known = 1;
     int unknown = -1;
     for (int d = 0; d < want.ndim; d++) {
         if (want.shape[d] == -1 && unknown >= 0)
@@ -195,12 +195,14 @@ static int infer_reshape(const pr_op *op, const pr_view *in, int n, const void *
             return pr_fail(op, PyExc_ValueError, "negative dimension in shape %s",
                            pr_shape_str(&want, w, sizeof w));
         if (want.shape[d] == -1) unknown = d;
-        else known *= want.shape[d];
     }
     int64_t shape[PR_MAX_DIMS];
     memcpy(shape, want.shape, sizeof(int64_t) * (size_t)want.ndim);
+    if (unknown >= 0) shape[unknown] = 1;
+    int64_t known = pr_shape_size(want.ndim, shape, 1); /* -1: the product overflows */
     /* NumPy: -1 takes size / known, which must divide exactly (and known > 0). */
-    int ok = unknown < 0 ? known == in[0].size : known > 0 && in[0].size % known == 0;
+    int ok = known >= 0 &&
+             (unknown < 0 ? known == in[0].size : known > 0 && in[0].size % known == 0);
     if (!ok)
         return pr_fail(op, PyExc_ValueError, "cannot reshape a tensor of shape %s into shape %s",
                        pr_shape_str(&in[0], s, sizeof s), pr_shape_str(&want, w, sizeof w));
@@ -430,8 +432,13 @@ static int expect_channels(const pr_op *op, const pr_view *in, int i, int64_t c,
 }
 
 /* x (input xi): float32, rank >= 2, C >= 1 channels last, and at least one
- * row when batch statistics are computed. */
-static int expect_bn_input(const pr_op *op, const pr_view *in, int xi, int need_rows) {
+ * row when batch statistics are computed; epsilon finite and >= 0 (the
+ * kernels take sqrt(var + epsilon)). */
+static int expect_bn_input(const pr_op *op, const pr_view *in, int xi, int need_rows,
+                           const void *attrs) {
+    double eps = ((const pr_bn_attrs *)attrs)->epsilon;
+    if (!(eps >= 0.0 && eps <= DBL_MAX))
+        return pr_fail(op, PyExc_ValueError, "epsilon must be a finite float >= 0, got %g", eps);
     if (pr_expect_dtype(op, in, xi, PR_F32) < 0) return -1;
     char s[128];
     if (in[xi].ndim < 2 || last_of(&in[xi]) < 1)
@@ -449,7 +456,7 @@ static int expect_bn_input(const pr_op *op, const pr_view *in, int xi, int need_
 /* (x, gamma, beta) -> y, batch_mean, batch_var */
 static int infer_bn_train(const pr_op *op, const pr_view *in, int n, const void *attrs,
                           pr_view *out, size_t *ws) {
-    if (expect_bn_input(op, in, 0, 1) < 0) return -1;
+    if (expect_bn_input(op, in, 0, 1, attrs) < 0) return -1;
     int64_t c = last_of(&in[0]);
     if (expect_channels(op, in, 1, c, "gamma") < 0 || expect_channels(op, in, 2, c, "beta") < 0)
         return -1;
@@ -463,7 +470,7 @@ static int infer_bn_train(const pr_op *op, const pr_view *in, int n, const void 
 /* (dy, x, gamma, mean, var) -> dx, dgamma, dbeta (both backward ops). */
 static int infer_bn_backward(const pr_op *op, const pr_view *in, int n, const void *attrs,
                              pr_view *out, size_t *ws) {
-    if (expect_bn_input(op, in, 1, 0) < 0 || expect_like(op, in, 0, 1) < 0) return -1;
+    if (expect_bn_input(op, in, 1, 0, attrs) < 0 || expect_like(op, in, 0, 1) < 0) return -1;
     int64_t c = last_of(&in[1]);
     if (expect_channels(op, in, 2, c, "gamma") < 0 || expect_channels(op, in, 3, c, "mean") < 0 ||
         expect_channels(op, in, 4, c, "variance") < 0)
@@ -478,7 +485,7 @@ static int infer_bn_backward(const pr_op *op, const pr_view *in, int n, const vo
 /* (x, gamma, beta, moving_mean, moving_var) -> y */
 static int infer_bn_infer(const pr_op *op, const pr_view *in, int n, const void *attrs,
                           pr_view *out, size_t *ws) {
-    if (expect_bn_input(op, in, 0, 0) < 0) return -1;
+    if (expect_bn_input(op, in, 0, 0, attrs) < 0) return -1;
     int64_t c = last_of(&in[0]);
     if (expect_channels(op, in, 1, c, "gamma") < 0 || expect_channels(op, in, 2, c, "beta") < 0 ||
         expect_channels(op, in, 3, c, "moving_mean") < 0 ||

@@ -36,18 +36,24 @@ static int set_shape(pr_Tensor *t, pr_dtype dtype, int ndim, const int64_t *shap
     }
     t->v.dtype = dtype;
     t->v.ndim = ndim;
-    t->v.size = 1;
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) {
-            PyErr_Format(PyExc_ValueError, "Tensor: dimension %d is negative (%lld)", i,
-                         (long long)shape[i]);
-            return -1;
-        }
         t->v.shape[i] = shape[i];
         t->shape_py[i] = (Py_ssize_t)shape[i];
-        t->v.size *= shape[i];
+    }
+    t->v.size = pr_shape_size(ndim, shape, pr_dtype_size(dtype));
+    if (t->v.size < 0) {
+        char s[160];
+        PyErr_Format(PyExc_ValueError, "Tensor: shape %s %s", pr_shape_str(&t->v, s, sizeof s),
+                     pr_shape_error(&t->v));
+        return -1;
     }
     return 0;
+}
+
+const char *pr_shape_error(const pr_view *v) {
+    for (int i = 0; i < v->ndim; i++)
+        if (v->shape[i] < 0) return "has a negative dimension";
+    return "is too large: its buffer would exceed 2^63 - 1 bytes";
 }
 
 static pr_Tensor *alloc_object(void) {
@@ -91,19 +97,18 @@ pr_Tensor *pr_tensor_scalar(float value) {
     return t;
 }
 
+/* By kind and item size, not type number: int64 data may come as NPY_LONG or
+ * NPY_LONGLONG, which are different type numbers of the same type. */
 static int numpy_to_dtype(PyArrayObject *a, pr_dtype *out) {
-    int typenum = PyArray_TYPE(a);
-    switch (typenum) {
-    case NPY_FLOAT: case NPY_DOUBLE: case NPY_HALF: case NPY_LONGDOUBLE:
-        *out = PR_F32; return NPY_FLOAT;
-    case NPY_INT32: *out = PR_I32; return NPY_INT32;
-    case NPY_INT64: *out = PR_I64; return NPY_INT64;
-    case NPY_UINT8: *out = PR_U8; return NPY_UINT8;
-    case NPY_BOOL: case NPY_INT8: case NPY_INT16: case NPY_UINT16:
-        *out = PR_I32; return NPY_INT32;
-    default:
-        return -1;
-    }
+    PyArray_Descr *d = PyArray_DESCR(a);
+    npy_intp size = PyArray_ITEMSIZE(a);
+    if (PyDataType_ISFLOAT(d)) return *out = PR_F32, NPY_FLOAT;
+    if (PyDataType_ISUNSIGNED(d) && size == 1) return *out = PR_U8, NPY_UINT8;
+    if (PyDataType_ISBOOL(d) || (PyDataType_ISINTEGER(d) && size <= 2))
+        return *out = PR_I32, NPY_INT32; /* bool, int8, int16, uint16 */
+    if (PyDataType_ISSIGNED(d) && size == 4) return *out = PR_I32, NPY_INT32;
+    if (PyDataType_ISSIGNED(d) && size == 8) return *out = PR_I64, NPY_INT64;
+    return -1; /* uint32, uint64 (values may not fit), complex, str, object, ... */
 }
 
 pr_Tensor *pr_tensor_from_object(PyObject *obj) {
@@ -113,10 +118,17 @@ pr_Tensor *pr_tensor_from_object(PyObject *obj) {
     }
     PyArrayObject *a = (PyArrayObject *)PyArray_FROM_O(obj);
     if (!a) {
-        PyErr_Clear();
+        /* Keep NumPy's reason (ragged lists, a failing __array__); other
+         * errors (MemoryError, KeyboardInterrupt) pass through as they are. */
+        if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError))
+            return NULL;
+        PyObject *exc, *val, *tb;
+        PyErr_Fetch(&exc, &val, &tb);
+        PyErr_NormalizeException(&exc, &val, &tb);
         PyErr_Format(PyExc_TypeError,
-                     "expected a Tensor, NumPy array or Python number, got %.100s",
-                     Py_TYPE(obj)->tp_name);
+                     "expected a Tensor, NumPy array or Python number, got %.100s (%S)",
+                     Py_TYPE(obj)->tp_name, val);
+        Py_XDECREF(exc), Py_XDECREF(val), Py_XDECREF(tb);
         return NULL;
     }
     /* Python ints become float32 scalars as Keras ops mix them with floats. */
@@ -156,6 +168,19 @@ pr_Tensor *pr_tensor_from_object(PyObject *obj) {
     Py_DECREF(dst);
     Py_DECREF(a);
     return t;
+}
+
+pr_Tensor *pr_tensor_from_arg(PyObject *obj, const char *who, const char *what) {
+    pr_Tensor *t = pr_tensor_from_object(obj);
+    if (t || !(PyErr_ExceptionMatches(PyExc_TypeError) ||
+               PyErr_ExceptionMatches(PyExc_ValueError)))
+        return t;
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    PyErr_NormalizeException(&exc, &val, &tb);
+    PyErr_Format(exc, "%s: %s: %S", who, what, val);
+    Py_XDECREF(exc), Py_XDECREF(val), Py_XDECREF(tb);
+    return NULL;
 }
 
 /* ---- type slots ---------------------------------------------------------- */
@@ -244,6 +269,8 @@ static PyObject *Tensor_numpy(pr_Tensor *t, PyObject *Py_UNUSED(ignored)) {
     return a;
 }
 
+/* NumPy's protocol: copy=True always copies, copy=False never does (a dtype
+ * change then raises ValueError), copy=None copies only for a dtype change. */
 static PyObject *Tensor_array(pr_Tensor *t, PyObject *args, PyObject *kwds) {
     PyObject *dtype = Py_None, *copy = Py_None;
     static char *kwlist[] = {"dtype", "copy", NULL};
@@ -251,18 +278,28 @@ static PyObject *Tensor_array(pr_Tensor *t, PyObject *args, PyObject *kwds) {
         return NULL;
     PyObject *a = Tensor_numpy(t, NULL);
     if (!a) return NULL;
-    if (dtype != Py_None || copy == Py_True) {
-        PyArray_Descr *descr = NULL;
-        if (dtype != Py_None && !PyArray_DescrConverter(dtype, &descr)) {
-            Py_DECREF(a);
-            return NULL;
-        }
-        if (!descr) descr = PyArray_DESCR((PyArrayObject *)a), Py_INCREF(descr);
-        PyObject *b = PyArray_FromAny(a, descr, 0, 0, NPY_ARRAY_ENSURECOPY, NULL);
+    PyArray_Descr *descr = NULL;
+    if (dtype != Py_None && !PyArray_DescrConverter(dtype, &descr)) {
         Py_DECREF(a);
-        return b;
+        return NULL;
     }
-    return a;
+    int convert = descr && !PyArray_EquivTypes(descr, PyArray_DESCR((PyArrayObject *)a));
+    if (convert && copy == Py_False) {
+        Py_DECREF(descr);
+        Py_DECREF(a);
+        PyErr_Format(PyExc_ValueError,
+                     "Tensor.__array__: a %s tensor cannot become another dtype without a copy "
+                     "(copy=False)", pr_dtype_name(t->v.dtype));
+        return NULL;
+    }
+    if (!convert && copy != Py_True) {
+        Py_XDECREF(descr);
+        return a;
+    }
+    if (!descr) descr = PyArray_DESCR((PyArrayObject *)a), Py_INCREF(descr);
+    PyObject *b = PyArray_FromAny(a, descr, 0, 0, NPY_ARRAY_ENSURECOPY, NULL);
+    Py_DECREF(a);
+    return b;
 }
 
 static PyObject *Tensor_get_shape(pr_Tensor *t, void *c) {
@@ -368,9 +405,14 @@ static PyObject *Tensor_float(pr_Tensor *t) {
 static PyObject *Tensor_int(pr_Tensor *t) {
     PyObject *f = Tensor_float(t);
     if (!f) return NULL;
-    PyObject *i = PyNumber_Long(f);
     Py_DECREF(f);
-    return i;
+    switch (t->v.dtype) { /* exact for integer data (int64 does not fit a double) */
+    case PR_I32: return PyLong_FromLong(*(int32_t *)t->v.data);
+    case PR_I64: return PyLong_FromLongLong(*(int64_t *)t->v.data);
+    case PR_U8: return PyLong_FromLong(*(uint8_t *)t->v.data);
+    case PR_F32: return PyLong_FromDouble(*(float *)t->v.data);
+    }
+    return NULL;
 }
 
 /* Arithmetic dispatches to registered ops so it is recorded and traced. */
@@ -406,6 +448,15 @@ static int Tensor_getbuffer(pr_Tensor *t, Py_buffer *view, int flags) {
         view->obj = NULL;
         return -1;
     }
+    /* A tensor is C-contiguous; it is also Fortran-contiguous when at most
+     * one dimension exceeds 1. */
+    int longer = 0;
+    for (int i = 0; i < t->v.ndim; i++) longer += t->v.shape[i] > 1;
+    if ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS && longer > 1) {
+        PyErr_SetString(PyExc_BufferError, "Tensor: the buffer is C-contiguous, not Fortran");
+        view->obj = NULL;
+        return -1;
+    }
     static char *formats[] = {"f", "i", "q", "B"};
     view->buf = t->v.data;
     view->obj = (PyObject *)t;
@@ -414,7 +465,8 @@ static int Tensor_getbuffer(pr_Tensor *t, Py_buffer *view, int flags) {
     view->len = (Py_ssize_t)t->v.size * view->itemsize;
     view->readonly = 0;
     view->format = (flags & PyBUF_FORMAT) ? formats[t->v.dtype] : NULL;
-    view->ndim = t->v.ndim;
+    /* Without PyBUF_ND the consumer sees plain bytes (as NumPy exports them). */
+    view->ndim = (flags & PyBUF_ND) ? t->v.ndim : 0;
     view->shape = (flags & PyBUF_ND) ? t->shape_py : NULL;
     view->strides = NULL; /* contiguous */
     view->suboffsets = NULL;

@@ -13,6 +13,7 @@ typedef struct {
     pr_view v;           /* data == NULL for a symbolic tensor */
     PyObject *sym;       /* symbolic: owned by the graph code (graph.c); NULL when real */
     Py_ssize_t exports;  /* live buffer-protocol exports */
+    uint64_t version;    /* bumped by every in-place op on it (tapes check it) */
     int trainable;       /* a trainable Variable: every GradientTape watches it */
     Py_ssize_t shape_py[PR_MAX_DIMS]; /* shape as Py_ssize_t for the buffer protocol */
     PyObject *dict;      /* attributes of Python subclasses (Variable) */
@@ -31,12 +32,19 @@ pr_Tensor *pr_tensor_new_symbolic(pr_dtype dtype, int ndim, const int64_t *shape
 /* A float32 scalar tensor. */
 pr_Tensor *pr_tensor_scalar(float value);
 /* Any Tensor (new reference), NumPy array, Python number or nested list ->
- * Tensor.  Floating input becomes float32; integer input int32/int64/uint8 as
- * it comes (other integer types become int32).  Raises TypeError. */
+ * Tensor.  Floating input becomes float32; int32/int64/uint8 stay as they
+ * are; bool, int8, int16 and uint16 become int32.  Raises TypeError for
+ * anything else (uint32/uint64, complex, strings, objects, ragged lists). */
 pr_Tensor *pr_tensor_from_object(PyObject *obj);
+/* The same for an argument: a TypeError/ValueError gets the prefix
+ * "<who>: <what>: "; other exceptions (a user's __array__ raising,
+ * MemoryError) pass through as they are. */
+pr_Tensor *pr_tensor_from_arg(PyObject *obj, const char *who, const char *what);
 
 /* "(2, 3, 4)" into buf. */
 const char *pr_shape_str(const pr_view *v, char *buf, size_t n);
+/* Why pr_shape_size rejects v's shape, as the end of a sentence. */
+const char *pr_shape_error(const pr_view *v);
 
 int pr_tensor_init_type(PyObject *module);
 

@@ -18,8 +18,9 @@ from . import data, datasets
 
 
 def set_num_threads(n):
-    """Set the number of threads (int >= 1) that kernels and OpenBLAS use,
-    the one place that decides it.  Raises ValueError for n < 1."""
+    """Set the number of threads (int, 1 <= n <= 1024) that kernels and
+    OpenBLAS use, the one place that decides it.  Raises ValueError for n
+    outside that range."""
     _C.set_num_threads(int(n))
 
 

@@ -5,6 +5,12 @@ import os
 
 import scipy_openblas32
 
+# Idle OpenMP threads sleep instead of spinning: on a shared or busy machine
+# spinning threads steal the cores the kernels need (a loaded 2-core machine
+# ran small steps 40x slower).  Read once by libgomp when _C loads it; set
+# OMP_WAIT_POLICY=ACTIVE in the environment to choose spinning.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 _lib = os.path.join(scipy_openblas32.get_lib_dir(), "lib" + scipy_openblas32.get_library() + ".so")
 ctypes.CDLL(_lib, mode=ctypes.RTLD_GLOBAL)
 

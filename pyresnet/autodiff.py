@@ -37,11 +37,13 @@ class GradientTape:
         """Gradients of ``target`` with respect to ``sources``.
 
         Args:
-            target: a Tensor (usually a scalar loss); a list of Tensors is
-                summed first as TensorFlow does.
+            target: a Tensor (usually a scalar loss), or a list/tuple of
+                Tensors whose sum is differentiated (as TensorFlow does:
+                each target is seeded, nothing needs recording).
             sources: a Tensor/Variable or a nested list/tuple/dict of them.
-            output_gradients: optional Tensor of target's shape to start from
-                (default: ones).
+            output_gradients: optional float32 Tensor of target's shape to
+                start from (default: ones); for a list of targets, a list
+                with one such gradient (or None) per target.
         Returns:
             The gradients in the structure of ``sources``: float32 Tensors of
             each source's shape, or ``None`` for a source the target does not
@@ -49,13 +51,15 @@ class GradientTape:
         Raises:
             RuntimeError: on a second call of a non-persistent tape, or inside
                 the ``with`` block.
-            TypeError: when target or a source is not a Tensor.
+            TypeError: when target or a source is not a Tensor, or an output
+                gradient is not float32.
+            ValueError: for an empty target list, or an output gradient whose
+                shape differs from its target's.
         """
         if isinstance(target, (list, tuple)):
-            total = target[0]
-            for t in target[1:]:
-                total = total + t
-            target = total
+            target = list(target)
+            if isinstance(output_gradients, tuple):
+                output_gradients = list(output_gradients)
         flat = tree.flatten(sources)
         for i, s in enumerate(flat):
             if not isinstance(s, Tensor):

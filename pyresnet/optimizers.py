@@ -7,7 +7,7 @@ a float32 scalar Variable, so changing it never retraces a compiled step.
 import numpy as np
 
 from . import ops
-from .tensor import Tensor, Variable
+from .tensor import Variable, convert_to_tensor
 
 
 class SGD:
@@ -41,8 +41,9 @@ class SGD:
                  name="SGD"):
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"SGD: `momentum` must be in [0, 1], got {momentum!r}")
-        if weight_decay is not None and weight_decay < 0:
-            raise ValueError(f"SGD: `weight_decay` must be >= 0 or None, got {weight_decay!r}")
+        if weight_decay is not None and not 0 <= weight_decay < np.inf:
+            raise ValueError(f"SGD: `weight_decay` must be a finite float >= 0 or None, got "
+                             f"{weight_decay!r}")
         self.name = name
         self.momentum = float(momentum)
         self.nesterov = bool(nesterov)
@@ -54,9 +55,13 @@ class SGD:
 
     @staticmethod
     def _check_lr(value):
-        if not float(value) >= 0:
-            raise ValueError(f"SGD: `learning_rate` must be a float >= 0, got {value!r}")
-        return float(value)
+        try:
+            lr = float(value)
+        except (TypeError, ValueError):
+            lr = None
+        if lr is None or not 0 <= lr < np.inf:
+            raise ValueError(f"SGD: `learning_rate` must be a finite float >= 0, got {value!r}")
+        return lr
 
     @property
     def learning_rate(self):
@@ -81,20 +86,33 @@ class SGD:
                 gradient is None (the loss does not depend on the variable)
                 are skipped.
         Raises:
-            TypeError: when a variable is not a Variable.
+            TypeError: when a variable is not a Variable, or a gradient is not
+                float data (or cannot become a Tensor).
             ValueError: when a gradient's shape differs from its variable's.
             Everything is checked before the first update, so a failing call
             changes nothing.
         """
-        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
-        for g, v in pairs:
+        pairs = []
+        for g, v in grads_and_vars:
+            if g is None:
+                continue
             if not isinstance(v, Variable):
                 raise TypeError(f"{self.name}.apply_gradients: expected Variables, got "
                                 f"{type(v).__name__}")
-            g_shape = tuple(g.shape) if isinstance(g, Tensor) else np.shape(g)
-            if g_shape != tuple(v.shape):
-                raise ValueError(f"{self.name}.apply_gradients: gradient of shape {g_shape} for "
-                                 f"variable {getattr(v, 'path', v.name)} of shape {tuple(v.shape)}")
+            name = getattr(v, "path", v.name)
+            try:
+                g = convert_to_tensor(g)
+            except TypeError as e:
+                raise TypeError(f"{self.name}.apply_gradients: gradient for variable {name}: "
+                                f"{e}") from None
+            if g.dtype != "float32":
+                raise TypeError(f"{self.name}.apply_gradients: gradient for variable {name} "
+                                f"must be float32, got {g.dtype}")
+            if tuple(g.shape) != tuple(v.shape):
+                raise ValueError(f"{self.name}.apply_gradients: gradient of shape "
+                                 f"{tuple(g.shape)} for variable {name} of shape "
+                                 f"{tuple(v.shape)}")
+            pairs.append((g, v))
         decay = float(self.weight_decay or 0.0)
         for g, v in pairs:
             if self.momentum == 0.0:

@@ -31,6 +31,16 @@ const char *pr_dtype_name(pr_dtype t) {
     return "?";
 }
 
+int64_t pr_shape_size(int ndim, const int64_t *shape, size_t itemsize) {
+    int64_t bytes = (int64_t)itemsize, empty = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) return -1;
+        if (shape[d] == 0) empty = 1;
+        else if (__builtin_mul_overflow(bytes, shape[d], &bytes)) return -1;
+    }
+    return empty ? 0 : bytes / (int64_t)itemsize;
+}
+
 static _Thread_local char kernel_error[512];
 
 void pr_kernel_error(const char *fmt, ...) {
@@ -43,6 +53,7 @@ void pr_kernel_error(const char *fmt, ...) {
 const char *pr_kernel_error_message(void) { return kernel_error; }
 
 void *pr_alloc(size_t nbytes) {
+    if (nbytes > SIZE_MAX - 63) return NULL; /* rounding up would wrap to a tiny block */
     size_t rounded = (nbytes + 63) & ~(size_t)63;
     if (rounded == 0) rounded = 64;
     return aligned_alloc(64, rounded);

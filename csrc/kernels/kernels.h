@@ -34,6 +34,12 @@ typedef struct {
 size_t pr_dtype_size(pr_dtype t);
 const char *pr_dtype_name(pr_dtype t);
 
+/* Element count of a shape, or -1 when a dimension is negative or a buffer of
+ * it could not be addressed.  NumPy's rule: the product of the non-zero
+ * dimensions times `itemsize` must fit in a ptrdiff_t, so no product of some
+ * of the dimensions (rows, strides, byte offsets) overflows int64 either. */
+int64_t pr_shape_size(int ndim, const int64_t *shape, size_t itemsize);
+
 /* Kernels report a data-dependent error's text here (thread-local), then
  * return PR_ERR_VALUE; the boundary raises it as a Python ValueError. */
 void pr_kernel_error(const char *fmt, ...);

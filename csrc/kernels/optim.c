@@ -28,14 +28,23 @@ static inline int64_t int_at(const void *p, pr_dtype t, int64_t i) {
     return 0;
 }
 
-/* float32 values going into an int var must be whole and in range. */
-static int check_whole(const float *v, int64_t n, pr_dtype vt) {
+/* Values going into an int var must be representable in it: float32 ones
+ * whole and in range, int64 ones in range of an int32 var. */
+static int check_fits(const void *value, pr_dtype valt, int64_t n, pr_dtype vt) {
     double lo = vt == PR_I32 ? -2147483648.0 : -9223372036854775808.0;
-    for (int64_t i = 0; i < n; i++) {
-        double x = v[i];
+    for (int64_t i = 0; valt == PR_F32 && i < n; i++) {
+        double x = ((const float *)value)[i];
         if (!(x == floor(x) && x >= lo && x < -lo)) {
             pr_kernel_error("value %g at index %lld cannot be stored in an %s variable", x,
                             (long long)i, pr_dtype_name(vt));
+            return PR_ERR_VALUE;
+        }
+    }
+    for (int64_t i = 0; valt == PR_I64 && vt == PR_I32 && i < n; i++) {
+        int64_t x = ((const int64_t *)value)[i];
+        if (x < INT32_MIN || x > INT32_MAX) {
+            pr_kernel_error("value %lld at index %lld cannot be stored in an int32 variable",
+                            (long long)x, (long long)i);
             return PR_ERR_VALUE;
         }
     }
@@ -66,7 +75,7 @@ int pr_k_assign(pr_assign_kind k, void *var, pr_dtype vt, int ndim, const int64_
         }
         return PR_OK;
     }
-    if (valt == PR_F32 && check_whole(value, val_size, vt) != PR_OK) return PR_ERR_VALUE;
+    if (check_fits(value, valt, val_size, vt) != PR_OK) return PR_ERR_VALUE;
     for (int64_t i = 0; i < n; i++) {
         int64_t b = int_at(value, valt, same ? i : offset_of(i, ndim, shape, st));
         if (vt == PR_I32) {

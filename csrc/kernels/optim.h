@@ -11,9 +11,9 @@ typedef enum { PR_ASSIGN_SET, PR_ASSIGN_ADD, PR_ASSIGN_SUB } pr_assign_kind;
 /* var (dtype vt, `shape` of rank ndim) = / += / -= value, where value (dtype
  * valt, val_size elements) is read through broadcast strides `st` (rank
  * ndim, 0 on broadcast dimensions).  A float32 var takes a float32 value; an
- * int32/int64 var takes int32, int64, uint8 or float32 values, the latter
- * only when every value is a whole number the var's type can hold (else
- * PR_ERR_VALUE, nothing written).  Integer arithmetic wraps. */
+ * int32/int64 var takes int32, int64, uint8 or float32 values that it can
+ * hold: float32 ones whole, all in its range (else PR_ERR_VALUE, nothing
+ * written).  Integer arithmetic wraps. */
 int pr_k_assign(pr_assign_kind k, void *var, pr_dtype vt, int ndim, const int64_t *shape,
                 const void *value, pr_dtype valt, int64_t val_size, const int64_t *st);
 

@@ -320,18 +320,26 @@ class Layer:
         """Assign NumPy arrays to the weights, in ``weights`` order.
 
         Raises:
-            ValueError: on a count or shape mismatch; no weight changes then.
+            ValueError: on a count or shape mismatch, or values that are not
+                numbers; no weight changes then (all are converted and checked
+                before the first is assigned).
         """
         weights = self.weights
         if len(values) != len(weights):
             raise ValueError(f'Layer "{self.name}": set_weights expects {len(weights)} arrays, '
                              f"got {len(values)}")
+        arrays = []
         for w, v in zip(weights, values):
+            name = getattr(w, "path", w.name)
             if tuple(np.shape(v)) != tuple(w.shape):
-                raise ValueError(f'Layer "{self.name}": weight {getattr(w, "path", w.name)} has '
-                                 f"shape {tuple(w.shape)}, got an array of shape {np.shape(v)}")
-        for w, v in zip(weights, values):
-            w.assign(np.asarray(v, np.float32))
+                raise ValueError(f'Layer "{self.name}": weight {name} has shape '
+                                 f"{tuple(w.shape)}, got an array of shape {np.shape(v)}")
+            try:
+                arrays.append(np.asarray(v, np.float32))
+            except (TypeError, ValueError) as e:
+                raise ValueError(f'Layer "{self.name}": weight {name}: {e}') from None
+        for w, a in zip(weights, arrays):
+            w.assign(a)
 
     # ---- calling -----------------------------------------------------------------
 
