@@ -96,8 +96,8 @@ static int check_state(const pr_op *op, const pr_view *in, int i) {
 /* `size` attribute: (height, width) or one value for both, each >= 1. */
 static int get_size(const pr_op *op, const pr_ints *v, const char *name, int64_t *h, int64_t *w) {
     if (v->n != 1 && v->n != 2)
-        return pr_fail(op, PyExc_ValueError, "'%s' must be one int or (height, width), got %d values",
-                       name, v->n);
+        return pr_fail(op, PyExc_ValueError,
+                       "'%s' must be one int or (height, width), got %d values", name, v->n);
     *h = v->v[0], *w = v->v[v->n - 1];
     if (*h < 1 || *w < 1 || *h > MAX_EXTENT || *w > MAX_EXTENT)
         return pr_fail(op, PyExc_ValueError, "'%s' must be positive, got (%lld, %lld)", name,
@@ -375,7 +375,8 @@ static int infer_mixup(const pr_op *op, const pr_view *in, int n, const void *at
                            (long long)x->shape[0], pr_shape_str(y, t, sizeof t));
         k = y->shape[1];
         if (a->num_classes && a->num_classes != k)
-            return pr_fail(op, PyExc_ValueError, "num_classes is %lld but soft labels have shape %s",
+            return pr_fail(op, PyExc_ValueError,
+                           "num_classes is %lld but soft labels have shape %s",
                            (long long)a->num_classes, pr_shape_str(y, t, sizeof t));
     } else if (y->dtype == PR_I32 || y->dtype == PR_I64 || y->dtype == PR_U8) {
         int ok = y->ndim >= 1 && y->ndim <= 2 && y->shape[0] == x->shape[0] &&
@@ -386,7 +387,8 @@ static int infer_mixup(const pr_op *op, const pr_view *in, int n, const void *at
                            (long long)x->shape[0], pr_shape_str(y, t, sizeof t));
         if (a->num_classes < 1)
             return pr_fail(op, PyExc_ValueError,
-                           "integer labels need num_classes >= 1, got %lld", (long long)a->num_classes);
+                           "integer labels need num_classes >= 1, got %lld",
+                           (long long)a->num_classes);
         if (check_elements(op, x->shape[0], a->num_classes, 1, 1) < 0) return -1;
         k = a->num_classes;
     } else {
@@ -430,9 +432,10 @@ static int infer_normalize(const pr_op *op, const pr_view *in, int n, const void
     int64_t c = in[0].shape[in[0].ndim - 1];
     for (int i = 1; i < 3; i++)
         if (in[i].ndim != 1 || in[i].shape[0] != c)
-            return pr_fail(op, PyExc_ValueError, "%s must have shape (%lld,) for x of shape %s, got %s",
-                           i == 1 ? "mean" : "variance", (long long)c, pr_shape_str(&in[0], s, sizeof s),
-                           pr_shape_str(&in[i], t, sizeof t));
+            return pr_fail(op, PyExc_ValueError,
+                           "%s must have shape (%lld,) for x of shape %s, got %s",
+                           i == 1 ? "mean" : "variance", (long long)c,
+                           pr_shape_str(&in[0], s, sizeof s), pr_shape_str(&in[i], t, sizeof t));
     if (!(((const normalize_attrs *)attrs)->epsilon >= 0.0))
         return pr_fail(op, PyExc_ValueError, "epsilon must be >= 0");
     pr_set_out(&out[0], PR_F32, in[0].ndim, in[0].shape);

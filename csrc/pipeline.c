@@ -10,12 +10,12 @@
  */
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #define NO_IMPORT_ARRAY
 #define PY_ARRAY_UNIQUE_SYMBOL PR_ARRAY_API
 #include <numpy/arrayobject.h>
 
-#include "kernels/augment.h"
 #include "kernels/rng.h"
 #include "ops.h"
 
@@ -63,6 +63,7 @@ typedef struct {
     int untouched[MAX_COMP];     /* no stage replaces the component: gathered straight out */
     void *scratch;
     int64_t next;                /* next batch to return */
+    double cpu_seconds;          /* CPU time spent computing batches (written under mu) */
     /* worker */
     int depth;                   /* batches computed ahead; 0 = no worker */
     int threads;                 /* the augmentation kernels' threads, worker or not */
@@ -84,6 +85,12 @@ static void with_batch(pr_view *v, int64_t n) {
     v->size = per * n;
 }
 
+static double thread_cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static int compute_batch(BatchIterator *it, int64_t b, void *const *dst, char *error) {
     int variant = b == it->n_batches - 1 && it->last_size != it->batch_size;
     int64_t n = variant ? it->last_size : it->batch_size, start = b * it->batch_size;
@@ -92,7 +99,8 @@ static int compute_batch(BatchIterator *it, int64_t b, void *const *dst, char *e
         const char *from = it->src[k].data;
         char *to = it->untouched[k] ? dst[k] : it->gathered[k];
         int64_t rb = it->row_bytes[k];
-        for (int64_t r = 0; r < n; r++) memcpy(to + r * rb, from + it->order[start + r] * rb, (size_t)rb);
+        for (int64_t r = 0; r < n; r++)
+            memcpy(to + r * rb, from + it->order[start + r] * rb, (size_t)rb);
         cur[k] = it->src[k];
         cur[k].data = to;
         with_batch(&cur[k], n);
@@ -127,15 +135,18 @@ static int compute_batch(BatchIterator *it, int64_t b, void *const *dst, char *e
 
 static void *worker_main(void *arg) {
     BatchIterator *it = arg;
-    pr_augment_set_thread_limit(it->threads);
+    pr_set_thread_limit(it->threads);
     pthread_mutex_lock(&it->mu);
     for (;;) {
         while (!it->stop && it->completed == it->submitted) pthread_cond_wait(&it->cv, &it->mu);
         if (it->stop) break;
         task *t = &it->tasks[it->completed % it->depth];
         pthread_mutex_unlock(&it->mu);
+        double t0 = thread_cpu_seconds();
         t->rc = compute_batch(it, t->batch, t->dst, t->error);
+        double spent = thread_cpu_seconds() - t0;
         pthread_mutex_lock(&it->mu);
+        it->cpu_seconds += spent;
         t->status = TASK_DONE;
         it->completed++;
         pthread_cond_broadcast(&it->cv);
@@ -209,11 +220,13 @@ static PyObject *BatchIterator_next(BatchIterator *it) {
         PyObject *out = new_outputs(it, it->next, dst);
         if (!out) return NULL;
         int rc;
+        double t0 = thread_cpu_seconds();
         Py_BEGIN_ALLOW_THREADS
-        pr_augment_set_thread_limit(it->threads);
+        pr_set_thread_limit(it->threads);
         rc = compute_batch(it, it->next, dst, error);
-        pr_augment_set_thread_limit(0);
+        pr_set_thread_limit(0);
         Py_END_ALLOW_THREADS
+        it->cpu_seconds += thread_cpu_seconds() - t0;
         if (rc != PR_OK) {
             Py_DECREF(out);
             return raise_task_error(rc, error);
@@ -345,13 +358,15 @@ static int parse_stage(BatchIterator *it, stage *st, PyObject *spec) {
     }
     const pr_op *op = st->op;
     if (!PyDict_Check(attrs) || pr_parse_attrs(op, attrs, st->attrs) < 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "BatchIterator: attrs must be a dict");
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "BatchIterator: attrs must be a dict");
         return -1;
     }
     if (!PyList_Check(inputs) || PyList_GET_SIZE(inputs) != op->n_in || !PyList_Check(outputs) ||
         PyList_GET_SIZE(outputs) != op->n_out)
-        return pr_fail(op, PyExc_ValueError, "pipeline stage needs lists of %d inputs and %d outputs",
-                       op->n_in, op->n_out);
+        return pr_fail(op, PyExc_ValueError,
+                       "pipeline stage needs lists of %d inputs and %d outputs", op->n_in,
+                       op->n_out);
     for (int i = 0; i < op->n_in; i++) {
         PyObject *v = PyList_GET_ITEM(inputs, i);
         if (PyLong_Check(v)) {
@@ -379,7 +394,8 @@ static int parse_stage(BatchIterator *it, stage *st, PyObject *spec) {
         PyObject *v = PyList_GET_ITEM(outputs, j);
         long k = v == Py_None ? -1 : PyLong_AsLong(v);
         if ((k == -1 && PyErr_Occurred()) || k < -1 || k >= it->n_comp)
-            return PyErr_Clear(), pr_fail(op, PyExc_ValueError, "pipeline output %d: bad component", j);
+            return PyErr_Clear(),
+                   pr_fail(op, PyExc_ValueError, "pipeline output %d: bad component", j);
         st->dst[j] = (int)k;
     }
     return 0;
@@ -395,7 +411,8 @@ static int infer_variant(BatchIterator *it, int variant, int64_t n, size_t *scra
     for (int s = 0; s < it->n_stages; s++) {
         stage *st = &it->stages[s];
         pr_view in[PR_MAX_INPUTS];
-        for (int i = 0; i < st->op->n_in; i++) in[i] = st->src[i] >= 0 ? cur[st->src[i]] : st->konst[i];
+        for (int i = 0; i < st->op->n_in; i++)
+            in[i] = st->src[i] >= 0 ? cur[st->src[i]] : st->konst[i];
         size_t ws;
         if (pr_infer(st->op, in, st->op->n_in, st->attrs, st->out[variant], &ws) < 0) return -1;
         if (ws > *scratch) *scratch = ws;
@@ -515,6 +532,19 @@ static PyObject *BatchIterator_iter(PyObject *self) {
 
 static Py_ssize_t BatchIterator_len(BatchIterator *it) { return (Py_ssize_t)it->n_batches; }
 
+static PyObject *BatchIterator_cpu_seconds(BatchIterator *it, void *c) {
+    double seconds;
+    pthread_mutex_lock(&it->mu);
+    seconds = it->cpu_seconds;
+    pthread_mutex_unlock(&it->mu);
+    return PyFloat_FromDouble(seconds);
+}
+
+static PyGetSetDef BatchIterator_getset[] = {
+    {"cpu_seconds", (getter)BatchIterator_cpu_seconds, NULL,
+     "CPU time (s) spent so far gathering and augmenting this pass's batches.", NULL},
+    {NULL}};
+
 static PySequenceMethods BatchIterator_as_sequence = {.sq_length = (lenfunc)BatchIterator_len};
 
 static PyTypeObject BatchIteratorType = {
@@ -534,6 +564,7 @@ static PyTypeObject BatchIteratorType = {
     .tp_as_sequence = &BatchIterator_as_sequence,
     .tp_iter = BatchIterator_iter,
     .tp_iternext = (iternextfunc)BatchIterator_next,
+    .tp_getset = BatchIterator_getset,
     .tp_new = BatchIterator_new,
 };
 
@@ -545,8 +576,8 @@ static PyObject *py_shuffle_order(PyObject *self, PyObject *args) {
         return NULL;
     if (n < 0 || n > 0x7FFFFFFFLL || buffer_size < 1) {
         PyErr_Format(PyExc_ValueError,
-                     "shuffle_order: need 0 <= n < 2**31 and buffer_size >= 1, got %lld and %lld", n,
-                     buffer_size);
+                     "shuffle_order: need 0 <= n < 2**31 and buffer_size >= 1, got %lld and %lld",
+                     n, buffer_size);
         return NULL;
     }
     if (buffer_size > n) buffer_size = n ? n : 1;

@@ -496,3 +496,32 @@ def test_layer_on_a_single_image():
     assert one.shape == (4, 4, 3)
     np.testing.assert_array_equal(one.numpy(), A.random_crop(x, A.rng_state(1), 4, 1).numpy()[0])
     np.testing.assert_array_equal(crop(x[0], training=False).numpy(), x[0, 1:5, 1:5])
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_compiled_steps_draw_fresh_numbers_like_eager(jit_compile):
+    x = images((4, 10, 10, 3), np.uint8)
+    labels = np.arange(4, dtype=np.int32) % 3
+
+    def make():
+        return ([layers.RandomCrop(8, 8, seed=1, padding=1), layers.RandomFlip(seed=2),
+                 layers.RandomResizedCrop((6, 6), seed=3), layers.RandomLighting(seed=4),
+                 layers.CutOut(2, seed=5)], layers.MixUp(0.5, num_classes=3, seed=6))
+
+    def run(augment, mixup, x, y):
+        for layer in augment:
+            x = layer(x, training=True)
+        return mixup((x, y), training=True)
+
+    compiled_layers, eager_layers = make(), make()
+    step = pr.compile(lambda x, y: run(*compiled_layers, x, y), jit_compile=jit_compile)
+    outputs = []
+    for _ in range(3):
+        got, want = step(pr.Tensor(x), pr.Tensor(labels)), run(*eager_layers, x, labels)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+        outputs.append(got[0].numpy())
+    assert step.tracing_count == 1
+    assert not np.array_equal(outputs[0], outputs[1])  # every call draws new numbers
+    for layer in compiled_layers[0] + [compiled_layers[1]]:
+        assert state_values(layer._seed_generator.state)[1] == 3

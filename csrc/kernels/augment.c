@@ -11,12 +11,6 @@
 
 #define PARALLEL_MIN 32768 /* values; below this one thread is faster */
 
-static _Thread_local int thread_limit;
-
-void pr_augment_set_thread_limit(int n) { thread_limit = n > 0 ? n : 0; }
-
-static int threads(void) { return thread_limit ? thread_limit : pr_get_num_threads(); }
-
 /* Pixel loops live in always-inlined helpers called with a literal dtype
  * (and channel count 3 where it is common), so the compiler specialises
  * them and no branch on the dtype is left in the inner loops. */
@@ -50,7 +44,8 @@ void pr_k_sample_flip(int64_t n, int horizontal, int vertical, uint64_t seed, ui
 
 int pr_k_flip(const void *x, void *y, pr_dtype dt, pr_nhwc g, const int32_t *flags) {
     int64_t pb = g.c * (int64_t)pr_dtype_size(dt), rowb = g.w * pb, imgb = g.h * rowb;
-#pragma omp parallel for num_threads(threads()) if (g.n * g.h * g.w * g.c >= PARALLEL_MIN)
+#pragma omp parallel for num_threads(pr_get_num_threads()) \
+    if (g.n * g.h * g.w * g.c >= PARALLEL_MIN)
     for (int64_t i = 0; i < g.n; i++) {
         const char *xi = (const char *)x + i * imgb;
         char *yi = (char *)y + i * imgb;
@@ -62,7 +57,8 @@ int pr_k_flip(const void *x, void *y, pr_dtype dt, pr_nhwc g, const int32_t *fla
                 memcpy(dst, src, (size_t)rowb);
                 continue;
             }
-            for (int64_t s = 0; s < g.w; s++) copy_pixel(dst + s * pb, src + (g.w - 1 - s) * pb, pb);
+            for (int64_t s = 0; s < g.w; s++)
+                copy_pixel(dst + s * pb, src + (g.w - 1 - s) * pb, pb);
         }
     }
     return PR_OK;
@@ -88,7 +84,8 @@ static inline int64_t reflect(int64_t k, int64_t n) {
 int pr_k_pad_crop(const void *x, void *y, pr_dtype dt, pr_nhwc g, int64_t pad_y, int64_t pad_x,
                   int reflect_pad, int64_t out_h, int64_t out_w, const int32_t *off) {
     int64_t pb = g.c * (int64_t)pr_dtype_size(dt), rowb = g.w * pb, out_rowb = out_w * pb;
-#pragma omp parallel for num_threads(threads()) if (g.n * out_h * out_w * g.c >= PARALLEL_MIN)
+#pragma omp parallel for num_threads(pr_get_num_threads()) \
+    if (g.n * out_h * out_w * g.c >= PARALLEL_MIN)
     for (int64_t i = 0; i < g.n; i++) {
         const char *xi = (const char *)x + i * g.h * rowb;
         char *yi = (char *)y + i * out_h * out_rowb;
@@ -114,7 +111,8 @@ int pr_k_pad_crop(const void *x, void *y, pr_dtype dt, pr_nhwc g, int64_t pad_y,
                 memset(dst + hi * pb, 0, (size_t)((out_w - hi) * pb));
                 continue;
             }
-            for (int64_t s = 0; s < lo; s++) copy_pixel(dst + s * pb, src + reflect(x0 + s, g.w) * pb, pb);
+            for (int64_t s = 0; s < lo; s++)
+                copy_pixel(dst + s * pb, src + reflect(x0 + s, g.w) * pb, pb);
             for (int64_t s = hi; s < out_w; s++)
                 copy_pixel(dst + s * pb, src + reflect(x0 + s, g.w) * pb, pb);
         }
@@ -202,7 +200,8 @@ INLINE void resize_image(const void *x, pr_dtype dt, int64_t c, int64_t img_w, i
 int pr_k_crop_resize(const void *x, pr_dtype dt, pr_nhwc g, const int32_t *box, int64_t out_h,
                      int64_t out_w, float *y, void *scratch) {
     int64_t c = g.c;
-#pragma omp parallel for num_threads(threads()) if (g.n * out_h * out_w * c >= PARALLEL_MIN)
+#pragma omp parallel for num_threads(pr_get_num_threads()) \
+    if (g.n * out_h * out_w * c >= PARALLEL_MIN)
     for (int64_t i = 0; i < g.n; i++) {
         int64_t top = 0, left = 0, bh = g.h, bw = g.w;
         if (box) top = box[4 * i], left = box[4 * i + 1], bh = box[4 * i + 2], bw = box[4 * i + 3];
@@ -251,7 +250,7 @@ INLINE void add_shift(const void *x, pr_dtype dt, int64_t base, int64_t pixels,
 int pr_k_lighting(const void *x, pr_dtype dt, pr_nhwc g, const float *eigval,
                   const float *eigvec, const float *alpha, float *y) {
     int64_t pixels = g.h * g.w;
-#pragma omp parallel for num_threads(threads()) if (g.n * pixels * 3 >= PARALLEL_MIN)
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (g.n * pixels * 3 >= PARALLEL_MIN)
     for (int64_t i = 0; i < g.n; i++) {
         float shift[3];
         for (int ch = 0; ch < 3; ch++) {
@@ -284,7 +283,7 @@ int pr_k_cutout(const void *x, void *y, pr_dtype dt, pr_nhwc g, int64_t size_h, 
                 const int32_t *centre, float fill) {
     int64_t es = (int64_t)pr_dtype_size(dt), rowv = g.w * g.c, imgv = g.h * rowv;
     memcpy(y, x, (size_t)(g.n * imgv * es));
-#pragma omp parallel for num_threads(threads()) if (g.n * imgv >= PARALLEL_MIN)
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (g.n * imgv >= PARALLEL_MIN)
     for (int64_t i = 0; i < g.n; i++) {
         int64_t y0 = centre[2 * i] - size_h / 2, x0 = centre[2 * i + 1] - size_w / 2;
         int64_t y1 = y0 + size_h, x1 = x0 + size_w;
@@ -326,7 +325,7 @@ void pr_k_sample_mixup(int64_t n, double alpha, int per_sample, uint64_t seed, u
 
 int pr_k_mixup(const void *x, pr_dtype dt, int64_t n, int64_t row, const float *lam,
                const int32_t *perm, float *y) {
-#pragma omp parallel for num_threads(threads()) if (n * row >= PARALLEL_MIN)
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n * row >= PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++) {
         float a = lam[i], b = 1.0f - a;
         int64_t p = perm[i];
@@ -406,7 +405,7 @@ int pr_k_normalize(const void *x, pr_dtype dt, int64_t pixels, int64_t c, const 
         den[k] = s > epsilon ? s : epsilon;
     }
     int64_t block = 4096, blocks = (pixels + block - 1) / block;
-#pragma omp parallel for num_threads(threads()) if (pixels * c >= PARALLEL_MIN)
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (pixels * c >= PARALLEL_MIN)
     for (int64_t b = 0; b < blocks; b++) {
         int64_t p0 = b * block, p1 = p0 + block < pixels ? p0 + block : pixels;
         if (dt == PR_U8 && c == 3)

@@ -21,12 +21,6 @@ typedef struct {
     int64_t n, h, w, c;
 } pr_nhwc;
 
-/* Threads the augmentation kernels of the calling thread use: the global
- * count (pr_get_num_threads), or `n` >= 1 for this thread only (the input
- * pipeline's worker runs its kernels on one thread beside the training
- * step); n = 0 restores the global count. */
-void pr_augment_set_thread_limit(int n);
-
 /* ---- flips ----------------------------------------------------------------
  * flags[i] = (fh, fv): fh = below(2) of word 0 of stream i if `horizontal`
  * else 0; fv = below(2) of word 1 if `vertical` else 0.

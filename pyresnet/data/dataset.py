@@ -37,6 +37,7 @@ import threading
 import numpy as np
 
 from .._loader import _C
+from ..models import Sequential
 from ..tensor import Tensor
 
 _INT_KINDS = {np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint8)}
@@ -69,8 +70,6 @@ def _pipeline_layers(fn):
     layers of a Sequential made only of them), or None when C cannot run it."""
     if hasattr(fn, "_pipeline_stages"):
         return [fn]
-    from ..models import Sequential  # here: models import this package's users
-
     if isinstance(fn, Sequential) and fn.layers \
             and all(hasattr(layer, "_pipeline_stages") for layer in fn.layers):
         return list(fn.layers)
