@@ -315,6 +315,19 @@ def test_huge_empty_shapes_do_not_hang():
     assert "mean nan" in out
 
 
+def test_huge_empty_shapes_do_not_hang_compiled():
+    # The executor skips empty nodes as eager calls do.
+    out = run_isolated("""
+        @pr.compile
+        def f(x):
+            e = C("reshape", x, shape=[2 ** 29, 2 ** 30, 0])
+            return C("softmax", e), C("relu", C("add", e, 1.0))
+        a, b = f(np.ones(0, np.float32))
+        print("compiled", a.shape, b.shape)
+    """, timeout=60)
+    assert "compiled (536870912, 1073741824, 0) (536870912, 1073741824, 0)" in out
+
+
 def test_set_num_threads_bounds():
     before = pr.get_num_threads()
     for n in (0, -1, 1025, 2 ** 31, 2 ** 70):
