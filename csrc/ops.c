@@ -256,6 +256,10 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
     if (symbolic || pr_tracing_active()) {
         if (pr_trace_call(op, t, n_in, attrs, outputs) < 0) goto done;
         n_made = op->n_out;
+        /* A traced in-place update changes a captured Variable for the rest
+         * of the program too: a tape that recorded it must see that. */
+        for (int i = 0; i < n_in; i++)
+            if (op->mutates >> i & 1) ((pr_Tensor *)t[i])->version++;
     } else {
         pr_view in[PR_MAX_INPUTS], out[PR_MAX_OUTPUTS];
         size_t scratch = 0;

@@ -673,6 +673,20 @@ def test_tape_refuses_values_updated_in_place_after_recording():
         tape.gradient(h, [x])
 
 
+def test_compiled_tape_refuses_variables_updated_in_place_after_recording():
+    x = pr.Variable(np.ones(3, f32))
+
+    @pr.compile
+    def step():
+        with pr.GradientTape() as tape:
+            y = C("sum", x * x)
+        x.assign(np.full(3, 5.0, f32))
+        return tape.gradient(y, [x])[0]  # eager raises; tracing must too, not give 10
+
+    with pytest.raises(RuntimeError, match=r"recorded 'multiply'.*updated in place"):
+        step()
+
+
 def test_tape_misuse():
     x = pr.Variable(np.ones(3, f32))
     tape = pr.GradientTape()
