@@ -1,6 +1,6 @@
 /* Memory plan and executor for traced graphs.
  *
- * A plan is made once per concrete size of the graph's dynamic dimension (one
+ * A plan is made once per binding of the graph's symbolic dimensions (one
  * plan for a static graph): shapes from the registry's shape rules, then a
  * liveness-based placement of every intermediate value and every node's
  * scratch in one arena (the greedy best-fit reuse of ggml-alloc.c: a buffer
@@ -25,7 +25,7 @@
 #include "graph.h"
 
 struct pr_plan {
-    int64_t size;         /* the dynamic size this plan is for (-1: static graph) */
+    int64_t *binding;     /* the symbols' sizes this plan is for (one per symbol) */
     pr_view *views;       /* per value: dtype and shape (data unused) */
     int64_t *offset;      /* per value: arena offset, or -1 */
     int64_t *scratch_off; /* per node */
@@ -44,91 +44,34 @@ struct pr_plan {
     int n_pool, cap_pool;
 };
 
-/* ---- dynamic attributes -------------------------------------------------- */
+/* ---- symbolic attributes -------------------------------------------------- */
 
-/* Is x (close to) p/q with small p and q <= 2^22?  Continued fractions. */
-static int small_rational(double x, int64_t max_p, int64_t *p_out, int64_t *q_out) {
-    if (!(x > 0) || !isfinite(x)) return 0;
-    int64_t p0 = 0, q0 = 1, p1 = 1, q1 = 0;
-    double y = x;
-    for (int it = 0; it < 40; it++) {
-        double a = floor(y);
-        if (a > 1e12) break;
-        int64_t ai = (int64_t)a;
-        int64_t p2 = ai * p1 + p0, q2 = ai * q1 + q0;
-        if (q2 > (1 << 22) || p2 > max_p) return 0;
-        if (fabs((double)p2 / (double)q2 - x) <= 1e-9 * x) {
-            *p_out = p2, *q_out = q2;
-            return 1;
-        }
-        p0 = p1, q0 = q1, p1 = p2, q1 = q2;
-        double frac = y - a;
-        if (frac < 1e-15) break;
-        y = 1.0 / frac;
-    }
-    return 0;
-}
-
-/* A FLOAT attribute that came from the dynamic size S: c/(k*S) or k*S.
- * Returns the factor f with value == f * S^e (e = +1 or -1), 0 if none. */
-static int float_dynamic(double v, double *f, int *e) {
-    double a = fabs(v), s = (double)PR_DYN_SENTINEL;
-    int64_t p, q;
-    if (a == 0) return 0;
-    if (small_rational(a * s, 64, &p, &q)) return *f = v * s, *e = -1, 1;
-    double k = a / s;
-    if (k >= 1 && k == floor(k) && k < 16777216.0) return *f = v / s, *e = 1, 1;
-    return 0;
-}
-
-static int64_t int_subst(int64_t v, int64_t size) {
-    if (v != 0 && v % PR_DYN_SENTINEL == 0) return v / PR_DYN_SENTINEL * size;
-    return v;
-}
-
-void pr_subst_attrs(const pr_gnode *n, int64_t size, void *dst) {
+/* Copy a node's attributes with every symbolic dimension in its INT and INTS
+ * fields evaluated for `binding`.  0, or -1 with ValueError. */
+static int subst_attrs(const pr_Graph *g, const pr_gnode *n, const int64_t *binding, void *dst) {
     memcpy(dst, n->attrs, PR_ATTR_BYTES);
-    if (!n->dyn_attrs || size < 0) return;
+    if (!n->dyn_attrs) return 0;
     for (const pr_attr_spec *s = n->op->attrs; s && s->name; s++) {
         char *field = (char *)dst + s->offset;
-        switch (s->kind) {
-        case PR_ATTR_INT: *(int64_t *)field = int_subst(*(int64_t *)field, size); break;
-        case PR_ATTR_INTS: {
+        if (s->kind == PR_ATTR_INT) {
+            if (pr_dim_eval(g->syms, *(int64_t *)field, binding, (int64_t *)field) < 0) return -1;
+        } else if (s->kind == PR_ATTR_INTS) {
             pr_ints *v = (pr_ints *)field;
-            for (int i = 0; i < v->n && i < PR_MAX_DIMS; i++) v->v[i] = int_subst(v->v[i], size);
-            break;
-        }
-        case PR_ATTR_FLOAT: {
-            double f;
-            int e;
-            if (float_dynamic(*(double *)field, &f, &e))
-                *(double *)field = e > 0 ? f * (double)size : f / (double)size;
-            break;
-        }
-        case PR_ATTR_BOOL: break;
+            for (int i = 0; i < v->n && i < PR_MAX_DIMS; i++)
+                if (pr_dim_eval(g->syms, v->v[i], binding, &v->v[i]) < 0) return -1;
         }
     }
+    return 0;
 }
 
 int pr_attrs_dynamic(const pr_gnode *n) {
     for (const pr_attr_spec *s = n->op->attrs; s && s->name; s++) {
         const char *field = n->attrs + s->offset;
-        double f;
-        int e;
-        switch (s->kind) {
-        case PR_ATTR_INT:
-            if (int_subst(*(const int64_t *)field, 1) != *(const int64_t *)field) return 1;
-            break;
-        case PR_ATTR_INTS: {
+        if (s->kind == PR_ATTR_INT && pr_dim_is_sym(*(const int64_t *)field)) return 1;
+        if (s->kind == PR_ATTR_INTS) {
             const pr_ints *v = (const pr_ints *)field;
             for (int i = 0; i < v->n && i < PR_MAX_DIMS; i++)
-                if (int_subst(v->v[i], 1) != v->v[i]) return 1;
-            break;
-        }
-        case PR_ATTR_FLOAT:
-            if (float_dynamic(*(const double *)field, &f, &e)) return 1;
-            break;
-        case PR_ATTR_BOOL: break;
+                if (pr_dim_is_sym(v->v[i])) return 1;
         }
     }
     return 0;
@@ -215,6 +158,7 @@ static void plan_free(pr_plan *p) {
     if (!p) return;
     for (int i = 0; i < p->n_pool; i++) pr_free(p->pool[i]);
     PyMem_Free(p->pool);
+    PyMem_Free(p->binding);
     PyMem_Free(p->views);
     PyMem_Free(p->offset);
     PyMem_Free(p->scratch_off);
@@ -308,14 +252,16 @@ static int tune_store(pr_plan *p, const char *timed) {
     return 0;
 }
 
-/* Shapes for `size`, then the arena placement.  `in` are the call's input views. */
-static pr_plan *plan_make(pr_Graph *g, int64_t size, const pr_view *in) {
+/* Shapes for `binding`, then the arena placement.  `in` are the call's input views. */
+static pr_plan *plan_make(pr_Graph *g, const int64_t *binding, const pr_view *in) {
     int nv = g->n_vals, nn = g->n_nodes;
     pr_plan *p = PyMem_Calloc(1, sizeof(pr_plan));
     int *last = NULL, *owner = NULL;
     arena_alloc a = {0};
     if (!p) return (pr_plan *)PyErr_NoMemory();
-    p->size = size;
+    int ns = pr_symtab_n_symbols(g->syms);
+    p->binding = PyMem_Calloc((size_t)ns + 1, sizeof(int64_t));
+    if (p->binding) memcpy(p->binding, binding, sizeof(int64_t) * (size_t)ns);
     p->views = PyMem_Calloc((size_t)nv + 1, sizeof(pr_view));
     p->offset = PyMem_Calloc((size_t)nv + 1, sizeof(int64_t));
     p->scratch_off = PyMem_Calloc((size_t)nn + 1, sizeof(int64_t));
@@ -326,8 +272,8 @@ static pr_plan *plan_make(pr_Graph *g, int64_t size, const pr_view *in) {
     p->n_nodes = nn;
     last = PyMem_Calloc((size_t)nv + 1, sizeof(int));
     owner = PyMem_Calloc((size_t)nv + 1, sizeof(int));
-    if (!p->views || !p->offset || !p->scratch_off || !p->scratch || !p->attrs || !p->variant ||
-        !p->tune_key ||
+    if (!p->binding || !p->views || !p->offset || !p->scratch_off || !p->scratch || !p->attrs ||
+        !p->variant || !p->tune_key ||
         !last || !owner) {
         PyErr_NoMemory();
         goto fail;
@@ -345,7 +291,7 @@ static pr_plan *plan_make(pr_Graph *g, int64_t size, const pr_view *in) {
     for (int j = 0; j < nn; j++) {
         pr_gnode *n = &g->nodes[j];
         char *attrs = p->attrs + (size_t)j * PR_ATTR_BYTES;
-        pr_subst_attrs(n, size, attrs);
+        if (subst_attrs(g, n, binding, attrs) < 0) goto fail;
         for (int i = 0; i < n->n_in; i++) last[n->in[i]] = j;
         if (n->host >= 0) continue;
         pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
@@ -440,16 +386,34 @@ static double now_us(void) {
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-/* Convert and check the call's inputs; find the dynamic size.  Fills t[] with
- * new references (the caller releases them) and in[] with their views. */
-static int check_inputs(pr_Graph *g, PyObject *seq, pr_Tensor **t, pr_view *in, int64_t *size) {
-    *size = -1;
+/* A traced shape as text, symbols by name ("(batch, 32, 32, 3)"). */
+static const char *traced_shape_str(const pr_Graph *g, const pr_gvalue *x, char *buf, size_t n) {
+    size_t used = (size_t)snprintf(buf, n, "(");
+    for (int d = 0; d < x->ndim && used < n; d++) {
+        char s[96];
+        used += (size_t)snprintf(buf + used, n - used, d ? ", %s" : "%s",
+                                 pr_dim_str(g->syms, x->shape[d], s, sizeof s));
+    }
+    if (used < n) snprintf(buf + used, n - used, x->ndim == 1 ? ",)" : ")");
+    return buf;
+}
+
+/* Convert and check the call's inputs and bind the symbols to their sizes.
+ * Fills t[] with new references (the caller releases them), in[] with their
+ * views and binding[] with one size per symbol. */
+static int check_inputs(pr_Graph *g, PyObject *seq, pr_Tensor **t, pr_view *in,
+                        int64_t *binding) {
+    int ns = pr_symtab_n_symbols(g->syms);
+    int *from = PyMem_Malloc(sizeof(int) * 2 * ((size_t)ns + 1)); /* (input, dim) that bound it */
+    if (!from) return PyErr_NoMemory(), -1;
+    for (int k = 0; k < ns; k++) from[2 * k] = -1;
+    int rc = -1;
     for (int k = 0; k < g->n_inputs; k++) {
         t[k] = pr_tensor_from_object(PySequence_Fast_GET_ITEM(seq, k));
-        if (!t[k]) return -1;
+        if (!t[k]) goto done;
         if (pr_is_symbolic(t[k])) {
             PyErr_Format(PyExc_TypeError, "compiled function: input %d is a symbolic tensor", k);
-            return -1;
+            goto done;
         }
         in[k] = t[k]->v;
     }
@@ -457,40 +421,52 @@ static int check_inputs(pr_Graph *g, PyObject *seq, pr_Tensor **t, pr_view *in, 
         pr_gvalue *x = &g->vals[v];
         if (x->kind != PR_VAL_INPUT) continue;
         const pr_view *got = &in[x->index];
-        unsigned dyn = g->dyn[x->index];
         int ok = got->dtype == x->dtype && got->ndim == x->ndim;
         for (int d = 0; ok && d < x->ndim; d++) {
-            if (dyn >> d & 1) {
-                if (*size < 0) *size = got->shape[d];
-                ok = got->shape[d] == *size;
-            } else {
+            int k = pr_dim_symbol_index(g->syms, x->shape[d]);
+            if (k < 0) {
                 ok = got->shape[d] == x->shape[d];
+                continue;
+            }
+            if (from[2 * k] < 0) {
+                binding[k] = got->shape[d];
+                from[2 * k] = x->index, from[2 * k + 1] = d;
+            } else if (binding[k] != got->shape[d]) {
+                PyErr_Format(PyExc_ValueError,
+                             "compiled function: input %d has size %lld in dimension %d but input "
+                             "%d has size %lld in dimension %d; both are the unknown size '%s' "
+                             "of the trace and must agree",
+                             x->index, (long long)got->shape[d], d, from[2 * k],
+                             (long long)binding[k], from[2 * k + 1],
+                             pr_symtab_symbol_name(g->syms, k));
+                goto done;
             }
         }
         if (!ok) {
-            char want[160], have[160];
-            pr_view w;
-            pr_set_out(&w, x->dtype, x->ndim, x->shape);
-            for (int d = 0; d < x->ndim; d++)
-                if (dyn >> d & 1) w.shape[d] = -1;
+            char want[192], have[160];
             PyErr_Format(PyExc_ValueError,
-                         "compiled function: input %d must be %s of shape %s (-1: any size, the "
-                         "same for all such dims), got %s of shape %s",
-                         x->index, pr_dtype_name(x->dtype), pr_shape_str(&w, want, sizeof want),
-                         pr_dtype_name(got->dtype), pr_shape_str(got, have, sizeof have));
-            return -1;
+                         "compiled function: input %d must be %s of shape %s (names: unknown "
+                         "sizes), got %s of shape %s",
+                         x->index, pr_dtype_name(x->dtype),
+                         traced_shape_str(g, x, want, sizeof want), pr_dtype_name(got->dtype),
+                         pr_shape_str(got, have, sizeof have));
+            goto done;
         }
     }
-    return 0;
+    rc = 0;
+done:
+    PyMem_Free(from);
+    return rc;
 }
 
-static pr_plan *plan_for(pr_Graph *g, int64_t size, const pr_view *in) {
+static pr_plan *plan_for(pr_Graph *g, const int64_t *binding, const pr_view *in) {
+    size_t bytes = sizeof(int64_t) * (size_t)pr_symtab_n_symbols(g->syms);
     for (int i = 0; i < g->n_plans; i++)
-        if (g->plans[i]->size == size) return g->plans[i];
-    pr_plan *p = plan_make(g, size, in);
+        if (memcmp(g->plans[i]->binding, binding, bytes) == 0) return g->plans[i];
+    pr_plan *p = plan_make(g, binding, in);
     if (!p) return NULL;
-    /* A new size: give back the idle arenas of the others (memory held per
-     * graph stays near one arena per size in use). */
+    /* A new binding: give back the idle arenas of the others (memory held
+     * per graph stays near one arena per binding in use). */
     for (int i = 0; i < g->n_plans; i++) {
         for (int k = 0; k < g->plans[i]->n_pool; k++) pr_free(g->plans[i]->pool[k]);
         g->plans[i]->n_pool = 0;
@@ -572,13 +548,13 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
     PyObject *outs = NULL, *result = NULL;
     void *arena = NULL;
     pr_plan *p = NULL;
-    int64_t size;
-    if (!t || !in || !ptr || (profile && !times)) {
+    int64_t *binding = PyMem_Calloc((size_t)pr_symtab_n_symbols(g->syms) + 1, sizeof(int64_t));
+    if (!t || !in || !ptr || !binding || (profile && !times)) {
         PyErr_NoMemory();
         goto done;
     }
-    if (check_inputs(g, seq, t, in, &size) < 0) goto done;
-    if (!(p = plan_for(g, size, in))) goto done;
+    if (check_inputs(g, seq, t, in, binding) < 0) goto done;
+    if (!(p = plan_for(g, binding, in))) goto done;
     /* Outputs: inputs and captures are returned as they are; node values get
      * new tensors (a value returned twice is one tensor). */
     outs = PyList_New(g->n_outputs);
@@ -713,6 +689,7 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
     }
 done:
     pr_free(arena);
+    PyMem_Free(binding);
     Py_XDECREF(outs);
     for (int k = 0; t && k < ni; k++) Py_XDECREF(t[k]);
     PyMem_Free(t);
@@ -740,14 +717,24 @@ static PyObject *Graph_plan(pr_Graph *g, PyObject *inputs) {
     int ni = g->n_inputs;
     pr_Tensor **t = PyMem_Calloc((size_t)ni + 1, sizeof(pr_Tensor *));
     pr_view *in = PyMem_Calloc((size_t)ni + 1, sizeof(pr_view));
-    PyObject *result = NULL, *shapes = NULL, *flops = NULL, *variants = NULL;
-    int64_t size;
+    PyObject *result = NULL, *shapes = NULL, *flops = NULL, *variants = NULL, *bound = NULL;
+    int ns = pr_symtab_n_symbols(g->syms);
+    int64_t *binding = PyMem_Calloc((size_t)ns + 1, sizeof(int64_t));
     pr_plan *p;
-    if (!t || !in) {
+    if (!t || !in || !binding) {
         PyErr_NoMemory();
         goto done;
     }
-    if (check_inputs(g, seq, t, in, &size) < 0 || !(p = plan_for(g, size, in))) goto done;
+    if (check_inputs(g, seq, t, in, binding) < 0 || !(p = plan_for(g, binding, in))) goto done;
+    if (!(bound = PyDict_New())) goto done;
+    for (int k = 0; k < ns; k++) {
+        PyObject *x = PyLong_FromLongLong(binding[k]);
+        if (!x || PyDict_SetItemString(bound, pr_symtab_symbol_name(g->syms, k), x) < 0) {
+            Py_XDECREF(x);
+            goto done;
+        }
+        Py_DECREF(x);
+    }
     shapes = PyList_New(g->n_vals);
     flops = PyList_New(g->n_nodes);
     variants = PyList_New(g->n_nodes);
@@ -773,12 +760,14 @@ static PyObject *Graph_plan(pr_Graph *g, PyObject *inputs) {
         PyList_SET_ITEM(flops, j, PyFloat_FromDouble(f));
         PyList_SET_ITEM(variants, j, PyLong_FromLong(p->variant[j]));
     }
-    result = Py_BuildValue("{s:O,s:O,s:O,s:n,s:n,s:n,s:d,s:L,s:i}", "shapes", shapes,
+    result = Py_BuildValue("{s:O,s:O,s:O,s:n,s:n,s:n,s:d,s:O,s:i}", "shapes", shapes,
                            "node_flops", flops, "variants", variants, "arena_bytes",
                            (Py_ssize_t)p->arena_bytes, "naive_bytes", (Py_ssize_t)p->naive_bytes,
-                           "output_bytes", (Py_ssize_t)p->output_bytes, "flops", p->flops, "size",
-                           (long long)p->size, "inplace", p->n_inplace);
+                           "output_bytes", (Py_ssize_t)p->output_bytes, "flops", p->flops,
+                           "binding", bound, "inplace", p->n_inplace);
 done:
+    Py_XDECREF(bound);
+    PyMem_Free(binding);
     Py_XDECREF(shapes);
     Py_XDECREF(flops);
     Py_XDECREF(variants);

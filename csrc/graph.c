@@ -18,6 +18,17 @@ static _Thread_local pr_Graph *current;
 extern PyTypeObject pr_GraphType;
 
 int pr_tracing_active(void) { return current != NULL; }
+pr_symtab *pr_symtab_current(void) { return current ? current->syms : NULL; }
+
+int pr_trace_known_value(PyObject *t, int64_t *out) {
+    pr_Tensor *tt = (pr_Tensor *)t;
+    if (!tt->sym) return 0;
+    pr_Graph *g = (pr_Graph *)PyTuple_GET_ITEM(tt->sym, 0);
+    long id = PyLong_AsLong(PyTuple_GET_ITEM(tt->sym, 1));
+    if (g != current || id < 0 || id >= g->n_vals || !g->vals[id].has_known) return 0;
+    *out = g->vals[id].known;
+    return 1;
+}
 
 /* ---- building ------------------------------------------------------------ */
 
@@ -128,6 +139,12 @@ int pr_trace_call(const pr_op *op, PyObject *const *inputs, int n_in, const void
         if (id < 0) goto fail;
         g->nodes[node].out[i] = id;
     }
+    if (op->known && op->n_out == 1) { /* e.g. a size from pyresnet.ops.shape */
+        pr_gvalue *x = &g->vals[g->nodes[node].out[0]];
+        x->known = op->known(in, n_in, attrs);
+        x->has_known = x->known != PR_DIM_ERROR;
+        PyErr_Clear();
+    }
     for (int i = 0; i < op->n_out; i++) {
         outputs[i] = new_symbolic(g, g->nodes[node].out[i]);
         if (!outputs[i]) {
@@ -234,7 +251,8 @@ static PyObject *Graph_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     g->captures = PyList_New(0);
     g->capture_ids = PyDict_New();
     g->callbacks = PyList_New(0);
-    if (!g->captures || !g->capture_ids || !g->callbacks) {
+    g->syms = pr_symtab_new();
+    if (!g->captures || !g->capture_ids || !g->callbacks || !g->syms) {
         Py_DECREF(g);
         return NULL;
     }
@@ -263,7 +281,7 @@ static void Graph_dealloc(pr_Graph *g) {
     pr_plans_free(g);
     PyMem_Free(g->vals);
     PyMem_Free(g->nodes);
-    PyMem_Free(g->dyn);
+    pr_symtab_free(g->syms);
     PyMem_Free(g->outputs);
     Py_TYPE(g)->tp_free((PyObject *)g);
 }
@@ -285,13 +303,17 @@ static int parse_dtype(PyObject *s, pr_dtype *d) {
     return -1;
 }
 
-/* placeholder(dtype, shape, dynamic_mask) -> symbolic Tensor.  Dynamic dims
- * are traced at PR_DYN_SENTINEL whatever `shape` says. */
+/* placeholder(dtype, shape) -> symbolic Tensor.  Each entry of `shape` is a
+ * size (int >= 0) or the name (str) of a symbol of this graph: entries with
+ * the same name are the same unknown size (e.g. "batch" in every input). */
 static PyObject *Graph_placeholder(pr_Graph *g, PyObject *args) {
     PyObject *dtype_obj, *shape_obj;
-    unsigned dyn;
-    if (!PyArg_ParseTuple(args, "OOI:placeholder", &dtype_obj, &shape_obj, &dyn)) return NULL;
+    if (!PyArg_ParseTuple(args, "OO:placeholder", &dtype_obj, &shape_obj)) return NULL;
     if (check_open(g) < 0) return NULL;
+    if (current != g) {
+        PyErr_SetString(PyExc_RuntimeError, "Graph.placeholder: call begin() first");
+        return NULL;
+    }
     pr_view v;
     memset(&v, 0, sizeof v);
     if (parse_dtype(dtype_obj, &v.dtype) < 0) return NULL;
@@ -304,19 +326,21 @@ static PyObject *Graph_placeholder(pr_Graph *g, PyObject *args) {
         return NULL;
     }
     for (int d = 0; d < v.ndim; d++) {
-        v.shape[d] = (dyn >> d & 1) ? PR_DYN_SENTINEL
-                                    : PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, d));
-        if (v.shape[d] < 0) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, d);
+        if (PyUnicode_Check(item)) {
+            const char *name = PyUnicode_AsUTF8(item);
+            v.shape[d] = name ? pr_symtab_symbol(g->syms, name) : PR_DIM_ERROR;
+        } else {
+            v.shape[d] = PyLong_AsLongLong(item);
+            if (v.shape[d] < 0 && !PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "placeholder: a size must be >= 0 or a name");
+        }
+        if (PyErr_Occurred()) {
             Py_DECREF(seq);
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "placeholder: bad shape");
             return NULL;
         }
     }
     Py_DECREF(seq);
-    unsigned *p = PyMem_Realloc(g->dyn, sizeof(unsigned) * (size_t)(g->n_inputs + 1));
-    if (!p) return PyErr_NoMemory();
-    g->dyn = p;
-    g->dyn[g->n_inputs] = dyn;
     int id = add_value(g, &v, PR_VAL_INPUT, g->n_inputs);
     if (id < 0) return NULL;
     g->n_inputs++;
@@ -420,10 +444,14 @@ static PyObject *Graph_finalize(pr_Graph *g, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *shape_tuple(int ndim, const int64_t *shape) {
+/* A traced shape as a tuple: ints, and symbolic dimensions as their text. */
+static PyObject *shape_tuple(pr_Graph *g, int ndim, const int64_t *shape) {
     PyObject *s = PyTuple_New(ndim);
     for (int d = 0; s && d < ndim; d++) {
-        PyObject *x = PyLong_FromLongLong(shape[d]);
+        char buf[128];
+        PyObject *x = pr_dim_is_sym(shape[d])
+                          ? PyUnicode_FromString(pr_dim_str(g->syms, shape[d], buf, sizeof buf))
+                          : PyLong_FromLongLong(shape[d]);
         if (!x) Py_CLEAR(s);
         else PyTuple_SET_ITEM(s, d, x);
     }
@@ -447,7 +475,7 @@ static PyObject *Graph_values(pr_Graph *g, PyObject *noargs) {
     for (int i = 0; l && i < g->n_vals; i++) {
         pr_gvalue *x = &g->vals[i];
         PyObject *item = Py_BuildValue("(ssNi)", kinds[x->kind], pr_dtype_name(x->dtype),
-                                       shape_tuple(x->ndim, x->shape), x->index);
+                                       shape_tuple(g, x->ndim, x->shape), x->index);
         if (!item) Py_CLEAR(l);
         else PyList_SET_ITEM(l, i, item);
     }
@@ -471,6 +499,16 @@ static PyObject *Graph_get_outputs(pr_Graph *g, void *c) { return int_list(g->ou
 static PyObject *Graph_get_captures(pr_Graph *g, void *c) {
     Py_INCREF(g->captures);
     return g->captures;
+}
+static PyObject *Graph_get_symbols(pr_Graph *g, void *c) {
+    int n = pr_symtab_n_symbols(g->syms);
+    PyObject *l = PyList_New(n);
+    for (int k = 0; l && k < n; k++) {
+        PyObject *x = PyUnicode_FromString(pr_symtab_symbol_name(g->syms, k));
+        if (!x) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, k, x);
+    }
+    return l;
 }
 static PyObject *Graph_get_passes(pr_Graph *g, void *c) {
     return Py_BuildValue("{s:i,s:i}", "removed", g->n_removed, "fused", g->n_fused);
@@ -498,7 +536,7 @@ static PyObject *py_tracing(PyObject *self, PyObject *noargs) { return PyBool_Fr
 
 static PyMethodDef Graph_methods[] = {
     {"placeholder", (PyCFunction)Graph_placeholder, METH_VARARGS,
-     "placeholder(dtype, shape, dynamic_mask) -> symbolic Tensor (a graph input)."},
+     "placeholder(dtype, shape) -> symbolic Tensor (a graph input); str entries are symbols."},
     {"begin", (PyCFunction)Graph_begin, METH_NOARGS, "Trace op calls of this thread into the graph."},
     {"end", (PyCFunction)Graph_end, METH_NOARGS, "Stop tracing into the graph."},
     {"host_call", (PyCFunction)Graph_host_call, METH_VARARGS,
@@ -512,6 +550,8 @@ static PyMethodDef Graph_methods[] = {
 static PyGetSetDef Graph_getset[] = {
     {"outputs", (getter)Graph_get_outputs, NULL, "Value ids of the outputs.", NULL},
     {"captures", (getter)Graph_get_captures, NULL, "Captured real tensors (by reference).", NULL},
+    {"symbols", (getter)Graph_get_symbols, NULL, "Names of the unknown sizes, in binding order.",
+     NULL},
     {"passes", (getter)Graph_get_passes, NULL, "What the passes did: removed/fused/inplace.", NULL},
     {NULL}};
 
@@ -543,6 +583,5 @@ int pr_graph_init(PyObject *module) {
         return -1;
     }
     if (PyModule_AddFunctions(module, module_methods) < 0) return -1;
-    PyModule_AddIntConstant(module, "DYN_SENTINEL", PR_DYN_SENTINEL);
     return pr_executor_init(module, &pr_GraphType);
 }

@@ -8,27 +8,26 @@
  * attribute bytes, the ids of its input and output values.  Ops that mutate
  * an input or are PR_OP_STATEFUL are side effects: kept in program order.
  *
- * Dynamic dimensions (None in an input_signature, the batch dimension under
- * reduce_retracing) are traced at the size PR_DYN_SENTINEL, a prime that no
- * real dimension is expected to equal, so that every shape-derived attribute
- * (an INTS entry k*S, a FLOAT 1/(k*S), ...) can be found and rewritten to
- * the concrete size when a call plans the graph for its shapes.
+ * Unknown dimensions (None in an input_signature, the batch dimension under
+ * reduce_retracing) are symbols of the graph's table (symdim.h): shapes and
+ * attributes hold their codes, and each call binds the symbols to its
+ * inputs' sizes and runs the plan made for that binding.
  */
 #ifndef PR_GRAPH_H
 #define PR_GRAPH_H
 
 #include "ops.h"
 
-#define PR_DYN_SENTINEL 65521 /* the largest prime below 2^16 */
-
 enum { PR_VAL_INPUT, PR_VAL_CAPTURE, PR_VAL_NODE };
 
 typedef struct {
     pr_dtype dtype;
     int ndim;
-    int64_t shape[PR_MAX_DIMS]; /* as traced (dynamic dims at the sentinel) */
+    int64_t shape[PR_MAX_DIMS]; /* as traced (unknown dims are symbolic codes) */
     int kind;                   /* PR_VAL_* */
     int index;                  /* input position, capture position, or producing node */
+    int has_known;              /* a scalar whose value is the dimension `known` */
+    int64_t known;
 } pr_gvalue;
 
 typedef struct {
@@ -37,7 +36,7 @@ typedef struct {
     int in[PR_MAX_INPUTS];
     int out[PR_MAX_OUTPUTS];
     int host;            /* >= 0: index of a Python callback run with the GIL (pyresnet.print) */
-    int dyn_attrs;       /* attributes depend on the dynamic size (rewritten per plan) */
+    int dyn_attrs;       /* attributes hold symbolic dimensions (evaluated per plan) */
     char attrs[PR_ATTR_BYTES];
 } pr_gnode;
 
@@ -50,7 +49,7 @@ typedef struct {
     pr_gnode *nodes;
     int n_nodes, cap_nodes;
     int n_inputs;
-    unsigned *dyn;        /* per input: bitmask of dynamic dims */
+    pr_symtab *syms;      /* the symbolic dimensions of this graph */
     PyObject *captures;   /* list of captured real tensors */
     PyObject *capture_ids;/* dict: id(tensor) -> value id */
     PyObject *callbacks;  /* list of host callables */
@@ -60,7 +59,7 @@ typedef struct {
     int jit;
     int tracing;
     PyObject *prev;       /* the graph traced before this one in this thread */
-    pr_plan **plans;      /* one per concrete dynamic size */
+    pr_plan **plans;      /* one per binding of the symbols */
     int n_plans;
     int n_fused, n_removed; /* what the passes did, for inspection */
 } pr_Graph;
@@ -68,9 +67,7 @@ typedef struct {
 /* executor.c */
 int pr_executor_init(PyObject *module, PyTypeObject *graph_type);
 void pr_plans_free(pr_Graph *g);
-/* Rewrite the attributes of a node for dynamic size `size`. */
-void pr_subst_attrs(const pr_gnode *n, int64_t size, void *dst);
-/* Whether a node's attributes mention the sentinel. */
+/* Whether a node's attributes hold symbolic dimensions. */
 int pr_attrs_dynamic(const pr_gnode *n);
 
 #endif

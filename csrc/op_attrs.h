@@ -21,6 +21,13 @@ typedef struct {
     double value;
 } pr_scalar_attrs;
 
+/* scale: x * (value / divisor).  `divisor` is a size (default 1): the count
+ * a mean divides by, a symbolic dimension while tracing (symdim.h). */
+typedef struct {
+    double value;
+    int64_t divisor;
+} pr_scale_attrs;
+
 /* clip, clip_backward: the closed interval [min, max]. */
 typedef struct {
     double min, max;

@@ -60,7 +60,8 @@ void pr_set_out(pr_view *out, pr_dtype dtype, int ndim, const int64_t *shape) {
     out->dtype = dtype;
     out->ndim = ndim;
     for (int i = 0; i < ndim; i++) out->shape[i] = shape[i];
-    out->size = pr_shape_size(ndim, shape, pr_dtype_size(dtype)); /* -1: pr_infer raises */
+    /* a symbolic dimension while tracing; -1: pr_infer raises */
+    out->size = pr_dims_size(ndim, shape, pr_dtype_size(dtype));
 }
 
 /* ---- attributes ----------------------------------------------------------- */
@@ -79,8 +80,38 @@ static int parse_int(const pr_op *op, const char *name, PyObject *v, int64_t *ou
     if (overflow)
         return pr_fail(op, PyExc_ValueError, "'%s' holds an int outside the 64-bit range", name);
     if (x == -1 && PyErr_Occurred()) return -1;
+    if (pr_dim_is_sym(x)) /* that range is the symbolic dimensions' (symdim.h) */
+        return pr_fail(op, PyExc_ValueError, "'%s' holds %lld, below the supported -2^40", name,
+                       x);
     *out = x;
     return 0;
+}
+
+/* A size in a shape attribute: an int, None (-1, unknown), or a scalar
+ * integer Tensor: a real one's value, or while tracing the size that
+ * pyresnet.ops.shape returned for an unknown dimension (its symbol). */
+static int parse_size(const pr_op *op, const char *name, PyObject *v, int64_t *out) {
+    if (v == Py_None) return *out = -1, 0;
+    if (pr_Tensor_Check(v)) {
+        pr_Tensor *t = (pr_Tensor *)v;
+        int integer = t->v.dtype == PR_I32 || t->v.dtype == PR_I64;
+        if (t->v.ndim == 0 && integer && t->sym) {
+            if (pr_trace_known_value(v, out)) return 0;
+            return pr_fail(op, PyExc_TypeError,
+                           "'%s': a size computed inside a compiled function is not known when "
+                           "it is traced; use the sizes pyresnet.ops.shape(x) returns as they "
+                           "are, or Python ints",
+                           name);
+        }
+        if (t->v.ndim == 0 && integer) {
+            int64_t x = t->v.dtype == PR_I32 ? *(int32_t *)t->v.data : *(int64_t *)t->v.data;
+            if (x < 0)
+                return pr_fail(op, PyExc_ValueError, "'%s' holds a negative size %lld", name,
+                               (long long)x);
+            return *out = x, 0;
+        }
+    }
+    return parse_int(op, name, v, out);
 }
 
 int pr_parse_attrs(const pr_op *op, PyObject *kwargs, void *attrs) {
@@ -145,8 +176,7 @@ int pr_parse_attrs(const pr_op *op, PyObject *kwargs, void *attrs) {
             for (Py_ssize_t i = 0; i < n; i++) {
                 PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
                 /* None stands for an unknown dimension (-1), as in Keras shapes. */
-                if (item == Py_None) ints->v[i] = -1;
-                else if (parse_int(op, s->name, item, &ints->v[i]) < 0) {
+                if (parse_size(op, s->name, item, &ints->v[i]) < 0) {
                     Py_DECREF(seq);
                     return -1;
                 }
@@ -181,8 +211,8 @@ int pr_infer(const pr_op *op, const pr_view *in, int n_in, const void *attrs, pr
     /* One check for every op: no output with a negative dimension or a size
      * whose products overflow (kernels index with int64 products of dims). */
     for (int i = 0; i < op->n_out; i++) {
-        out[i].size = pr_shape_size(out[i].ndim, out[i].shape, pr_dtype_size(out[i].dtype));
-        if (out[i].size < 0) {
+        out[i].size = pr_dims_size(out[i].ndim, out[i].shape, pr_dtype_size(out[i].dtype));
+        if (out[i].size < 0 && !pr_dim_is_sym(out[i].size)) {
             char s[160];
             return pr_fail(op, PyExc_ValueError, "output %d would have shape %s, which %s", i,
                            pr_shape_str(&out[i], s, sizeof s), pr_shape_error(&out[i]));

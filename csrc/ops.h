@@ -12,6 +12,7 @@
 #define PR_OPS_H
 
 #include "tensor.h"
+#include "symdim.h"
 
 #define PR_MAX_INPUTS 8
 #define PR_MAX_OUTPUTS 4
@@ -65,6 +66,9 @@ typedef int (*pr_variant_fn)(int variant, const pr_view *in, int n_in, pr_view *
                              const void *attrs, void *scratch);
 typedef size_t (*pr_variant_scratch_fn)(int variant, const pr_view *in, int n_in,
                                         const void *attrs);
+/* Optional: while tracing, the value of output 0 (a scalar size) as a
+ * dimension known from the input shapes (pyresnet.ops.shape's sizes). */
+typedef int64_t (*pr_known_fn)(const pr_view *in, int n_in, const void *attrs);
 typedef int (*pr_gradient_fn)(PyObject *const *in, PyObject *const *out, const void *attrs,
                               PyObject *const *gout, const int *needs, PyObject **gin);
 
@@ -84,6 +88,7 @@ struct pr_op {
     int n_variants;            /* 0/1: only `forward` */
     pr_variant_fn forward_variant;
     pr_variant_scratch_fn variant_scratch;
+    pr_known_fn known;         /* NULL: output values unknown while tracing */
 };
 
 /* Registration: each ops_*.c file exposes `const pr_op *const pr_ops_<family>[]`
@@ -138,6 +143,9 @@ int pr_trace_call(const pr_op *op, PyObject *const *inputs, int n_in, const void
 int pr_tape_record(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
                    PyObject *const *outputs, int n_out);
 int pr_autodiff_init(PyObject *module);
+/* While tracing: the dimension a scalar symbolic tensor is known to hold
+ * (an op's `known` rule), 1 and *out; 0 if none (graph.c). */
+int pr_trace_known_value(PyObject *t, int64_t *out);
 /* Whether this thread is tracing a graph (graph.c). */
 int pr_tracing_active(void);
 int pr_graph_init(PyObject *module);

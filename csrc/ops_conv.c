@@ -45,13 +45,14 @@ static int check_extent(const pr_op *op, const char *name, const pr_view *v) {
     char s[160];
     double elems = 1.0;
     for (int d = 0; d < v->ndim; d++) {
+        if (pr_dim_is_sym(v->shape[d])) continue; /* checked when the size is known */
         if (v->shape[d] < 0)
             return pr_fail(op, PyExc_ValueError, "%s has a negative dimension: %s", name,
                            pr_shape_str(v, s, sizeof s));
         elems *= (double)v->shape[d];
     }
     for (int d = 0; d < v->ndim; d++)
-        if (v->shape[d] > INT_MAX || elems > INT_MAX)
+        if ((!pr_dim_is_sym(v->shape[d]) && v->shape[d] > INT_MAX) || elems > INT_MAX)
             return pr_fail(op, PyExc_ValueError,
                            "%s %s is too large (at most 2^31 - 1 elements with 32-bit BLAS)", name,
                            pr_shape_str(v, s, sizeof s));
@@ -95,7 +96,8 @@ static int check_pair(const pr_op *op, const char *name, const pr_ints *v, int a
 static int check_window_output(const pr_op *op, const pr_window *g, int same, const char *xname,
                                const pr_view *x, const char *wname, const char *wdesc) {
     char s[160];
-    if (g->ho < 1 || g->wo < 1)
+    if (g->ho == PR_DIM_ERROR || g->wo == PR_DIM_ERROR) return -1;
+    if ((!pr_dim_is_sym(g->ho) && g->ho < 1) || (!pr_dim_is_sym(g->wo) && g->wo < 1))
         return pr_fail(op, PyExc_ValueError,
                        "%s %s gives an empty output (%lld x %lld) for %s %s with strides "
                        "(%lld, %lld) and padding='%s'",
@@ -169,13 +171,23 @@ static int gr_matmul(PyObject *const *in, PyObject *const *out, const void *attr
 
 /* ---- conv2d and its backprop ops ----------------------------------------- */
 
+/* pr_window_out_size, also for an unknown input size while tracing:
+ * ceil(in / s) with padding="same", floor((in - k) / s) + 1 with "valid"
+ * (the padding is found when the size is known).  PR_DIM_ERROR on failure. */
+static int64_t out_size(int64_t in, int64_t k, int64_t s, int same, int64_t *pad) {
+    if (!pr_dim_is_sym(in)) return pr_window_out_size(in, k, s, same, pad);
+    *pad = 0;
+    int64_t num = pr_dim_add(in, same ? s - 1 : s - k);
+    return num == PR_DIM_ERROR ? num : pr_dim_floordiv(num, s);
+}
+
 static void conv_window(const pr_conv_attrs *a, const int64_t *xs, const int64_t *ks,
                         pr_window *g) {
     g->n = xs[0], g->h = xs[1], g->w = xs[2], g->c = xs[3];
     g->kh = ks[0], g->kw = ks[1], g->o = ks[3];
     int_pair(&a->strides, 1, 1, &g->sh, &g->sw);
-    g->ho = pr_window_out_size(g->h, g->kh, g->sh, a->same, &g->ph);
-    g->wo = pr_window_out_size(g->w, g->kw, g->sw, a->same, &g->pw);
+    g->ho = out_size(g->h, g->kh, g->sh, a->same, &g->ph);
+    g->wo = out_size(g->w, g->kw, g->sw, a->same, &g->pw);
 }
 
 /* Check x (NHWC) against kernel (HWIO) and the attributes; fill g. */
@@ -198,6 +210,7 @@ static int check_conv(const pr_op *op, const pr_conv_attrs *a, const pr_view *x,
     conv_window(a, x->shape, k->shape, g);
     if (check_window_output(op, g, a->same, xname, x, kname, pr_shape_str(k, sk, sizeof sk)) < 0)
         return -1;
+    if (pr_dims_symbolic(4, (int64_t[]){g->n, g->ho, g->wo, 1})) return 0; /* checked when known */
     double col = (double)g->ho * (double)g->wo * (double)(g->kh * g->kw * g->c);
     double y = (double)g->n * (double)g->ho * (double)g->wo * (double)g->o;
     if (col > INT_MAX || y > INT_MAX)
@@ -205,6 +218,12 @@ static int check_conv(const pr_op *op, const pr_conv_attrs *a, const pr_view *x,
                        "%s %s with %s %s is too large for 32-bit BLAS indices", xname,
                        pr_shape_str(x, sx, sizeof sx), kname, pr_shape_str(k, sk, sizeof sk));
     return 0;
+}
+
+/* The kernel's scratch, or 0 while sizes are unknown (the plan asks again). */
+static size_t conv_scratch(const pr_window *g, pr_conv_pass kind) {
+    if (pr_dims_symbolic(4, (int64_t[]){g->n, g->h, g->w, g->ho}) || pr_dim_is_sym(g->wo)) return 0;
+    return pr_conv2d_scratch_bytes(g, kind);
 }
 
 static int infer_conv2d(const pr_op *op, const pr_view *in, int n, const void *attrs,
@@ -215,7 +234,7 @@ static int infer_conv2d(const pr_op *op, const pr_view *in, int n, const void *a
         return -1;
     int64_t shape[4] = {g.n, g.ho, g.wo, g.o};
     pr_set_out(out, PR_F32, 4, shape);
-    *ws = pr_conv2d_scratch_bytes(&g, PR_CONV_FORWARD);
+    *ws = conv_scratch(&g, PR_CONV_FORWARD);
     return 0;
 }
 
@@ -231,7 +250,7 @@ static int infer_conv2d_bpi(const pr_op *op, const pr_view *in, int n, const voi
     int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
     if (check_dy(op, in, 0, 4, dy) < 0) return -1;
     *out = x;
-    *ws = pr_conv2d_scratch_bytes(&g, PR_CONV_BACKPROP_INPUT);
+    *ws = conv_scratch(&g, PR_CONV_BACKPROP_INPUT);
     return 0;
 }
 
@@ -247,7 +266,7 @@ static int infer_conv2d_bpf(const pr_op *op, const pr_view *in, int n, const voi
     int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
     if (check_dy(op, in, 1, 4, dy) < 0) return -1;
     *out = k;
-    *ws = pr_conv2d_scratch_bytes(&g, PR_CONV_BACKPROP_FILTER);
+    *ws = conv_scratch(&g, PR_CONV_BACKPROP_FILTER);
     return 0;
 }
 
@@ -309,8 +328,8 @@ static void pool_window(const pr_pool_attrs *a, const int64_t *xs, pr_window *g)
     g->n = xs[0], g->h = xs[1], g->w = xs[2], g->c = g->o = xs[3];
     int_pair(&a->pool_size, 1, 1, &g->kh, &g->kw);
     int_pair(&a->strides, g->kh, g->kw, &g->sh, &g->sw);
-    g->ho = pr_window_out_size(g->h, g->kh, g->sh, a->same, &g->ph);
-    g->wo = pr_window_out_size(g->w, g->kw, g->sw, a->same, &g->pw);
+    g->ho = out_size(g->h, g->kh, g->sh, a->same, &g->ph);
+    g->wo = out_size(g->w, g->kw, g->sw, a->same, &g->pw);
 }
 
 static int check_pool(const pr_op *op, const pr_pool_attrs *a, const pr_view *x,
@@ -408,7 +427,8 @@ static int gr_avg_pool_bw(PyObject *const *in, PyObject *const *out, const void 
 static int check_gap_input(const pr_op *op, const char *name, const pr_view *x) {
     char s[160];
     if (check_rank4(op, name, "NHWC", x) < 0) return -1;
-    if (x->shape[1] < 1 || x->shape[2] < 1)
+    if ((!pr_dim_is_sym(x->shape[1]) && x->shape[1] < 1) ||
+        (!pr_dim_is_sym(x->shape[2]) && x->shape[2] < 1))
         return pr_fail(op, PyExc_ValueError, "%s has no pixels to average: shape %s", name,
                        pr_shape_str(x, s, sizeof s));
     return 0;

@@ -39,6 +39,15 @@ static int infer_same(const pr_op *op, const pr_view *in, int n, const void *att
     return 0;
 }
 
+static int infer_scale(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                       pr_view *out, size_t *ws) {
+    if (((const pr_scale_attrs *)attrs)->divisor < 0 &&
+        !pr_dim_is_sym(((const pr_scale_attrs *)attrs)->divisor))
+        return pr_fail(op, PyExc_ValueError, "divisor must be a size >= 0, got %lld",
+                       (long long)((const pr_scale_attrs *)attrs)->divisor);
+    return infer_same(op, in, n, attrs, out, ws);
+}
+
 static int infer_like(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
                       size_t *ws) {
     pr_set_out(out, PR_F32, in[0].ndim, in[0].shape);
@@ -148,7 +157,8 @@ static int fw_neg(const pr_view *in, int n, pr_view *out, const void *a, void *w
     return pr_k_scale(in[0].data, out->data, out->size, -1.0f);
 }
 static int fw_scale(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_scale(in[0].data, out->data, out->size, (float)((const pr_scalar_attrs *)a)->value);
+    const pr_scale_attrs *s = a;
+    return pr_k_scale(in[0].data, out->data, out->size, (float)(s->value / (double)s->divisor));
 }
 static int fw_relu(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
     return pr_k_relu(in[0].data, out->data, out->size);
@@ -285,7 +295,7 @@ static int gr_sqrt(PyObject *const *in, PyObject *const *out, const void *attrs,
                    PyObject *const *gout, const int *needs, PyObject **gin) {
     PyObject *t = call1("divide", gout[0], out[0]); /* d sqrt(x) = 0.5 / sqrt(x) */
     if (!t) return -1;
-    pr_scalar_attrs half = {0.5};
+    pr_scale_attrs half = {0.5, 1};
     gin[0] = pr_call_by_name("scale", &t, 1, &half);
     Py_DECREF(t);
     return gin[0] ? 0 : -1;
@@ -293,7 +303,7 @@ static int gr_sqrt(PyObject *const *in, PyObject *const *out, const void *attrs,
 
 static int gr_square(PyObject *const *in, PyObject *const *out, const void *attrs,
                      PyObject *const *gout, const int *needs, PyObject **gin) {
-    pr_scalar_attrs two = {2.0};
+    pr_scale_attrs two = {2.0, 1};
     PyObject *t = pr_call_by_name("scale", &in[0], 1, &two);
     if (!t) return -1;
     gin[0] = call1("multiply", gout[0], t);
@@ -324,8 +334,9 @@ static int gr_sum_to(PyObject *const *in, PyObject *const *out, const void *attr
 
 static const pr_attr_spec shape_attrs[] = {
     {"shape", PR_ATTR_INTS, offsetof(pr_shape_attrs, shape), 1, 0}, {NULL}};
-static const pr_attr_spec scalar_attrs[] = {
-    {"value", PR_ATTR_FLOAT, offsetof(pr_scalar_attrs, value), 1, 0}, {NULL}};
+static const pr_attr_spec scale_attrs[] = {
+    {"value", PR_ATTR_FLOAT, offsetof(pr_scale_attrs, value), 1, 0},
+    {"divisor", PR_ATTR_INT, offsetof(pr_scale_attrs, divisor), 0, 1}, {NULL}};
 static const pr_attr_spec clip_attrs[] = {
     {"min", PR_ATTR_FLOAT, offsetof(pr_clip_attrs, min), 1, 0},
     {"max", PR_ATTR_FLOAT, offsetof(pr_clip_attrs, max), 1, 0}, {NULL}};
@@ -367,10 +378,11 @@ static const pr_op op_clip_backward = {
 
 static const pr_op op_neg = {.name = "negative", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_same,
                              .forward = fw_neg, .gradient = gr_neg, .doc = "-x."};
-static const pr_op op_scale = {.name = "scale", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .attrs = scalar_attrs,
-                               .attr_size = sizeof(pr_scalar_attrs), .infer = infer_same,
+static const pr_op op_scale = {.name = "scale", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .attrs = scale_attrs,
+                               .attr_size = sizeof(pr_scale_attrs), .infer = infer_scale,
                                .forward = fw_scale, .gradient = gr_scale,
-                               .doc = "x * value for a constant float `value`."};
+                               .doc = "x * (value / divisor) for a constant float `value` and a "
+                                      "size `divisor` >= 0 (default 1; a mean's count)."};
 static const pr_op op_relu = {.name = "relu", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_same,
                               .forward = fw_relu, .gradient = gr_relu, .doc = "max(x, 0)."};
 static const pr_op op_relu_backward = {

@@ -120,7 +120,10 @@ static int single_program(const pr_gnode *n, pr_fused_attrs *p) {
         p->ins[0].code = (uint8_t)table[i].code;
         p->ins[0].a = 0;
         p->ins[0].b = (uint8_t)(n->n_in > 1 ? 1 : 0);
-        if (table[i].code == PR_FI_SCALE) p->ins[0].imm = (float)*(const double *)n->attrs;
+        if (table[i].code == PR_FI_SCALE) {
+            const pr_scale_attrs *a = (const pr_scale_attrs *)n->attrs;
+            p->ins[0].imm = (float)(a->value / (double)a->divisor);
+        }
         return 0;
     }
     return -1;

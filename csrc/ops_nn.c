@@ -33,11 +33,14 @@ static int expect_like(const pr_op *op, const pr_view *in, int i, int j) {
     return 0;
 }
 
-/* Rows (all dimensions but the last) of a rank >= 1 view. */
-static int64_t rows_of(const pr_view *v) {
-    int64_t r = 1;
-    for (int d = 0; d < v->ndim - 1; d++) r *= v->shape[d];
-    return r;
+/* Rows (all dimensions but the last) of a rank >= 1 view: a symbolic
+ * dimension while tracing. */
+static int64_t rows_of(const pr_view *v) { return pr_dims_size(v->ndim - 1, v->shape, 1); }
+
+/* A kernel's scratch for `rows` rows, or 0 while they are unknown (the plan
+ * asks again with known sizes). */
+static size_t bn_scratch(int64_t rows, int64_t c) {
+    return pr_dim_is_sym(rows) ? 0 : pr_bn_scratch_bytes(rows, c);
 }
 
 static int64_t last_of(const pr_view *v) { return v->shape[v->ndim - 1]; }
@@ -123,7 +126,7 @@ static int infer_reduce(const pr_op *op, const pr_view *in, int n, const void *a
     if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || check_axes(op, a, in[0].ndim) < 0) return -1;
     reduce_mask(a, &in[0], mask);
     reduced_shape(&in[0], mask, a->keepdims, out);
-    *ws = sizeof(double) * (size_t)out->size;
+    *ws = pr_dim_is_sym(out->size) ? 0 : sizeof(double) * (size_t)out->size;
     return 0;
 }
 
@@ -153,12 +156,14 @@ static int grad_reduce(PyObject *const *in, const void *attrs, PyObject *const *
                        PyObject **gin) {
     const pr_view *x = T(in[0]);
     int mask[PR_MAX_DIMS];
-    double count = reduce_mask(attrs, x, mask);
+    reduce_mask(attrs, x, mask);
+    pr_scale_attrs s = {1.0, 1}; /* 1 / count, count a symbolic dimension while tracing */
+    for (int d = 0; d < x->ndim; d++)
+        if (mask[d] && (s.divisor = pr_dim_mul(s.divisor, x->shape[d])) == PR_DIM_ERROR) return -1;
     pr_view kept;
     reduced_shape(x, mask, 1, &kept);
     PyObject *g = call_shape("reshape", gout[0], kept.ndim, kept.shape);
     if (g && mean) {
-        pr_scalar_attrs s = {1.0 / count};
         PyObject *t = pr_call_by_name("scale", &g, 1, &s);
         Py_DECREF(g);
         g = t;
@@ -191,7 +196,7 @@ static int infer_reshape(const pr_op *op, const pr_view *in, int n, const void *
         if (want.shape[d] == -1 && unknown >= 0)
             return pr_fail(op, PyExc_ValueError, "can only specify one unknown dimension, got %s",
                            pr_shape_str(&want, w, sizeof w));
-        if (want.shape[d] < -1)
+        if (want.shape[d] < -1 && !pr_dim_valid(want.shape[d]))
             return pr_fail(op, PyExc_ValueError, "negative dimension in shape %s",
                            pr_shape_str(&want, w, sizeof w));
         if (want.shape[d] == -1) unknown = d;
@@ -199,14 +204,18 @@ static int infer_reshape(const pr_op *op, const pr_view *in, int n, const void *
     int64_t shape[PR_MAX_DIMS];
     memcpy(shape, want.shape, sizeof(int64_t) * (size_t)want.ndim);
     if (unknown >= 0) shape[unknown] = 1;
-    int64_t known = pr_shape_size(want.ndim, shape, 1); /* -1: the product overflows */
-    /* NumPy: -1 takes size / known, which must divide exactly (and known > 0). */
-    int ok = known >= 0 &&
-             (unknown < 0 ? known == in[0].size : known > 0 && in[0].size % known == 0);
+    /* -1: the product overflows; a symbolic dimension while tracing */
+    int64_t known = pr_dims_size(want.ndim, shape, 1), q = 0;
+    /* NumPy: -1 takes size / known, which must divide exactly (and known > 0);
+     * with unknown sizes, it must divide for every size. */
+    int ok = known != -1 &&
+             (unknown < 0 ? known == in[0].size
+                          : known != 0 && pr_dim_div_exact(in[0].size, known, &q) == 1);
+    if (PyErr_Occurred()) return -1;
     if (!ok)
         return pr_fail(op, PyExc_ValueError, "cannot reshape a tensor of shape %s into shape %s",
                        pr_shape_str(&in[0], s, sizeof s), pr_shape_str(&want, w, sizeof w));
-    if (unknown >= 0) shape[unknown] = in[0].size / known;
+    if (unknown >= 0) shape[unknown] = q;
     pr_set_out(out, in[0].dtype, want.ndim, shape);
     return 0;
 }
@@ -216,9 +225,43 @@ static int infer_flatten(const pr_op *op, const pr_view *in, int n, const void *
     if (in[0].ndim < 1)
         return pr_fail(op, PyExc_ValueError, "needs rank >= 1 (a batch axis), got a scalar");
     int64_t shape[2] = {in[0].shape[0], 1};
-    for (int d = 1; d < in[0].ndim; d++) shape[1] *= in[0].shape[d];
+    for (int d = 1; d < in[0].ndim; d++)
+        if ((shape[1] = pr_dim_mul(shape[1], in[0].shape[d])) == PR_DIM_ERROR) return -1;
     pr_set_out(out, in[0].dtype, 2, shape);
     return 0;
+}
+
+/* dim_size(x; axis) -> int32 scalar: x.shape[axis] at run time.  While
+ * tracing its value is known as a (symbolic) dimension: pyresnet.ops.shape. */
+typedef struct {
+    int64_t axis;
+} dim_attrs;
+
+static int dim_axis(const pr_view *x, const void *attrs) {
+    int64_t ax = ((const dim_attrs *)attrs)->axis;
+    return (int)(ax < 0 ? ax + x->ndim : ax);
+}
+
+static int infer_dim_size(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                          pr_view *out, size_t *ws) {
+    int64_t ax = ((const dim_attrs *)attrs)->axis;
+    if (ax < -in[0].ndim || ax >= in[0].ndim)
+        return pr_fail(op, PyExc_ValueError, "axis %lld is out of bounds for rank %d",
+                       (long long)ax, in[0].ndim);
+    int64_t d = in[0].shape[dim_axis(&in[0], attrs)];
+    if (!pr_dim_is_sym(d) && d > INT32_MAX)
+        return pr_fail(op, PyExc_ValueError, "size %lld does not fit int32", (long long)d);
+    pr_set_out(out, PR_I32, 0, NULL);
+    return 0;
+}
+
+static int fw_dim_size(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    *(int32_t *)out->data = (int32_t)in[0].shape[dim_axis(&in[0], attrs)];
+    return PR_OK;
+}
+
+static int64_t known_dim_size(const pr_view *in, int n, const void *attrs) {
+    return in[0].shape[dim_axis(&in[0], attrs)];
 }
 
 static int fw_copy(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
@@ -446,7 +489,7 @@ static int expect_bn_input(const pr_op *op, const pr_view *in, int xi, int need_
                        "input must have rank >= 2 (N, ..., C) with channels last and C >= 1, "
                        "got %s",
                        pr_shape_str(&in[xi], s, sizeof s));
-    if (need_rows && rows_of(&in[xi]) < 1)
+    if (need_rows && rows_of(&in[xi]) == 0)
         return pr_fail(op, PyExc_ValueError,
                        "batch statistics need at least one row, got an input of shape %s",
                        pr_shape_str(&in[xi], s, sizeof s));
@@ -463,7 +506,7 @@ static int infer_bn_train(const pr_op *op, const pr_view *in, int n, const void 
     pr_set_out(&out[0], PR_F32, in[0].ndim, in[0].shape);
     pr_set_out(&out[1], PR_F32, 1, &c);
     pr_set_out(&out[2], PR_F32, 1, &c);
-    *ws = pr_bn_scratch_bytes(rows_of(&in[0]), c);
+    *ws = bn_scratch(rows_of(&in[0]), c);
     return 0;
 }
 
@@ -478,7 +521,7 @@ static int infer_bn_backward(const pr_op *op, const pr_view *in, int n, const vo
     pr_set_out(&out[0], PR_F32, in[1].ndim, in[1].shape);
     pr_set_out(&out[1], PR_F32, 1, &c);
     pr_set_out(&out[2], PR_F32, 1, &c);
-    *ws = pr_bn_scratch_bytes(rows_of(&in[1]), c);
+    *ws = bn_scratch(rows_of(&in[1]), c);
     return 0;
 }
 
@@ -492,7 +535,7 @@ static int infer_bn_infer(const pr_op *op, const pr_view *in, int n, const void 
         expect_channels(op, in, 4, c, "moving_variance") < 0)
         return -1;
     pr_set_out(out, PR_F32, in[0].ndim, in[0].shape);
-    *ws = pr_bn_scratch_bytes(rows_of(&in[0]), c);
+    *ws = bn_scratch(rows_of(&in[0]), c);
     return 0;
 }
 
@@ -565,6 +608,14 @@ static const pr_op op_reshape = {
     .attr_size = sizeof(pr_shape_attrs), .infer = infer_reshape, .forward = fw_copy,
     .gradient = gr_reshape,
     .doc = "reshape(x; shape): NumPy reshape (one -1 inferred), any dtype."};
+static const pr_attr_spec dim_attr_spec[] = {
+    {"axis", PR_ATTR_INT, offsetof(dim_attrs, axis), 1, 0}, {NULL}};
+static const pr_op op_dim_size = {
+    .name = "dim_size", .n_in = 1, .n_out = 1, .attrs = dim_attr_spec,
+    .attr_size = sizeof(dim_attrs), .infer = infer_dim_size, .forward = fw_dim_size,
+    .known = known_dim_size,
+    .doc = "dim_size(x; axis) -> int32 scalar x.shape[axis], any dtype; while tracing, a "
+           "size that shape attributes (reshape, broadcast_to) accept."};
 static const pr_op op_flatten = {
     .name = "flatten", .n_in = 1, .n_out = 1, .infer = infer_flatten, .forward = fw_copy,
     .gradient = gr_reshape, .doc = "flatten(x): (N, d1, ..., dk) -> (N, d1 * ... * dk)."};
@@ -652,7 +703,7 @@ static const pr_op op_bn_infer_backward = {
            "(dx, dgamma, dbeta) with fixed statistics."};
 
 const pr_op *const pr_ops_nn[] = {
-    &op_sum, &op_mean, &op_reshape, &op_flatten, &op_softmax, &op_log_softmax,
+    &op_sum, &op_mean, &op_reshape, &op_flatten, &op_dim_size, &op_softmax, &op_log_softmax,
     &op_softmax_backward, &op_log_softmax_backward, &op_sparse_softmax_ce, &op_softmax_ce,
     &op_sparse_probs_ce, &op_probs_ce, &op_sparse_accuracy, &op_accuracy,
     &op_sparse_softmax_ce_bw, &op_softmax_ce_bw, &op_sparse_probs_ce_bw, &op_probs_ce_bw,

@@ -21,9 +21,11 @@ static const char TRACING_HINT[] =
 const char *pr_shape_str(const pr_view *v, char *buf, size_t n) {
     size_t used = 0;
     used += (size_t)snprintf(buf + used, n - used, "(");
-    for (int i = 0; i < v->ndim && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, i ? ", %lld" : "%lld",
-                                 (long long)v->shape[i]);
+    for (int i = 0; i < v->ndim && used < n; i++) {
+        char d[96];
+        used += (size_t)snprintf(buf + used, n - used, i ? ", %s" : "%s",
+                                 pr_dim_str(pr_symtab_current(), v->shape[i], d, sizeof d));
+    }
     if (used < n) used += (size_t)snprintf(buf + used, n - used, v->ndim == 1 ? ",)" : ")");
     return buf;
 }
@@ -40,8 +42,10 @@ static int set_shape(pr_Tensor *t, pr_dtype dtype, int ndim, const int64_t *shap
         t->v.shape[i] = shape[i];
         t->shape_py[i] = (Py_ssize_t)shape[i];
     }
-    t->v.size = pr_shape_size(ndim, shape, pr_dtype_size(dtype));
-    if (t->v.size < 0) {
+    /* A symbolic tensor's size may be a symbolic dimension (symdim.h). */
+    t->v.size = t->sym ? pr_dims_size(ndim, shape, pr_dtype_size(dtype))
+                       : pr_shape_size(ndim, shape, pr_dtype_size(dtype));
+    if (t->v.size < 0 && !(t->sym && pr_dim_is_sym(t->v.size))) {
         char s[160];
         PyErr_Format(PyExc_ValueError, "Tensor: shape %s %s", pr_shape_str(&t->v, s, sizeof s),
                      pr_shape_error(&t->v));
@@ -306,7 +310,9 @@ static PyObject *Tensor_get_shape(pr_Tensor *t, void *c) {
     PyObject *s = PyTuple_New(t->v.ndim);
     if (!s) return NULL;
     for (int i = 0; i < t->v.ndim; i++) {
-        PyObject *d = PyLong_FromLongLong(t->v.shape[i]);
+        /* An unknown size of a traced function reads as None, as in Keras. */
+        PyObject *d = pr_dim_is_sym(t->v.shape[i]) ? (Py_INCREF(Py_None), Py_None)
+                                                   : PyLong_FromLongLong(t->v.shape[i]);
         if (!d) {
             Py_DECREF(s);
             return NULL;
@@ -320,7 +326,10 @@ static PyObject *Tensor_get_dtype(pr_Tensor *t, void *c) {
     return PyUnicode_FromString(pr_dtype_name(t->v.dtype));
 }
 static PyObject *Tensor_get_ndim(pr_Tensor *t, void *c) { return PyLong_FromLong(t->v.ndim); }
-static PyObject *Tensor_get_size(pr_Tensor *t, void *c) { return PyLong_FromLongLong(t->v.size); }
+static PyObject *Tensor_get_size(pr_Tensor *t, void *c) {
+    if (pr_dim_is_sym(t->v.size)) Py_RETURN_NONE; /* unknown while tracing */
+    return PyLong_FromLongLong(t->v.size);
+}
 static PyObject *Tensor_get_symbolic(pr_Tensor *t, void *c) { return PyBool_FromLong(t->sym != NULL); }
 static PyObject *Tensor_get_sym(pr_Tensor *t, void *c) {
     PyObject *s = t->sym ? t->sym : Py_None;
@@ -337,6 +346,7 @@ static int Tensor_set_trainable(pr_Tensor *t, PyObject *v, void *c) {
     return 0;
 }
 static PyObject *Tensor_get_nbytes(pr_Tensor *t, void *c) {
+    if (pr_dim_is_sym(t->v.size)) Py_RETURN_NONE;
     return PyLong_FromLongLong(t->v.size * (long long)pr_dtype_size(t->v.dtype));
 }
 static PyObject *Tensor_get_address(pr_Tensor *t, void *c) {

@@ -16,15 +16,20 @@ Semantics follow ``tf.function``:
   Variables may be created on the first trace only (optimizer slots, layer
   weights built on the first call); a later trace that creates one raises.
 * ``input_signature=[TensorSpec((None, 32, 32, 3)), ...]`` fixes the
-  signature; ``None`` dimensions are dynamic.  ``reduce_retracing=True``
-  makes the leading (batch) dimension of every tensor argument dynamic.  A
-  graph with dynamic dimensions is traced once; each new concrete size gets
-  its own memory plan (shape rules re-run in C), not a new trace.  All
-  dynamic dimensions of one call must have the same size (they stand for
-  the batch size); while tracing they read as ``pyresnet.compile.DYNAMIC``
-  (65521), a prime that lets shape-derived attributes be rewritten per size.
-  Python code that derives other numbers from a dynamic size (e.g. half
-  the batch) is not supported: use a static signature for it.
+  signature; ``None`` dimensions are unknown sizes.  ``reduce_retracing=True``
+  makes the leading (batch) dimension of every tensor argument unknown.  A
+  graph with unknown sizes is traced once, with each one a named symbol: the
+  leading dimension of every argument is the symbol ``batch`` (one batch
+  size per call), any other ``None`` its own symbol (``arg1.dim2``, or
+  ``<TensorSpec name>.dim2``).  Shape rules compute with the symbols
+  (``(batch + 1)//2`` after a stride-2 convolution) and reject only what is
+  wrong for every size; attributes that depend on a size hold its
+  expression.  Each call binds the symbols to its arguments' sizes (two
+  arguments that share one must agree, or the error names both) and runs
+  the memory plan made for that binding, so a new size costs a plan, not a
+  trace.  While tracing, ``x.shape`` reads ``None`` for an unknown size, as
+  in Keras; :func:`pyresnet.ops.shape` gives it as a tensor for shape
+  arguments (``reshape``, ``broadcast_to``).
 * ``jit_compile=True`` adds the fusion passes (elementwise chains, bias-add
   or BN + ReLU into one kernel), in-place reuse of dying buffers, and a
   per-shape kernel choice: on the first call of each shape every node's
@@ -62,7 +67,6 @@ from .tensor import Tensor, Variable
 
 __all__ = ["compile", "Function", "ConcreteFunction", "TensorSpec", "print", "init_scope"]
 
-DYNAMIC = _C.DYN_SENTINEL
 RETRACE_WARNING_THRESHOLD = 5
 
 _local = threading.local()  # .traces: stack of _Trace for this thread
@@ -357,7 +361,8 @@ class Function:
 
     # -- signatures --
     def _key(self, args, kwargs):
-        """(cache key, tensor leaves, dynamic masks) of a call."""
+        """(cache key, leaves, tensor leaves, traced dims) of a call.  A traced
+        shape holds ints and symbol names (str) for the unknown sizes."""
         leaves = []
         structure = _flatten((args, kwargs), leaves)
         if self._signature is not None:
@@ -368,7 +373,7 @@ class Function:
                     f"{self.__name__}: called with {len(leaves)} arguments but its "
                     f"input_signature has {len(specs)} TensorSpecs (keyword arguments are not "
                     f"allowed with an input_signature)")
-        parts, tensors, masks = [], [], []
+        parts, tensors, dims = [], [], []
         for i, x in enumerate(leaves):
             if self._signature is not None:
                 spec = specs[i]
@@ -377,12 +382,16 @@ class Function:
                     raise ValueError(
                         f"{self.__name__}: argument {i} of shape {t.shape} and dtype {t.dtype} "
                         f"does not match the input_signature's {spec}")
-                mask = sum(1 << d for d, s in enumerate(spec.shape) if s is None)
+                name = spec.name or f"arg{i}"
+                traced = tuple(n if s is not None else "batch" if d == 0 else f"{name}.dim{d}"
+                               for d, (s, n) in enumerate(zip(spec.shape, t.shape)))
             elif _is_tensor_leaf(x):
                 t = _tensor.convert_to_tensor(x)
                 if t.is_symbolic:
                     raise TypeError(f"{self.__name__}: argument {i} is a symbolic tensor")
-                mask = 1 if self.reduce_retracing and t.ndim >= 1 else 0
+                traced = tuple(t.shape)
+                if self.reduce_retracing and t.ndim >= 1:
+                    traced = ("batch",) + traced[1:]
             else:
                 if isinstance(x, Variable):
                     parts.append(("variable", id(x)))
@@ -394,27 +403,24 @@ class Function:
                         parts.append(("object", id(x)))
                 continue
             tensors.append(t)
-            masks.append(mask)
-            parts.append(("tensor", t.dtype,
-                          tuple(None if mask >> d & 1 else n for d, n in enumerate(t.shape))))
-        sizes = {t.shape[d] for t, m in zip(tensors, masks) for d in range(t.ndim) if m >> d & 1}
-        if len(sizes) > 1:  # dynamic dims disagree: this call gets a static trace
-            if self._signature is not None:
-                raise ValueError(f"{self.__name__}: the None dimensions of one call must all have "
-                                 f"the same size (they stand for the batch size), got {sizes}")
-            masks = [0] * len(masks)
+            dims.append(traced)
+            parts.append(("tensor", t.dtype, traced))
+        batches = {t.shape[0] for t, d in zip(tensors, dims) if d and d[0] == "batch"}
+        if len(batches) > 1 and self._signature is None:
+            # reduce_retracing with batch sizes that disagree: a static trace
+            dims = [tuple(t.shape) for t in tensors]
             parts = [("tensor", t.dtype, t.shape) if p[0] == "tensor" else p
                      for p, t in zip(parts, _interleave(parts, tensors))]
-        return (structure, tuple(parts)), leaves, tensors, masks
+        return (structure, tuple(parts)), leaves, tensors, dims
 
     def _concrete(self, args, kwargs):
-        key, leaves, tensors, masks = self._key(args, kwargs)
+        key, leaves, tensors, dims = self._key(args, kwargs)
         concrete = self._cache.get(key)
         if concrete is None:
             with self._lock:
                 concrete = self._cache.get(key)
                 if concrete is None:
-                    concrete = self._trace(args, kwargs, leaves, tensors, masks)
+                    concrete = self._trace(args, kwargs, leaves, tensors, dims)
                     self._cache[key] = concrete
         return concrete, tensors
 
@@ -433,13 +439,8 @@ class Function:
         return concrete
 
     # -- tracing --
-    def _trace(self, args, kwargs, leaves, tensors, masks):
+    def _trace(self, args, kwargs, leaves, tensors, dims):
         graph = _C.Graph()
-        symbols = iter([graph.placeholder(t.dtype, t.shape, m) for t, m in zip(tensors, masks)])
-        call_leaves = [next(symbols) if _is_tensor_leaf(x) or self._signature is not None else x
-                       for x in leaves]
-        structure = _flatten((args, kwargs), [])
-        sym_args, sym_kwargs = _unflatten(structure, iter(call_leaves))
         trace = _Trace(graph)
         traces = getattr(_local, "traces", None)
         if traces is None:
@@ -447,12 +448,12 @@ class Function:
         traces.append(trace)
         graph.begin()
         try:
+            symbols = iter([graph.placeholder(t.dtype, d) for t, d in zip(tensors, dims)])
+            call_leaves = [next(symbols) if _is_tensor_leaf(x) or self._signature is not None
+                           else x for x in leaves]
+            structure = _flatten((args, kwargs), [])
+            sym_args, sym_kwargs = _unflatten(structure, iter(call_leaves))
             result = self._fn(*sym_args, **sym_kwargs)
-        except Exception as e:
-            if any(masks) and str(DYNAMIC) in str(e) and hasattr(e, "add_note"):  # 3.11+
-                e.add_note(f"(while tracing {self.__name__}: a size {DYNAMIC} stands for a "
-                           f"dynamic dimension, e.g. the batch size)")
-            raise
         finally:
             graph.end()
             traces.pop()

@@ -240,12 +240,14 @@ def test_nested_compiled_functions_inline():
 # ---- dynamic shapes -------------------------------------------------------------
 
 def _column_mean_and_grad(x, w):
-    # the batch size enters attributes: a shape (broadcast_to / sum_to_shape)
-    # and a float (1 / batch)
+    # the batch size enters attributes: shapes (broadcast_to from ops.shape,
+    # the gradients' sum_to_shape) and the mean's divisor (its gradient
+    # scales by 1 / batch)
     with pr.GradientTape() as tape:
         y = x * w
-        m = ops.scale(ops.sum_to_shape(y, (1, x.shape[1])), 1.0 / x.shape[0])
-        loss = ops.sum_to_shape(m * m, ())
+        m = ops.mean(y, axis=0, keepdims=True)
+        b = ops.broadcast_to(m, ops.shape(x)) * y
+        loss = ops.sum_to_shape(b * b, ())
     return m, tape.gradient(loss, [w])[0]
 
 

@@ -5,7 +5,7 @@ Losses return one value per sample (the layers in ``pyresnet.losses``
 average them).  Classes are on the last axis; images are NHWC float32.
 """
 from .._loader import _C
-from ..tensor import convert_to_tensor
+from ..tensor import Tensor, convert_to_tensor
 
 call = _C.call
 
@@ -34,7 +34,7 @@ def sum(x, axis=None, keepdims=False):  # noqa: A001 (the Keras name)
     """
     axes = _axes(axis)
     if axis is not None and not axes:  # axis=() reduces nothing, as NumPy
-        return reshape(x, convert_to_tensor(x).shape)
+        return reshape(x, shape(x))
     return call("sum", x, axes=axes, keepdims=bool(keepdims))
 
 
@@ -46,7 +46,7 @@ def mean(x, axis=None, keepdims=False):
     """
     axes = _axes(axis)
     if axis is not None and not axes:
-        return reshape(x, convert_to_tensor(x).shape)
+        return reshape(x, shape(x))
     return call("mean", x, axes=axes, keepdims=bool(keepdims))
 
 
@@ -55,14 +55,44 @@ def reshape(x, newshape):
 
     Args:
         x: tensor of any dtype (the data are copied).
-        newshape: int or tuple of ints; one entry may be -1 and is inferred.
+        newshape: int or tuple of sizes; one entry may be -1 and is inferred.
+            A size is an int or, inside a compiled function, an unknown size
+            that :func:`shape` returned (e.g. ``(shape(x)[0], 4, -1)``).
     Raises:
         ValueError: the sizes differ (the message names both shapes), more
-        than one -1, or another negative entry.
+        than one -1, or another negative entry; while tracing, also when the
+        sizes differ for some value of an unknown size (e.g. ``(None, 3)``
+        into ``(-1, 2)``).  TypeError: a size that is not an int or a size
+        from :func:`shape`.
     """
-    if isinstance(newshape, int):
+    if isinstance(newshape, int) or _is_size_tensor(newshape):
         newshape = (newshape,)
-    return call("reshape", x, shape=tuple(int(d) for d in newshape))
+    return call("reshape", x, shape=tuple(newshape))
+
+
+def _is_size_tensor(x):
+    return isinstance(x, Tensor) and x.ndim == 0
+
+
+def shape(x):
+    """The shape of ``x`` as a tuple of sizes (``keras.ops.shape``).
+
+    Eagerly, and for every dimension a traced function knows, a size is a
+    Python int.  Inside ``pyresnet.compile`` an unknown dimension (``None``
+    in ``x.shape``: the batch under ``fit``, a None of an
+    ``input_signature``) is an int32 scalar Tensor holding the size at run
+    time, as Keras on TensorFlow returns.  Shape arguments (``reshape``,
+    ``broadcast_to``) accept it as a size, so a graph sized by it fits every
+    call: ``broadcast_to(0.0, (shape(x)[0], 10))`` has the batch's rows.
+
+    Args:
+        x: a Tensor, NumPy array or number.
+    Returns:
+        tuple of ints and (while tracing) int32 scalar Tensors.
+    """
+    t = convert_to_tensor(x)
+    return tuple(d if d is not None else call("dim_size", t, axis=i)
+                 for i, d in enumerate(t.shape))
 
 
 def flatten(x):
