@@ -56,6 +56,7 @@ typedef struct {
 
 /* An output of n x h x w x c elements must be addressable. */
 static int check_elements(const pr_op *op, int64_t n, int64_t h, int64_t w, int64_t c) {
+    if (pr_dims_symbolic(4, (int64_t[]){n, h, w, c})) return 0; /* checked when known */
     if ((double)n * (double)h * (double)w * (double)c > MAX_ELEMENTS)
         return pr_fail(op, PyExc_ValueError, "output (%lld, %lld, %lld, %lld) is too large",
                        (long long)n, (long long)h, (long long)w, (long long)c);
@@ -72,7 +73,7 @@ static int check_images(const pr_op *op, const pr_view *in, int i) {
                        "images (input %d) must be a batch of rank 4 (N, H, W, C), got shape %s", i,
                        pr_shape_str(&in[i], s, sizeof s));
     for (int d = 1; d < 4; d++)
-        if (in[i].shape[d] < 1)
+        if (!pr_dim_is_sym(in[i].shape[d]) && in[i].shape[d] < 1)
             return pr_fail(op, PyExc_ValueError, "images have an empty dimension: shape %s",
                            pr_shape_str(&in[i], s, sizeof s));
     for (int d = 0; d < 4; d++)
@@ -179,6 +180,7 @@ static int crop_shape(const pr_op *op, const pr_view *x, const crop_attrs *a, cr
         return pr_fail(op, PyExc_ValueError, "'padding' must be in [0, %d], got (%lld, %lld)",
                        MAX_EXTENT,
                        (long long)cg->pad_y, (long long)cg->pad_x);
+    if (pr_dim_is_sym(h) || pr_dim_is_sym(w)) return 0; /* the rest is checked when known */
     if (a->reflect && (cg->pad_y >= h || cg->pad_x >= w))
         return pr_fail(op, PyExc_ValueError,
                        "reflect padding (%lld, %lld) must be smaller than the image (%lld, %lld)",
@@ -224,7 +226,7 @@ static int fw_random_crop(const pr_view *in, int n, pr_view *out, const void *at
 static int infer_center_crop(const pr_op *op, const pr_view *in, int n, const void *attrs,
                              pr_view *out, size_t *ws) {
     if (infer_crop_out(op, in, attrs, out) < 0) return -1;
-    *ws = (size_t)in[0].shape[0] * 2 * sizeof(int32_t);
+    *ws = pr_dim_is_sym(in[0].shape[0]) ? 0 : (size_t)in[0].shape[0] * 2 * sizeof(int32_t);
     return 0;
 }
 
@@ -246,7 +248,7 @@ static int infer_resize_out(const pr_op *op, const pr_view *in, const pr_ints *s
     int64_t shape[4] = {in[0].shape[0], oh, ow, in[0].shape[3]};
     if (check_elements(op, shape[0], shape[1], shape[2], shape[3]) < 0) return -1;
     pr_set_out(&out[0], PR_F32, 4, shape);
-    *ws = pr_crop_resize_scratch(in[0].shape[0], ow);
+    *ws = pr_dim_is_sym(in[0].shape[0]) ? 0 : pr_crop_resize_scratch(in[0].shape[0], ow);
     return 0;
 }
 

@@ -15,12 +15,18 @@ static int broadcast_shape(const pr_op *op, const pr_view *a, const pr_view *b, 
     for (int d = 0; d < nd; d++) {
         int da = d - (nd - a->ndim), db = d - (nd - b->ndim);
         int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
-        if (x != y && x != 1 && y != 1) {
+        /* An unknown size against a known k != 1 gives k: wrong only unless
+         * it is 1 or k, which the plan checks once it is known.  Two
+         * different unknown sizes have no one result here. */
+        int sx = pr_dim_is_sym(x), sy = pr_dim_is_sym(y);
+        if (x != y && x != 1 && y != 1 && (sx == sy)) {
             char sa[128], sb[128];
-            return pr_fail(op, PyExc_ValueError, "shapes %s and %s cannot be broadcast together",
-                           pr_shape_str(a, sa, sizeof sa), pr_shape_str(b, sb, sizeof sb));
+            return pr_fail(op, PyExc_ValueError, "shapes %s and %s cannot be broadcast together%s",
+                           pr_shape_str(a, sa, sizeof sa), pr_shape_str(b, sb, sizeof sb),
+                           sx ? " (two different unknown sizes: give them one size or static "
+                                "shapes)" : "");
         }
-        shape[d] = x == 1 ? y : x;
+        shape[d] = x == 1 ? y : y == 1 ? x : sx && !sy ? y : x;
     }
     pr_set_out(out, PR_F32, nd, shape);
     return 0;

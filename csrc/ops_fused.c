@@ -131,8 +131,9 @@ static int single_program(const pr_gnode *n, pr_fused_attrs *p) {
 
 /* How input view `v` is read for an output of shape `out`, or -1. */
 static int read_mode(const pr_gvalue *v, const pr_gvalue *out) {
-    int64_t size = 1;
-    for (int d = 0; d < v->ndim; d++) size *= v->shape[d];
+    /* a symbolic shape can only be read in full (weights have known shapes) */
+    int64_t size = pr_dims_symbolic(v->ndim, v->shape) ? -1 : 1;
+    for (int d = 0; size > 0 && d < v->ndim; d++) size *= v->shape[d];
     if (v->dtype != PR_F32) return -1;
     int same = v->ndim == out->ndim;
     for (int d = 0; same && d < v->ndim; d++) same = v->shape[d] == out->shape[d];

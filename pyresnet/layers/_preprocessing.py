@@ -73,8 +73,8 @@ class PreprocessingLayer(Layer):
 
     def call(self, inputs, training=True):
         if inputs.ndim == 3:  # one image (H, W, C), as Keras accepts
-            out = self.call(ops.reshape(inputs, (1,) + tuple(inputs.shape)), training)
-            return ops.reshape(out, tuple(out.shape[1:]))
+            out = self.call(ops.reshape(inputs, (1,) + ops.shape(inputs)), training)
+            return ops.reshape(out, ops.shape(out)[1:])
         if not training:
             return self._inference(inputs)
         return run_stages(self._stages(tuple(inputs.shape)), inputs)

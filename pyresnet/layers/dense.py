@@ -57,7 +57,7 @@ class Dense(Layer):
         if self.use_bias:
             y = ops.add(y, self.bias)
         if rank > 2:
-            y = ops.reshape(y, (-1,) + tuple(inputs.shape[1:-1]) + (self.units,))
+            y = ops.reshape(y, ops.shape(inputs)[:-1] + (self.units,))
         return self.activation(y)
 
     def compute_output_shape(self, input_shape):

@@ -27,7 +27,7 @@ class GlobalAveragePooling2D(Layer):
     def call(self, inputs):
         y = ops.global_average_pool2d(inputs)
         if self.keepdims:
-            y = ops.reshape(y, (-1, 1, 1, y.shape[1]))
+            y = ops.reshape(y, (-1, 1, 1, ops.shape(y)[1]))
         return y
 
     def compute_output_shape(self, input_shape):
