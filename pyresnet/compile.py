@@ -76,7 +76,8 @@ class TensorSpec:
     """Describes a tensor argument of a compiled function (``tf.TensorSpec``).
 
     Args:
-        shape: tuple of ints or ``None`` (a dynamic dimension).
+        shape: tuple of ints or ``None`` (an unknown size: a symbol of the
+            trace, bound per call; see the module docstring).
         dtype (str): ``"float32"``, ``"int32"``, ``"int64"`` or ``"uint8"``.
         name (str): optional, for messages.
     """
@@ -183,8 +184,7 @@ class ConcreteFunction:
     Call it with arguments of that signature.  Inspection:
     :attr:`nodes`, :meth:`to_dot`, :attr:`peak_memory_bytes`, :attr:`flops`,
     :meth:`profile`.  Shapes and memory figures are those of the arguments
-    the concrete function was obtained with (dynamic dimensions at their
-    size).
+    the concrete function was obtained with (unknown sizes bound to theirs).
     """
 
     def __init__(self, graph, out_structure, out_leaves, example, name):
@@ -503,11 +503,12 @@ def compile(func=None, *, input_signature=None, jit_compile=False, reduce_retrac
     Args:
         func: the Python function.
         input_signature: optional list (nested structure) of
-            :class:`TensorSpec`; calls must match it; ``None`` dims are dynamic.
+            :class:`TensorSpec`; calls must match it; ``None`` dims are unknown
+            sizes (symbols of one trace).
         jit_compile (bool): fuse elementwise chains, update in place where
             safe, choose kernels per shape by timing.
         reduce_retracing (bool): the leading dimension of tensor arguments is
-            dynamic (one graph for all batch sizes).
+            the unknown size ``batch`` (one graph for all batch sizes).
     Returns:
         :class:`Function` (or a decorator when ``func`` is None).
     """

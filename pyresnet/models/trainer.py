@@ -175,8 +175,9 @@ class Trainer:
     def _step_function(self, step):
         """``step`` compiled with ``pyresnet.compile`` unless
         ``run_eagerly=True`` (Keras's rule), with ``reduce_retracing=True``
-        so that the last, smaller batch of an epoch reuses the graph (a
-        dynamic batch dimension, one trace).  ``jit_compile="auto"`` means
+        so that the last, smaller batch of an epoch reuses the graph (the
+        batch dimension is the symbol ``batch``: one trace, one memory plan
+        per batch size).  ``jit_compile="auto"`` means
         False: the jit passes time kernels on the first call of each batch
         size, which costs seconds and, on a busy machine, can pick poorly;
         ask for them with ``jit_compile=True``."""
