@@ -32,6 +32,8 @@ struct pr_plan {
     size_t *scratch;      /* per node: bytes */
     char *attrs;          /* per node: the attributes for this size */
     int *variant;         /* per node: the choice (see choices()); -1: to be timed (jit) */
+    int *dflt;            /* per node: the choice without timing (first usable variant) */
+    unsigned *usable;     /* per node: bit k set when kernel k may run these shapes */
     PyObject **tune_key;  /* per node with choices (jit): bytes naming op, shapes, attrs */
     int tuning;           /* a call is timing the choices now */
     size_t arena_bytes;   /* planned arena: intermediates + scratch */
@@ -165,6 +167,8 @@ static void plan_free(pr_plan *p) {
     PyMem_Free(p->scratch);
     PyMem_Free(p->attrs);
     PyMem_Free(p->variant);
+    PyMem_Free(p->dflt);
+    PyMem_Free(p->usable);
     for (int j = 0; p->tune_key && j < p->n_nodes; j++) Py_XDECREF(p->tune_key[j]);
     PyMem_Free(p->tune_key);
     PyMem_Free(p);
@@ -198,14 +202,18 @@ static int same_layout(const pr_view *a, const pr_view *b) {
  * shapes).  They are timed on the first call of a plan, each distinct (op,
  * input shapes, attributes, thread count) once per process: the choices are
  * kept in `tuned`, so graphs and plans with the same shapes share them.
- * Choice c = variant * 2 + (one thread); every candidate computes the same
- * result (kernels do not depend on the thread count). */
+ * Choice c = kernel * 2 + (one thread), where kernel k is variant k of an
+ * op with variants (only the usable ones are timed), else its `forward`.
+ * Kernels do not depend on the thread count; variants of one op agree to
+ * float32 rounding (they may sum in another order). */
 
 static PyObject *tuned; /* dict: tune key -> choice */
 
 static int choices(const pr_op *op) {
     return (op->n_variants > 1 ? op->n_variants : 1) * 2;
 }
+
+static int kernel_of(const pr_op *op, int c) { return op->n_variants ? c / 2 : -1; }
 
 static PyObject *tune_key(const pr_op *op, const pr_view *in, int n_in, const void *attrs) {
     struct {
@@ -268,12 +276,14 @@ static pr_plan *plan_make(pr_Graph *g, const int64_t *binding, const pr_view *in
     p->scratch = PyMem_Calloc((size_t)nn + 1, sizeof(size_t));
     p->attrs = PyMem_Calloc((size_t)nn + 1, PR_ATTR_BYTES);
     p->variant = PyMem_Calloc((size_t)nn + 1, sizeof(int));
+    p->dflt = PyMem_Calloc((size_t)nn + 1, sizeof(int));
+    p->usable = PyMem_Calloc((size_t)nn + 1, sizeof(unsigned));
     p->tune_key = PyMem_Calloc((size_t)nn + 1, sizeof(PyObject *));
     p->n_nodes = nn;
     last = PyMem_Calloc((size_t)nv + 1, sizeof(int));
     owner = PyMem_Calloc((size_t)nv + 1, sizeof(int));
     if (!p->binding || !p->views || !p->offset || !p->scratch_off || !p->scratch || !p->attrs ||
-        !p->variant || !p->tune_key ||
+        !p->variant || !p->dflt || !p->usable || !p->tune_key ||
         !last || !owner) {
         PyErr_NoMemory();
         goto fail;
@@ -296,13 +306,20 @@ static pr_plan *plan_make(pr_Graph *g, const int64_t *binding, const pr_view *in
         if (n->host >= 0) continue;
         pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
         for (int i = 0; i < n->n_in; i++) iv[i] = p->views[n->in[i]];
-        if (pr_infer(n->op, iv, n->n_in, attrs, ov, &p->scratch[j]) < 0) goto fail;
+        size_t infer_scratch;
+        if (pr_infer(n->op, iv, n->n_in, attrs, ov, &infer_scratch) < 0) goto fail;
+        /* The kernel eager calls would run, and which others may run here. */
+        int v = pr_variant_default(n->op, iv, n->n_in, ov, attrs);
+        p->variant[j] = p->dflt[j] = 2 * (v < 0 ? 0 : v);
+        p->scratch[j] = pr_variant_scratch(n->op, v, iv, n->n_in, ov, attrs, infer_scratch);
+        for (int k = 0; k < choices(n->op) / 2; k++)
+            if (pr_variant_usable(n->op, kernel_of(n->op, 2 * k), iv, n->n_in, ov, attrs))
+                p->usable[j] |= 1u << k;
         if (g->jit && (n->op->n_variants > 1 || pr_get_num_threads() > 1) && !n->op->mutates) {
-            if (n->op->variant_scratch)
-                for (int k = 1; k < n->op->n_variants; k++) {
-                    size_t b = n->op->variant_scratch(k, iv, n->n_in, attrs);
-                    if (b > p->scratch[j]) p->scratch[j] = b;
-                }
+            for (int k = 0; k < n->op->n_variants; k++) { /* room for every candidate */
+                size_t b = pr_variant_scratch(n->op, k, iv, n->n_in, ov, attrs, infer_scratch);
+                if (p->usable[j] >> k & 1 && b > p->scratch[j]) p->scratch[j] = b;
+            }
             if (!(p->tune_key[j] = tune_key(n->op, iv, n->n_in, attrs))) goto fail;
             p->variant[j] = -1;
         }
@@ -340,7 +357,7 @@ static pr_plan *plan_make(pr_Graph *g, const int64_t *binding, const pr_view *in
                     owner[u] = v; /* u's bytes now belong to v */
                     taken = 1;
                     p->n_inplace++;
-                    p->variant[j] = 0; /* a second timing run would read its own output */
+                    p->variant[j] = p->dflt[j]; /* a second timing run would read its own output */
                     Py_CLEAR(p->tune_key[j]);
                 }
                 if (taken) continue;
@@ -510,14 +527,13 @@ static int run_host(pr_Graph *g, pr_plan *p, pr_gnode *n, void **ptr) {
 static int run_kernel(pr_gnode *n, pr_plan *p, int j, pr_view *iv, pr_view *ov, void *scratch,
                       int c) {
     const void *attrs = p->attrs + (size_t)j * PR_ATTR_BYTES;
-    int variant = c / 2, rc, empty = n->op->n_out > 0 && !n->op->mutates;
+    int rc, empty = n->op->n_out > 0 && !n->op->mutates;
     /* Every output empty and no input written: nothing to compute, as in
      * pr_call (row loops could walk a huge empty shape for a long time). */
     for (int i = 0; empty && i < n->op->n_out; i++) empty = ov[i].size == 0;
     if (empty) return PR_OK;
     if (c % 2) pr_set_thread_limit(1);
-    if (variant > 0) rc = n->op->forward_variant(variant, iv, n->n_in, ov, attrs, scratch);
-    else rc = n->op->forward(iv, n->n_in, ov, attrs, scratch);
+    rc = pr_variant_run(n->op, kernel_of(n->op, c), iv, n->n_in, ov, attrs, scratch);
     if (c % 2) pr_set_thread_limit(0);
     return rc;
 }
@@ -633,10 +649,11 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
                  * kernel twice as slow as the best gets one).  All write the
                  * same output, so the last run leaves it correct. */
                 double best = 1e300;
-                int best_k = 0, last = 0;
+                int best_k = p->dflt[j], last = -1;
                 rc = PR_OK;
                 for (int k = 0; k < choices(n->op) && rc == PR_OK; k++)
-                    for (int rep = 0; rep < 2 && rc == PR_OK; rep++) {
+                    for (int rep = 0; rep < 2 && rc == PR_OK && (p->usable[j] >> (k / 2) & 1);
+                         rep++) {
                         double t0 = now_us();
                         rc = run_kernel(n, p, j, iv, ov, scratch, last = k);
                         double dt = now_us() - t0;
@@ -647,7 +664,8 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
                 p->variant[j] = best_k;
                 timed[j] = 1;
             } else {
-                rc = run_kernel(n, p, j, iv, ov, scratch, p->variant[j] < 0 ? 0 : p->variant[j]);
+                rc = run_kernel(n, p, j, iv, ov, scratch,
+                                p->variant[j] < 0 ? p->dflt[j] : p->variant[j]);
             }
             if (rc != PR_OK) {
                 st.failed_node = j, st.rc = rc;
@@ -718,6 +736,7 @@ static PyObject *Graph_plan(pr_Graph *g, PyObject *inputs) {
     pr_Tensor **t = PyMem_Calloc((size_t)ni + 1, sizeof(pr_Tensor *));
     pr_view *in = PyMem_Calloc((size_t)ni + 1, sizeof(pr_view));
     PyObject *result = NULL, *shapes = NULL, *flops = NULL, *variants = NULL, *bound = NULL;
+    PyObject *kernels = NULL;
     int ns = pr_symtab_n_symbols(g->syms);
     int64_t *binding = PyMem_Calloc((size_t)ns + 1, sizeof(int64_t));
     pr_plan *p;
@@ -738,7 +757,8 @@ static PyObject *Graph_plan(pr_Graph *g, PyObject *inputs) {
     shapes = PyList_New(g->n_vals);
     flops = PyList_New(g->n_nodes);
     variants = PyList_New(g->n_nodes);
-    if (!shapes || !flops || !variants) goto done;
+    kernels = PyList_New(0);
+    if (!shapes || !flops || !variants || !kernels) goto done;
     for (int v = 0; v < g->n_vals; v++) {
         PyObject *s = PyTuple_New(p->views[v].ndim);
         for (int d = 0; s && d < p->views[v].ndim; d++)
@@ -759,13 +779,26 @@ static PyObject *Graph_plan(pr_Graph *g, PyObject *inputs) {
         }
         PyList_SET_ITEM(flops, j, PyFloat_FromDouble(f));
         PyList_SET_ITEM(variants, j, PyLong_FromLong(p->variant[j]));
+        /* The kernel this node runs: its variant's name (" @1 thread" when
+         * the jit chose one thread); None for an op without variants. */
+        int c = p->variant[j] < 0 ? p->dflt[j] : p->variant[j];
+        const char *kname = n->host < 0 ? pr_variant_name(n->op, kernel_of(n->op, c)) : NULL;
+        PyObject *kn = kname ? PyUnicode_FromFormat("%s%s", kname, c % 2 ? " @1 thread" : "")
+                             : (Py_INCREF(Py_None), Py_None);
+        if (!kn || PyList_Append(kernels, kn) < 0) {
+            Py_XDECREF(kn);
+            goto done;
+        }
+        Py_DECREF(kn);
     }
-    result = Py_BuildValue("{s:O,s:O,s:O,s:n,s:n,s:n,s:d,s:O,s:i}", "shapes", shapes,
-                           "node_flops", flops, "variants", variants, "arena_bytes",
+    result = Py_BuildValue("{s:O,s:O,s:O,s:O,s:n,s:n,s:n,s:d,s:O,s:i}", "shapes", shapes,
+                           "node_flops", flops, "variants", variants, "kernels", kernels,
+                           "arena_bytes",
                            (Py_ssize_t)p->arena_bytes, "naive_bytes", (Py_ssize_t)p->naive_bytes,
                            "output_bytes", (Py_ssize_t)p->output_bytes, "flops", p->flops,
                            "binding", bound, "inplace", p->n_inplace);
 done:
+    Py_XDECREF(kernels);
     Py_XDECREF(bound);
     PyMem_Free(binding);
     Py_XDECREF(shapes);

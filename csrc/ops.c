@@ -221,7 +221,39 @@ int pr_infer(const pr_op *op, const pr_view *in, int n_in, const void *attrs, pr
     return 0;
 }
 
-int pr_run_forward(const pr_op *op, const pr_view *in, int n_in, pr_view *out,
+int pr_variant_usable(const pr_op *op, int v, const pr_view *in, int n_in, const pr_view *out,
+                      const void *attrs) {
+    if (v < 0 || v >= op->n_variants) return v < 0 && !op->variants;
+    if (v == op->n_variants - 1) return 1; /* the reference */
+    const pr_variant *k = &op->variants[v];
+    return !pr_cpu_reference_only() && (pr_cpu_features() & k->cpu) == k->cpu &&
+           (!k->supports || k->supports(in, n_in, out, attrs));
+}
+
+int pr_variant_default(const pr_op *op, const pr_view *in, int n_in, const pr_view *out,
+                       const void *attrs) {
+    for (int v = 0; v < op->n_variants; v++)
+        if (pr_variant_usable(op, v, in, n_in, out, attrs)) return v;
+    return -1;
+}
+
+size_t pr_variant_scratch(const pr_op *op, int v, const pr_view *in, int n_in,
+                          const pr_view *out, const void *attrs, size_t infer_scratch) {
+    if (v < 0 || !op->variants[v].scratch) return infer_scratch;
+    return op->variants[v].scratch(in, n_in, out, attrs);
+}
+
+int pr_variant_run(const pr_op *op, int v, const pr_view *in, int n_in, pr_view *out,
+                   const void *attrs, void *scratch) {
+    return v < 0 ? op->forward(in, n_in, out, attrs, scratch)
+                 : op->variants[v].run(in, n_in, out, attrs, scratch);
+}
+
+const char *pr_variant_name(const pr_op *op, int v) {
+    return v >= 0 && v < op->n_variants ? op->variants[v].name : NULL;
+}
+
+int pr_run_forward(const pr_op *op, int v, const pr_view *in, int n_in, pr_view *out,
                    const void *attrs, size_t scratch_bytes) {
     /* Every output empty and no input written: nothing to compute (and a
      * kernel's row loops could walk a huge empty shape for a long time). */
@@ -238,7 +270,7 @@ int pr_run_forward(const pr_op *op, const pr_view *in, int n_in, pr_view *out,
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = op->forward(in, n_in, out, attrs, scratch);
+    rc = pr_variant_run(op, v, in, n_in, out, attrs, scratch);
     Py_END_ALLOW_THREADS
     pr_free(scratch);
     return pr_kernel_status(op, rc);
@@ -301,7 +333,9 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
             outputs[n_made++] = (PyObject *)o;
             out[i].data = o->v.data;
         }
-        if (pr_run_forward(op, in, n_in, out, attrs, scratch) < 0) goto done;
+        int v = pr_variant_default(op, in, n_in, out, attrs);
+        scratch = pr_variant_scratch(op, v, in, n_in, out, attrs, scratch);
+        if (pr_run_forward(op, v, in, n_in, out, attrs, scratch) < 0) goto done;
         for (int i = 0; i < n_in; i++)
             if (op->mutates >> i & 1) ((pr_Tensor *)t[i])->version++;
     }
@@ -442,7 +476,10 @@ int pr_ops_init(PyObject *module) {
         for (const pr_op *const *p = families[f]; *p; p++) {
             const pr_op *op = *p;
             int attrs_unsized = op->attrs && op->attrs[0].name && op->attr_size == 0;
-            if (attrs_unsized || op->attr_size > PR_ATTR_BYTES || op->n_in > PR_MAX_INPUTS ||
+            int bad_variants = op->variants && (op->n_variants < 1 ||
+                               op->variants[op->n_variants - 1].run != op->forward);
+            if (attrs_unsized || bad_variants || op->attr_size > PR_ATTR_BYTES ||
+                op->n_in > PR_MAX_INPUTS ||
                 op->n_out > PR_MAX_OUTPUTS || PyDict_GetItemString(op_table, op->name)) {
                 PyErr_Format(PyExc_SystemError, "bad or duplicate op registration '%s'", op->name);
                 return -1;

@@ -13,6 +13,7 @@
 
 #include "tensor.h"
 #include "symdim.h"
+#include "kernels/cpu.h"
 
 #define PR_MAX_INPUTS 8
 #define PR_MAX_OUTPUTS 4
@@ -58,14 +59,24 @@ typedef int (*pr_forward_fn)(const pr_view *in, int n_in, pr_view *out, const vo
  * leave it NULL.  Return 0, or -1 with a Python exception set. */
 /* Optional: floating-point operations of one call (a multiply-add counts 2). */
 typedef double (*pr_flops_fn)(const pr_view *in, int n_in, const pr_view *out, const void *attrs);
-/* Optional: alternative kernels of the same op (variant 0 is `forward`); the
- * compiler (jit_compile) times them once per shape on the first call of a
- * plan and keeps the fastest.  `variant_scratch` gives a variant's scratch
- * bytes (NULL: what `infer` asked for). */
-typedef int (*pr_variant_fn)(int variant, const pr_view *in, int n_in, pr_view *out,
-                             const void *attrs, void *scratch);
-typedef size_t (*pr_variant_scratch_fn)(int variant, const pr_view *in, int n_in,
-                                        const void *attrs);
+/* ---- kernel variants ------------------------------------------------------
+ * An op with several kernels lists them in `variants`, in priority order; the
+ * last entry is its portable reference kernel (the op's `forward`: always
+ * supported, the oracle the others are tested against).  Eager calls and the
+ * executor run the first variant that is usable for the call: its CPU
+ * features are present (kernels/cpu.h), PYRESNET_KERNELS=reference is not
+ * set, and its `supports` accepts the shapes.  jit_compile times only the
+ * usable ones. */
+typedef struct {
+    const char *name;
+    unsigned cpu; /* required pr_cpu_features() bits */
+    /* Whether the kernel runs these (real) shapes and attributes; NULL: all. */
+    int (*supports)(const pr_view *in, int n_in, const pr_view *out, const void *attrs);
+    /* Scratch bytes; NULL: what the shape rule asked for. */
+    size_t (*scratch)(const pr_view *in, int n_in, const pr_view *out, const void *attrs);
+    pr_forward_fn run;
+} pr_variant;
+
 /* Optional: while tracing, the value of output 0 (a scalar size) as a
  * dimension known from the input shapes (pyresnet.ops.shape's sizes). */
 typedef int64_t (*pr_known_fn)(const pr_view *in, int n_in, const void *attrs);
@@ -85,9 +96,8 @@ struct pr_op {
     pr_gradient_fn gradient; /* NULL: not differentiable (grads stop here) */
     const char *doc;
     pr_flops_fn flops;         /* NULL: one per output element */
-    int n_variants;            /* 0/1: only `forward` */
-    pr_variant_fn forward_variant;
-    pr_variant_scratch_fn variant_scratch;
+    const pr_variant *variants; /* NULL: only `forward` */
+    int n_variants;
     pr_known_fn known;         /* NULL: output values unknown while tracing */
 };
 
@@ -115,9 +125,22 @@ int pr_parse_attrs(const pr_op *op, PyObject *kwargs, void *attrs);
 /* Run an op's shape rule, prefixing any error with the op name. */
 int pr_infer(const pr_op *op, const pr_view *in, int n_in, const void *attrs, pr_view *out,
              size_t *scratch_bytes);
-/* Run a forward kernel on real views with the GIL released; turn a kernel
+/* Variant v of op (-1 for an op without variants: its `forward`). */
+int pr_variant_usable(const pr_op *op, int v, const pr_view *in, int n_in, const pr_view *out,
+                      const void *attrs);
+/* The first usable variant: what eager calls and plans run (-1: no variants). */
+int pr_variant_default(const pr_op *op, const pr_view *in, int n_in, const pr_view *out,
+                       const void *attrs);
+size_t pr_variant_scratch(const pr_op *op, int v, const pr_view *in, int n_in,
+                          const pr_view *out, const void *attrs, size_t infer_scratch);
+int pr_variant_run(const pr_op *op, int v, const pr_view *in, int n_in, pr_view *out,
+                   const void *attrs, void *scratch);
+/* The name of variant v, or NULL for an op without variants. */
+const char *pr_variant_name(const pr_op *op, int v);
+
+/* Run variant v's kernel on real views with the GIL released; turn a kernel
  * error code into a Python exception (GIL held again on return). */
-int pr_run_forward(const pr_op *op, const pr_view *in, int n_in, pr_view *out,
+int pr_run_forward(const pr_op *op, int v, const pr_view *in, int n_in, pr_view *out,
                    const void *attrs, size_t scratch_bytes);
 
 /* Turn a kernel's PR_* code into the Python exception eager calls raise

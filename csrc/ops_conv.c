@@ -13,6 +13,7 @@
 #include <limits.h>
 
 #include "kernels/conv.h"
+#include "kernels/conv_direct.h"
 #include "kernels/pool.h"
 #include "op_attrs.h"
 
@@ -288,6 +289,56 @@ static int fw_conv2d_bpf(const pr_view *in, int n, pr_view *out, const void *att
     return pr_conv2d_backprop_filter(&g, in[0].data, in[1].data, out->data, ws);
 }
 
+/* ---- kernel variants: direct AVX-512 first, im2col + OpenBLAS last ------------
+ * Each pass's window comes from the same shapes its reference kernel uses. */
+
+static void window_fw(const pr_view *in, const pr_view *out, const void *a, pr_window *g) {
+    conv_window(a, in[0].shape, in[1].shape, g);
+}
+static void window_bpi(const pr_view *in, const pr_view *out, const void *a, pr_window *g) {
+    conv_window(a, out->shape, in[1].shape, g);
+}
+static void window_bpf(const pr_view *in, const pr_view *out, const void *a, pr_window *g) {
+    conv_window(a, in[0].shape, out->shape, g);
+}
+
+#define DIRECT_VARIANT(pass, PASS, kernel, a0, a1)                                              \
+    static int direct_supports_##pass(const pr_view *in, int n, const pr_view *out,             \
+                                      const void *a) {                                          \
+        pr_window g;                                                                            \
+        window_##pass(in, out, a, &g);                                                          \
+        return pr_conv_direct_supports(&g);                                                     \
+    }                                                                                           \
+    static size_t direct_scratch_##pass(const pr_view *in, int n, const pr_view *out,           \
+                                        const void *a) {                                        \
+        pr_window g;                                                                            \
+        window_##pass(in, out, a, &g);                                                          \
+        return pr_conv_direct_scratch_bytes(&g, PASS);                                          \
+    }                                                                                           \
+    static int direct_run_##pass(const pr_view *in, int n, pr_view *out, const void *a,         \
+                                 void *ws) {                                                    \
+        pr_window g;                                                                            \
+        window_##pass(in, out, a, &g);                                                          \
+        return kernel(&g, a0, a1, out->data, ws);                                               \
+    }
+
+DIRECT_VARIANT(fw, PR_CONV_FORWARD, pr_conv_direct_forward, in[0].data, in[1].data)
+DIRECT_VARIANT(bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_backprop_input, in[0].data, in[1].data)
+DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_backprop_filter, in[0].data,
+               in[1].data)
+
+#define CONV_VARIANTS(pass, reference)                                                          \
+    static const pr_variant variants_##pass[] = {                                               \
+        {"avx512_direct", PR_CPU_AVX512F | PR_CPU_FMA, direct_supports_##pass,                  \
+         direct_scratch_##pass, direct_run_##pass},                                             \
+        {"im2col_blas", 0, NULL, NULL, reference},                                              \
+    }
+
+CONV_VARIANTS(fw, fw_conv2d);
+CONV_VARIANTS(bpi, fw_conv2d_bpi);
+CONV_VARIANTS(bpf, fw_conv2d_bpf);
+#define N_CONV_VARIANTS 2
+
 /* The three ops are bilinear and adjoint to each other:
  * <dy, conv2d(x, w)> = <bpi(dy, w), x> = <bpf(x, dy), w>. */
 static PyObject *conv_call(const char *name, PyObject *a, PyObject *b, const void *attrs,
@@ -529,21 +580,25 @@ static const pr_op op_matmul = {
 static const pr_op op_conv2d = {
     .name = "conv2d", .n_in = 2, .n_out = 1, .attrs = conv_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d, .forward = fw_conv2d,
-    .gradient = gr_conv2d, .flops = flops_conv,
+    .gradient = gr_conv2d, .flops = flops_conv, .variants = variants_fw,
+    .n_variants = N_CONV_VARIANTS,
     .doc = "conv2d(x (N, H, W, C), kernel (KH, KW, C, O)) -> (N, HO, WO, O); strides: 1 or 2 "
-           "ints; same: TensorFlow 'same' padding, else 'valid'.  im2col + sgemm."};
+           "ints; same: TensorFlow 'same' padding, else 'valid'.  Direct AVX-512 kernel where the "
+           "CPU has it, else im2col + sgemm."};
 
 static const pr_op op_conv2d_bpi = {
     .name = "conv2d_backprop_input", .n_in = 2, .n_out = 1, .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpi, .forward = fw_conv2d_bpi,
-    .gradient = gr_conv2d_bpi, .flops = flops_conv_bpi,
+    .gradient = gr_conv2d_bpi, .flops = flops_conv_bpi, .variants = variants_bpi,
+    .n_variants = N_CONV_VARIANTS,
     .doc = "conv2d_backprop_input(dy, kernel; strides, same, shape=x's shape) -> dx, the "
            "gradient of conv2d wrt x."};
 
 static const pr_op op_conv2d_bpf = {
     .name = "conv2d_backprop_filter", .n_in = 2, .n_out = 1, .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpf, .forward = fw_conv2d_bpf,
-    .gradient = gr_conv2d_bpf, .flops = flops_conv_bpf,
+    .gradient = gr_conv2d_bpf, .flops = flops_conv_bpf, .variants = variants_bpf,
+    .n_variants = N_CONV_VARIANTS,
     .doc = "conv2d_backprop_filter(x, dy; strides, same, shape=kernel's shape) -> dkernel, "
            "the gradient of conv2d wrt the kernel."};
 

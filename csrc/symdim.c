@@ -43,7 +43,7 @@ struct pr_symtab {
     int n_e, cap_e;
     atom *a;
     int n_a, cap_a;
-    char (*names)[32]; /* per symbol */
+    char **names;      /* per symbol (owned) */
     int *sym_atom;     /* per symbol: its atom */
     int n_sym, cap_sym;
 };
@@ -58,6 +58,7 @@ void pr_symtab_free(pr_symtab *t) {
     if (!t) return;
     PyMem_Free(t->e);
     PyMem_Free(t->a);
+    for (int k = 0; k < t->n_sym; k++) PyMem_Free(t->names[k]);
     PyMem_Free(t->names);
     PyMem_Free(t->sym_atom);
     PyMem_Free(t);
@@ -188,10 +189,17 @@ int64_t pr_symtab_symbol(pr_symtab *t, const char *name) {
     if (grow((void **)&t->names, &cap, t->n_sym, sizeof *t->names) < 0 ||
         grow((void **)&t->sym_atom, &t->cap_sym, t->n_sym, sizeof(int)) < 0)
         return PR_DIM_ERROR;
-    snprintf(t->names[t->n_sym], sizeof t->names[0], "%s", name);
+    size_t len = strlen(name) + 1;
+    char *copy = PyMem_Malloc(len);
+    if (!copy) return PyErr_NoMemory(), PR_DIM_ERROR;
+    memcpy(copy, name, len);
     atom x = {ATOM_SYMBOL, t->n_sym, 0, 0};
     int64_t code = atom_code(t, &x);
-    if (code == PR_DIM_ERROR) return code;
+    if (code == PR_DIM_ERROR) {
+        PyMem_Free(copy);
+        return code;
+    }
+    t->names[t->n_sym] = copy;
     t->sym_atom[t->n_sym++] = t->n_a - 1;
     return code;
 }

@@ -1,0 +1,470 @@
+/* Direct NHWC convolutions with AVX-512 F: no im2col, the output tile in
+ * registers.
+ *
+ * Every pass is a sum over taps (kh, kw) and input channels c of a
+ * broadcast input value times a vector of 16 output channels:
+ *   forward          y[oh, ow, o]  += xpad[oh*sh + kh, ow*sw + kw, c] * w[kh, kw, c, o]
+ *   backprop_input   dx[ih, iw, c] += dypad[(ih + ph - kh)/sh, (iw + pw - kw)/sw, o]
+ *                                     * w[kh, kw, c, o]
+ *                    over the taps whose division is exact: the output is split
+ *                    into sh x sw phases (ih % sh, iw % sw), each a stride-1 sum
+ *                    over its own taps (the sub-pixel split of a transposed
+ *                    convolution, Dumoulin & Visin 2016, "A guide to convolution
+ *                    arithmetic", section 4);
+ *   backprop_filter  dw[kh, kw, c, o] += xpad[oh*sh + kh, ow*sw + kw, c] * dy[oh, ow, o].
+ * Images are first copied into a zero-padded buffer (one pass over the
+ * activations instead of im2col's KH*KW), so the inner loops have no bounds
+ * checks.  The output tile is held in zmm accumulators: forward and
+ * backprop_input a run of WT output pixels x NB blocks of 16 output channels
+ * (weights repacked once per call into 16-channel blocks, zero-padded, so a
+ * block is one aligned load), backprop_filter a run of CT input channels x
+ * NB blocks of 16 output channels summed over all pixels; WT * NB and
+ * CT * NB stay at or below 24 of the 32 zmm registers (the technique of
+ * LIBXSMM's and oneDNN's direct convolutions: Georganas et al., "Anatomy of
+ * High-Performance Deep Learning Convolutions on SIMD Architectures", SC18,
+ * section 3).  Channel counts that are not multiples of 16 use masked loads
+ * and stores.
+ *
+ * Threads: forward and backprop_input take whole images; backprop_filter
+ * deals images round-robin to a fixed number of stripes (from the shapes
+ * only), sums each stripe into its own partial gradient and adds the
+ * partials in stripe order, so results do not depend on the thread count.
+ */
+#include "conv_direct.h"
+
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#define THREAD_ID() omp_get_thread_num()
+#else
+#define THREAD_ID() 0
+#endif
+
+#define MAX_WINDOW 7
+#define MAX_STRIDE 4
+#define MAX_SLOTS 16                     /* images in flight at once, at most */
+#define SLOT_BUDGET ((size_t)64 << 20)   /* bytes for all slots together, roughly */
+#define MAX_TILE 24                      /* accumulators per tile */
+#define MAX_NB 4                         /* 16-channel blocks per tile */
+
+/* ---- geometry (portable) -------------------------------------------------- */
+
+static int64_t blocks16(int64_t n) { return (n + 15) / 16; }
+static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* floats: 64 bytes */
+
+/* Widest tile for nb blocks, then the balanced width for a run of `len`. */
+static int tile_width(int nb, int64_t len) {
+    int64_t cap = MAX_TILE / nb, tiles = (len + cap - 1) / cap;
+    return (int)(tiles ? (len + tiles - 1) / tiles : 1);
+}
+
+/* Forward / filter gradient: x of one image, padded to HP x WP, plus slack
+ * for the last tile's over-read (its extra pixels are computed, not stored). */
+static int64_t xpad_rows(const pr_window *g) { return (g->ho - 1) * g->sh + g->kh; }
+static int64_t xpad_cols(const pr_window *g) { return (g->wo - 1) * g->sw + g->kw; }
+static int64_t xpad_floats(const pr_window *g) {
+    return round16(xpad_rows(g) * xpad_cols(g) * g->c + (MAX_TILE * g->sw + g->kw) * g->c + 16);
+}
+
+/* Backprop input: dy of one image with a margin of KH rows and KW columns. */
+static int64_t dypad_rows(const pr_window *g) { return g->ho + 2 * g->kh; }
+static int64_t dypad_cols(const pr_window *g) { return g->wo + 2 * g->kw; }
+static int64_t dypad_floats(const pr_window *g) {
+    return round16(dypad_rows(g) * dypad_cols(g) * g->o + (MAX_TILE + g->kw) * g->o + 16);
+}
+
+static int64_t packed_floats(const pr_window *g, pr_conv_pass pass) {
+    int64_t taps = g->kh * g->kw;
+    return pass == PR_CONV_BACKPROP_INPUT ? blocks16(g->c) * taps * g->o * 16
+                                          : blocks16(g->o) * taps * g->c * 16;
+}
+
+static int64_t count_slots(int64_t units, int64_t slot_floats) {
+    int64_t budget = (int64_t)(SLOT_BUDGET / (sizeof(float) * (size_t)(slot_floats ? slot_floats : 1)));
+    int64_t s = units < MAX_SLOTS ? units : MAX_SLOTS;
+    if (s > budget) s = budget > 1 ? budget : 1;
+    return units > 0 ? s : 0;
+}
+
+static int threads_for(int64_t slots) {
+    int64_t t = pr_get_num_threads();
+    return (int)(slots < 1 ? 1 : slots < t ? slots : t);
+}
+
+static int64_t slot_floats(const pr_window *g, pr_conv_pass pass) {
+    int64_t taps = g->kh * g->kw;
+    switch (pass) {
+    case PR_CONV_FORWARD: return xpad_floats(g);
+    case PR_CONV_BACKPROP_INPUT: return dypad_floats(g);
+    case PR_CONV_BACKPROP_FILTER: return xpad_floats(g) + round16(taps * g->c * g->o);
+    }
+    return 0;
+}
+
+int pr_conv_direct_supports(const pr_window *g) {
+    return g->kh >= 1 && g->kw >= 1 && g->kh <= MAX_WINDOW && g->kw <= MAX_WINDOW &&
+           g->sh >= 1 && g->sw >= 1 && g->sh <= MAX_STRIDE && g->sw <= MAX_STRIDE && g->c >= 1 &&
+           g->o >= 1 && g->ho >= 1 && g->wo >= 1;
+}
+
+size_t pr_conv_direct_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
+    int64_t slot = slot_floats(g, pass);
+    return sizeof(float) * (size_t)(round16(packed_floats(g, pass)) + count_slots(g->n, slot) * slot);
+}
+
+/* Copy image rows [0, rows) x cols [0, cols) of a (rows_in, cols_in, ch)
+ * image into a (prows, pcols, ch) buffer at offset (top, left); zero the rest
+ * (and the slack after it, `total` floats in all). */
+static void pad_image(const float *src, int64_t rows_in, int64_t cols_in, int64_t ch, float *dst,
+                      int64_t prows, int64_t pcols, int64_t top, int64_t left, int64_t total) {
+    memset(dst, 0, sizeof(float) * (size_t)total);
+    int64_t c0 = left < 0 ? -left : 0, c1 = cols_in < pcols - left ? cols_in : pcols - left;
+    if (c1 <= c0) return;
+    for (int64_t r = 0; r < rows_in; r++) {
+        int64_t pr = r + top;
+        if (pr < 0 || pr >= prows) continue;
+        memcpy(dst + (pr * pcols + left + c0) * ch, src + (r * cols_in + c0) * ch,
+               sizeof(float) * (size_t)((c1 - c0) * ch));
+    }
+}
+
+/* ---- AVX-512 ---------------------------------------------------------------- */
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,fma")
+#include <immintrin.h>
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* One output tile of WT pixels x NB channel blocks: a sum over taps and
+ * input channels.  w[t] points at tap t's (cin x 16) block of the first
+ * channel block; block b is `wob` floats further.  Pixel p of the tile reads
+ * in + p*ps + toff[t] + c and writes out + p*os (nstore pixels are stored;
+ * `mask` selects the channels of block NB-1). */
+typedef struct {
+    const float *in;
+    int64_t ps, cin, wob, os;
+    const int64_t *toff;
+    const float *const *w;
+    int taps, nstore;
+    float *out;
+    __mmask16 mask;
+} tile_args;
+
+ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int NB) {
+    __m512 acc[MAX_NB][MAX_TILE];
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; b++)
+#pragma GCC unroll 24
+        for (int p = 0; p < WT; p++) acc[b][p] = _mm512_setzero_ps();
+    const int64_t ps = A->ps, cin = A->cin, wob = A->wob;
+    for (int t = 0; t < A->taps; t++) {
+        const float *a = A->in + A->toff[t], *wt = A->w[t];
+        for (int64_t c = 0; c < cin; c++, a++, wt += 16) {
+            __m512 wv[MAX_NB];
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) wv[b] = _mm512_load_ps(wt + b * wob);
+#pragma GCC unroll 24
+            for (int p = 0; p < WT; p++) {
+                __m512 xv = _mm512_set1_ps(a[p * ps]);
+#pragma GCC unroll 4
+                for (int b = 0; b < NB; b++) acc[b][p] = _mm512_fmadd_ps(xv, wv[b], acc[b][p]);
+            }
+        }
+    }
+#pragma GCC unroll 24
+    for (int p = 0; p < WT; p++) {
+        if (p >= A->nstore) break;
+        float *o = A->out + p * A->os;
+#pragma GCC unroll 4
+        for (int b = 0; b < NB - 1; b++) _mm512_storeu_ps(o + 16 * b, acc[b][p]);
+        _mm512_mask_storeu_ps(o + 16 * (NB - 1), A->mask, acc[NB - 1][p]);
+    }
+}
+
+typedef void (*tile_fn)(const tile_args *);
+
+#define TILE(WT, NB) \
+    static void tile_##WT##_##NB(const tile_args *A) { tile_body(A, WT, NB); }
+#define TILES_UP_TO_6(NB) TILE(1, NB) TILE(2, NB) TILE(3, NB) TILE(4, NB) TILE(5, NB) TILE(6, NB)
+#define TILES_7_TO_12(NB) TILE(7, NB) TILE(8, NB) TILE(9, NB) TILE(10, NB) TILE(11, NB) TILE(12, NB)
+#define TILES_13_TO_24(NB) TILE(13, NB) TILE(14, NB) TILE(15, NB) TILE(16, NB) TILE(17, NB) \
+    TILE(18, NB) TILE(19, NB) TILE(20, NB) TILE(21, NB) TILE(22, NB) TILE(23, NB) TILE(24, NB)
+TILES_UP_TO_6(1) TILES_7_TO_12(1) TILES_13_TO_24(1)
+TILES_UP_TO_6(2) TILES_7_TO_12(2)
+TILES_UP_TO_6(3) TILE(7, 3) TILE(8, 3)
+TILES_UP_TO_6(4)
+
+#define ROW6(NB) tile_1_##NB, tile_2_##NB, tile_3_##NB, tile_4_##NB, tile_5_##NB, tile_6_##NB
+static const tile_fn tiles1[24] = {ROW6(1), tile_7_1, tile_8_1, tile_9_1, tile_10_1, tile_11_1,
+                                   tile_12_1, tile_13_1, tile_14_1, tile_15_1, tile_16_1,
+                                   tile_17_1, tile_18_1, tile_19_1, tile_20_1, tile_21_1,
+                                   tile_22_1, tile_23_1, tile_24_1};
+static const tile_fn tiles2[12] = {ROW6(2), tile_7_2, tile_8_2, tile_9_2, tile_10_2, tile_11_2,
+                                   tile_12_2};
+static const tile_fn tiles3[8] = {ROW6(3), tile_7_3, tile_8_3};
+static const tile_fn tiles4[6] = {ROW6(4)};
+static const tile_fn *const tiles[MAX_NB + 1] = {NULL, tiles1, tiles2, tiles3, tiles4};
+
+static __mmask16 tail_mask(int64_t channels) {
+    int64_t r = channels % 16;
+    return r ? (__mmask16)((1u << r) - 1) : (__mmask16)0xFFFF;
+}
+
+/* One output row segment of `len` pixels, all output channel blocks:
+ * A->in / A->out at pixel 0, A->w at block 0; `cout` output channels. */
+static void row_tiles(tile_args A, int64_t len, int64_t cout, int64_t ips) {
+    int64_t nob = blocks16(cout);
+    const float *w0[MAX_WINDOW * MAX_WINDOW];
+    memcpy(w0, A.w, sizeof(float *) * (size_t)A.taps);
+    for (int64_t ob = 0; ob < nob; ob += MAX_NB) {
+        int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
+        int wt = tile_width(nb, len);
+        const float *wb[MAX_WINDOW * MAX_WINDOW];
+        for (int t = 0; t < A.taps; t++) wb[t] = w0[t] + ob * A.wob;
+        tile_args T = A;
+        T.w = wb;
+        T.mask = ob + nb == nob ? tail_mask(cout) : (__mmask16)0xFFFF;
+        for (int64_t p = 0; p < len; p += wt) {
+            T.in = A.in + p * ips;
+            T.out = A.out + p * A.os + ob * 16;
+            T.nstore = (int)(len - p < wt ? len - p : wt);
+            tiles[nb][wt - 1](&T);
+        }
+    }
+}
+
+/* w (KH, KW, C, O) -> [O/16][KH*KW][C][16], zero-padded. */
+static void pack_forward(const pr_window *g, const float *w, float *wp) {
+    int64_t taps = g->kh * g->kw, C = g->c, O = g->o;
+    for (int64_t ob = 0; ob < blocks16(O); ob++)
+        for (int64_t t = 0; t < taps; t++)
+            for (int64_t c = 0; c < C; c++) {
+                float *dst = wp + ((ob * taps + t) * C + c) * 16;
+                for (int64_t j = 0; j < 16; j++) {
+                    int64_t o = ob * 16 + j;
+                    dst[j] = o < O ? w[(t * C + c) * O + o] : 0.0f;
+                }
+            }
+}
+
+/* w (KH, KW, C, O) -> [C/16][KH*KW][O][16], zero-padded: the transposed
+ * filter that backprop_input sums with. */
+static void pack_transposed(const pr_window *g, const float *w, float *wp) {
+    int64_t taps = g->kh * g->kw, C = g->c, O = g->o;
+    for (int64_t cb = 0; cb < blocks16(C); cb++)
+        for (int64_t t = 0; t < taps; t++)
+            for (int64_t o = 0; o < O; o++) {
+                float *dst = wp + ((cb * taps + t) * O + o) * 16;
+                for (int64_t j = 0; j < 16; j++) {
+                    int64_t c = cb * 16 + j;
+                    dst[j] = c < C ? w[(t * C + c) * O + o] : 0.0f;
+                }
+            }
+}
+
+int pr_conv_direct_forward(const pr_window *g, const float *x, const float *w, float *y,
+                           void *scratch) {
+    const int64_t taps = g->kh * g->kw, C = g->c, O = g->o, HP = xpad_rows(g), WP = xpad_cols(g);
+    const int64_t slot = slot_floats(g, PR_CONV_FORWARD), slots = count_slots(g->n, slot);
+    float *wp = scratch, *pads = wp + round16(packed_floats(g, PR_CONV_FORWARD));
+    pack_forward(g, w, wp);
+    int64_t toff[MAX_WINDOW * MAX_WINDOW];
+    const float *wt[MAX_WINDOW * MAX_WINDOW];
+    for (int64_t kh = 0; kh < g->kh; kh++)
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+            int64_t t = kh * g->kw + kw;
+            toff[t] = (kh * WP + kw) * C;
+            wt[t] = wp + t * C * 16;
+        }
+#pragma omp parallel num_threads(threads_for(slots))
+    {
+        float *xp = pads + THREAD_ID() * slot;
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < g->n; n++) {
+            pad_image(x + n * g->h * g->w * C, g->h, g->w, C, xp, HP, WP, g->ph, g->pw, slot);
+            tile_args A = {.ps = g->sw * C, .cin = C, .wob = taps * C * 16, .os = O, .toff = toff,
+                           .w = wt, .taps = (int)taps};
+            for (int64_t oh = 0; oh < g->ho; oh++) {
+                A.in = xp + oh * g->sh * WP * C;
+                A.out = y + (n * g->ho + oh) * g->wo * O;
+                row_tiles(A, g->wo, O, A.ps);
+            }
+        }
+    }
+    return PR_OK;
+}
+
+int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const float *w, float *dx,
+                                  void *scratch) {
+    const int64_t taps = g->kh * g->kw, C = g->c, O = g->o;
+    const int64_t DR = dypad_rows(g), DC = dypad_cols(g);
+    const int64_t slot = slot_floats(g, PR_CONV_BACKPROP_INPUT), slots = count_slots(g->n, slot);
+    float *wp = scratch, *pads = wp + round16(packed_floats(g, PR_CONV_BACKPROP_INPUT));
+    pack_transposed(g, w, wp);
+#pragma omp parallel num_threads(threads_for(slots))
+    {
+        float *dp = pads + THREAD_ID() * slot;
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < g->n; n++) {
+            float *dxn = dx + n * g->h * g->w * C;
+            pad_image(dy + n * g->ho * g->wo * O, g->ho, g->wo, O, dp, DR, DC, g->kh, g->kw, slot);
+            for (int64_t rh = 0; rh < g->sh && rh < g->h; rh++)
+                for (int64_t rw = 0; rw < g->sw && rw < g->w; rw++) {
+                    /* This phase's taps: dx[i*sh + rh, j*sw + rw] reads dy[i + di, j + dj]. */
+                    int64_t toff[MAX_WINDOW * MAX_WINDOW];
+                    const float *wt[MAX_WINDOW * MAX_WINDOW];
+                    int nt = 0;
+                    for (int64_t kh = 0; kh < g->kh; kh++) {
+                        int64_t u = rh + g->ph - kh;
+                        if (((u % g->sh) + g->sh) % g->sh) continue;
+                        for (int64_t kw = 0; kw < g->kw; kw++) {
+                            int64_t v = rw + g->pw - kw;
+                            if (((v % g->sw) + g->sw) % g->sw) continue;
+                            toff[nt] = ((u / g->sh) * DC + v / g->sw) * O;
+                            wt[nt++] = wp + (kh * g->kw + kw) * O * 16;
+                        }
+                    }
+                    int64_t rows = (g->h - rh + g->sh - 1) / g->sh;
+                    int64_t cols = (g->w - rw + g->sw - 1) / g->sw;
+                    for (int64_t i = 0; i < rows; i++) {
+                        float *out = dxn + ((i * g->sh + rh) * g->w + rw) * C;
+                        if (nt == 0) { /* no tap reaches these pixels */
+                            for (int64_t j = 0; j < cols; j++)
+                                memset(out + j * g->sw * C, 0, sizeof(float) * (size_t)C);
+                            continue;
+                        }
+                        tile_args A = {.in = dp + ((i + g->kh) * DC + g->kw) * O, .ps = O,
+                                       .cin = O, .wob = taps * O * 16, .os = g->sw * C,
+                                       .toff = toff, .w = wt, .taps = nt, .out = out};
+                        row_tiles(A, cols, C, O);
+                    }
+                }
+        }
+    }
+    return PR_OK;
+}
+
+/* ---- filter gradient ---------------------------------------------------------- */
+
+/* dw[c0 .. c0+CT) x [NB blocks] += sum over the image's pixels: x at
+ * pixel (r, q) is x + r*rs + q*ps (channel c0 of tap t), dy at dy + (r*cols +
+ * q)*dps (block 0 of the group). */
+typedef struct {
+    const float *x, *dy;
+    int64_t ps, rs, rows, cols, dps, dwc;
+    float *dw;
+    __mmask16 mask;
+} ftile_args;
+
+ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
+    __m512 acc[MAX_NB][MAX_TILE];
+#pragma GCC unroll 24
+    for (int c = 0; c < CT; c++) {
+#pragma GCC unroll 4
+        for (int b = 0; b < NB - 1; b++) acc[b][c] = _mm512_loadu_ps(A->dw + c * A->dwc + 16 * b);
+        acc[NB - 1][c] = _mm512_maskz_loadu_ps(A->mask, A->dw + c * A->dwc + 16 * (NB - 1));
+    }
+    const float *dyp = A->dy;
+    for (int64_t r = 0; r < A->rows; r++) {
+        const float *xp = A->x + r * A->rs;
+        for (int64_t q = 0; q < A->cols; q++, xp += A->ps, dyp += A->dps) {
+            __m512 dv[MAX_NB];
+#pragma GCC unroll 4
+            for (int b = 0; b < NB - 1; b++) dv[b] = _mm512_loadu_ps(dyp + 16 * b);
+            dv[NB - 1] = _mm512_maskz_loadu_ps(A->mask, dyp + 16 * (NB - 1));
+#pragma GCC unroll 24
+            for (int c = 0; c < CT; c++) {
+                __m512 xv = _mm512_set1_ps(xp[c]);
+#pragma GCC unroll 4
+                for (int b = 0; b < NB; b++) acc[b][c] = _mm512_fmadd_ps(xv, dv[b], acc[b][c]);
+            }
+        }
+    }
+#pragma GCC unroll 24
+    for (int c = 0; c < CT; c++) {
+#pragma GCC unroll 4
+        for (int b = 0; b < NB - 1; b++) _mm512_storeu_ps(A->dw + c * A->dwc + 16 * b, acc[b][c]);
+        _mm512_mask_storeu_ps(A->dw + c * A->dwc + 16 * (NB - 1), A->mask, acc[NB - 1][c]);
+    }
+}
+
+#define FTILE(CT, NB) \
+    static void ftile_##CT##_##NB(const ftile_args *A) { ftile_body(A, CT, NB); }
+typedef void (*ftile_fn)(const ftile_args *);
+FTILE(1, 1) FTILE(2, 1) FTILE(3, 1) FTILE(4, 1) FTILE(5, 1) FTILE(6, 1) FTILE(7, 1) FTILE(8, 1)
+FTILE(9, 1) FTILE(10, 1) FTILE(11, 1) FTILE(12, 1) FTILE(13, 1) FTILE(14, 1) FTILE(15, 1)
+FTILE(16, 1) FTILE(17, 1) FTILE(18, 1) FTILE(19, 1) FTILE(20, 1) FTILE(21, 1) FTILE(22, 1)
+FTILE(23, 1) FTILE(24, 1)
+FTILE(1, 2) FTILE(2, 2) FTILE(3, 2) FTILE(4, 2) FTILE(5, 2) FTILE(6, 2) FTILE(7, 2) FTILE(8, 2)
+FTILE(9, 2) FTILE(10, 2) FTILE(11, 2) FTILE(12, 2)
+FTILE(1, 3) FTILE(2, 3) FTILE(3, 3) FTILE(4, 3) FTILE(5, 3) FTILE(6, 3) FTILE(7, 3) FTILE(8, 3)
+FTILE(1, 4) FTILE(2, 4) FTILE(3, 4) FTILE(4, 4) FTILE(5, 4) FTILE(6, 4)
+
+static const ftile_fn ftiles1[24] = {
+    ftile_1_1, ftile_2_1, ftile_3_1, ftile_4_1, ftile_5_1, ftile_6_1, ftile_7_1, ftile_8_1,
+    ftile_9_1, ftile_10_1, ftile_11_1, ftile_12_1, ftile_13_1, ftile_14_1, ftile_15_1, ftile_16_1,
+    ftile_17_1, ftile_18_1, ftile_19_1, ftile_20_1, ftile_21_1, ftile_22_1, ftile_23_1, ftile_24_1};
+static const ftile_fn ftiles2[12] = {ftile_1_2, ftile_2_2, ftile_3_2, ftile_4_2,
+                                     ftile_5_2, ftile_6_2, ftile_7_2, ftile_8_2,
+                                     ftile_9_2, ftile_10_2, ftile_11_2, ftile_12_2};
+static const ftile_fn ftiles3[8] = {ftile_1_3, ftile_2_3, ftile_3_3, ftile_4_3,
+                                    ftile_5_3, ftile_6_3, ftile_7_3, ftile_8_3};
+static const ftile_fn ftiles4[6] = {ftile_1_4, ftile_2_4, ftile_3_4, ftile_4_4, ftile_5_4, ftile_6_4};
+static const ftile_fn *const ftiles[MAX_NB + 1] = {NULL, ftiles1, ftiles2, ftiles3, ftiles4};
+
+/* Add one padded image's contribution to the partial gradient dw (T, C, O). */
+static void filter_image(const pr_window *g, const float *xp, const float *dyn, float *dw) {
+    const int64_t C = g->c, O = g->o, WP = xpad_cols(g), nob = blocks16(O);
+    for (int64_t kh = 0; kh < g->kh; kh++)
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+            float *dwt = dw + (kh * g->kw + kw) * C * O;
+            for (int64_t ob = 0; ob < nob; ob += MAX_NB) {
+                int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
+                int ct = tile_width(nb, C);
+                for (int64_t c0 = 0; c0 < C; c0 += ct) {
+                    int n = (int)(C - c0 < ct ? C - c0 : ct);
+                    ftile_args A = {.x = xp + (kh * WP + kw) * C + c0, .dy = dyn + ob * 16,
+                                    .ps = g->sw * C, .rs = g->sh * WP * C, .rows = g->ho,
+                                    .cols = g->wo, .dps = O, .dwc = O,
+                                    .dw = dwt + c0 * O + ob * 16,
+                                    .mask = ob + nb == nob ? tail_mask(O) : (__mmask16)0xFFFF};
+                    ftiles[nb][n - 1](&A);
+                }
+            }
+        }
+}
+
+int pr_conv_direct_backprop_filter(const pr_window *g, const float *x, const float *dy, float *dw,
+                                   void *scratch) {
+    const int64_t C = g->c, O = g->o, K = g->kh * g->kw * C * O;
+    const int64_t slot = slot_floats(g, PR_CONV_BACKPROP_FILTER);
+    const int64_t stripes = count_slots(g->n, slot), pad = xpad_floats(g);
+    if (stripes == 0) { /* empty batch */
+        memset(dw, 0, sizeof(float) * (size_t)K);
+        return PR_OK;
+    }
+    float *slots = (float *)scratch + round16(packed_floats(g, PR_CONV_BACKPROP_FILTER));
+#pragma omp parallel num_threads(threads_for(stripes))
+    {
+#pragma omp for schedule(static)
+        for (int64_t s = 0; s < stripes; s++) {
+            float *xp = slots + s * slot, *part = xp + pad;
+            memset(part, 0, sizeof(float) * (size_t)K);
+            for (int64_t n = s; n < g->n; n += stripes) {
+                pad_image(x + n * g->h * g->w * C, g->h, g->w, C, xp, xpad_rows(g), xpad_cols(g),
+                          g->ph, g->pw, pad);
+                filter_image(g, xp, dy + n * g->ho * g->wo * O, part);
+            }
+        }
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < K; i++) {
+            float sum = slots[pad + i];
+            for (int64_t s = 1; s < stripes; s++) sum += slots[s * slot + pad + i];
+            dw[i] = sum;
+        }
+    }
+    return PR_OK;
+}
+
+#pragma GCC pop_options

@@ -1,0 +1,25 @@
+/* Direct NHWC convolutions with AVX-512 (conv_direct.c): the fast variants
+ * of conv2d and its two backprop ops, chosen at run time when the CPU has
+ * AVX-512 F (cpu.h) and the window fits (pr_conv_direct_supports).  Same
+ * layouts, geometry and results (to float32 rounding) as the im2col +
+ * OpenBLAS reference kernels of conv.h, which they are tested against. */
+#ifndef PR_K_CONV_DIRECT_H
+#define PR_K_CONV_DIRECT_H
+
+#include "conv.h"
+
+/* Whether the direct kernels run this geometry: windows up to 7x7 and
+ * strides up to 4 (CPU features are the caller's check). */
+int pr_conv_direct_supports(const pr_window *g);
+/* Scratch bytes of a pass: repacked weights, per-slot padded images (and
+ * per-stripe partial filter gradients), independent of the thread count. */
+size_t pr_conv_direct_scratch_bytes(const pr_window *g, pr_conv_pass pass);
+
+int pr_conv_direct_forward(const pr_window *g, const float *x, const float *w, float *y,
+                           void *scratch);
+int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const float *w, float *dx,
+                                  void *scratch);
+int pr_conv_direct_backprop_filter(const pr_window *g, const float *x, const float *dy, float *dw,
+                                   void *scratch);
+
+#endif

@@ -1,0 +1,90 @@
+/* The CPU probe (cpu.h): cpuid leaves 1, 7 and 0x80000002-4, and XCR0 for
+ * the register state the OS saves (Intel SDM vol. 1, 13.3 and 15.2: AVX-512
+ * is usable only when XCR0 bits 1, 2, 5, 6 and 7 are set; AMX needs bits 17
+ * and 18, and on Linux a per-process permission that bfloat16 kernels
+ * request themselves). */
+#include "cpu.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static unsigned probe(char *brand) {
+    unsigned a, b, c, d, f = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    int osxsave = (c >> 27) & 1, fma = (c >> 12) & 1, avx = (c >> 28) & 1;
+    uint64_t xcr0 = osxsave ? xgetbv0() : 0;
+    int ymm = (xcr0 & 0x6) == 0x6, zmm = (xcr0 & 0xe6) == 0xe6, tiles = (xcr0 & 0x60000) == 0x60000;
+    if (fma && avx && ymm) f |= PR_CPU_FMA;
+    if (__get_cpuid_max(0, NULL) >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        if (((b >> 5) & 1) && avx && ymm) f |= PR_CPU_AVX2;
+        if (zmm) {
+            if ((b >> 16) & 1) f |= PR_CPU_AVX512F;
+            if ((b >> 17) & 1) f |= PR_CPU_AVX512DQ;
+            if ((b >> 30) & 1) f |= PR_CPU_AVX512BW;
+            if ((b >> 31) & 1) f |= PR_CPU_AVX512VL;
+        }
+        if (tiles && ((d >> 24) & 1)) f |= PR_CPU_AMX_TILE;
+        if (tiles && ((d >> 22) & 1)) f |= PR_CPU_AMX_BF16;
+        unsigned a1, b1, c1, d1;
+        __cpuid_count(7, 1, a1, b1, c1, d1);
+        if (zmm && ((a1 >> 5) & 1)) f |= PR_CPU_AVX512_BF16;
+    }
+    if (__get_cpuid_max(0x80000000, NULL) >= 0x80000004) {
+        unsigned *w = (unsigned *)brand;
+        for (unsigned leaf = 0; leaf < 3; leaf++)
+            __get_cpuid(0x80000002 + leaf, &w[4 * leaf], &w[4 * leaf + 1], &w[4 * leaf + 2],
+                        &w[4 * leaf + 3]);
+        brand[48] = 0;
+    }
+    return f;
+}
+#else
+static unsigned probe(char *brand) { return 0; }
+#endif
+
+static unsigned features;
+static int probed, reference_only;
+static char brand[64];
+
+static void ensure(void) {
+    if (probed) return;
+    features = probe(brand);
+    const char *env = getenv("PYRESNET_KERNELS");
+    reference_only = env && strcmp(env, "reference") == 0;
+    probed = 1;
+}
+
+unsigned pr_cpu_features(void) {
+    ensure();
+    return features;
+}
+
+int pr_cpu_reference_only(void) {
+    ensure();
+    return reference_only;
+}
+
+const char *pr_cpu_brand(void) {
+    ensure();
+    const char *s = brand;
+    while (*s == ' ') s++;
+    return s;
+}
+
+const char *pr_cpu_feature_name(int k) {
+    static const char *names[PR_CPU_N_FEATURES] = {
+        "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "amx_tile",
+        "amx_bf16"};
+    return k >= 0 && k < PR_CPU_N_FEATURES ? names[k] : "?";
+}

@@ -1,0 +1,31 @@
+/* What this processor can run: one probe (cpuid + xgetbv), made once at
+ * import, that kernel-variant tables consult (csrc/ops.h, pr_variant).
+ * PYRESNET_KERNELS=reference in the environment at import forces every op
+ * onto its portable reference kernel. */
+#ifndef PR_K_CPU_H
+#define PR_K_CPU_H
+
+enum {
+    PR_CPU_AVX2 = 1u << 0,
+    PR_CPU_FMA = 1u << 1,
+    PR_CPU_AVX512F = 1u << 2,
+    PR_CPU_AVX512BW = 1u << 3,
+    PR_CPU_AVX512VL = 1u << 4,
+    PR_CPU_AVX512DQ = 1u << 5,
+    PR_CPU_AVX512_BF16 = 1u << 6,
+    PR_CPU_AMX_TILE = 1u << 7,
+    PR_CPU_AMX_BF16 = 1u << 8,
+};
+#define PR_CPU_N_FEATURES 9
+
+/* The feature bits of this CPU that the OS also enabled (AVX-512 needs the
+ * zmm state in XCR0, AMX the tile state), probed on first use. */
+unsigned pr_cpu_features(void);
+/* Name of feature bit k (0 <= k < PR_CPU_N_FEATURES). */
+const char *pr_cpu_feature_name(int k);
+/* Whether only reference kernels may run (PYRESNET_KERNELS=reference). */
+int pr_cpu_reference_only(void);
+/* The processor's brand string ("Intel(R) Xeon(R) ..."), or "". */
+const char *pr_cpu_brand(void);
+
+#endif
