@@ -417,6 +417,98 @@ static PyObject *py_call(PyObject *self, PyObject *args, PyObject *kwargs) {
 
 static PyObject *py_op_names(PyObject *self, PyObject *noargs) { return PyDict_Keys(op_table); }
 
+/* cpu_info() -> dict: brand, features (list of names), reference_only. */
+static PyObject *py_cpu_info(PyObject *self, PyObject *noargs) {
+    unsigned f = pr_cpu_features();
+    PyObject *names = PyList_New(0);
+    for (int k = 0; names && k < PR_CPU_N_FEATURES; k++) {
+        if (!(f >> k & 1)) continue;
+        PyObject *s = PyUnicode_FromString(pr_cpu_feature_name(k));
+        if (!s || PyList_Append(names, s) < 0) Py_CLEAR(names);
+        Py_XDECREF(s);
+    }
+    if (!names) return NULL;
+    return Py_BuildValue("{s:s,s:N,s:O}", "brand", pr_cpu_brand(), "features", names,
+                         "reference_only", pr_cpu_reference_only() ? Py_True : Py_False);
+}
+
+/* op_variants(name) -> [(variant name, runs on this CPU)], priority order. */
+static PyObject *py_op_variants(PyObject *self, PyObject *arg) {
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name) return NULL;
+    const pr_op *op = pr_op_lookup(name);
+    if (!op) {
+        PyErr_Format(PyExc_KeyError, "op '%s' is not registered", name);
+        return NULL;
+    }
+    PyObject *l = PyList_New(op->n_variants);
+    for (int v = 0; l && v < op->n_variants; v++) {
+        const pr_variant *k = &op->variants[v];
+        int cpu_ok = (pr_cpu_features() & k->cpu) == k->cpu;
+        PyObject *item = Py_BuildValue("(sO)", k->name, cpu_ok ? Py_True : Py_False);
+        if (!item) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, v, item);
+    }
+    return l;
+}
+
+/* run_variant(name, variant, *inputs, **attrs): run one kernel variant of an
+ * op eagerly on real inputs (for tests and benchmarks); ValueError when it
+ * cannot run them on this CPU.  Not recorded on tapes. */
+static PyObject *py_run_variant(PyObject *self, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n < 2 || !PyUnicode_Check(PyTuple_GET_ITEM(args, 0)) ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(args, 1))) {
+        PyErr_SetString(PyExc_TypeError, "run_variant(name, variant, *inputs, **attrs)");
+        return NULL;
+    }
+    const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 0));
+    const char *vname = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 1));
+    if (!name || !vname) return NULL;
+    const pr_op *op = pr_op_lookup(name);
+    if (!op) {
+        PyErr_Format(PyExc_NotImplementedError, "op '%s' is not registered", name);
+        return NULL;
+    }
+    int v = -1;
+    for (int k = 0; k < op->n_variants; k++)
+        if (strcmp(op->variants[k].name, vname) == 0) v = k;
+    if (v < 0) return pr_fail(op, PyExc_ValueError, "has no kernel variant '%s'", vname), NULL;
+    if (n - 2 != op->n_in || op->n_out != 1)
+        return pr_fail(op, PyExc_TypeError, "run_variant: takes %d inputs and one output",
+                       op->n_in), NULL;
+    char attrs[PR_ATTR_BYTES];
+    if (pr_parse_attrs(op, kwargs, attrs) < 0) return NULL;
+    pr_Tensor *t[PR_MAX_INPUTS] = {NULL};
+    pr_view in[PR_MAX_INPUTS], out[PR_MAX_OUTPUTS];
+    PyObject *result = NULL;
+    size_t scratch;
+    for (int i = 0; i < op->n_in; i++) {
+        t[i] = pr_tensor_from_arg(PyTuple_GET_ITEM(args, 2 + i), op->name, "input");
+        if (!t[i]) goto done;
+        if (t[i]->sym) {
+            pr_fail(op, PyExc_TypeError, "run_variant: inputs must be real tensors");
+            goto done;
+        }
+        in[i] = t[i]->v;
+    }
+    if (pr_infer(op, in, op->n_in, attrs, out, &scratch) < 0) goto done;
+    if (!pr_variant_usable(op, v, in, op->n_in, out, attrs)) {
+        pr_fail(op, PyExc_ValueError, "kernel variant '%s' cannot run these inputs on this CPU",
+                vname);
+        goto done;
+    }
+    pr_Tensor *o = pr_tensor_new(out[0].dtype, out[0].ndim, out[0].shape);
+    if (!o) goto done;
+    out[0].data = o->v.data;
+    scratch = pr_variant_scratch(op, v, in, op->n_in, out, attrs, scratch);
+    if (pr_run_forward(op, v, in, op->n_in, out, attrs, scratch) < 0) Py_DECREF(o);
+    else result = (PyObject *)o;
+done:
+    for (int i = 0; i < op->n_in; i++) Py_XDECREF(t[i]);
+    return result;
+}
+
 static PyObject *py_op_info(PyObject *self, PyObject *arg) {
     const char *name = PyUnicode_AsUTF8(arg);
     if (!name) return NULL;
@@ -464,12 +556,19 @@ static PyMethodDef ops_methods[] = {
      "call(name, *inputs, **attrs): run a registered op (eager or traced)."},
     {"op_names", py_op_names, METH_NOARGS, "Names of all registered ops."},
     {"op_info", py_op_info, METH_O, "op_info(name) -> dict describing a registered op."},
+    {"cpu_info", py_cpu_info, METH_NOARGS,
+     "cpu_info() -> dict: brand, features, reference_only (PYRESNET_KERNELS=reference)."},
+    {"op_variants", py_op_variants, METH_O,
+     "op_variants(name) -> [(kernel variant, runs on this CPU)] in priority order."},
+    {"run_variant", (PyCFunction)(void (*)(void))py_run_variant, METH_VARARGS | METH_KEYWORDS,
+     "run_variant(name, variant, *inputs, **attrs): run one kernel variant eagerly."},
     {"set_num_threads", py_set_num_threads, METH_O,
      "set_num_threads(n): threads for our kernels and OpenBLAS (1 <= n <= 1024)."},
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "Threads used by kernels."},
     {NULL}};
 
 int pr_ops_init(PyObject *module) {
+    pr_cpu_features(); /* the one probe, while the GIL serialises it */
     op_table = PyDict_New();
     if (!op_table) return -1;
     for (size_t f = 0; f < sizeof families / sizeof *families; f++) {

@@ -15,6 +15,7 @@ from . import models
 from .models import Model, Sequential
 from . import applications
 from . import data, datasets
+from .config import show_config
 
 
 def set_num_threads(n):

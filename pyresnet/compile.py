@@ -218,13 +218,17 @@ class ConcreteFunction:
     @property
     def nodes(self):
         """List of dicts, one per node in run order: ``op`` (name), ``inputs``
-        and ``outputs`` (value ids), ``output_shapes`` (tuples), ``flops``."""
+        and ``outputs`` (value ids), ``output_shapes`` (tuples), ``flops``,
+        ``kernel`` (the kernel variant the node runs, e.g.
+        ``"avx512_direct"``; None for ops with one kernel).  Under
+        ``jit_compile`` the kernel is the one timing chose, once the first
+        call of these shapes has run."""
         plan = self._plan()
         result = []
         for j, (op, ins, outs) in enumerate(self._graph.nodes()):
             result.append({"op": op, "inputs": ins, "outputs": outs,
                            "output_shapes": [plan["shapes"][v] for v in outs],
-                           "flops": plan["node_flops"][j]})
+                           "flops": plan["node_flops"][j], "kernel": plan["kernels"][j]})
         return result
 
     @property
@@ -311,7 +315,8 @@ class ConcreteFunction:
         for j, ((op, ins, outs), (start, dur)) in enumerate(zip(self._graph.nodes(), times)):
             events.append({"name": op, "cat": "op", "ph": "X", "ts": start - t0, "dur": dur,
                            "pid": 0, "tid": 0,
-                           "args": {"node": j, "inputs": ins, "outputs": outs,
+                           "args": {"node": j, "kernel": plan["kernels"][j],
+                                    "inputs": ins, "outputs": outs,
                                     "shapes": [list(plan["shapes"][v]) for v in outs],
                                     "flops": plan["node_flops"][j]}})
         trace = {"traceEvents": events, "displayTimeUnit": "ms",
