@@ -479,7 +479,9 @@ def test_resnet_compiled_matches_eager(jit):
     got = compiled_fwd(comp, x, y)
     for w, g in zip(want[:3] + tuple(want[3]), got[:3] + tuple(got[3])):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
-    _assert_weights_close(eager, comp, 0, 0)  # BN moving stats updated alike
+    # BN moving stats updated alike (exactly, unless jit timing chose another
+    # conv kernel variant than eager's, which sums in another order)
+    _assert_weights_close(eager, comp, 1e-5 if jit else 0, 1e-7 if jit else 0)
 
     step = pr.compile(comp.train_step, jit_compile=jit)
     if jit:  # BN + ReLU and the residual add + ReLU are fused
@@ -497,8 +499,12 @@ def test_resnet_compiled_matches_eager(jit):
     _assert_weights_close(eager, comp, 1e-4, 1e-5)
     assert step.tracing_count == 1
     if jit:  # every node's kernel (and thread count) has been chosen by timing
-        variants = step.get_concrete_function(x, y).graph.plan([x, y])["variants"]
+        cf = step.get_concrete_function(x, y)
+        variants = cf.graph.plan([x, y])["variants"]
         assert all(v >= 0 for v in variants)
+        kernels = {n["kernel"] for n in cf.nodes if n["op"].startswith("conv2d")}
+        assert kernels and kernels <= {k + t for k in ("avx512_direct", "im2col_blas")
+                                       for t in ("", " @1 thread")}
 
 
 def test_kernel_error_raises_like_eager_and_leaves_weights():
