@@ -58,19 +58,51 @@ static int tile_width(int nb, int64_t len) {
     return (int)(tiles ? (len + tiles - 1) / tiles : 1);
 }
 
-/* Forward / filter gradient: x of one image, padded to HP x WP, plus slack
- * for the last tile's over-read (its extra pixels are computed, not stored). */
+/* Forward / filter gradient: x of one image, padded to HP x WP.  Tiles read
+ * only the pixels they store, so nothing past the buffer. */
 static int64_t xpad_rows(const pr_window *g) { return (g->ho - 1) * g->sh + g->kh; }
 static int64_t xpad_cols(const pr_window *g) { return (g->wo - 1) * g->sw + g->kw; }
+/* Copy image rows [0, rows) x cols [0, cols) of a (rows_in, cols_in, ch)
+ * image into a (prows, pcols, ch) buffer at offset (top, left); zero the rest
+ * (and the slack after it, `total` floats in all). */
+static void pad_image(const float *src, int64_t rows_in, int64_t cols_in, int64_t ch, float *dst,
+                      int64_t prows, int64_t pcols, int64_t top, int64_t left, int64_t total) {
+    memset(dst, 0, sizeof(float) * (size_t)total);
+    int64_t c0 = left < 0 ? -left : 0, c1 = cols_in < pcols - left ? cols_in : pcols - left;
+    if (c1 <= c0) return;
+    for (int64_t r = 0; r < rows_in; r++) {
+        int64_t pr = r + top;
+        if (pr < 0 || pr >= prows) continue;
+        memcpy(dst + (pr * pcols + left + c0) * ch, src + (r * cols_in + c0) * ch,
+               sizeof(float) * (size_t)((c1 - c0) * ch));
+    }
+}
+
+/* Without padding (a "valid" window, or a 1x1 one) the tiles read x in place. */
+static int reads_in_place(const pr_window *g) {
+    return g->ph == 0 && g->pw == 0 && xpad_rows(g) <= g->h && xpad_cols(g) <= g->w;
+}
 static int64_t xpad_floats(const pr_window *g) {
-    return round16(xpad_rows(g) * xpad_cols(g) * g->c + (MAX_TILE * g->sw + g->kw) * g->c + 16);
+    return reads_in_place(g) ? 0 : round16(xpad_rows(g) * xpad_cols(g) * g->c);
+}
+/* The image the tiles read (padded into `buf`, or x itself) and its row length. */
+static const float *image_for_tiles(const pr_window *g, const float *x, int64_t n, float *buf,
+                                    int64_t *row) {
+    const float *xn = x + n * g->h * g->w * g->c;
+    if (reads_in_place(g)) {
+        *row = g->w;
+        return xn;
+    }
+    *row = xpad_cols(g);
+    pad_image(xn, g->h, g->w, g->c, buf, xpad_rows(g), xpad_cols(g), g->ph, g->pw, xpad_floats(g));
+    return buf;
 }
 
 /* Backprop input: dy of one image with a margin of KH rows and KW columns. */
 static int64_t dypad_rows(const pr_window *g) { return g->ho + 2 * g->kh; }
 static int64_t dypad_cols(const pr_window *g) { return g->wo + 2 * g->kw; }
 static int64_t dypad_floats(const pr_window *g) {
-    return round16(dypad_rows(g) * dypad_cols(g) * g->o + (MAX_TILE + g->kw) * g->o + 16);
+    return round16(dypad_rows(g) * dypad_cols(g) * g->o);
 }
 
 static int64_t packed_floats(const pr_window *g, pr_conv_pass pass) {
@@ -112,22 +144,6 @@ size_t pr_conv_direct_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
     return sizeof(float) * (size_t)(round16(packed_floats(g, pass)) + count_slots(g->n, slot) * slot);
 }
 
-/* Copy image rows [0, rows) x cols [0, cols) of a (rows_in, cols_in, ch)
- * image into a (prows, pcols, ch) buffer at offset (top, left); zero the rest
- * (and the slack after it, `total` floats in all). */
-static void pad_image(const float *src, int64_t rows_in, int64_t cols_in, int64_t ch, float *dst,
-                      int64_t prows, int64_t pcols, int64_t top, int64_t left, int64_t total) {
-    memset(dst, 0, sizeof(float) * (size_t)total);
-    int64_t c0 = left < 0 ? -left : 0, c1 = cols_in < pcols - left ? cols_in : pcols - left;
-    if (c1 <= c0) return;
-    for (int64_t r = 0; r < rows_in; r++) {
-        int64_t pr = r + top;
-        if (pr < 0 || pr >= prows) continue;
-        memcpy(dst + (pr * pcols + left + c0) * ch, src + (r * cols_in + c0) * ch,
-               sizeof(float) * (size_t)((c1 - c0) * ch));
-    }
-}
-
 /* ---- AVX-512 ---------------------------------------------------------------- */
 
 #pragma GCC push_options
@@ -139,14 +155,14 @@ static void pad_image(const float *src, int64_t rows_in, int64_t cols_in, int64_
 /* One output tile of WT pixels x NB channel blocks: a sum over taps and
  * input channels.  w[t] points at tap t's (cin x 16) block of the first
  * channel block; block b is `wob` floats further.  Pixel p of the tile reads
- * in + p*ps + toff[t] + c and writes out + p*os (nstore pixels are stored;
- * `mask` selects the channels of block NB-1). */
+ * in + p*ps + toff[t] + c and writes out + p*os (`mask` selects the
+ * channels of block NB-1). */
 typedef struct {
     const float *in;
     int64_t ps, cin, wob, os;
     const int64_t *toff;
     const float *const *w;
-    int taps, nstore;
+    int taps;
     float *out;
     __mmask16 mask;
 } tile_args;
@@ -174,7 +190,6 @@ ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int NB) {
     }
 #pragma GCC unroll 24
     for (int p = 0; p < WT; p++) {
-        if (p >= A->nstore) break;
         float *o = A->out + p * A->os;
 #pragma GCC unroll 4
         for (int b = 0; b < NB - 1; b++) _mm512_storeu_ps(o + 16 * b, acc[b][p]);
@@ -225,11 +240,11 @@ static void row_tiles(tile_args A, int64_t len, int64_t cout, int64_t ips) {
         tile_args T = A;
         T.w = wb;
         T.mask = ob + nb == nob ? tail_mask(cout) : (__mmask16)0xFFFF;
-        for (int64_t p = 0; p < len; p += wt) {
+        for (int64_t p = 0; p < len; p += wt) { /* the last tile may be narrower */
+            int width = (int)(len - p < wt ? len - p : wt);
             T.in = A.in + p * ips;
             T.out = A.out + p * A.os + ob * 16;
-            T.nstore = (int)(len - p < wt ? len - p : wt);
-            tiles[nb][wt - 1](&T);
+            tiles[nb][width - 1](&T);
         }
     }
 }
@@ -265,24 +280,22 @@ static void pack_transposed(const pr_window *g, const float *w, float *wp) {
 
 int pr_conv_direct_forward(const pr_window *g, const float *x, const float *w, float *y,
                            void *scratch) {
-    const int64_t taps = g->kh * g->kw, C = g->c, O = g->o, HP = xpad_rows(g), WP = xpad_cols(g);
-    const int64_t slot = slot_floats(g, PR_CONV_FORWARD), slots = count_slots(g->n, slot);
+    const int64_t taps = g->kh * g->kw, C = g->c, O = g->o;
+    const int64_t slot = slot_floats(g, PR_CONV_FORWARD);
+    const int64_t slots = count_slots(g->n, slot ? slot : 1);
     float *wp = scratch, *pads = wp + round16(packed_floats(g, PR_CONV_FORWARD));
     pack_forward(g, w, wp);
-    int64_t toff[MAX_WINDOW * MAX_WINDOW];
     const float *wt[MAX_WINDOW * MAX_WINDOW];
-    for (int64_t kh = 0; kh < g->kh; kh++)
-        for (int64_t kw = 0; kw < g->kw; kw++) {
-            int64_t t = kh * g->kw + kw;
-            toff[t] = (kh * WP + kw) * C;
-            wt[t] = wp + t * C * 16;
-        }
+    for (int64_t t = 0; t < taps; t++) wt[t] = wp + t * C * 16;
 #pragma omp parallel num_threads(threads_for(slots))
     {
-        float *xp = pads + THREAD_ID() * slot;
+        float *buf = pads + THREAD_ID() * slot;
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < g->n; n++) {
-            pad_image(x + n * g->h * g->w * C, g->h, g->w, C, xp, HP, WP, g->ph, g->pw, slot);
+            int64_t WP, toff[MAX_WINDOW * MAX_WINDOW];
+            const float *xp = image_for_tiles(g, x, n, buf, &WP);
+            for (int64_t kh = 0; kh < g->kh; kh++)
+                for (int64_t kw = 0; kw < g->kw; kw++) toff[kh * g->kw + kw] = (kh * WP + kw) * C;
             tile_args A = {.ps = g->sw * C, .cin = C, .wob = taps * C * 16, .os = O, .toff = toff,
                            .w = wt, .taps = (int)taps};
             for (int64_t oh = 0; oh < g->ho; oh++) {
@@ -414,8 +427,9 @@ static const ftile_fn ftiles4[6] = {ftile_1_4, ftile_2_4, ftile_3_4, ftile_4_4, 
 static const ftile_fn *const ftiles[MAX_NB + 1] = {NULL, ftiles1, ftiles2, ftiles3, ftiles4};
 
 /* Add one padded image's contribution to the partial gradient dw (T, C, O). */
-static void filter_image(const pr_window *g, const float *xp, const float *dyn, float *dw) {
-    const int64_t C = g->c, O = g->o, WP = xpad_cols(g), nob = blocks16(O);
+static void filter_image(const pr_window *g, const float *xp, int64_t WP, const float *dyn,
+                         float *dw) {
+    const int64_t C = g->c, O = g->o, nob = blocks16(O);
     for (int64_t kh = 0; kh < g->kh; kh++)
         for (int64_t kw = 0; kw < g->kw; kw++) {
             float *dwt = dw + (kh * g->kw + kw) * C * O;
@@ -452,9 +466,9 @@ int pr_conv_direct_backprop_filter(const pr_window *g, const float *x, const flo
             float *xp = slots + s * slot, *part = xp + pad;
             memset(part, 0, sizeof(float) * (size_t)K);
             for (int64_t n = s; n < g->n; n += stripes) {
-                pad_image(x + n * g->h * g->w * C, g->h, g->w, C, xp, xpad_rows(g), xpad_cols(g),
-                          g->ph, g->pw, pad);
-                filter_image(g, xp, dy + n * g->ho * g->wo * O, part);
+                int64_t WP;
+                const float *img = image_for_tiles(g, x, n, xp, &WP);
+                filter_image(g, img, WP, dy + n * g->ho * g->wo * O, part);
             }
         }
 #pragma omp for schedule(static)
