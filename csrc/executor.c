@@ -42,6 +42,8 @@ struct pr_plan {
     double flops;
     int n_nodes;
     int n_inplace;        /* values written over a dying input (jit) */
+    uint64_t last_used;   /* the graph's plan_clock at its last use */
+    int in_use;           /* calls running it now (never evicted then) */
     void **pool;          /* free arenas (touched with the GIL held) */
     int n_pool, cap_pool;
 };
@@ -476,25 +478,45 @@ done:
     return rc;
 }
 
+/* Plans kept per graph: a function called with ever new sizes (images of
+ * every height) keeps the PR_MAX_PLANS most recently used. */
+#define PR_MAX_PLANS 32
+
+static void drop_idle_arenas(pr_plan *p) {
+    for (int k = 0; k < p->n_pool; k++) pr_free(p->pool[k]);
+    p->n_pool = 0;
+}
+
 static pr_plan *plan_for(pr_Graph *g, const int64_t *binding, const pr_view *in) {
     size_t bytes = sizeof(int64_t) * (size_t)pr_symtab_n_symbols(g->syms);
-    for (int i = 0; i < g->n_plans; i++)
-        if (memcmp(g->plans[i]->binding, binding, bytes) == 0) return g->plans[i];
-    pr_plan *p = plan_make(g, binding, in);
-    if (!p) return NULL;
-    /* A new binding: give back the idle arenas of the others (memory held
-     * per graph stays near one arena per binding in use). */
-    for (int i = 0; i < g->n_plans; i++) {
-        for (int k = 0; k < g->plans[i]->n_pool; k++) pr_free(g->plans[i]->pool[k]);
-        g->plans[i]->n_pool = 0;
+    pr_plan *p = NULL;
+    for (int i = 0; i < g->n_plans && !p; i++)
+        if (memcmp(g->plans[i]->binding, binding, bytes) == 0) p = g->plans[i];
+    if (!p) {
+        if (!(p = plan_make(g, binding, in))) return NULL;
+        int victim = -1;
+        for (int i = 0; g->n_plans >= PR_MAX_PLANS && i < g->n_plans; i++)
+            if (!g->plans[i]->in_use && (victim < 0 || g->plans[i]->last_used <
+                                                           g->plans[victim]->last_used))
+                victim = i;
+        if (victim >= 0) {
+            plan_free(g->plans[victim]);
+            g->plans[victim] = g->plans[--g->n_plans];
+        }
+        pr_plan **ps = PyMem_Realloc(g->plans, sizeof(pr_plan *) * (size_t)(g->n_plans + 1));
+        if (!ps) {
+            plan_free(p);
+            return (pr_plan *)PyErr_NoMemory();
+        }
+        g->plans = ps;
+        g->plans[g->n_plans++] = p;
     }
-    pr_plan **ps = PyMem_Realloc(g->plans, sizeof(pr_plan *) * (size_t)(g->n_plans + 1));
-    if (!ps) {
-        plan_free(p);
-        return (pr_plan *)PyErr_NoMemory();
-    }
-    g->plans = ps;
-    g->plans[g->n_plans++] = p;
+    /* Another binding than the last call's: give back the idle arenas of the
+     * others, so memory stays near one arena per binding in use. */
+    if (p->last_used != g->plan_clock)
+        for (int i = 0; i < g->n_plans; i++)
+            if (g->plans[i] != p) drop_idle_arenas(g->plans[i]);
+    p->last_used = ++g->plan_clock;
     return p;
 }
 
@@ -612,6 +634,7 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
         goto done;
     }
     p->tuning |= tune;
+    p->in_use++;
     run_status st = {-1, PR_OK};
     Py_BEGIN_ALLOW_THREADS
     for (int j = 0; j < nn; j++) {
@@ -675,6 +698,7 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
         if (times) times[2 * j + 1] = now_us();
     }
     Py_END_ALLOW_THREADS
+    p->in_use--;
     if (tune) {
         p->tuning = 0;
         if (tune_store(p, timed) < 0) PyErr_Clear(); /* only a cache: retimed next time */

@@ -20,6 +20,12 @@ extern PyTypeObject pr_GraphType;
 int pr_tracing_active(void) { return current != NULL; }
 pr_symtab *pr_symtab_current(void) { return current ? current->syms : NULL; }
 
+pr_symtab *pr_symtab_of(PyObject *sym) {
+    if (!sym || !PyTuple_Check(sym) || PyTuple_GET_SIZE(sym) < 1) return NULL;
+    PyObject *g = PyTuple_GET_ITEM(sym, 0);
+    return PyObject_TypeCheck(g, &pr_GraphType) ? ((pr_Graph *)g)->syms : NULL;
+}
+
 int pr_trace_known_value(PyObject *t, int64_t *out) {
     pr_Tensor *tt = (pr_Tensor *)t;
     if (!tt->sym) return 0;

@@ -59,8 +59,9 @@ typedef struct {
     int jit;
     int tracing;
     PyObject *prev;       /* the graph traced before this one in this thread */
-    pr_plan **plans;      /* one per binding of the symbols */
+    pr_plan **plans;      /* one per binding of the symbols (at most PR_MAX_PLANS) */
     int n_plans;
+    uint64_t plan_clock;  /* counts plan uses (least recently used goes first) */
     int n_fused, n_removed; /* what the passes did, for inspection */
 } pr_Graph;
 

@@ -103,6 +103,12 @@ static int parse_size(const pr_op *op, const char *name, PyObject *v, int64_t *o
                            "are, or Python ints",
                            name);
         }
+        if (t->v.ndim == 0 && integer && pr_tracing_active())
+            return pr_fail(op, PyExc_TypeError,
+                           "'%s': a tensor's value as a size inside a compiled function would be "
+                           "read once, when it is traced (a Variable would then not follow its "
+                           "updates); use a Python int or a size from pyresnet.ops.shape",
+                           name);
         if (t->v.ndim == 0 && integer) {
             int64_t x = t->v.dtype == PR_I32 ? *(int32_t *)t->v.data : *(int64_t *)t->v.data;
             if (x < 0)

@@ -298,7 +298,7 @@ static int infer_lighting(const pr_op *op, const pr_view *in, int n, const void 
     const lighting_attrs *a = attrs;
     char s[128];
     if (check_images(op, in, 0) < 0 || check_state(op, in, 3) < 0) return -1;
-    if (in[0].shape[3] != 3)
+    if (!pr_dim_maybe_equal(in[0].shape[3], 3))
         return pr_fail(op, PyExc_ValueError, "images must have 3 (RGB) channels, got shape %s",
                        pr_shape_str(&in[0], s, sizeof s));
     if (pr_expect_dtype(op, in, 1, PR_F32) < 0 || pr_expect_dtype(op, in, 2, PR_F32) < 0) return -1;
@@ -371,22 +371,24 @@ static int infer_mixup(const pr_op *op, const pr_view *in, int n, const void *at
         return pr_fail(op, PyExc_ValueError, "alpha must be > 0, got %g", a->alpha);
     int64_t k;
     if (y->dtype == PR_F32) {
-        if (y->ndim != 2 || y->shape[0] != x->shape[0])
+        if (y->ndim != 2 || !pr_dim_maybe_equal(y->shape[0], x->shape[0]))
             return pr_fail(op, PyExc_ValueError,
-                           "soft labels must have shape (N, num_classes) with N = %lld, got %s",
-                           (long long)x->shape[0], pr_shape_str(y, t, sizeof t));
+                           "soft labels must have shape (N, num_classes) with N = %s, got %s",
+                           pr_dim_str(pr_symtab_current(), x->shape[0], s, sizeof s),
+                           pr_shape_str(y, t, sizeof t));
         k = y->shape[1];
         if (a->num_classes && a->num_classes != k)
             return pr_fail(op, PyExc_ValueError,
                            "num_classes is %lld but soft labels have shape %s",
                            (long long)a->num_classes, pr_shape_str(y, t, sizeof t));
     } else if (y->dtype == PR_I32 || y->dtype == PR_I64 || y->dtype == PR_U8) {
-        int ok = y->ndim >= 1 && y->ndim <= 2 && y->shape[0] == x->shape[0] &&
+        int ok = y->ndim >= 1 && y->ndim <= 2 && pr_dim_maybe_equal(y->shape[0], x->shape[0]) &&
                  (y->ndim == 1 || y->shape[1] == 1);
         if (!ok)
             return pr_fail(op, PyExc_ValueError,
-                           "integer labels must have shape (N,) or (N, 1) with N = %lld, got %s",
-                           (long long)x->shape[0], pr_shape_str(y, t, sizeof t));
+                           "integer labels must have shape (N,) or (N, 1) with N = %s, got %s",
+                           pr_dim_str(pr_symtab_current(), x->shape[0], s, sizeof s),
+                           pr_shape_str(y, t, sizeof t));
         if (a->num_classes < 1)
             return pr_fail(op, PyExc_ValueError,
                            "integer labels need num_classes >= 1, got %lld",
@@ -433,15 +435,17 @@ static int infer_normalize(const pr_op *op, const pr_view *in, int n, const void
     if (pr_expect_dtype(op, in, 1, PR_F32) < 0 || pr_expect_dtype(op, in, 2, PR_F32) < 0) return -1;
     int64_t c = in[0].shape[in[0].ndim - 1];
     for (int i = 1; i < 3; i++)
-        if (in[i].ndim != 1 || in[i].shape[0] != c)
-            return pr_fail(op, PyExc_ValueError,
-                           "%s must have shape (%lld,) for x of shape %s, got %s",
-                           i == 1 ? "mean" : "variance", (long long)c,
+        if (in[i].ndim != 1 || !pr_dim_maybe_equal(in[i].shape[0], c)) {
+            char cs[64];
+            return pr_fail(op, PyExc_ValueError, "%s must have shape (%s,) for x of shape %s, got %s",
+                           i == 1 ? "mean" : "variance",
+                           pr_dim_str(pr_symtab_current(), c, cs, sizeof cs),
                            pr_shape_str(&in[0], s, sizeof s), pr_shape_str(&in[i], t, sizeof t));
+        }
     if (!(((const normalize_attrs *)attrs)->epsilon >= 0.0))
         return pr_fail(op, PyExc_ValueError, "epsilon must be >= 0");
     pr_set_out(&out[0], PR_F32, in[0].ndim, in[0].shape);
-    *ws = (size_t)c * sizeof(float);
+    *ws = pr_dim_is_sym(c) ? 0 : (size_t)c * sizeof(float);
     return 0;
 }
 

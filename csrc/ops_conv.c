@@ -36,7 +36,7 @@ static void set_ints(pr_ints *dst, const pr_view *v) {
 static int same_shape(const pr_view *a, int ndim, const int64_t *shape) {
     if (a->ndim != ndim) return 0;
     for (int d = 0; d < ndim; d++)
-        if (a->shape[d] != shape[d]) return 0;
+        if (!pr_dim_maybe_equal(a->shape[d], shape[d])) return 0;
     return 1;
 }
 
@@ -131,7 +131,7 @@ static int infer_matmul(const pr_op *op, const pr_view *in, int n, const void *a
             return -1;
     int64_t m = in[0].shape[a->transpose_a ? 1 : 0], ka = in[0].shape[a->transpose_a ? 0 : 1];
     int64_t kb = in[1].shape[a->transpose_b ? 1 : 0], nn = in[1].shape[a->transpose_b ? 0 : 1];
-    if (ka != kb)
+    if (!pr_dim_maybe_equal(ka, kb))
         return pr_fail(op, PyExc_ValueError, "inner dimensions differ: a %s%s and b %s%s",
                        pr_shape_str(&in[0], sa, sizeof sa), a->transpose_a ? " (transposed)" : "",
                        pr_shape_str(&in[1], sb, sizeof sb), a->transpose_b ? " (transposed)" : "");
@@ -202,16 +202,18 @@ static int check_conv(const pr_op *op, const pr_conv_attrs *a, const pr_view *x,
         if (k->shape[d] < 1)
             return pr_fail(op, PyExc_ValueError, "%s must have positive dimensions, got %s",
                            kname, pr_shape_str(k, sk, sizeof sk));
-    if (x->shape[3] != k->shape[2])
-        return pr_fail(op, PyExc_ValueError,
-                       "%s has %lld channels but %s expects %lld: %s %s, %s %s", xname,
-                       (long long)x->shape[3], kname, (long long)k->shape[2], xname,
+    if (!pr_dim_maybe_equal(x->shape[3], k->shape[2])) {
+        char cx[64], ck[64];
+        return pr_fail(op, PyExc_ValueError, "%s has %s channels but %s expects %s: %s %s, %s %s",
+                       xname, pr_dim_str(pr_symtab_current(), x->shape[3], cx, sizeof cx), kname,
+                       pr_dim_str(pr_symtab_current(), k->shape[2], ck, sizeof ck), xname,
                        pr_shape_str(x, sx, sizeof sx), kname, pr_shape_str(k, sk, sizeof sk));
+    }
     if (check_pair(op, "strides", &a->strides, 1) < 0) return -1;
     conv_window(a, x->shape, k->shape, g);
     if (check_window_output(op, g, a->same, xname, x, kname, pr_shape_str(k, sk, sizeof sk)) < 0)
         return -1;
-    if (pr_dims_symbolic(4, (int64_t[]){g->n, g->ho, g->wo, 1})) return 0; /* checked when known */
+    if (pr_dims_symbolic(4, (int64_t[]){g->n, g->ho, g->wo, g->c})) return 0; /* checked when known */
     double col = (double)g->ho * (double)g->wo * (double)(g->kh * g->kw * g->c);
     double y = (double)g->n * (double)g->ho * (double)g->wo * (double)g->o;
     if (col > INT_MAX || y > INT_MAX)
@@ -223,7 +225,9 @@ static int check_conv(const pr_op *op, const pr_conv_attrs *a, const pr_view *x,
 
 /* The kernel's scratch, or 0 while sizes are unknown (the plan asks again). */
 static size_t conv_scratch(const pr_window *g, pr_conv_pass kind) {
-    if (pr_dims_symbolic(4, (int64_t[]){g->n, g->h, g->w, g->ho}) || pr_dim_is_sym(g->wo)) return 0;
+    if (pr_dims_symbolic(4, (int64_t[]){g->n, g->h, g->w, g->ho}) ||
+        pr_dims_symbolic(3, (int64_t[]){g->wo, g->c, g->o}))
+        return 0;
     return pr_conv2d_scratch_bytes(g, kind);
 }
 

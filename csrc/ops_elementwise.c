@@ -15,18 +15,14 @@ static int broadcast_shape(const pr_op *op, const pr_view *a, const pr_view *b, 
     for (int d = 0; d < nd; d++) {
         int da = d - (nd - a->ndim), db = d - (nd - b->ndim);
         int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
-        /* An unknown size against a known k != 1 gives k: wrong only unless
-         * it is 1 or k, which the plan checks once it is known.  Two
-         * different unknown sizes have no one result here. */
-        int sx = pr_dim_is_sym(x), sy = pr_dim_is_sym(y);
-        if (x != y && x != 1 && y != 1 && (sx == sy)) {
+        /* While tracing, sizes that may be equal (pr_dim_maybe_equal) are
+         * accepted: the plan checks each call's sizes.  A known size wins. */
+        if (x != y && x != 1 && y != 1 && !pr_dim_maybe_equal(x, y)) {
             char sa[128], sb[128];
-            return pr_fail(op, PyExc_ValueError, "shapes %s and %s cannot be broadcast together%s",
-                           pr_shape_str(a, sa, sizeof sa), pr_shape_str(b, sb, sizeof sb),
-                           sx ? " (two different unknown sizes: give them one size or static "
-                                "shapes)" : "");
+            return pr_fail(op, PyExc_ValueError, "shapes %s and %s cannot be broadcast together",
+                           pr_shape_str(a, sa, sizeof sa), pr_shape_str(b, sb, sizeof sb));
         }
-        shape[d] = x == 1 ? y : y == 1 ? x : sx && !sy ? y : x;
+        shape[d] = x == 1 ? y : y == 1 ? x : pr_dim_is_sym(x) && !pr_dim_is_sym(y) ? y : x;
     }
     pr_set_out(out, PR_F32, nd, shape);
     return 0;
@@ -64,7 +60,8 @@ static int infer_two_same(const pr_op *op, const pr_view *in, int n, const void 
                           pr_view *out, size_t *ws) {
     if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || pr_expect_dtype(op, in, 1, PR_F32) < 0) return -1;
     int same = in[0].ndim == in[1].ndim;
-    for (int d = 0; same && d < in[0].ndim; d++) same = in[0].shape[d] == in[1].shape[d];
+    for (int d = 0; same && d < in[0].ndim; d++)
+        same = pr_dim_maybe_equal(in[0].shape[d], in[1].shape[d]);
     if (!same) {
         char sa[128], sb[128];
         return pr_fail(op, PyExc_ValueError, "inputs must have the same shape, got %s and %s",
@@ -82,7 +79,7 @@ static int infer_broadcast_to(const pr_op *op, const pr_view *in, int n, const v
     pr_view target;
     pr_set_out(&target, PR_F32, a->shape.n, a->shape.v);
     if (broadcast_shape(op, &in[0], &target, out) < 0) return -1;
-    if (out->ndim != target.ndim || out->size != target.size) {
+    if (out->ndim != target.ndim || !pr_dim_maybe_equal(out->size, target.size)) {
         char s[128], t[128];
         return pr_fail(op, PyExc_ValueError, "cannot broadcast %s to %s",
                        pr_shape_str(&in[0], s, sizeof s), pr_shape_str(&target, t, sizeof t));
@@ -99,7 +96,7 @@ static int infer_sum_to(const pr_op *op, const pr_view *in, int n, const void *a
     pr_set_out(&target, PR_F32, a->shape.n, a->shape.v);
     int ok = target.ndim <= in[0].ndim;
     if (ok && broadcast_shape(op, &in[0], &target, &joined) < 0) return -1;
-    ok = ok && joined.size == in[0].size;
+    ok = ok && pr_dim_maybe_equal(joined.size, in[0].size);
     if (!ok) {
         char s[128], t[128];
         return pr_fail(op, PyExc_ValueError, "cannot sum %s down to %s",

@@ -18,7 +18,7 @@
 static int same_shape(const pr_view *a, const pr_view *b) {
     if (a->ndim != b->ndim) return 0;
     for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d]) return 0;
+        if (!pr_dim_maybe_equal(a->shape[d], b->shape[d])) return 0;
     return 1;
 }
 
@@ -48,7 +48,7 @@ static int64_t last_of(const pr_view *v) { return v->shape[v->ndim - 1]; }
 /* Input i: float32, rank >= 1, at least one class along the last axis. */
 static int expect_classes(const pr_op *op, const pr_view *in, int i) {
     if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
-    if (in[i].ndim < 1 || last_of(&in[i]) < 1) {
+    if (in[i].ndim < 1 || (!pr_dim_is_sym(last_of(&in[i])) && last_of(&in[i]) < 1)) {
         char s[128];
         return pr_fail(op, PyExc_ValueError,
                        "input %d must have rank >= 1 and at least one class along the last "
@@ -64,7 +64,7 @@ static int expect_labels(const pr_op *op, const pr_view *in, int i, int j) {
         return pr_fail(op, PyExc_TypeError, "labels (input %d) must be int32 or int64, got %s", i,
                        pr_dtype_name(in[i].dtype));
     int ok = in[i].ndim == in[j].ndim - 1;
-    for (int d = 0; ok && d < in[i].ndim; d++) ok = in[i].shape[d] == in[j].shape[d];
+    for (int d = 0; ok && d < in[i].ndim; d++) ok = pr_dim_maybe_equal(in[i].shape[d], in[j].shape[d]);
     if (!ok) {
         char a[128], b[128];
         return pr_fail(op, PyExc_ValueError,
@@ -203,15 +203,40 @@ static int infer_reshape(const pr_op *op, const pr_view *in, int n, const void *
     }
     int64_t shape[PR_MAX_DIMS];
     memcpy(shape, want.shape, sizeof(int64_t) * (size_t)want.ndim);
-    if (unknown >= 0) shape[unknown] = 1;
-    /* -1: the product overflows; a symbolic dimension while tracing */
-    int64_t known = pr_dims_size(want.ndim, shape, 1), q = 0;
-    /* NumPy: -1 takes size / known, which must divide exactly (and known > 0);
-     * with unknown sizes, it must divide for every size. */
-    int ok = known != -1 &&
-             (unknown < 0 ? known == in[0].size
-                          : known != 0 && pr_dim_div_exact(in[0].size, known, &q) == 1);
-    if (PyErr_Occurred()) return -1;
+    /* The element counts: the input's dimensions against the requested ones
+     * (the -1 aside), equal dimensions cancelled first, so that unknown sizes
+     * divide out ((batch, h, w, 4) into (batch, h, -1)). */
+    int64_t num[PR_MAX_DIMS], den[PR_MAX_DIMS];
+    int nn = 0, nd = 0;
+    for (int d = 0; d < in[0].ndim; d++) num[nn++] = in[0].shape[d];
+    for (int d = 0; d < want.ndim; d++) {
+        if (d == unknown) continue;
+        int j = pr_dim_is_sym(want.shape[d]) ? 0 : nn; /* only unknown sizes cancel */
+        while (j < nn && num[j] != want.shape[d]) j++;
+        if (j < nn) num[j] = num[--nn];
+        else den[nd++] = want.shape[d];
+    }
+    int64_t size = pr_dims_size(nn, num, 1), known = pr_dims_size(nd, den, 1), q = 0;
+    /* NumPy: -1 takes size / known, which must divide exactly (and known > 0).
+     * With unknown sizes: a division exact for every size gives the quotient;
+     * by a known size, the floor (the plan checks each call's sizes). */
+    int ok = size != -1 && known != -1;
+    for (int d = 0; d < want.ndim; d++) ok = ok && (unknown < 0 || want.shape[d] != 0);
+    if (ok && unknown < 0) ok = pr_dim_maybe_equal(size, known);
+    else if (ok) {
+        int exact = known == 0 ? 0 : pr_dim_div_exact(size, known, &q);
+        if (exact < 0) return -1;
+        if (!exact && known > 0 && pr_dim_is_sym(size)) {
+            if ((q = pr_dim_floordiv(size, known)) == PR_DIM_ERROR) return -1;
+            exact = 1;
+        }
+        if (!exact && pr_dim_is_sym(known))
+            return pr_fail(op, PyExc_ValueError,
+                           "cannot infer the -1 of shape %s for a tensor of shape %s from its "
+                           "unknown sizes; give that size (pyresnet.ops.shape) instead of -1",
+                           pr_shape_str(&want, w, sizeof w), pr_shape_str(&in[0], s, sizeof s));
+        ok = exact;
+    }
     if (!ok)
         return pr_fail(op, PyExc_ValueError, "cannot reshape a tensor of shape %s into shape %s",
                        pr_shape_str(&in[0], s, sizeof s), pr_shape_str(&want, w, sizeof w));
@@ -351,7 +376,7 @@ static int infer_dense(const pr_op *op, const pr_view *in, int n, const void *at
 static int expect_row_grad(const pr_op *op, const pr_view *in) {
     if (pr_expect_dtype(op, in, 0, PR_F32) < 0) return -1;
     int ok = in[0].ndim == in[1].ndim - 1;
-    for (int d = 0; ok && d < in[0].ndim; d++) ok = in[0].shape[d] == in[1].shape[d];
+    for (int d = 0; ok && d < in[0].ndim; d++) ok = pr_dim_maybe_equal(in[0].shape[d], in[1].shape[d]);
     if (!ok) {
         char a[128], b[128];
         return pr_fail(op, PyExc_ValueError,
@@ -466,7 +491,7 @@ static int gr_softmax_ce(PyObject *const *in, PyObject *const *out, const void *
 static int expect_channels(const pr_op *op, const pr_view *in, int i, int64_t c,
                            const char *what) {
     if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
-    if (in[i].ndim != 1 || in[i].shape[0] != c) {
+    if (in[i].ndim != 1 || !pr_dim_maybe_equal(in[i].shape[0], c)) {
         char s[128];
         return pr_fail(op, PyExc_ValueError, "%s (input %d) must have shape (%lld,), got %s",
                        what, i, (long long)c, pr_shape_str(&in[i], s, sizeof s));
@@ -484,7 +509,7 @@ static int expect_bn_input(const pr_op *op, const pr_view *in, int xi, int need_
         return pr_fail(op, PyExc_ValueError, "epsilon must be a finite float >= 0, got %g", eps);
     if (pr_expect_dtype(op, in, xi, PR_F32) < 0) return -1;
     char s[128];
-    if (in[xi].ndim < 2 || last_of(&in[xi]) < 1)
+    if (in[xi].ndim < 2 || (!pr_dim_is_sym(last_of(&in[xi])) && last_of(&in[xi]) < 1))
         return pr_fail(op, PyExc_ValueError,
                        "input must have rank >= 2 (N, ..., C) with channels last and C >= 1, "
                        "got %s",

@@ -13,7 +13,7 @@
 static int same_shape(const pr_view *a, const pr_view *b) {
     if (a->ndim != b->ndim) return 0;
     for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d]) return 0;
+        if (!pr_dim_maybe_equal(a->shape[d], b->shape[d])) return 0;
     return 1;
 }
 

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #define MAX_TERMS 8
-#define MAX_DEG 4
+#define MAX_DEG 8 /* PR_MAX_DIMS: the product of a whole shape */
 #define NO_ATOM (-1)
 
 typedef struct {
@@ -83,7 +83,7 @@ static int64_t fail(PyObject *exc, const char *msg) {
 static int64_t too_complex(void) {
     return fail(PyExc_ValueError,
                 "a symbolic dimension became too complex to track (more than 8 terms or a "
-                "product of more than 4 unknown sizes); use static shapes for this function");
+                "product of more than 8 unknown sizes); use static shapes for this function");
 }
 
 static int64_t overflow(void) {
@@ -177,7 +177,8 @@ static int64_t atom_code(pr_symtab *t, const atom *x) {
     }
     poly p;
     poly_const(&p, 0);
-    int32_t m[MAX_DEG] = {k, NO_ATOM, NO_ATOM, NO_ATOM};
+    int32_t m[MAX_DEG];
+    for (int i = 0; i < MAX_DEG; i++) m[i] = i ? NO_ATOM : k;
     add_term(&p, 1, m);
     return intern(t, &p);
 }
@@ -249,7 +250,7 @@ static int mono_mul(const int32_t *x, const int32_t *y, int32_t *out) {
         if (y[k] != NO_ATOM) all[n++] = y[k];
     }
     if (n > MAX_DEG) return -1;
-    for (int i = 1; i < n; i++) /* insertion sort: at most 4 entries */
+    for (int i = 1; i < n; i++) /* insertion sort: at most MAX_DEG entries */
         for (int j = i; j > 0 && all[j - 1] > all[j]; j--) {
             int32_t s = all[j];
             all[j] = all[j - 1], all[j - 1] = s;
@@ -304,6 +305,17 @@ int64_t pr_dim_floordiv(int64_t a, int64_t c) {
     pr_symtab *t = pr_symtab_current();
     poly p, quot, rem;
     if (poly_of(t, a, &p) < 0) return PR_DIM_ERROR;
+    /* floor((floor(R / d) + k) / c) = floor((R + k*d) / (d*c)): nested floor
+     * divisions have one canonical form (pool after pool, stride after stride). */
+    if (p.nt == 1 && p.t[0].coef == 1 && p.t[0].atom[1] == NO_ATOM &&
+        t->a[p.t[0].atom[0]].kind == ATOM_FLOORDIV) {
+        const atom *f = &t->a[p.t[0].atom[0]];
+        int64_t d = f->div, kd, dc, num = f->num;
+        if (__builtin_mul_overflow(p.c0, d, &kd) || __builtin_mul_overflow(d, c, &dc))
+            return overflow();
+        int64_t inner = pr_dim_add(num, kd);
+        return inner == PR_DIM_ERROR ? inner : pr_dim_floordiv(inner, dc);
+    }
     /* p = c * quot + rem, every coefficient of rem in [0, c) */
     poly_const(&quot, floor_div(p.c0, c));
     poly_const(&rem, p.c0 - quot.c0 * c);
@@ -367,6 +379,18 @@ int pr_dim_div_exact(int64_t a, int64_t b, int64_t *q) {
         else add_term(&out, r.t[i].coef, r.t[i].atom);
     }
     return (*q = intern(t, &out)) == PR_DIM_ERROR ? -1 : 1;
+}
+
+int pr_dim_maybe_equal(int64_t a, int64_t b) {
+    if (a == b) return 1;
+    if (!pr_dim_is_sym(a) && !pr_dim_is_sym(b)) return 0;
+    /* different codes: unequal for every size only if they differ by a constant */
+    int64_t nb = pr_dim_mul(b, -1), diff = nb == PR_DIM_ERROR ? nb : pr_dim_add(a, nb);
+    if (diff == PR_DIM_ERROR) {
+        PyErr_Clear();
+        return 1;
+    }
+    return pr_dim_is_sym(diff);
 }
 
 int pr_dim_valid(int64_t d) {

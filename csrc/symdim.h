@@ -60,6 +60,11 @@ int64_t pr_dim_mul(int64_t a, int64_t b);
 int64_t pr_dim_floordiv(int64_t a, int64_t c);
 /* a / b when b divides a for every binding: 1 and *q, 0 if not, -1 on error. */
 int pr_dim_div_exact(int64_t a, int64_t b, int64_t *q);
+/* Whether a and b can be equal: they are the same dimension, or one is
+ * unknown and they do not differ by a constant (then a shape rule accepts
+ * them while tracing; the plan checks the sizes of every call).  Shape rules
+ * compare with this where the eager rule requires equality. */
+int pr_dim_maybe_equal(int64_t a, int64_t b);
 /* Whether d is a size >= 0 or a code of the current table. */
 int pr_dim_valid(int64_t d);
 /* Element count of a shape: a size, a code, or -1 (negative or invalid

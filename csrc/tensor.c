@@ -14,17 +14,22 @@ static const char TRACING_HINT[] =
     "is a symbolic tensor: the function is being traced by pyresnet.compile, which runs the "
     "Python code once per input signature to record its ops, so tensors have no values yet. "
     "Fix: compute with pyresnet ops instead of Python control flow, len() or NumPy on tensor "
-    "values (e.g. ops.maximum(x, 0) instead of `if x > 0`, x.shape[0] instead of len(x)), "
+    "values (e.g. ops.maximum(x, 0) instead of `if x > 0`, ops.shape(x)[0] instead of "
+    "len(x)), "
     "print values with pyresnet.print, or run the function eagerly (call it without "
     "@pyresnet.compile, or model.compile(..., run_eagerly=True)).";
 
 const char *pr_shape_str(const pr_view *v, char *buf, size_t n) {
+    return pr_shape_str_in(pr_symtab_current(), v, buf, n);
+}
+
+const char *pr_shape_str_in(const pr_symtab *tab, const pr_view *v, char *buf, size_t n) {
     size_t used = 0;
     used += (size_t)snprintf(buf + used, n - used, "(");
     for (int i = 0; i < v->ndim && used < n; i++) {
         char d[96];
         used += (size_t)snprintf(buf + used, n - used, i ? ", %s" : "%s",
-                                 pr_dim_str(pr_symtab_current(), v->shape[i], d, sizeof d));
+                                 pr_dim_str(tab, v->shape[i], d, sizeof d));
     }
     if (used < n) used += (size_t)snprintf(buf + used, n - used, v->ndim == 1 ? ",)" : ")");
     return buf;
@@ -354,8 +359,8 @@ static PyObject *Tensor_get_address(pr_Tensor *t, void *c) {
 }
 
 static PyObject *Tensor_repr(pr_Tensor *t) {
-    char shape[128];
-    pr_shape_str(&t->v, shape, sizeof shape);
+    char shape[256];
+    pr_shape_str_in(t->sym ? pr_symtab_of(t->sym) : NULL, &t->v, shape, sizeof shape);
     if (t->sym)
         return PyUnicode_FromFormat("<symbolic Tensor shape=%s dtype=%s>", shape,
                                     pr_dtype_name(t->v.dtype));
@@ -385,6 +390,28 @@ static int Tensor_bool(pr_Tensor *t) {
     case PR_U8: return *(uint8_t *)t->v.data != 0;
     }
     return 0;
+}
+
+/* == and != on a symbolic tensor (a size from pyresnet.ops.shape, say) would
+ * be an identity test, silently False: raise as bool() does.  Real tensors
+ * keep identity comparison. */
+static PyObject *Tensor_richcompare(PyObject *a, PyObject *b, int op) {
+    if (op == Py_EQ || op == Py_NE) {
+        PyObject *sym = pr_Tensor_Check(a) && ((pr_Tensor *)a)->sym   ? a
+                        : pr_Tensor_Check(b) && ((pr_Tensor *)b)->sym ? b
+                                                                      : NULL;
+        if (sym) {
+            check_real((pr_Tensor *)sym, op == Py_EQ ? "Tensor == ..." : "Tensor != ...");
+            return NULL;
+        }
+    }
+    Py_RETURN_NOTIMPLEMENTED;
+}
+
+/* Hash by identity, as object's (a type with its own richcompare must say so). */
+static Py_hash_t Tensor_hash(PyObject *t) {
+    Py_hash_t h = (Py_hash_t)((uintptr_t)t >> 4);
+    return h == -1 ? -2 : h;
 }
 
 static Py_ssize_t Tensor_len(pr_Tensor *t) {
@@ -522,6 +549,8 @@ PyTypeObject pr_TensorType = {
     .tp_dealloc = (destructor)Tensor_dealloc,
     .tp_repr = (reprfunc)Tensor_repr,
     .tp_as_number = &Tensor_as_number,
+    .tp_richcompare = Tensor_richcompare,
+    .tp_hash = Tensor_hash,
     .tp_as_sequence = &Tensor_as_sequence,
     .tp_as_buffer = &Tensor_as_buffer,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,

@@ -41,8 +41,14 @@ pr_Tensor *pr_tensor_from_object(PyObject *obj);
  * MemoryError) pass through as they are. */
 pr_Tensor *pr_tensor_from_arg(PyObject *obj, const char *who, const char *what);
 
-/* "(2, 3, 4)" into buf. */
+/* "(2, 3, 4)" into buf; unknown sizes of the graph traced in this thread by
+ * their names ("(batch, 32, 32, 3)"). */
 const char *pr_shape_str(const pr_view *v, char *buf, size_t n);
+/* The same with the symbols of table `tab` (may be NULL). */
+struct pr_symtab;
+const char *pr_shape_str_in(const struct pr_symtab *tab, const pr_view *v, char *buf, size_t n);
+/* The symbol table of the graph a symbolic tensor's `sym` names (graph.c). */
+struct pr_symtab *pr_symtab_of(PyObject *sym);
 /* Why pr_shape_size rejects v's shape, as the end of a sentence. */
 const char *pr_shape_error(const pr_view *v);
 

@@ -17,19 +17,27 @@ Semantics follow ``tf.function``:
   weights built on the first call); a later trace that creates one raises.
 * ``input_signature=[TensorSpec((None, 32, 32, 3)), ...]`` fixes the
   signature; ``None`` dimensions are unknown sizes.  ``reduce_retracing=True``
-  makes the leading (batch) dimension of every tensor argument unknown.  A
-  graph with unknown sizes is traced once, with each one a named symbol: the
-  leading dimension of every argument is the symbol ``batch`` (one batch
-  size per call), any other ``None`` its own symbol (``arg1.dim2``, or
-  ``<TensorSpec name>.dim2``).  Shape rules compute with the symbols
-  (``(batch + 1)//2`` after a stride-2 convolution) and reject only what is
-  wrong for every size; attributes that depend on a size hold its
-  expression.  Each call binds the symbols to its arguments' sizes (two
-  arguments that share one must agree, or the error names both) and runs
-  the memory plan made for that binding, so a new size costs a plan, not a
-  trace.  While tracing, ``x.shape`` reads ``None`` for an unknown size, as
-  in Keras; :func:`pyresnet.ops.shape` gives it as a tensor for shape
-  arguments (``reshape``, ``broadcast_to``).
+  makes the leading dimension of every tensor argument unknown.  A graph
+  with unknown sizes is traced once, with each one a named symbol: under an
+  ``input_signature`` the leading ``None`` of every argument is the symbol
+  ``batch`` (one batch size per call; two arguments that disagree raise an
+  error naming both), any other ``None`` its own symbol
+  (``<TensorSpec name>.dim2``, or ``arg1.dim2``); under
+  ``reduce_retracing`` each argument's leading dimension is its own symbol
+  (``arg0.dim0``), as TensorFlow relaxes each dimension on its own.  Shape
+  rules compute with the symbols (``(h + 1)//2`` after a stride-2
+  convolution, nested floor divisions in one canonical form) and refuse
+  only what is wrong for every size (``h - 2`` rows against ``h``); what
+  holds only for some sizes (``(batch, 3)`` into ``(-1, 2)``, two unknown
+  sizes added) is checked on each call, with the eager error.  Attributes
+  that depend on a size hold its expression.  Each call binds the symbols
+  to its arguments' sizes and runs the memory plan made for that binding,
+  so a new size costs a plan, not a trace (at most 32 plans are kept per
+  graph, the least recently used dropped first).  While tracing,
+  ``x.shape`` reads ``None`` for an unknown size, as in Keras;
+  :func:`pyresnet.ops.shape` gives it as an int32 scalar tensor for shape
+  arguments (``reshape``, ``broadcast_to``).  Such a tensor has no truth
+  value or equality while tracing (``TypeError``): branch on static sizes.
 * ``jit_compile=True`` adds the fusion passes (elementwise chains, bias-add
   or BN + ReLU into one kernel), in-place reuse of dying buffers, and a
   per-shape kernel choice: on the first call of each shape every node's
@@ -378,7 +386,7 @@ class Function:
                     f"{self.__name__}: called with {len(leaves)} arguments but its "
                     f"input_signature has {len(specs)} TensorSpecs (keyword arguments are not "
                     f"allowed with an input_signature)")
-        parts, tensors, dims = [], [], []
+        parts, tensors, dims, names_used = [], [], [], {}
         for i, x in enumerate(leaves):
             if self._signature is not None:
                 spec = specs[i]
@@ -388,6 +396,9 @@ class Function:
                         f"{self.__name__}: argument {i} of shape {t.shape} and dtype {t.dtype} "
                         f"does not match the input_signature's {spec}")
                 name = spec.name or f"arg{i}"
+                if name in names_used and names_used[name] != i:  # two specs, one name
+                    name = f"{name}#{i}"
+                names_used[name] = i
                 traced = tuple(n if s is not None else "batch" if d == 0 else f"{name}.dim{d}"
                                for d, (s, n) in enumerate(zip(spec.shape, t.shape)))
             elif _is_tensor_leaf(x):
@@ -396,7 +407,7 @@ class Function:
                     raise TypeError(f"{self.__name__}: argument {i} is a symbolic tensor")
                 traced = tuple(t.shape)
                 if self.reduce_retracing and t.ndim >= 1:
-                    traced = ("batch",) + traced[1:]
+                    traced = (f"arg{i}.dim0",) + traced[1:]
             else:
                 if isinstance(x, Variable):
                     parts.append(("variable", id(x)))
@@ -410,12 +421,6 @@ class Function:
             tensors.append(t)
             dims.append(traced)
             parts.append(("tensor", t.dtype, traced))
-        batches = {t.shape[0] for t, d in zip(tensors, dims) if d and d[0] == "batch"}
-        if len(batches) > 1 and self._signature is None:
-            # reduce_retracing with batch sizes that disagree: a static trace
-            dims = [tuple(t.shape) for t in tensors]
-            parts = [("tensor", t.dtype, t.shape) if p[0] == "tensor" else p
-                     for p, t in zip(parts, _interleave(parts, tensors))]
         return (structure, tuple(parts)), leaves, tensors, dims
 
     def _concrete(self, args, kwargs):
@@ -491,12 +496,6 @@ class Function:
         return ConcreteFunction(graph, out_structure, out_leaves, tensors, name)
 
 
-def _interleave(parts, tensors):
-    """Pair each key part with its tensor (None for non-tensor parts)."""
-    it = iter(tensors)
-    return [next(it) if p[0] == "tensor" else None for p in parts]
-
-
 def compile(func=None, *, input_signature=None, jit_compile=False, reduce_retracing=False):
     """Compile a function of tensors into a graph run in C (``tf.function``).
 
@@ -512,8 +511,8 @@ def compile(func=None, *, input_signature=None, jit_compile=False, reduce_retrac
             sizes (symbols of one trace).
         jit_compile (bool): fuse elementwise chains, update in place where
             safe, choose kernels per shape by timing.
-        reduce_retracing (bool): the leading dimension of tensor arguments is
-            the unknown size ``batch`` (one graph for all batch sizes).
+        reduce_retracing (bool): the leading dimension of each tensor
+            argument is an unknown size (one graph for all batch sizes).
     Returns:
         :class:`Function` (or a decorator when ``func`` is None).
     """

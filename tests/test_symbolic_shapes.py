@@ -165,17 +165,57 @@ def test_mismatched_bindings_name_both_inputs():
 
 
 def test_shape_rules_reject_what_is_wrong_for_every_size():
-    with pytest.raises(ValueError, match=r"cannot reshape.*\(batch, 3\) into shape \(-1, 2\)"):
-        pr.compile(lambda x: ops.reshape(x, (-1, 2)),
-                   input_signature=[pr.TensorSpec((None, 3))])(rng_array(2, 3))
+    # h - 2 rows against h rows: unequal for every h
+    k = np.ones((3, 3, 1, 1), np.float32)
+    with pytest.raises(ValueError, match=r"arg0.dim1 - 2.*cannot be broadcast"):
+        pr.compile(lambda x: ops.conv2d(x, k) + x,
+                   input_signature=[pr.TensorSpec((None, None, None, 1))])(np.ones((1, 5, 5, 1),
+                                                                                np.float32))
     with pytest.raises(ValueError, match="channels"):
         pr.compile(lambda x: ops.conv2d(x, np.ones((3, 3, 2, 4), np.float32)),
                    input_signature=[pr.TensorSpec((None, None, None, 3))])(rng_array(1, 5, 5, 3))
-    # two different unknown sizes that must be one: refused at trace time
-    with pytest.raises(ValueError, match="two different unknown sizes"):
-        pr.compile(lambda a, b: a + b, input_signature=[pr.TensorSpec((2, None)),
-                                                        pr.TensorSpec((2, None))])(
-            rng_array(2, 3), rng_array(2, 3))
+    with pytest.raises(ValueError, match=r"cannot reshape.*\(batch, 3\) into shape \(-1, 0\)"):
+        pr.compile(lambda x: ops.reshape(x, (-1, 0)),
+                   input_signature=[pr.TensorSpec((None, 3))])(rng_array(2, 3))
+
+
+def test_what_is_right_for_some_sizes_is_checked_per_call():
+    """Eager rules apply to each call's sizes: (batch, 3) into (-1, 2) works
+    for even batches, two unknown sizes may be added when they agree."""
+    f = pr.compile(lambda x: ops.reshape(x, (-1, 2)), input_signature=[pr.TensorSpec((None, 3))])
+    np.testing.assert_array_equal(f(np.arange(12, dtype=np.float32).reshape(4, 3)).numpy(),
+                                  np.arange(12, dtype=np.float32).reshape(6, 2))
+    with pytest.raises(ValueError, match=r"cannot reshape a tensor of shape \(3, 3\) into shape "
+                                         r"\(-1, 2\)"):
+        f(np.zeros((3, 3), np.float32))
+    add = pr.compile(lambda a, b: a + b, input_signature=[pr.TensorSpec((2, None)),
+                                                          pr.TensorSpec((2, None))])
+    np.testing.assert_array_equal(add(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32)).numpy(),
+                                  np.full((2, 3), 2.0))
+    with pytest.raises(ValueError, match="cannot be broadcast"):
+        add(np.ones((2, 3), np.float32), np.ones((2, 4), np.float32))
+    assert f.tracing_count == 1 and add.tracing_count == 1
+
+
+def test_nested_floor_divisions_are_one_expression():
+    """max_pool(max_pool(x, 2), 2) and max_pool(x, 4) have one symbolic size
+    ((h)//4), so their sum traces; a ResNet-D shortcut (average pool then 1x1
+    conv) against a stride-2 'same' conv agrees for even sizes."""
+    f = pr.compile(lambda x: ops.max_pool2d(ops.max_pool2d(x, 2), 2) + ops.max_pool2d(x, 4),
+                   input_signature=[pr.TensorSpec((None, None, None, 2))])
+    for hw in [(8, 12), (9, 13)]:
+        x = rng_array(2, *hw, 2, seed=hw[0])
+        want = ops.max_pool2d(ops.max_pool2d(x, 2), 2) + ops.max_pool2d(x, 4)
+        np.testing.assert_array_equal(f(x).numpy(), want.numpy())
+    k3, k1 = rng_array(3, 3, 2, 4), rng_array(1, 1, 2, 4)
+    g = pr.compile(lambda x: ops.conv2d(x, k3, 2, "same") + ops.conv2d(ops.average_pool2d(x, 2),
+                                                                        k1),
+                   input_signature=[pr.TensorSpec((None, None, None, 2))])
+    x = rng_array(1, 8, 8, 2)
+    want = ops.conv2d(x, k3, 2, "same") + ops.conv2d(ops.average_pool2d(x, 2), k1)
+    np.testing.assert_allclose(g(x).numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="cannot be broadcast"):   # odd: 5 rows against 4
+        g(rng_array(1, 9, 9, 2))
 
 
 def test_what_is_wrong_only_for_some_sizes_raises_at_run_time_as_eager():

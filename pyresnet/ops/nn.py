@@ -132,7 +132,7 @@ def _squeeze_labels(target, output):
     """Keras accepts sparse labels shaped ``output.shape[:-1] + (1,)``."""
     target, output = convert_to_tensor(target), convert_to_tensor(output)
     if target.ndim == output.ndim and target.ndim > 0 and target.shape[-1] == 1:
-        target = reshape(target, target.shape[:-1])
+        target = reshape(target, shape(target)[:-1])
     return target
 
 
