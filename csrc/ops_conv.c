@@ -311,7 +311,7 @@ static void window_bpf(const pr_view *in, const pr_view *out, const void *a, pr_
                                       const void *a) {                                          \
         pr_window g;                                                                            \
         window_##pass(in, out, a, &g);                                                          \
-        return pr_conv_direct_supports(&g);                                                     \
+        return pr_conv_direct_supports(&g, PASS);                                               \
     }                                                                                           \
     static size_t direct_scratch_##pass(const pr_view *in, int n, const pr_view *out,           \
                                         const void *a) {                                        \

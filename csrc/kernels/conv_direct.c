@@ -62,19 +62,22 @@ static int tile_width(int nb, int64_t len) {
  * only the pixels they store, so nothing past the buffer. */
 static int64_t xpad_rows(const pr_window *g) { return (g->ho - 1) * g->sh + g->kh; }
 static int64_t xpad_cols(const pr_window *g) { return (g->wo - 1) * g->sw + g->kw; }
-/* Copy image rows [0, rows) x cols [0, cols) of a (rows_in, cols_in, ch)
- * image into a (prows, pcols, ch) buffer at offset (top, left); zero the rest
- * (and the slack after it, `total` floats in all). */
+/* Copy a (rows_in, cols_in, ch) image into a (prows, pcols, ch) buffer at
+ * offset (top, left) and zero the rest of the buffer (filter gradient). */
 static void pad_image(const float *src, int64_t rows_in, int64_t cols_in, int64_t ch, float *dst,
-                      int64_t prows, int64_t pcols, int64_t top, int64_t left, int64_t total) {
-    memset(dst, 0, sizeof(float) * (size_t)total);
-    int64_t c0 = left < 0 ? -left : 0, c1 = cols_in < pcols - left ? cols_in : pcols - left;
-    if (c1 <= c0) return;
-    for (int64_t r = 0; r < rows_in; r++) {
-        int64_t pr = r + top;
-        if (pr < 0 || pr >= prows) continue;
-        memcpy(dst + (pr * pcols + left + c0) * ch, src + (r * cols_in + c0) * ch,
-               sizeof(float) * (size_t)((c1 - c0) * ch));
+                      int64_t prows, int64_t pcols, int64_t top, int64_t left) {
+    int64_t lo = left < 0 ? 0 : left, hi = left + cols_in < pcols ? left + cols_in : pcols;
+    for (int64_t r = 0; r < prows; r++) {
+        float *d = dst + r * pcols * ch;
+        int64_t ir = r - top;
+        if (ir < 0 || ir >= rows_in || hi <= lo) {
+            memset(d, 0, sizeof(float) * (size_t)(pcols * ch));
+            continue;
+        }
+        memset(d, 0, sizeof(float) * (size_t)(lo * ch));
+        memcpy(d + lo * ch, src + (ir * cols_in + lo - left) * ch,
+               sizeof(float) * (size_t)((hi - lo) * ch));
+        memset(d + hi * ch, 0, sizeof(float) * (size_t)((pcols - hi) * ch));
     }
 }
 
@@ -94,7 +97,7 @@ static const float *image_for_tiles(const pr_window *g, const float *x, int64_t 
         return xn;
     }
     *row = xpad_cols(g);
-    pad_image(xn, g->h, g->w, g->c, buf, xpad_rows(g), xpad_cols(g), g->ph, g->pw, xpad_floats(g));
+    pad_image(xn, g->h, g->w, g->c, buf, xpad_rows(g), xpad_cols(g), g->ph, g->pw);
     return buf;
 }
 
@@ -126,16 +129,18 @@ static int threads_for(int64_t slots) {
 static int64_t slot_floats(const pr_window *g, pr_conv_pass pass) {
     int64_t taps = g->kh * g->kw;
     switch (pass) {
-    case PR_CONV_FORWARD: return xpad_floats(g);
+    case PR_CONV_FORWARD: return round16(xpad_rows(g) * xpad_cols(g) * g->c);
     case PR_CONV_BACKPROP_INPUT: return dypad_floats(g);
     case PR_CONV_BACKPROP_FILTER: return xpad_floats(g) + round16(taps * g->c * g->o);
     }
     return 0;
 }
 
-int pr_conv_direct_supports(const pr_window *g) {
+int pr_conv_direct_supports(const pr_window *g, pr_conv_pass pass) {
+    /* forward tiles step through x by the stride: compiled for 1 and 2 */
+    int64_t max_sw = pass == PR_CONV_FORWARD ? 2 : MAX_STRIDE;
     return g->kh >= 1 && g->kw >= 1 && g->kh <= MAX_WINDOW && g->kw <= MAX_WINDOW &&
-           g->sh >= 1 && g->sw >= 1 && g->sh <= MAX_STRIDE && g->sw <= MAX_STRIDE && g->c >= 1 &&
+           g->sh >= 1 && g->sw >= 1 && g->sh <= MAX_STRIDE && g->sw <= max_sw && g->c >= 1 &&
            g->o >= 1 && g->ho >= 1 && g->wo >= 1;
 }
 
@@ -153,13 +158,16 @@ size_t pr_conv_direct_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* One output tile of WT pixels x NB channel blocks: a sum over taps and
- * input channels.  w[t] points at tap t's (cin x 16) block of the first
- * channel block; block b is `wob` floats further.  Pixel p of the tile reads
- * in + p*ps + toff[t] + c and writes out + p*os (`mask` selects the
+ * input channels.  The input is in channel-major rows: pixel p of the tile,
+ * channel c, tap t is in[toff[t] + c*cs + p*SW] (cs: the floats of one
+ * channel's run; SW: the stride, a compile-time constant, so every
+ * broadcast is one FMA with a constant displacement).  w[t] points at tap
+ * t's (cin x 16) weights of the first channel block; block b is `wob`
+ * floats further.  Pixel p is written at out + p*os (`mask` selects the
  * channels of block NB-1). */
 typedef struct {
     const float *in;
-    int64_t ps, cin, wob, os;
+    int64_t cs, cin, wob, os;
     const int64_t *toff;
     const float *const *w;
     int taps;
@@ -167,22 +175,22 @@ typedef struct {
     __mmask16 mask;
 } tile_args;
 
-ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int NB) {
+ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int NB, const int SW) {
     __m512 acc[MAX_NB][MAX_TILE];
 #pragma GCC unroll 4
     for (int b = 0; b < NB; b++)
 #pragma GCC unroll 24
         for (int p = 0; p < WT; p++) acc[b][p] = _mm512_setzero_ps();
-    const int64_t ps = A->ps, cin = A->cin, wob = A->wob;
+    const int64_t cs = A->cs, cin = A->cin, wob = A->wob;
     for (int t = 0; t < A->taps; t++) {
         const float *a = A->in + A->toff[t], *wt = A->w[t];
-        for (int64_t c = 0; c < cin; c++, a++, wt += 16) {
+        for (int64_t c = 0; c < cin; c++, a += cs, wt += 16) {
             __m512 wv[MAX_NB];
 #pragma GCC unroll 4
             for (int b = 0; b < NB; b++) wv[b] = _mm512_load_ps(wt + b * wob);
 #pragma GCC unroll 24
             for (int p = 0; p < WT; p++) {
-                __m512 xv = _mm512_set1_ps(a[p * ps]);
+                __m512 xv = _mm512_set1_ps(a[p * SW]);
 #pragma GCC unroll 4
                 for (int b = 0; b < NB; b++) acc[b][p] = _mm512_fmadd_ps(xv, wv[b], acc[b][p]);
             }
@@ -197,29 +205,105 @@ ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int NB) {
     }
 }
 
+/* r[i] (pixel i, 16 channels) -> r[c] (channel c, 16 pixels): unpack pairs,
+ * then pairs of pairs, then 128-bit lanes twice. */
+ALWAYS_INLINE void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++) {
+            t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+            t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+    }
+}
+
+/* pad_image into channel-major rows: row r of the buffer is ch runs of pcols
+ * floats, so a tile's pixels along one channel are consecutive (forward and
+ * backprop_input broadcast from them at constant offsets).  16 x 16 blocks
+ * of (pixels, channels) are transposed in registers, the rest one by one. */
+static void pad_rows_cm(const float *src, int64_t rows_in, int64_t cols_in, int64_t ch, float *dst,
+                        int64_t prows, int64_t pcols, int64_t top, int64_t left) {
+    int64_t lo = left < 0 ? 0 : left, hi = left + cols_in < pcols ? left + cols_in : pcols;
+    int64_t n = hi - lo;
+    for (int64_t r = 0; r < prows; r++) {
+        float *d = dst + r * ch * pcols;
+        int64_t ir = r - top;
+        if (ir < 0 || ir >= rows_in || n <= 0) {
+            memset(d, 0, sizeof(float) * (size_t)(ch * pcols));
+            continue;
+        }
+        const float *row = src + (ir * cols_in + lo - left) * ch;
+        for (int64_t c = 0; c < ch; c++) {
+            memset(d + c * pcols, 0, sizeof(float) * (size_t)lo);
+            memset(d + c * pcols + hi, 0, sizeof(float) * (size_t)(pcols - hi));
+        }
+        int64_t c0 = 0;
+        for (; c0 + 16 <= ch; c0 += 16) {
+            int64_t q0 = 0;
+            for (; q0 + 16 <= n; q0 += 16) {
+                __m512 v[16];
+                for (int i = 0; i < 16; i++) v[i] = _mm512_loadu_ps(row + (q0 + i) * ch + c0);
+                transpose16(v);
+                for (int c = 0; c < 16; c++) _mm512_storeu_ps(d + (c0 + c) * pcols + lo + q0, v[c]);
+            }
+            for (int64_t c = c0; c < c0 + 16; c++)
+                for (int64_t q = q0; q < n; q++) d[c * pcols + lo + q] = row[q * ch + c];
+        }
+        for (int64_t c = c0; c < ch; c++)
+            for (int64_t q = 0; q < n; q++) d[c * pcols + lo + q] = row[q * ch + c];
+    }
+}
+
 typedef void (*tile_fn)(const tile_args *);
 
-#define TILE(WT, NB) \
-    static void tile_##WT##_##NB(const tile_args *A) { tile_body(A, WT, NB); }
-#define TILES_UP_TO_6(NB) TILE(1, NB) TILE(2, NB) TILE(3, NB) TILE(4, NB) TILE(5, NB) TILE(6, NB)
-#define TILES_7_TO_12(NB) TILE(7, NB) TILE(8, NB) TILE(9, NB) TILE(10, NB) TILE(11, NB) TILE(12, NB)
-#define TILES_13_TO_24(NB) TILE(13, NB) TILE(14, NB) TILE(15, NB) TILE(16, NB) TILE(17, NB) \
-    TILE(18, NB) TILE(19, NB) TILE(20, NB) TILE(21, NB) TILE(22, NB) TILE(23, NB) TILE(24, NB)
-TILES_UP_TO_6(1) TILES_7_TO_12(1) TILES_13_TO_24(1)
-TILES_UP_TO_6(2) TILES_7_TO_12(2)
-TILES_UP_TO_6(3) TILE(7, 3) TILE(8, 3)
-TILES_UP_TO_6(4)
+#define TILE(WT, NB, SW) \
+    static void tile_##WT##_##NB##_##SW(const tile_args *A) { tile_body(A, WT, NB, SW); }
+#define TILES_6(NB, SW) TILE(1, NB, SW) TILE(2, NB, SW) TILE(3, NB, SW) TILE(4, NB, SW) \
+    TILE(5, NB, SW) TILE(6, NB, SW)
+#define TILES_7_8(NB, SW) TILE(7, NB, SW) TILE(8, NB, SW)
+#define TILES_9_12(NB, SW) TILE(9, NB, SW) TILE(10, NB, SW) TILE(11, NB, SW) TILE(12, NB, SW)
+#define TILES_13_24(NB, SW) TILE(13, NB, SW) TILE(14, NB, SW) TILE(15, NB, SW) \
+    TILE(16, NB, SW) TILE(17, NB, SW) TILE(18, NB, SW) TILE(19, NB, SW) TILE(20, NB, SW) \
+    TILE(21, NB, SW) TILE(22, NB, SW) TILE(23, NB, SW) TILE(24, NB, SW)
+#define ALL_TILES(SW) \
+    TILES_6(1, SW) TILES_7_8(1, SW) TILES_9_12(1, SW) TILES_13_24(1, SW) \
+    TILES_6(2, SW) TILES_7_8(2, SW) TILES_9_12(2, SW) \
+    TILES_6(3, SW) TILES_7_8(3, SW) \
+    TILES_6(4, SW)
+ALL_TILES(1)
+ALL_TILES(2)
 
-#define ROW6(NB) tile_1_##NB, tile_2_##NB, tile_3_##NB, tile_4_##NB, tile_5_##NB, tile_6_##NB
-static const tile_fn tiles1[24] = {ROW6(1), tile_7_1, tile_8_1, tile_9_1, tile_10_1, tile_11_1,
-                                   tile_12_1, tile_13_1, tile_14_1, tile_15_1, tile_16_1,
-                                   tile_17_1, tile_18_1, tile_19_1, tile_20_1, tile_21_1,
-                                   tile_22_1, tile_23_1, tile_24_1};
-static const tile_fn tiles2[12] = {ROW6(2), tile_7_2, tile_8_2, tile_9_2, tile_10_2, tile_11_2,
-                                   tile_12_2};
-static const tile_fn tiles3[8] = {ROW6(3), tile_7_3, tile_8_3};
-static const tile_fn tiles4[6] = {ROW6(4)};
-static const tile_fn *const tiles[MAX_NB + 1] = {NULL, tiles1, tiles2, tiles3, tiles4};
+#define REF6(NB, SW) tile_1_##NB##_##SW, tile_2_##NB##_##SW, tile_3_##NB##_##SW, \
+    tile_4_##NB##_##SW, tile_5_##NB##_##SW, tile_6_##NB##_##SW
+#define REF7_8(NB, SW) tile_7_##NB##_##SW, tile_8_##NB##_##SW
+#define REF9_12(NB, SW) tile_9_##NB##_##SW, tile_10_##NB##_##SW, tile_11_##NB##_##SW, \
+    tile_12_##NB##_##SW
+#define REF13_24(NB, SW) tile_13_##NB##_##SW, tile_14_##NB##_##SW, tile_15_##NB##_##SW, \
+    tile_16_##NB##_##SW, tile_17_##NB##_##SW, tile_18_##NB##_##SW, tile_19_##NB##_##SW, \
+    tile_20_##NB##_##SW, tile_21_##NB##_##SW, tile_22_##NB##_##SW, tile_23_##NB##_##SW, \
+    tile_24_##NB##_##SW
+/* tiles[SW - 1][NB][WT - 1] */
+static const tile_fn tiles[2][MAX_NB + 1][MAX_TILE] = {
+    {{NULL}, {REF6(1, 1), REF7_8(1, 1), REF9_12(1, 1), REF13_24(1, 1)},
+     {REF6(2, 1), REF7_8(2, 1), REF9_12(2, 1)}, {REF6(3, 1), REF7_8(3, 1)}, {REF6(4, 1)}},
+    {{NULL}, {REF6(1, 2), REF7_8(1, 2), REF9_12(1, 2), REF13_24(1, 2)},
+     {REF6(2, 2), REF7_8(2, 2), REF9_12(2, 2)}, {REF6(3, 2), REF7_8(3, 2)}, {REF6(4, 2)}},
+};
 
 static __mmask16 tail_mask(int64_t channels) {
     int64_t r = channels % 16;
@@ -227,24 +311,23 @@ static __mmask16 tail_mask(int64_t channels) {
 }
 
 /* One output row segment of `len` pixels, all output channel blocks:
- * A->in / A->out at pixel 0, A->w at block 0; `cout` output channels. */
-static void row_tiles(tile_args A, int64_t len, int64_t cout, int64_t ips) {
+ * A.in / A.out at pixel 0, A.w at block 0; `cout` output channels; pixel
+ * stride `sw` (1 or 2) in the input rows. */
+static void row_tiles(tile_args A, int64_t len, int64_t cout, int64_t sw) {
     int64_t nob = blocks16(cout);
-    const float *w0[MAX_WINDOW * MAX_WINDOW];
-    memcpy(w0, A.w, sizeof(float *) * (size_t)A.taps);
     for (int64_t ob = 0; ob < nob; ob += MAX_NB) {
         int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
         int wt = tile_width(nb, len);
         const float *wb[MAX_WINDOW * MAX_WINDOW];
-        for (int t = 0; t < A.taps; t++) wb[t] = w0[t] + ob * A.wob;
+        for (int t = 0; t < A.taps; t++) wb[t] = A.w[t] + ob * A.wob;
         tile_args T = A;
         T.w = wb;
         T.mask = ob + nb == nob ? tail_mask(cout) : (__mmask16)0xFFFF;
         for (int64_t p = 0; p < len; p += wt) { /* the last tile may be narrower */
             int width = (int)(len - p < wt ? len - p : wt);
-            T.in = A.in + p * ips;
+            T.in = A.in + p * sw;
             T.out = A.out + p * A.os + ob * 16;
-            tiles[nb][width - 1](&T);
+            tiles[sw - 1][nb][width - 1](&T);
         }
     }
 }
@@ -280,28 +363,30 @@ static void pack_transposed(const pr_window *g, const float *w, float *wp) {
 
 int pr_conv_direct_forward(const pr_window *g, const float *x, const float *w, float *y,
                            void *scratch) {
-    const int64_t taps = g->kh * g->kw, C = g->c, O = g->o;
-    const int64_t slot = slot_floats(g, PR_CONV_FORWARD);
-    const int64_t slots = count_slots(g->n, slot ? slot : 1);
+    const int64_t taps = g->kh * g->kw, C = g->c, O = g->o, HP = xpad_rows(g), WP = xpad_cols(g);
+    const int64_t slot = slot_floats(g, PR_CONV_FORWARD), slots = count_slots(g->n, slot);
     float *wp = scratch, *pads = wp + round16(packed_floats(g, PR_CONV_FORWARD));
     pack_forward(g, w, wp);
+    int64_t toff[MAX_WINDOW * MAX_WINDOW];
     const float *wt[MAX_WINDOW * MAX_WINDOW];
-    for (int64_t t = 0; t < taps; t++) wt[t] = wp + t * C * 16;
+    for (int64_t kh = 0; kh < g->kh; kh++)
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+            int64_t t = kh * g->kw + kw;
+            toff[t] = kh * C * WP + kw;
+            wt[t] = wp + t * C * 16;
+        }
 #pragma omp parallel num_threads(threads_for(slots))
     {
-        float *buf = pads + THREAD_ID() * slot;
+        float *xp = pads + THREAD_ID() * slot;
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < g->n; n++) {
-            int64_t WP, toff[MAX_WINDOW * MAX_WINDOW];
-            const float *xp = image_for_tiles(g, x, n, buf, &WP);
-            for (int64_t kh = 0; kh < g->kh; kh++)
-                for (int64_t kw = 0; kw < g->kw; kw++) toff[kh * g->kw + kw] = (kh * WP + kw) * C;
-            tile_args A = {.ps = g->sw * C, .cin = C, .wob = taps * C * 16, .os = O, .toff = toff,
+            pad_rows_cm(x + n * g->h * g->w * C, g->h, g->w, C, xp, HP, WP, g->ph, g->pw);
+            tile_args A = {.cs = WP, .cin = C, .wob = taps * C * 16, .os = O, .toff = toff,
                            .w = wt, .taps = (int)taps};
             for (int64_t oh = 0; oh < g->ho; oh++) {
-                A.in = xp + oh * g->sh * WP * C;
+                A.in = xp + oh * g->sh * C * WP;
                 A.out = y + (n * g->ho + oh) * g->wo * O;
-                row_tiles(A, g->wo, O, A.ps);
+                row_tiles(A, g->wo, O, g->sw);
             }
         }
     }
@@ -321,7 +406,7 @@ int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const flo
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < g->n; n++) {
             float *dxn = dx + n * g->h * g->w * C;
-            pad_image(dy + n * g->ho * g->wo * O, g->ho, g->wo, O, dp, DR, DC, g->kh, g->kw, slot);
+            pad_rows_cm(dy + n * g->ho * g->wo * O, g->ho, g->wo, O, dp, DR, DC, g->kh, g->kw);
             for (int64_t rh = 0; rh < g->sh && rh < g->h; rh++)
                 for (int64_t rw = 0; rw < g->sw && rw < g->w; rw++) {
                     /* This phase's taps: dx[i*sh + rh, j*sw + rw] reads dy[i + di, j + dj]. */
@@ -334,7 +419,7 @@ int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const flo
                         for (int64_t kw = 0; kw < g->kw; kw++) {
                             int64_t v = rw + g->pw - kw;
                             if (((v % g->sw) + g->sw) % g->sw) continue;
-                            toff[nt] = ((u / g->sh) * DC + v / g->sw) * O;
+                            toff[nt] = (u / g->sh) * O * DC + v / g->sw;
                             wt[nt++] = wp + (kh * g->kw + kw) * O * 16;
                         }
                     }
@@ -347,10 +432,10 @@ int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const flo
                                 memset(out + j * g->sw * C, 0, sizeof(float) * (size_t)C);
                             continue;
                         }
-                        tile_args A = {.in = dp + ((i + g->kh) * DC + g->kw) * O, .ps = O,
+                        tile_args A = {.in = dp + (i + g->kh) * O * DC + g->kw, .cs = DC,
                                        .cin = O, .wob = taps * O * 16, .os = g->sw * C,
                                        .toff = toff, .w = wt, .taps = nt, .out = out};
-                        row_tiles(A, cols, C, O);
+                        row_tiles(A, cols, C, 1);
                     }
                 }
         }

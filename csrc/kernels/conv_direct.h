@@ -8,9 +8,10 @@
 
 #include "conv.h"
 
-/* Whether the direct kernels run this geometry: windows up to 7x7 and
- * strides up to 4 (CPU features are the caller's check). */
-int pr_conv_direct_supports(const pr_window *g);
+/* Whether the direct kernels run this pass and geometry: windows up to 7x7,
+ * strides up to 4 (forward: horizontal stride 1 or 2).  CPU features are the
+ * caller's check. */
+int pr_conv_direct_supports(const pr_window *g, pr_conv_pass pass);
 /* Scratch bytes of a pass: repacked weights, per-slot padded images (and
  * per-stripe partial filter gradients), independent of the thread count. */
 size_t pr_conv_direct_scratch_bytes(const pr_window *g, pr_conv_pass pass);
