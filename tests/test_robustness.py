@@ -23,6 +23,7 @@ import pytest
 
 import pyresnet as pr
 from pyresnet import _C
+from op_table import TABLE as OP_TABLE
 
 C = _C.call
 f32 = np.float32
@@ -478,14 +479,22 @@ def fuzz(trials, seed):
     """Mutated calls of every registered op; print one line per problem: a
     non-ValueError/TypeError error, an error not prefixed with the op name,
     an input changed by a call that raised or that does not mutate it.
+    A call starts from a valid one: half the time a random case of the op's
+    entry in the op table (tests/op_table.py: fixed awkward shapes, threaded
+    sizes, every dtype the entry covers), else its `_fuzz_templates` call
+    (random small shapes, empty batches, random windows and strides).
     Address space is capped at 3 GiB: a fuzzed shape asking for gigabytes
     gets a MemoryError instead of filling the machine's memory."""
     resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
     rng, nrng = random.Random(seed), np.random.default_rng(seed)
     for name in sorted(_C.op_names()):
         info = _C.op_info(name)
+        entry = OP_TABLE.get(name)
         for _ in range(trials):
             calls = _fuzz_templates(rng, nrng)
+            if entry is not None and entry.cases and (name not in calls or rng.random() < .5):
+                case = rng.choice(entry.cases)
+                calls[name] = (entry.inputs(case, nrng), case.attrs)
             if name in calls:
                 ins, attrs = calls[name]
                 ins, attrs = [np.asarray(a) for a in ins], dict(attrs)

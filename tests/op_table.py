@@ -1,0 +1,1048 @@
+"""The op table: one entry per op of the C registry (``pyresnet._C.op_names()``)
+and per internal graph op, driving tests/test_op_table.py (and giving the
+fuzz in tests/test_robustness.py its valid starting calls).
+
+An :class:`Entry` holds
+
+* ``name`` and ``kind``: "pure" (outputs from inputs), "state" (updates
+  Variables in place: the inputs in ``op_info(name)["mutates"]``), "random"
+  (augmentation ops that draw from an RNG state Variable) or "internal"
+  (graph-only ops the registry does not list);
+* ``cases``: named shape cases, each a seeded input generator and the op's
+  attributes, chosen to include the awkward shapes (odd sizes, stride 2,
+  batch 1, padding at the borders; channel counts 3, 15, 16, 17 and 64 for
+  the convolutions).  ``Case.grad`` marks the ones small enough for finite
+  differences;
+* ``reference``: a float64 NumPy function of the inputs (float inputs as
+  float64, others as they are) and the attributes.  For "pure" ops it
+  returns the outputs; for "state" ops the new values of the mutated inputs
+  (the reference of the update itself); for "random" ops it is called as
+  ``reference(inputs, draws, **attrs)`` with the draws the op reports
+  (flags, offsets, boxes, ...) and returns the other outputs, while
+  ``draws(inputs, **attrs)`` recomputes those draws from the Philox streams
+  (tests/philox_ref.py);
+* ``rtol``/``atol``: the forward tolerance against the reference;
+* ``grad_wrt``: the inputs (float inputs only) whose gradients the tape
+  gives, checked against central differences of the reference (None: the
+  registry marks the op not differentiable) and ``grad_outputs``;
+* ``skip``: for a check the entry cannot take, the reason.
+
+The references are the ones the per-family tests already use, imported from
+them (test_ops_conv, test_ops_nn, test_augment, philox_ref); the few that
+did not exist (backward ops, sum_to_shape, avg-pool adjoint) are written
+here from their documented formulas.
+"""
+import dataclasses
+import zlib
+from typing import Callable, Optional
+
+import numpy as np
+
+from pyresnet import _C
+from philox_ref import Stream, mixup_draws, resized_crop_box
+from test_augment import resize_reference
+from test_ops_conv import (conv_bpf_ref, conv_bpi_ref, conv_ref, max_pool_grad_ref, pool_ref,
+                           _taps)
+from test_ops_nn import (BN_SHAPES, np_bn_infer, np_bn_train, np_keras_probs_ce, np_log_softmax,
+                         np_soft_ce, np_softmax, np_sparse_ce, onehot)
+
+f32 = np.float32
+
+
+# ---- the table's types ----------------------------------------------------------------
+
+@dataclasses.dataclass
+class Case:
+    """One call of an op: ``make(rng)`` -> list of NumPy inputs, and attrs."""
+    label: str
+    make: Callable
+    attrs: dict = dataclasses.field(default_factory=dict)
+    grad: bool = True  # small enough for central differences of every element
+
+
+@dataclasses.dataclass
+class Entry:
+    name: str
+    cases: list = dataclasses.field(default_factory=list)
+    reference: Optional[Callable] = None
+    rtol: float = 1e-6
+    atol: float = 1e-6
+    grad_wrt: Optional[tuple] = None
+    grad_outputs: tuple = (0,)
+    grad_rtol: float = 2e-3
+    grad_atol: float = 2e-3
+    kind: str = "pure"
+    draws: Optional[Callable] = None  # random ops: expected draws from philox_ref
+    draw_outputs: tuple = ()  # random ops: which outputs are the draws
+    skip: dict = dataclasses.field(default_factory=dict)  # check -> reason
+    note: str = ""
+
+    def inputs(self, case, rng=None):
+        """The case's inputs, seeded by op name and case label."""
+        if rng is None:
+            rng = np.random.default_rng(zlib.crc32(f"{self.name}/{case.label}".encode()))
+        return [np.asarray(a) for a in case.make(rng)]
+
+    @property
+    def mutated(self):
+        """Indices of the inputs the op updates in place."""
+        if self.kind == "internal":
+            return ()
+        m = _C.op_info(self.name)["mutates"]
+        return tuple(i for i in range(m.bit_length()) if m >> i & 1)
+
+    def ref(self, inputs, **attrs):
+        """The reference on float64 copies of the float inputs."""
+        return self.reference(*as64(inputs), **attrs)
+
+
+def as64(inputs):
+    return [np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else np.asarray(a)
+            for a in inputs]
+
+
+TABLE = {}
+
+
+def add(entry):
+    assert entry.name not in TABLE, entry.name
+    TABLE[entry.name] = entry
+    return entry
+
+
+# ---- input generators ---------------------------------------------------------------------
+
+def randn(rng, *shape, scale=1.0, shift=0.0):
+    return np.asarray(rng.standard_normal(shape) * scale + shift, f32)
+
+
+def uniform(rng, lo, hi, *shape):
+    return np.asarray(rng.uniform(lo, hi, shape), f32)
+
+
+def away_from_zero(rng, *shape):
+    """Normal values with none within 1e-2 of 0 (relu's kink, a divisor)."""
+    x = randn(rng, *shape)
+    x[np.abs(x) < 1e-2] = 0.5
+    return x
+
+
+def nonzero_divisor(rng, *shape):
+    # test_core.test_binary_broadcasting's divisor: |b| in [0.5, 2]
+    return (rng.uniform(0.5, 2.0, shape) * rng.choice([-1, 1], shape)).astype(f32)
+
+
+def distinct_pair(rng, sa, sb):
+    """Values on a 0.1 grid, b offset by 0.05: no ties between or within a
+    and b, every pair at least 0.05 apart (test_ops_nn.test_maximum_minimum)."""
+    na, nb = int(np.prod(sa)), int(np.prod(sb))
+    p = rng.permutation(na + nb)
+    return ((p[:na].reshape(sa) * 0.1).astype(f32),
+            (p[na:].reshape(sb) * 0.1 + 0.05).astype(f32))
+
+
+def distinct(rng, shape, step=0.01):
+    """Distinct values spaced `step` apart: no ties in a max (test_pool2d)."""
+    return (rng.permutation(int(np.prod(shape))).reshape(shape) * step - 1.0).astype(f32)
+
+
+def labels(rng, c, shape, dtype=np.int32):
+    return rng.integers(0, c, shape).astype(dtype)
+
+
+def image(rng, shape, dtype):
+    """test_augment.images: uint8 pixels or normal float32."""
+    if dtype == np.uint8:
+        return rng.integers(0, 256, shape, dtype=np.uint8)
+    return rng.standard_normal(shape).astype(f32)
+
+
+def rng_state(seed, counter=0):
+    return np.array([seed, counter], np.int64)
+
+
+# ---- elementwise ------------------------------------------------------------------------
+
+# test_core.test_binary_broadcasting's shapes, then odd sizes past a vector width
+BINARY_SHAPES = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 5)), ((), (2, 2)),
+                 ((1, 3, 1, 2), (4, 1, 3, 1, 1))]
+# and past the kernels' 32768-element threading threshold (PARALLEL_MIN)
+BINARY_LARGE = [((1, 17, 33), (33,)), ((31, 1), (1, 19)), ((64, 1025), (1025,)),
+                ((2, 129, 257), (2, 129, 257)), ((1, 40001), ()), ((3, 33001), (3, 1))]
+
+
+def _binary_cases(gen):
+    return ([Case(f"{sa}x{sb}", lambda r, sa=sa, sb=sb: gen(r, sa, sb)) for sa, sb in BINARY_SHAPES]
+            + [Case(f"{sa}x{sb}", lambda r, sa=sa, sb=sb: gen(r, sa, sb), grad=False)
+               for sa, sb in BINARY_LARGE])
+
+
+for _name, _fn in [("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply)]:
+    add(Entry(_name, _binary_cases(lambda r, sa, sb: [randn(r, *sa), randn(r, *sb)]),
+              reference=_fn, rtol=1e-6, atol=1e-6, grad_wrt=(0, 1)))
+add(Entry("divide", _binary_cases(lambda r, sa, sb: [randn(r, *sa), nonzero_divisor(r, *sb)]),
+          reference=np.divide, rtol=1e-6, atol=1e-6, grad_wrt=(0, 1)))
+for _name, _fn in [("maximum", np.maximum), ("minimum", np.minimum)]:
+    add(Entry(_name, _binary_cases(lambda r, sa, sb: list(distinct_pair(r, sa, sb))),
+              reference=_fn, rtol=0, atol=0, grad_wrt=(0, 1),
+              note="distinct values 0.05 apart: no ties, differences stay on one side"))
+add(Entry("greater_equal",
+          _binary_cases(lambda r, sa, sb: [r.integers(0, 3, sa).astype(f32),
+                                           r.integers(0, 3, sb).astype(f32)]),
+          reference=lambda a, b: (a >= b).astype(np.float64), rtol=0, atol=0,
+          note="small integers: many ties, which count as >="))
+
+UNARY_SHAPES = [(3, 5), (1,), (), (2, 4, 1)]
+UNARY_LARGE = [(3, 17, 33), (65, 1031)]
+
+
+def _unary_cases(gen, attrs=None):
+    attrs = attrs or {}
+    return ([Case(str(s), lambda r, s=s: [gen(r, s)], dict(attrs)) for s in UNARY_SHAPES]
+            + [Case(str(s), lambda r, s=s: [gen(r, s)], dict(attrs), grad=False)
+               for s in UNARY_LARGE])
+
+
+# test_ops_nn.test_unary_math's ranges
+for _name, _fn, _lo, _hi in [("exp", np.exp, -3.0, 3.0), ("log", np.log, 0.2, 4.0),
+                             ("sqrt", np.sqrt, 0.2, 4.0), ("square", np.square, -3.0, 3.0)]:
+    add(Entry(_name, _unary_cases(lambda r, s, lo=_lo, hi=_hi: uniform(r, lo, hi, *s)),
+              reference=_fn, rtol=2e-6, atol=1e-6, grad_wrt=(0,)))
+add(Entry("negative", _unary_cases(lambda r, s: randn(r, *s)), reference=np.negative,
+          rtol=0, atol=0, grad_wrt=(0,)))
+add(Entry("relu", _unary_cases(lambda r, s: away_from_zero(r, *s)),
+          reference=lambda x: np.maximum(x, 0), rtol=0, atol=0, grad_wrt=(0,),
+          note="no value within 1e-2 of the kink"))
+add(Entry("scale", _unary_cases(lambda r, s: randn(r, *s), {"value": 2.5, "divisor": 3})
+          + [Case("default divisor", lambda r: [randn(r, 4, 3)], {"value": -0.75})],
+          reference=lambda x, value, divisor=1: x * (value / divisor), rtol=1e-6, atol=1e-7,
+          grad_wrt=(0,)))
+add(Entry("ones_like", _unary_cases(lambda r, s: randn(r, *s)),
+          reference=lambda x: np.ones_like(x, np.float64), rtol=0, atol=0))
+add(Entry("zeros_like", _unary_cases(lambda r, s: randn(r, *s)),
+          reference=lambda x: np.zeros_like(x, np.float64), rtol=0, atol=0))
+
+
+def _clip_values(r, *shape, lo=-0.6, hi=0.8):
+    """Values at least 2e-3 away from both bounds (central differences)."""
+    x = randn(r, *shape)
+    x[np.abs(x - lo) < 2e-3] = lo - 0.1
+    x[np.abs(x - hi) < 2e-3] = hi + 0.1
+    return x
+
+
+add(Entry("clip", [
+    Case("fixed", lambda r: [np.array([[-2.0, -0.5, 0.25, 0.7, 3.0], [0.1, -1.7, 1.9, -0.2, 0.9]],
+                                      f32)], {"min": -0.6, "max": 0.8}),  # test_ops_nn's
+    Case("(4, 7)", lambda r: [_clip_values(r, 4, 7)], {"min": -0.6, "max": 0.8}),
+    Case("(1,)", lambda r: [_clip_values(r, 1)], {"min": -0.6, "max": 0.8}),
+    Case("(3, 17, 33)", lambda r: [_clip_values(r, 3, 17, 33)], {"min": -0.6, "max": 0.8},
+         grad=False),
+    Case("(65, 1031)", lambda r: [_clip_values(r, 65, 1031)], {"min": -0.6, "max": 0.8},
+         grad=False),
+    Case("min > max", lambda r: [randn(r, 2, 5)], {"min": 1.0, "max": 0.0}, grad=False),
+], reference=lambda x, min, max: np.clip(x, min, max), rtol=0, atol=0, grad_wrt=(0,),
+    note="min > max gives max everywhere, as NumPy"))
+
+
+def _mask_cases(second):
+    return [Case(str(s), lambda r, s=s: [randn(r, *s), second(r, s)], grad=False)
+            for s in [(3, 5), (1,), (2, 17, 33), (65, 1031)]]
+
+
+def _with_bounds(r, s, lo=-0.5, hi=0.75):
+    x = randn(r, *s)
+    x.flat[: x.size // 3] = lo  # exactly on the bounds: inclusive
+    x.flat[x.size // 3: x.size // 2] = hi
+    return r.permutation(x.reshape(-1)).reshape(s)
+
+
+def _relu_outputs(r, s):
+    y = np.maximum(randn(r, *s), 0)  # zeros included: no gradient at 0
+    return y
+
+
+add(Entry("relu_backward", _mask_cases(_relu_outputs),
+          reference=lambda dy, y: np.where(y > 0, dy, 0.0), rtol=0, atol=0))
+add(Entry("clip_backward",
+          [Case(c.label, c.make, {"min": -0.5, "max": 0.75}, grad=False)
+           for c in _mask_cases(_with_bounds)],
+          reference=lambda dy, x, min, max: np.where((x >= min) & (x <= max), dy, 0.0),
+          rtol=0, atol=0, note="x exactly on the bounds: inclusive"))
+
+
+def sum_to_shape_ref(x, shape):
+    """The adjoint of np.broadcast_to: sum the broadcast axes down to `shape`."""
+    shape = tuple(shape)
+    lead = x.ndim - len(shape)
+    y = x.sum(axis=tuple(range(lead))) if lead else x
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and y.shape[i] != 1)
+    return y.sum(axis=axes, keepdims=True) if axes else y
+
+
+add(Entry("broadcast_to", [
+    Case("(1, 3)->(4, 3)", lambda r: [randn(r, 1, 3)], {"shape": [4, 3]}),
+    Case("(5, 1, 7)->(2, 5, 4, 7)", lambda r: [randn(r, 5, 1, 7)], {"shape": [2, 5, 4, 7]}),
+    Case("()->(2, 3)", lambda r: [randn(r)], {"shape": [2, 3]}),
+    Case("identity", lambda r: [randn(r, 3)], {"shape": [3]}),
+    Case("(33,)->(17, 33)", lambda r: [randn(r, 33)], {"shape": [17, 33]}, grad=False),
+], reference=lambda x, shape: np.broadcast_to(x, tuple(shape)), rtol=0, atol=0, grad_wrt=(0,)))
+add(Entry("sum_to_shape", [
+    Case("(4, 3)->(1, 3)", lambda r: [randn(r, 4, 3)], {"shape": [1, 3]}),
+    Case("(2, 5, 4, 7)->(5, 1, 7)", lambda r: [randn(r, 2, 5, 4, 7)], {"shape": [5, 1, 7]}),
+    Case("(2, 3)->()", lambda r: [randn(r, 2, 3)], {"shape": []}),
+    Case("identity", lambda r: [randn(r, 3)], {"shape": [3]}),
+    Case("(17, 33)->(33,)", lambda r: [randn(r, 17, 33)], {"shape": [33]}, grad=False),
+], reference=sum_to_shape_ref, rtol=1e-6, atol=1e-6, grad_wrt=(0,)))
+
+
+# ---- reductions and reshapes ----------------------------------------------------------------
+
+# test_ops_nn.test_reductions's cases (axes [] = all), then a larger odd one
+REDUCE_CASES = [((2, 3, 4), [], False), ((2, 3, 4), [1], False), ((2, 3, 4), [-1], True),
+                ((2, 3, 4), [0, 2], False), ((2, 3, 4), [2, 0], True), ((3, 1, 5), [1], False),
+                ((1, 5, 1, 3), [0, 1], False), ((4, 3, 3, 5), [1, 2], False), ((7,), [0], False),
+                ((), [], False)]
+
+
+def _reduce_ref(fn):
+    return lambda x, axes, keepdims: fn(x, axis=tuple(axes) if axes else None, keepdims=keepdims)
+
+
+for _name in ("sum", "mean"):
+    add(Entry(_name, [Case(f"{s} axes={a} keepdims={k}", lambda r, s=s: [randn(r, *s)],
+                           {"axes": a, "keepdims": k}) for s, a, k in REDUCE_CASES]
+              + [Case(f"(64, 33, 17) axes={a}", lambda r: [randn(r, 64, 33, 17, scale=100)],
+                      {"axes": a, "keepdims": False}, grad=False)
+                 for a in ([], [0], [1, 2], [0, 2], [-1])],
+              reference=_reduce_ref(getattr(np, _name)), rtol=1e-6, atol=1e-6, grad_wrt=(0,)))
+
+add(Entry("reshape", [Case(f"(2, 3, 5)->{s}", lambda r: [randn(r, 2, 3, 5)], {"shape": s})
+                      for s in [[6, 5], [-1], [5, -1, 1], [2, 15], [30]]]
+          + [Case("int64", lambda r: [np.arange(6, dtype=np.int64)], {"shape": [2, 3]},
+                  grad=False),
+             Case("uint8", lambda r: [r.integers(0, 256, (4, 3), dtype=np.uint8)],
+                  {"shape": [3, -1]}, grad=False)],
+          reference=lambda x, shape: np.reshape(x, shape), rtol=0, atol=0, grad_wrt=(0,),
+          note="any dtype; int and uint8 cases are forward only"))
+add(Entry("flatten", [Case("batch 1 (1, 3, 5, 2)", lambda r: [randn(r, 1, 3, 5, 2)]),
+                      Case("(2, 3, 4)", lambda r: [randn(r, 2, 3, 4)]),
+                      Case("rank 1", lambda r: [randn(r, 4)])],
+          reference=lambda x: x.reshape(x.shape[0], -1), rtol=0, atol=0, grad_wrt=(0,)))
+add(Entry("dim_size", [Case(f"(2, 3, 5) axis {a}", lambda r: [randn(r, 2, 3, 5)], {"axis": a})
+                       for a in (0, 1, -1)]
+          + [Case("int64 axis 0", lambda r: [np.zeros((7, 2), np.int64)], {"axis": 0})],
+          reference=lambda x, axis: np.int32(x.shape[axis]), rtol=0, atol=0))
+
+
+# ---- softmax and losses -------------------------------------------------------------------------
+
+SOFTMAX_SHAPES = [(1, 1), (3, 7), (2, 3, 5), (4,)]  # test_ops_nn.test_softmax_family's
+
+
+def _softmax_cases():
+    return ([Case(str(s), lambda r, s=s: [randn(r, *s, scale=2)]) for s in SOFTMAX_SHAPES]
+            + [Case("(5, 37) large logits", lambda r: [randn(r, 5, 37, scale=30)], grad=False),
+               Case("(129, 1001)", lambda r: [randn(r, 129, 1001, scale=3)], grad=False),
+               Case("extreme", lambda r: [np.array([[1000.0, 999.0, -1000.0],
+                                                    [-1e30, 0.0, 1e30]], f32)], grad=False)])
+
+
+add(Entry("softmax", _softmax_cases(), reference=np_softmax, rtol=1e-5, atol=1e-7,
+          grad_wrt=(0,)))
+add(Entry("log_softmax", _softmax_cases()[:-1], reference=np_log_softmax, rtol=1e-5, atol=2e-5,
+          grad_wrt=(0,), note="the extreme row [-1e30, 0, 1e30] has log-probabilities of "
+                              "-2e30, beyond a relative tolerance: left to test_ops_nn"))
+add(Entry("softmax_backward",
+          [Case(str(s), lambda r, s=s: [randn(r, *s), np_softmax(randn(r, *s, scale=2)
+                                                                 .astype(np.float64)).astype(f32)])
+           for s in [(1, 1), (3, 7), (2, 3, 5), (5, 37), (129, 1001)]],
+          reference=lambda dy, y: y * (dy - (dy * y).sum(-1, keepdims=True)),
+          rtol=1e-5, atol=1e-6))
+add(Entry("log_softmax_backward",
+          [Case(str(s), lambda r, s=s: [randn(r, *s),
+                                        np_log_softmax(randn(r, *s, scale=2).astype(np.float64))
+                                        .astype(f32)])
+           for s in [(1, 1), (3, 7), (2, 3, 5), (5, 37), (129, 1001)]],
+          reference=lambda dy, y: dy - np.exp(y) * dy.sum(-1, keepdims=True),
+          rtol=1e-5, atol=1e-5))
+
+LOSS_SHAPES = [(1, 3), (5, 7), (2, 3, 4)]  # test_ops_nn's loss shapes
+
+
+def _sparse_logits(r, s, dtype):
+    return [randn(r, *s, scale=3), labels(r, s[-1], s[:-1], dtype)]
+
+
+add(Entry("sparse_softmax_cross_entropy",
+          [Case(f"{s} {np.dtype(dt).name}", lambda r, s=s, dt=dt: _sparse_logits(r, s, dt))
+           for s in LOSS_SHAPES for dt in (np.int32, np.int64)]
+          + [Case(f"{s} int64", lambda r, s=s: _sparse_logits(r, s, np.int64), grad=False)
+             for s in [(8, 17), (257, 131)]],
+          reference=np_sparse_ce, rtol=1e-5, atol=1e-5, grad_wrt=(0,)))
+
+
+def _soft_target(r, s):
+    t = r.uniform(0, 1, s)
+    return (t / t.sum(-1, keepdims=True) * 1.3).astype(f32)  # need not sum to 1
+
+
+add(Entry("softmax_cross_entropy",
+          [Case(str(s), lambda r, s=s: [randn(r, *s, scale=2), _soft_target(r, s)])
+           for s in [(1, 2), (5, 7), (2, 3, 4)]]
+          + [Case(str(s), lambda r, s=s: [randn(r, *s, scale=2), _soft_target(r, s)], grad=False)
+             for s in [(8, 17), (257, 131)]],
+          reference=np_soft_ce, rtol=1e-5, atol=1e-5, grad_wrt=(0, 1)))
+
+
+def _probs(r, s):
+    return uniform(r, 0.05, 1.0, *s)  # not normalised: Keras renormalises
+
+
+add(Entry("sparse_categorical_crossentropy",
+          [Case(str(s), lambda r, s=s: [_probs(r, s), labels(r, s[-1], s[:-1])],
+                grad=s in LOSS_SHAPES)
+           for s in LOSS_SHAPES + [(257, 131)]]
+          + [Case("clipped", lambda r: [np.array([[1e-9, 0.3, 0.7], [1e-9, 1e-9, 1.0]], f32),
+                                        np.array([0, 2], np.int64)], grad=False)],
+          reference=lambda p, l: np_keras_probs_ce(p, onehot(l, p.shape[-1])),
+          rtol=1e-5, atol=1e-5, grad_wrt=(0,)))
+add(Entry("categorical_crossentropy",
+          [Case(str(s), lambda r, s=s: [_probs(r, s), uniform(r, 0, 1, *s)],
+                grad=s in LOSS_SHAPES)
+           for s in LOSS_SHAPES + [(257, 131)]]
+          + [Case("clipped", lambda r: [np.array([[1e-9, 0.3, 0.7], [1e-9, 1e-9, 1.0]], f32),
+                                        np.array([[1.0, 0.5, 0.5], [0.0, 0.0, 1.0]], f32)],
+                  grad=False)],
+          reference=np_keras_probs_ce, rtol=1e-5, atol=1e-5, grad_wrt=(0,),
+          note="gradient wrt probs only, as Keras (the target is data)"))
+
+ACC_PRED = np.array([[0.1, 0.7, 0.2], [0.5, 0.5, 0.0], [0.3, 0.3, 0.4], [0.0, 0.0, 0.0]], f32)
+
+
+def _first_argmax(a):
+    return np.argmax(a, axis=-1)  # NumPy's argmax is the first maximum
+
+
+add(Entry("sparse_categorical_accuracy", [
+    Case("ties", lambda r: [ACC_PRED, np.array([1, 1, 2, 0], np.int64)]),  # test_accuracies
+    Case("out of range", lambda r: [ACC_PRED, np.array([1, 0, 7, -1], np.int32)]),
+    Case("(3, 5, 10)", lambda r: [r.integers(0, 4, (3, 5, 10)).astype(f32),
+                                  labels(r, 10, (3, 5))]),
+], reference=lambda p, l: (_first_argmax(p) == l).astype(np.float64), rtol=0, atol=0,
+    note="ties go to the first maximum; out-of-range labels score 0"))
+add(Entry("categorical_accuracy", [
+    Case("ties", lambda r: [ACC_PRED, np.array([[0.2, 0.8, 0.0], [0.0, 0.4, 0.6],
+                                                [0.0, 0.5, 0.5], [1.0, 0.0, 0.0]], f32)]),
+    Case("(3, 5, 10)", lambda r: [r.integers(0, 4, (3, 5, 10)).astype(f32),
+                                  r.integers(0, 4, (3, 5, 10)).astype(f32)]),
+], reference=lambda p, t: (_first_argmax(p) == _first_argmax(t)).astype(np.float64),
+    rtol=0, atol=0))
+
+
+def _keras_probs_ce_grad(g, p, t, eps=1e-7):
+    """d/dp of np_keras_probs_ce: q = p / S, L = -sum t log(clip(q)); dL/dq is
+    -t/q inside (eps, 1 - eps) and 0 where clipped; dq_j/dp_i = (d_ij - q_j)/S."""
+    s = p.sum(-1, keepdims=True)
+    q = p / s
+    a = np.where((q > eps) & (q < 1 - eps), -t / q, 0.0)
+    return g[..., None] * (a - (a * q).sum(-1, keepdims=True)) / s
+
+
+def _loss_bw_cases(second):
+    return [Case(str(s), lambda r, s=s: [randn(r, *s[:-1]), randn(r, *s, scale=2)
+                                         if second != "probs" else _probs(r, s),
+                                         *_loss_target(r, s, second)], grad=False)
+            for s in [(1, 3), (5, 7), (2, 3, 4), (8, 17), (257, 131)]]
+
+
+def _loss_target(r, s, kind):
+    if kind == "labels" or kind == "probs":
+        return [labels(r, s[-1], s[:-1], np.int64)]
+    return [_soft_target(r, s)]
+
+
+add(Entry("sparse_softmax_cross_entropy_backward", _loss_bw_cases("labels"),
+          reference=lambda g, x, l: g[..., None] * (np_softmax(x) - onehot(l, x.shape[-1])),
+          rtol=1e-5, atol=1e-6))
+add(Entry("softmax_cross_entropy_backward", _loss_bw_cases("soft"),
+          reference=lambda g, x, t: g[..., None] * (np_softmax(x) * t.sum(-1, keepdims=True) - t),
+          rtol=1e-5, atol=1e-6))
+add(Entry("sparse_categorical_crossentropy_backward", _loss_bw_cases("probs"),
+          reference=lambda g, p, l: _keras_probs_ce_grad(g, p, onehot(l, p.shape[-1])),
+          rtol=1e-5, atol=1e-5))
+add(Entry("categorical_crossentropy_backward",
+          [Case(str(s), lambda r, s=s: [randn(r, *s[:-1]), _probs(r, s), uniform(r, 0, 1, *s)],
+                grad=False) for s in [(1, 3), (5, 7), (2, 3, 4), (8, 17), (257, 131)]]
+          + [Case("clipped", lambda r: [np.array([1.0, -2.0], f32),
+                                        np.array([[1e-9, 0.3, 0.7], [1e-9, 1e-9, 1.0]], f32),
+                                        np.array([[1.0, 0.5, 0.5], [0.0, 0.0, 1.0]], f32)],
+                  grad=False)],
+          reference=_keras_probs_ce_grad, rtol=1e-5, atol=1e-5))
+
+
+# ---- batch normalization ---------------------------------------------------------------------
+
+# test_ops_nn.BN_SHAPES (channels < 16, 16 + leftovers, two blocks + leftovers), then
+# channel counts 17 and 64 at batch 1 and an odd image (forward only)
+BN_LARGE = [(2, 5, 5, 17), (1, 3, 3, 64), (3, 7, 9, 15), (16, 16, 16, 16), (8, 9, 9, 35)]
+
+
+def _bn_inputs(r, shape, infer=False):
+    c = shape[-1]
+    x = randn(r, *shape, scale=2, shift=3)
+    gamma, beta = uniform(r, 0.5, 1.5, c), randn(r, c)  # test_ops_nn.bn_params
+    if not infer:
+        return [x, gamma, beta]
+    return [x, gamma, beta, randn(r, c), uniform(r, 0.2, 2, c)]
+
+
+def _bn_cases(infer=False, grad_ok=True):
+    return ([Case(str(s), lambda r, s=s: _bn_inputs(r, s, infer), {"epsilon": 1e-3},
+                  grad=grad_ok) for s in BN_SHAPES]
+            + [Case(str(s), lambda r, s=s: _bn_inputs(r, s, infer), {"epsilon": 1e-3}, grad=False)
+               for s in BN_LARGE])
+
+
+def _bn_train_ref(x, gamma, beta, epsilon):
+    return np_bn_train(x, gamma, beta, epsilon)
+
+
+def _bn_infer_ref(x, gamma, beta, mm, mv, epsilon):
+    return np_bn_infer(x, gamma, beta, mm, mv, epsilon)
+
+
+add(Entry("batch_norm_train", _bn_cases(), reference=_bn_train_ref, rtol=1e-4, atol=1e-5,
+          grad_wrt=(0, 1, 2), grad_rtol=5e-3, grad_atol=5e-3,
+          note="gradient through y only: the batch statistics outputs have none "
+               "(test_ops_nn.test_batch_norm_gradient_ignores_statistics_outputs)"))
+add(Entry("batch_norm_infer", _bn_cases(infer=True), reference=_bn_infer_ref, rtol=1e-5,
+          atol=1e-5, grad_wrt=(0, 1, 2),
+          note="the moving statistics get no gradient (non-trainable state)"))
+add(Entry("batch_norm_relu_train", _bn_cases(),
+          reference=lambda *a, epsilon: (lambda y, m, v: (np.maximum(y, 0), m, v))(
+              *_bn_train_ref(*a, epsilon)), rtol=1e-4, atol=1e-5,
+          note="made by jit_compile from batch_norm_train + relu; callable eagerly too"))
+add(Entry("batch_norm_relu_infer", _bn_cases(infer=True),
+          reference=lambda *a, epsilon: np.maximum(_bn_infer_ref(*a, epsilon), 0),
+          rtol=1e-5, atol=1e-5,
+          note="made by jit_compile from batch_norm_infer + relu; callable eagerly too"))
+
+
+def _bn_train_bw_inputs(r, shape):
+    x, gamma, _ = _bn_inputs(r, shape)
+    axes = tuple(range(x.ndim - 1))
+    x64 = x.astype(np.float64)
+    return [randn(r, *shape), x, gamma, x64.mean(axes).astype(f32), x64.var(axes).astype(f32)]
+
+
+def _bn_train_bw_ref(dy, x, gamma, mean, var, epsilon):
+    """Ioffe & Szegedy 2015 section 3 (test_batch_norm_large_is_deterministic_and_accurate)."""
+    axes = tuple(range(x.ndim - 1))
+    m = x.size // x.shape[-1]
+    xhat = (x - mean) / np.sqrt(var + epsilon)
+    dbeta, dgamma = dy.sum(axes), (dy * xhat).sum(axes)
+    dx = gamma / np.sqrt(var + epsilon) * (dy - dbeta / m - xhat * dgamma / m)
+    return dx, dgamma, dbeta
+
+
+def _bn_infer_bw_ref(dy, x, gamma, mm, mv, epsilon):
+    axes = tuple(range(x.ndim - 1))
+    inv = 1 / np.sqrt(mv + epsilon)
+    return dy * gamma * inv, (dy * (x - mm) * inv).sum(axes), dy.sum(axes)
+
+
+add(Entry("batch_norm_train_backward",
+          [Case(str(s), lambda r, s=s: _bn_train_bw_inputs(r, s), {"epsilon": 1e-3}, grad=False)
+           for s in BN_SHAPES + BN_LARGE],
+          reference=_bn_train_bw_ref, rtol=1e-4, atol=1e-4))
+add(Entry("batch_norm_infer_backward",
+          [Case(str(s), lambda r, s=s: [randn(r, *s)] + [_bn_inputs(r, s, True)[i]
+                                                         for i in (0, 1, 3, 4)],
+                {"epsilon": 1e-3}, grad=False) for s in BN_SHAPES + BN_LARGE],
+          reference=_bn_infer_bw_ref, rtol=1e-5, atol=1e-4))
+
+
+# ---- matmul, convolutions, pooling -------------------------------------------------------
+
+def _matmul_case(m, k, n, ta, tb, grad=True):
+    def make(r):
+        a, b = randn(r, m, k), randn(r, k, n)
+        return [a.T.copy() if ta else a, b.T.copy() if tb else b]
+    return Case(f"({m}, {k})@({k}, {n}) ta={ta} tb={tb}", make,
+                {"transpose_a": ta, "transpose_b": tb}, grad=grad)
+
+
+add(Entry("matmul",
+          [_matmul_case(3, 4, 5, ta, tb) for ta in (False, True) for tb in (False, True)]
+          + [_matmul_case(17, 33, 15, False, True, grad=False),
+             _matmul_case(1, 64, 17, True, False, grad=False),
+             _matmul_case(2, 0, 3, False, False, grad=False)],
+          reference=lambda a, b, transpose_a, transpose_b:
+          (a.T if transpose_a else a) @ (b.T if transpose_b else b),
+          rtol=1e-5, atol=1e-5, grad_wrt=(0, 1), note="includes an empty inner dimension"))
+
+
+def st2(strides):
+    s = [strides] if np.isscalar(strides) else list(strides)
+    return tuple(s * 2 if len(s) == 1 else s)
+
+
+# (label, x shape, kernel (KH, KW, C, O), strides, same, grad): test_ops_conv.CONV_CASES's
+# geometries at the awkward channel counts 3, 15, 16, 17, 64, batch 1, odd sizes
+CONV_SHAPES = [
+    ("3x3 s1 same c3 o4 batch1 odd", (1, 5, 7, 3), (3, 3, 3, 4), [1], True, True),
+    ("3x3 s2 same c2 o3", (1, 5, 7, 2), (3, 3, 2, 3), [2], True, True),
+    ("1x1 s2 valid c3 o2", (2, 5, 7, 3), (1, 1, 3, 2), [2], False, True),
+    ("2x3 s(1,2) same c2 o2", (1, 4, 7, 2), (2, 3, 2, 2), [1, 2], True, True),
+    ("3x1 s(2,1) valid c2 o3", (2, 5, 4, 2), (3, 1, 2, 3), [2, 1], False, True),
+    ("4x4 s3 same c2 o2", (1, 7, 5, 2), (4, 4, 2, 2), [3], True, True),
+    ("3x3 s2 same c16 o3 small", (1, 3, 4, 16), (3, 3, 16, 3), [2], True, True),
+    ("2x2 s1 valid c17 o2 small", (1, 3, 3, 17), (2, 2, 17, 2), [1], False, True),
+    ("3x3 s2 same c15 o17 odd", (2, 9, 9, 15), (3, 3, 15, 17), [2], True, False),
+    ("3x3 s1 same c16 o16", (1, 8, 8, 16), (3, 3, 16, 16), [1], True, False),
+    ("3x3 s2 valid c17 o15", (1, 7, 7, 17), (3, 3, 17, 15), [2], False, False),
+    ("3x3 s1 same c64 o64", (1, 9, 9, 64), (3, 3, 64, 64), [1], True, False),
+    ("1x1 s2 same c64 o17 projection", (1, 7, 7, 64), (1, 1, 64, 17), [2], True, False),
+    ("7x7 s2 same c3 o16 stem", (2, 11, 13, 3), (7, 7, 3, 16), [2], True, False),
+    ("5x5 s2 same c15 o3", (1, 9, 8, 15), (5, 5, 15, 3), [2], True, False),
+    ("2x2 s2 same c16 o17 odd", (3, 5, 5, 16), (2, 2, 16, 17), [2], True, False),
+    ("3x3 s1 same c1 o33 width 37", (1, 3, 37, 1), (3, 3, 1, 33), [1], True, False),
+    ("3x3 s2 same c33 o1 width 19", (2, 6, 19, 33), (3, 3, 33, 1), [2], True, False),
+    ("1x3 s1 valid c8 o16 width 3", (1, 1, 3, 8), (1, 3, 8, 16), [1], False, False),
+    ("3x3 s1 same c16 o32 1x1 image", (3, 1, 1, 16), (3, 3, 16, 32), [1], True, False),
+    ("5x5 s1 same c17 o48 width 23", (1, 6, 23, 17), (5, 5, 17, 48), [1], True, False),
+    ("3x3 s2 same c64 o64 16x16", (2, 16, 16, 64), (3, 3, 64, 64), [2], True, False),
+    ("3x3 s1 same c32 o32 batch 4 width 29", (4, 12, 29, 32), (3, 3, 32, 32), [1], True, False),
+    ("9x9 s1 same c3 o4 (window > 7)", (1, 10, 10, 3), (9, 9, 3, 4), [1], True, False),
+    ("3x3 s5 valid c16 o8 (stride > 4)", (1, 13, 13, 16), (3, 3, 16, 8), [5], False, False),
+]
+
+
+def _conv_out(x_shape, k_shape, strides, same):
+    return conv_ref(np.zeros((1,) + tuple(x_shape[1:3]) + (1,)), np.zeros(k_shape[:2] + (1, 1)),
+                    st2(strides), same).shape[1:3]
+
+
+def _conv_cases(kind):
+    cases = []
+    for label, xs, ks, strides, same, grad in CONV_SHAPES:
+        ys = (xs[0],) + _conv_out(xs, ks, strides, same) + (ks[3],)
+        attrs = {"strides": strides, "same": same}
+        if kind == "fw":
+            make = lambda r, xs=xs, ks=ks: [randn(r, *xs), randn(r, *ks)]
+        elif kind == "bpi":
+            make, attrs = (lambda r, ys=ys, ks=ks: [randn(r, *ys), randn(r, *ks)]), \
+                {**attrs, "shape": list(xs)}
+        else:
+            make, attrs = (lambda r, xs=xs, ys=ys: [randn(r, *xs), randn(r, *ys)]), \
+                {**attrs, "shape": list(ks)}
+        cases.append(Case(label, make, attrs, grad=grad))
+    return cases
+
+
+add(Entry("conv2d", _conv_cases("fw"),
+          reference=lambda x, k, strides, same: conv_ref(x, k, st2(strides), same),
+          rtol=1e-4, atol=1e-4, grad_wrt=(0, 1)))
+add(Entry("conv2d_backprop_input", _conv_cases("bpi"),
+          reference=lambda dy, k, strides, same, shape:
+          conv_bpi_ref(dy, k, tuple(shape), st2(strides), same),
+          rtol=1e-4, atol=1e-4, grad_wrt=(0, 1), note="differentiable: second-order gradients"))
+add(Entry("conv2d_backprop_filter", _conv_cases("bpf"),
+          reference=lambda x, dy, strides, same, shape:
+          conv_bpf_ref(x, dy, tuple(shape), st2(strides), same),
+          rtol=1e-4, atol=2e-4, grad_wrt=(0, 1), note="differentiable: second-order gradients"))
+
+# test_ops_conv.POOL_CASES (pool, strides, same, x shape), then batch 1 at 16/17/64 channels
+POOL_SHAPES = [(2, None, False, (1, 5, 7, 3)), (2, None, True, (2, 5, 7, 3)),
+               (3, 2, True, (1, 5, 7, 2)), (3, 1, False, (1, 5, 6, 2)),
+               ((2, 3), (1, 2), True, (1, 4, 7, 2)), (3, 3, True, (1, 7, 5, 70)),
+               (3, 2, True, (1, 9, 9, 17)), (2, 2, False, (1, 8, 8, 16)),
+               (3, 2, False, (2, 7, 7, 64))]
+
+
+def _pool_attrs(pool, strides, same):
+    a = {"pool_size": [int(v) for v in np.atleast_1d(pool)], "same": same}
+    if strides is not None:
+        a["strides"] = [int(v) for v in np.atleast_1d(strides)]
+    return a
+
+
+def _pool_args(attrs):
+    pool = st2(attrs["pool_size"])
+    return pool, st2(attrs.get("strides", pool)), attrs["same"]
+
+
+def _pool_out(x_shape, attrs):
+    pool, strides, same = _pool_args(attrs)
+    return pool_ref(np.zeros((1,) + tuple(x_shape[1:3]) + (1,)), pool, strides, same,
+                    "avg").shape[1:3]
+
+
+def _pool_cases(make):
+    return [Case(f"pool {p} strides {s} {'same' if same else 'valid'} {xs}",
+                 lambda r, xs=xs, a=_pool_attrs(p, s, same): make(r, xs, a),
+                 _pool_attrs(p, s, same), grad=xs[-1] <= 3) for p, s, same, xs in POOL_SHAPES]
+
+
+def avg_pool_grad_ref(dy, pool, strides, same, x_shape):
+    """The adjoint of pool_ref(..., "avg"): dy / count scattered to each tap."""
+    _, _, pads, taps = _taps(x_shape, pool, strides, same)
+    count = sum(np.pad(np.ones(x_shape), pads)[sl] for _, _, sl in taps)
+    dxp = np.zeros([n + a + b for n, (a, b) in zip(x_shape, pads)])
+    for _, _, sl in taps:
+        dxp[sl] += dy / count
+    (_, _), (pt, _), (pl, _), _ = pads
+    return dxp[:, pt:pt + x_shape[1], pl:pl + x_shape[2], :]
+
+
+add(Entry("max_pool2d", _pool_cases(lambda r, xs, a: [distinct(r, xs)]),
+          reference=lambda x, **a: pool_ref(x, *_pool_args(a), "max"), rtol=0, atol=0,
+          grad_wrt=(0,), note="distinct values 0.01 apart: no ties"))
+add(Entry("avg_pool2d", _pool_cases(lambda r, xs, a: [distinct(r, xs)]),
+          reference=lambda x, **a: pool_ref(x, *_pool_args(a), "avg"), rtol=1e-6, atol=1e-6,
+          grad_wrt=(0,), note="padding not counted (TensorFlow/Keras)"))
+
+
+def _ties(r):
+    x = np.zeros((1, 5, 5, 2), f32)
+    x[0, 1, 1, 1] = x[0, 2, 2, 1] = 1.0  # test_max_pool_ties_go_to_first_maximum
+    return [x, randn(r, 1, 3, 3, 2)]
+
+
+add(Entry("max_pool2d_backward",
+          [Case(c.label, lambda r, c=c, xs=xs: [distinct(r, xs), randn(r, xs[0],
+                                                                        *_pool_out(xs, c.attrs),
+                                                                        xs[3])],
+                c.attrs, grad=False)
+           for c, (_, _, _, xs) in zip(_pool_cases(lambda r, xs, a: []), POOL_SHAPES)]
+          + [Case("ties", _ties, {"pool_size": [3], "strides": [2], "same": True}, grad=False)],
+          reference=lambda x, dy, **a: max_pool_grad_ref(x, dy, *_pool_args(a)),
+          rtol=1e-6, atol=1e-6, note="dy routed to the first maximum of each window; "
+          "overlapping windows add their dy in float32"))
+add(Entry("avg_pool2d_backward",
+          [Case(c.label, lambda r, c=c, xs=xs: [randn(r, xs[0], *_pool_out(xs, c.attrs), xs[3])],
+                {**c.attrs, "shape": list(xs)}, grad=c.grad)
+           for c, (_, _, _, xs) in zip(_pool_cases(lambda r, xs, a: []), POOL_SHAPES)],
+          reference=lambda dy, shape, **a: avg_pool_grad_ref(dy, *_pool_args(a), tuple(shape)),
+          rtol=1e-6, atol=1e-6, grad_wrt=(0,), note="linear: its gradient is avg_pool2d"))
+add(Entry("global_average_pool",
+          [Case("(2, 3, 5, 4)", lambda r: [randn(r, 2, 3, 5, 4)]),
+           Case("batch 1 (1, 1, 1, 3)", lambda r: [randn(r, 1, 1, 1, 3)]),
+           Case("(1, 7, 7, 17)", lambda r: [randn(r, 1, 7, 7, 17)], grad=False),
+           Case("(3, 4, 4, 64)", lambda r: [randn(r, 3, 4, 4, 64)], grad=False)],
+          reference=lambda x: x.mean(axis=(1, 2)), rtol=1e-6, atol=1e-6, grad_wrt=(0,)))
+add(Entry("global_average_pool_backward",
+          [Case(str(xs), lambda r, xs=xs: [randn(r, xs[0], xs[3])], {"shape": list(xs)},
+                grad=xs[3] <= 4)
+           for xs in [(2, 3, 5, 4), (1, 1, 1, 3), (1, 7, 7, 17), (3, 4, 4, 64)]],
+          reference=lambda dy, shape: np.broadcast_to(dy[:, None, None, :] / (shape[1] * shape[2]),
+                                                      tuple(shape)),
+          rtol=1e-6, atol=1e-7, grad_wrt=(0,)))
+
+
+# ---- state updates -------------------------------------------------------------------------
+# reference: the new values of the mutated inputs (the update itself)
+
+def _assign_cases(dtype):
+    def vals(r, *s):
+        return randn(r, *s) if dtype == f32 else r.integers(-50, 50, s).astype(dtype)
+    d = np.dtype(dtype).name
+    return [Case(f"{d} same shape", lambda r: [vals(r, 2, 3), vals(r, 2, 3)], grad=False),
+            Case(f"{d} row broadcast", lambda r: [vals(r, 2, 3), vals(r, 3)], grad=False),
+            Case(f"{d} column broadcast", lambda r: [vals(r, 4, 1, 5), vals(r, 4, 1, 1)],
+                 grad=False),
+            Case(f"{d} scalar", lambda r: [vals(r), vals(r)], grad=False),
+            Case(f"{d} (17, 33)", lambda r: [vals(r, 17, 33), vals(r, 33)], grad=False)]
+
+
+add(Entry("assign", _assign_cases(f32) + [Case("int32", lambda r: [np.arange(6, dtype=np.int32),
+                                                                   np.int32(7)], grad=False)],
+          reference=lambda v, x: (np.broadcast_to(x, v.shape).astype(v.dtype),),
+          rtol=0, atol=0, kind="state"))
+add(Entry("assign_add", _assign_cases(np.int32) + _assign_cases(f32)[:2],
+          reference=lambda v, x: ((v + x).astype(v.dtype),), rtol=1e-7, atol=1e-7, kind="state",
+          note="int32 counters and float32 weights"))
+add(Entry("assign_sub", _assign_cases(np.int64) + _assign_cases(f32)[:2],
+          reference=lambda v, x: ((v - x).astype(v.dtype),), rtol=1e-7, atol=1e-7, kind="state"))
+add(Entry("moving_average_update",
+          [Case(str(s), lambda r, s=s: [randn(r, *s), randn(r, *s)], {"momentum": m}, grad=False)
+           for s, m in [((5,), 0.99), ((64,), 0.9), ((17,), 0.0), ((), 0.5), ((40001,), 0.99)]],
+          reference=lambda v, x, momentum: (v * momentum + x * (1 - momentum),),
+          rtol=1e-6, atol=1e-6, kind="state", note="Keras BatchNormalization's formula"))
+
+
+def _sgd_ref(w, g, lr, weight_decay=0.0):
+    """Keras 3 SGD without momentum and the base optimizer's weight decay
+    (test_ops_state.keras_sgd_replay, one step in float64)."""
+    w = w - w * weight_decay * lr
+    return (w - g * lr,)
+
+
+def _sgd_momentum_ref(w, g, m, lr, momentum, nesterov=False, weight_decay=0.0):
+    w = w - w * weight_decay * lr
+    m = m * momentum - g * lr
+    w = w + (m * momentum - g * lr if nesterov else m)
+    return w, m
+
+
+add(Entry("sgd_update",
+          [Case(f"{s} wd={wd}", lambda r, s=s: [randn(r, *s), randn(r, *s), f32(0.1)],
+                {"weight_decay": wd}, grad=False)
+           for s, wd in [((3, 5), 0.0), ((3, 3, 16, 17), 5e-4), ((), 1e-2),
+                         ((3, 3, 64, 64), 1e-4)]],
+          reference=_sgd_ref, rtol=1e-6, atol=1e-7, kind="state",
+          note="the learning rate is a tensor input (a schedule)"))
+add(Entry("sgd_momentum_update",
+          [Case(f"{s} momentum={m} nesterov={n} wd={wd}",
+                lambda r, s=s: [randn(r, *s), randn(r, *s), randn(r, *s, scale=0.1), f32(0.05)],
+                {"momentum": m, "nesterov": n, "weight_decay": wd}, grad=False)
+           for s, m, n, wd in [((3, 5), 0.9, False, 0.0), ((3, 5), 0.9, True, 0.0),
+                               ((7, 17), 0.9, False, 1e-2), ((64,), 0.5, True, 1e-3),
+                               ((3, 3, 64, 64), 0.9, True, 1e-4)]],
+          reference=_sgd_momentum_ref, rtol=1e-6, atol=1e-7, kind="state",
+          note="updates the variable and the velocity"))
+
+
+# ---- augmentation: deterministic ones -----------------------------------------------------
+
+add(Entry("center_crop",
+          [Case(f"{np.dtype(dt).name} {xs}->{sz}", lambda r, xs=xs, dt=dt: [image(r, xs, dt)],
+                {"size": sz}, grad=False)
+           for xs, sz, dt in [((2, 7, 8, 3), [4, 5], f32), ((2, 7, 8, 3), [7, 8], np.uint8),
+                              ((1, 9, 9, 1), [1, 1], np.uint8), ((3, 6, 5, 2), [3, 4], f32),
+                              ((16, 40, 40, 3), [32, 32], np.uint8)]],
+          reference=lambda x, size: x[:, (x.shape[1] - size[0]) // 2:][:, :size[0],
+                                      (x.shape[2] - size[1]) // 2:][:, :, :size[1]],
+          rtol=0, atol=0))
+add(Entry("resize_bilinear",
+          [Case(f"{np.dtype(dt).name} {xs}->{sz}", lambda r, xs=xs, dt=dt: [image(r, xs, dt)],
+                {"size": sz}, grad=False)
+           for xs, sz, dt in [((2, 5, 7, 3), [8, 4], np.uint8), ((2, 5, 7, 3), [5, 7], np.uint8),
+                              ((1, 4, 5, 1), [9, 3], f32), ((2, 13, 9, 2), [7, 11], f32),
+                              ((16, 32, 32, 3), [40, 24], np.uint8)]],
+          reference=lambda x, size: resize_reference(x, [(0, 0, x.shape[1], x.shape[2])]
+                                                     * len(x), *size).astype(np.float64),
+          rtol=0, atol=0, note="test_augment.resize_reference does the kernel's float32 math"))
+add(Entry("normalize_channels",
+          [Case(f"{np.dtype(dt).name}", lambda r, dt=dt: [
+              image(r, (3, 4, 5, 3), dt), np.array([0.4914, 0.4822, 0.4465], f32) * 255,
+              (np.array([0.2470, 0.2435, 0.2616], f32) * 255) ** 2], {"epsilon": 1e-7}, grad=False)
+           for dt in (np.uint8, f32)]
+          + [Case("floor", lambda r: [image(r, (2, 3, 3, 3), np.uint8), np.ones(3, f32) * 100,
+                                      np.array([0, 4, 1e-20], f32)], {"epsilon": 1e-3},
+                  grad=False),
+             Case("17 channels", lambda r: [image(r, (1, 3, 5, 17), f32), randn(r, 17),
+                                            uniform(r, 0.1, 3, 17)], {"epsilon": 1e-7},
+                  grad=False),
+             Case("(16, 32, 32, 3) uint8", lambda r: [image(r, (16, 32, 32, 3), np.uint8),
+                                                      randn(r, 3, scale=50, shift=120),
+                                                      uniform(r, 100, 5000, 3)],
+                  {"epsilon": 1e-7}, grad=False)],
+          reference=lambda x, mean, variance, epsilon:
+          (x - mean) / np.maximum(np.sqrt(variance), epsilon),
+          rtol=1e-6, atol=1e-6, note="Keras Normalization's floor on the deviation"))
+
+
+# ---- augmentation: random ones -------------------------------------------------------------
+# reference(inputs, draws, **attrs) applies the draws the op reports; draws()
+# recomputes them from philox_ref's streams for the state [seed, counter]
+
+def _flip_draws(x, state, horizontal, vertical):
+    out = []
+    for i in range(len(x)):
+        s = Stream(int(state[0]), int(state[1]), i)
+        fh, fv = s.below(2), s.below(2)
+        out.append([fh if horizontal else 0, fv if vertical else 0])
+    return (np.array(out, np.int32).reshape(-1, 2),)
+
+
+def _flip_ref(inputs, draws, horizontal, vertical):
+    x, (flags,) = inputs[0], draws
+    return (np.stack([x[i][::-1 if fv else 1, ::-1 if fh else 1]
+                      for i, (fh, fv) in enumerate(flags)]),)
+
+
+def _pads(padding):
+    p = list(padding) if padding else [0]
+    return (p[0], p[0]) if len(p) == 1 else tuple(p)
+
+
+def _crop_draws(x, state, size, padding=(0,), reflect=False):
+    py, px = _pads(padding)
+    ry, rx = x.shape[1] + 2 * py - size[0] + 1, x.shape[2] + 2 * px - size[1] + 1
+    out = []
+    for i in range(len(x)):
+        s = Stream(int(state[0]), int(state[1]), i)
+        out.append([s.below(ry), s.below(rx)])
+    return (np.array(out, np.int32).reshape(-1, 2),)
+
+
+def _crop_ref(inputs, draws, size, padding=(0,), reflect=False):
+    x, (off,) = inputs[0], draws
+    py, px = _pads(padding)
+    padded = np.pad(x, ((0, 0), (py, py), (px, px), (0, 0)),
+                    mode="reflect" if reflect else "constant")
+    return (np.stack([padded[i, oy:oy + size[0], ox:ox + size[1]]
+                      for i, (oy, ox) in enumerate(off)]),)
+
+
+_AREA = {"area_min": 0.08, "area_max": 1.0, "ratio_min": 3 / 4, "ratio_max": 4 / 3}
+
+
+def _rrc_draws(x, state, size, **a):
+    a = {**_AREA, **a}
+    return (np.array([resized_crop_box(Stream(int(state[0]), int(state[1]), i), x.shape[1],
+                                       x.shape[2], (a["area_min"], a["area_max"]),
+                                       (a["ratio_min"], a["ratio_max"]))
+                      for i in range(len(x))], np.int32).reshape(-1, 4),)
+
+
+def _rrc_ref(inputs, draws, size, **a):
+    return (resize_reference(inputs[0], draws[0], *size).astype(np.float64),)
+
+
+def _lighting_draws(x, eigval, eigvec, state, stddev=0.1):
+    return (np.array([[f32(stddev * s.normal()) for _ in range(3)]
+                      for s in (Stream(int(state[0]), int(state[1]), i) for i in range(len(x)))],
+                     f32).reshape(-1, 3),)
+
+
+def _lighting_ref(inputs, draws, stddev=0.1):
+    x, eigval, eigvec = inputs[:3]
+    alpha = draws[0].astype(np.float64)
+    shift = np.einsum("cj,nj,j->nc", eigvec, alpha, eigval).astype(f32)  # float32, as the kernel
+    return (x.astype(np.float64) + shift[:, None, None, :],)
+
+
+def _cutout_draws(x, state, size, fill=0.0):
+    out = []
+    for i in range(len(x)):
+        s = Stream(int(state[0]), int(state[1]), i)
+        out.append([s.below(x.shape[1]), s.below(x.shape[2])])
+    return (np.array(out, np.int32).reshape(-1, 2),)
+
+
+def _cutout_ref(inputs, draws, size, fill=0.0):
+    x, (centres,) = inputs[0], draws
+    y = x.copy()
+    for i, (cy, cx) in enumerate(centres):
+        y0, x0 = cy - size[0] // 2, cx - size[1] // 2
+        y[i, max(y0, 0):max(y0 + size[0], 0), max(x0, 0):max(x0 + size[1], 0)] = fill
+    return (y,)
+
+
+def _mixup_draws(x, labels_, state, alpha=0.2, num_classes=0, per_sample=False):
+    lam, perm = mixup_draws(len(x), alpha, per_sample, int(state[0]), int(state[1]))
+    return lam, perm.astype(np.int32)
+
+
+def _mixup_ref(inputs, draws, alpha=0.2, num_classes=0, per_sample=False):
+    x, y = inputs[0].astype(np.float64), inputs[1]
+    lam, perm = draws[0].astype(np.float64), draws[1]
+    soft = np.eye(num_classes)[y.reshape(len(y))] if num_classes else y.astype(np.float64)
+    lx = lam.reshape((-1,) + (1,) * (x.ndim - 1))
+    return lx * x + (1 - lx) * x[perm], lam[:, None] * soft + (1 - lam[:, None]) * soft[perm]
+
+
+def _random(name, cases, reference, draws, draw_outputs, rtol=0, atol=0, note=""):
+    return add(Entry(name, cases, reference=reference, draws=draws, draw_outputs=draw_outputs,
+                     rtol=rtol, atol=atol, kind="random", note=note or
+                     "random: checked against the draws it reports, and those draws against "
+                     "philox_ref's streams; no gradient"))
+
+
+_random("random_flip",
+        [Case(f"{np.dtype(dt).name} {xs} h={h} v={v}",
+              lambda r, xs=xs, dt=dt: [image(r, xs, dt), rng_state(3, 5)],
+              {"horizontal": h, "vertical": v}, grad=False)
+         for xs, dt, h, v in [((9, 5, 7, 3), np.uint8, True, False),
+                              ((9, 5, 7, 3), f32, False, True),
+                              ((1, 4, 3, 17), f32, True, True),
+                              ((6, 1, 1, 1), np.uint8, True, True),
+                              ((16, 32, 32, 3), np.uint8, True, True)]],
+        _flip_ref, _flip_draws, (1,))
+_random("random_crop",
+        [Case(f"{np.dtype(dt).name} {xs}->{sz} pad {p} {'reflect' if rf else 'zero'}",
+              lambda r, xs=xs, dt=dt: [image(r, xs, dt), rng_state(5, 2 ** 33 + 7)],
+              {"size": sz, "padding": p, "reflect": rf}, grad=False)
+         for xs, sz, p, rf, dt in [((3, 32, 32, 3), [32, 32], [4], False, np.uint8),
+                                   ((4, 7, 9, 2), [5, 3], [2, 1], True, f32),
+                                   ((4, 7, 9, 2), [7, 9], [0], False, f32),
+                                   ((1, 7, 9, 2), [1, 1], [3], True, np.uint8),
+                                   ((4, 7, 9, 2), [11, 10], [2, 3], False, np.uint8),
+                                   ((3, 4, 3, 1), [1, 1], [1, 3], False, f32),
+                                   ((16, 32, 32, 3), [32, 32], [4], True, f32)]],
+        _crop_ref, _crop_draws, (1,), note="includes crops wholly in the padding "
+        "(test_robustness.test_random_crop_inside_the_padding)")
+_random("random_resized_crop",
+        [Case(f"{np.dtype(dt).name} {xs}->{sz} {a}",
+              lambda r, xs=xs, dt=dt: [image(r, xs, dt), rng_state(11)], {"size": sz, **a},
+              grad=False)
+         for xs, sz, a, dt in [((6, 32, 32, 3), [32, 32], {}, np.uint8),
+                               ((5, 13, 9, 2), [7, 11], {}, f32),
+                               ((1, 4, 5, 1), [9, 3], {}, np.uint8),
+                               ((16, 32, 32, 3), [24, 40], {"area_min": 0.25}, f32),
+                               ((4, 12, 12, 1), [6, 6],
+                                {"area_min": 0.9, "area_max": 1.0, "ratio_min": 3.0,
+                                 "ratio_max": 4.0}, f32)]],
+        _rrc_ref, _rrc_draws, (1,), note="the last case falls back to the central crop")
+_EIG = (np.array([0.2, 0.02, 0.004], f32) * 255,
+        np.linalg.qr(np.arange(9.0).reshape(3, 3) + np.eye(3))[0].astype(f32))
+_random("random_lighting",
+        [Case(f"{np.dtype(dt).name} {xs}", lambda r, xs=xs, dt=dt: [image(r, xs, dt), *_EIG,
+                                                                     rng_state(99, 1)],
+              {"stddev": sd}, grad=False)
+         for xs, dt, sd in [((7, 5, 6, 3), np.uint8, 0.1), ((1, 3, 3, 3), f32, 0.5),
+                            ((2, 1, 17, 3), f32, 0.0), ((16, 32, 32, 3), np.uint8, 0.1)]],
+        _lighting_ref, _lighting_draws, (1,), rtol=1e-6, atol=1e-4)
+_random("cutout",
+        [Case(f"{np.dtype(dt).name} {xs} size {sz} fill {fill}",
+              lambda r, dt=dt, xs=xs: [image(r, xs, dt), rng_state(4)],
+              {"size": sz, "fill": fill}, grad=False)
+         for dt, fill, sz, xs in [(np.uint8, 0.0, [4, 4], (6, 9, 11, 3)),
+                                  (np.uint8, 128.0, [3, 6], (6, 9, 11, 3)),
+                                  (f32, -1.5, [1, 1], (6, 9, 11, 3)),
+                                  (f32, 0.0, [20, 20], (6, 9, 11, 3)),
+                                  (np.uint8, 0.0, [16, 16], (16, 32, 32, 3))]],
+        _cutout_ref, _cutout_draws, (1,), note="boxes clipped at the borders")
+_random("mixup",
+        [Case("int32 labels", lambda r: [image(r, (10, 3, 2, 3), np.uint8),
+                                         labels(r, 4, (10,)), rng_state(21)],
+              {"alpha": 0.4, "num_classes": 4, "per_sample": False}, grad=False),
+         Case("uint8 column labels per sample",
+              lambda r: [image(r, (10, 3, 2, 3), f32),
+                         labels(r, 4, (10, 1), np.uint8), rng_state(21, 3)],
+              {"alpha": 0.4, "num_classes": 4, "per_sample": True}, grad=False),
+         Case("soft labels batch 1", lambda r: [image(r, (1, 4, 4, 3), f32),
+                                                r.dirichlet(np.ones(5), 1).astype(f32),
+                                                rng_state(2)],
+              {"alpha": 1.0, "num_classes": 0, "per_sample": True}, grad=False),
+         Case("(16, 32, 32, 3) int64 labels", lambda r: [image(r, (16, 32, 32, 3), np.uint8),
+                                                         labels(r, 10, (16,), np.int64),
+                                                         rng_state(8, 2)],
+              {"alpha": 0.2, "num_classes": 10, "per_sample": False}, grad=False)],
+        _mixup_ref, _mixup_draws, (2, 3), rtol=1e-6, atol=1e-4)
+
+
+# ---- internal graph ops (not in the registry's op_names) ------------------------------------
+
+# the ops jit_compile fuses into one fused_elementwise node (csrc/ops_fused.c)
+FUSED_OPS = ("add", "subtract", "multiply", "divide", "negative", "scale", "relu",
+             "relu_backward")
+
+add(Entry("fused_elementwise", kind="internal",
+          skip={"all": "made only by jit_compile's fusion pass from chains of the FUSED_OPS "
+                       "(variable arity, an encoded program), never callable by name; "
+                       "test_op_table.test_fused_chain_equals_eager runs each FUSED_OPS entry's "
+                       "cases through it, and tests/test_compile.py fused training steps"}))
+add(Entry("host_callback", kind="internal",
+          skip={"all": "the graph node of pyresnet.print (Python called from the executor), not "
+                       "an op of the registry; tested by tests/test_compile.py (printing and "
+                       "dead-node removal keeping it)"}))
+
+
+def registered():
+    """The ops of the C registry."""
+    return set(_C.op_names())
+
