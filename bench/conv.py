@@ -1,27 +1,35 @@
-"""Time conv2d and its two backprops on ResNet-20's conv shapes (CIFAR, He et
-al. 2016, section 4.2) at batch 128, side by side with PyTorch's CPU
-convolution when torch is importable.
+"""Every convolution of ResNet-20 and ResNet-56 (CIFAR, He et al. 2016,
+section 4.2: both use the same seven shapes, 3x3 'same' except the 1x1
+projection shortcuts) at batch 128, each pass (forward, backprop-input,
+weight gradient), for every kernel variant this CPU runs and for PyTorch
+channels_last when it is importable: milliseconds, GFLOP/s and percent of
+this machine's fp32 FMA peak measured in the same run (bench/fma_peak.py,
+best of several tries, taken before, between and after the shapes).
 
-Prints, per shape and pass, the median time over --reps runs and GFLOP/s
-(2 * N * HO * WO * KH * KW * C * O flops per pass).  Machines here are
-shared and noisy: compare columns within one run, not across runs.
+A variant is timed through ``pyresnet._C.run_variant`` (one kernel, no
+graph), median of --reps runs after a warm-up; the output buffer is reused
+by the allocator after the first call, so the time is the kernel's.
+FLOPs of a pass: 2 * N * HO * WO * KH * KW * C * O.  PyTorch runs in a
+separate interpreter (--torch-python, default: this one if it imports
+torch, else /work/peers-venv/bin/python) so its threads never share a
+process with ours; the two are interleaved shape by shape.
 
-    python bench/conv.py [--batch 128] [--reps 20] [--threads N] [--cpu-time]
-
---cpu-time measures the process's CPU time instead of wall time: with
---threads 1 that is the kernel's cost even while other jobs share the
-cores (with more threads it would also count time spent waiting).
+    python bench/conv.py [--batch 128] [--reps 15] [--threads 2] [--out bench/results]
 """
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
 
-import pyresnet as pr
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fma_peak import cpu_model, fma_peak_gflops  # noqa: E402
 
-# name, (H, W, C), (KH, KW, O), stride; all padding="same"
+# name, (H, W, C), (KH, KW, O), stride; padding "same"
 SHAPES = [
     ("stem 3->16 @32", (32, 32, 3), (3, 3, 16), 1),
     ("16->16 @32", (32, 32, 16), (3, 3, 16), 1),
@@ -30,101 +38,142 @@ SHAPES = [
     ("32->64 @16 s2", (16, 16, 32), (3, 3, 64), 2),
     ("64->64 @8", (8, 8, 64), (3, 3, 64), 1),
     ("1x1 16->32 s2", (32, 32, 16), (1, 1, 32), 2),
+    ("1x1 32->64 s2", (16, 16, 32), (1, 1, 64), 2),
 ]
+PASSES = ("forward", "backprop_input", "backprop_filter")
+OPS = {"forward": "conv2d", "backprop_input": "conv2d_backprop_input",
+       "backprop_filter": "conv2d_backprop_filter"}
+
+TORCH_WORKER = r"""
+import json, statistics, sys, time, torch
+batch, h, w, c, kh, kw, o, s, reps, threads = map(int, sys.argv[1:])
+torch.set_num_threads(threads)
+g = torch.Generator().manual_seed(0)
+x = torch.randn(batch, c, h, w, generator=g).contiguous(memory_format=torch.channels_last)
+k = (torch.randn(o, c, kh, kw, generator=g) * 0.1).contiguous(memory_format=torch.channels_last)
+pad = (kh // 2, kw // 2)   # the output size of TF "same" for these shapes
+y = torch.nn.functional.conv2d(x, k, stride=s, padding=pad)
+dy = torch.randn(y.shape, generator=g).contiguous(memory_format=torch.channels_last)
+def bw(mask):
+    return lambda: torch.ops.aten.convolution_backward(dy, x, k, None, [s, s], list(pad), [1, 1],
+                                                        False, [0, 0], 1, mask)
+fns = {"forward": lambda: torch.nn.functional.conv2d(x, k, stride=s, padding=pad),
+       "backprop_input": bw([True, False, False]), "backprop_filter": bw([False, True, False])}
+out = {}
+with torch.no_grad():
+    for name, fn in fns.items():
+        fn(); fn()
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
+        out[name] = statistics.median(ts)
+print(json.dumps({"torch": torch.__version__, "times": out}))
+"""
 
 
-def median_time(fn, reps, clock=time.perf_counter):
-    fn()  # warm up (allocator, threads)
+def median_time(fn, reps):
+    fn()
+    fn()
     times = []
     for _ in range(reps):
-        t0 = clock()
+        t0 = time.perf_counter()
         fn()
-        times.append(clock() - t0)
+        times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
-def ours(x, k, stride):
-    y = pr.ops.conv2d(x, k, stride, "same")
-    dy = pr.Tensor(np.random.default_rng(1).standard_normal(y.shape).astype(np.float32))
-    attrs = dict(strides=stride, same=True)
-    return {
-        "forward": lambda: pr.ops.conv2d(x, k, stride, "same"),
-        "backprop_input": lambda: pr.ops.call("conv2d_backprop_input", dy, k, shape=x.shape,
-                                              **attrs),
-        "backprop_filter": lambda: pr.ops.call("conv2d_backprop_filter", x, dy, shape=k.shape,
-                                               **attrs),
-    }
+def torch_python(arg):
+    if arg:
+        return arg
+    try:
+        import torch  # noqa: F401
+        return sys.executable
+    except ImportError:
+        peers = "/work/peers-venv/bin/python"
+        return peers if os.path.exists(peers) else None
 
 
-def theirs(torch, x, k, stride):
-    """torch in channels_last memory format (NHWC in memory, like ours)."""
-    xt = torch.from_numpy(x.numpy().transpose(0, 3, 1, 2).copy()).contiguous(
-        memory_format=torch.channels_last)
-    kt = torch.from_numpy(k.numpy().transpose(3, 2, 0, 1).copy()).contiguous(
-        memory_format=torch.channels_last)
-    pad = (k.shape[0] // 2, k.shape[1] // 2)  # same output size as TF "same" here
-    conv = torch.nn.functional.conv2d
-    y = conv(xt, kt, stride=stride, padding=pad)
-    dy = torch.randn_like(y)
-
-    def backward(mask):
-        return lambda: torch.ops.aten.convolution_backward(
-            dy, xt, kt, None, [stride, stride], list(pad), [1, 1], False, [0, 0], 1, mask)
-
-    return {
-        "forward": lambda: conv(xt, kt, stride=stride, padding=pad),
-        "backprop_input": backward([True, False, False]),
-        "backprop_filter": backward([False, True, False]),
-    }
+def time_torch(python, batch, shape, reps, threads):
+    (h, w, c), (kh, kw, o), s = shape
+    args = [str(v) for v in (batch, h, w, c, kh, kw, o, s, reps, threads)]
+    try:
+        p = subprocess.run([python, "-c", TORCH_WORKER] + args, capture_output=True, text=True,
+                           timeout=600)
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except Exception:  # noqa: BLE001 - a peer that fails is reported, not fatal
+        return None
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--no-torch", action="store_true", help="skip the torch columns")
-    ap.add_argument("--cpu-time", action="store_true", help="time CPU, not wall (with --threads 1)")
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--torch-python", default=None, help="interpreter with torch ('' to skip)")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--out", default=None, help="folder for conv.md and conv.json")
     args = ap.parse_args()
-    clock = time.process_time if args.cpu_time else time.perf_counter
-    if args.threads:
-        pr.set_num_threads(args.threads)
-    torch = None
-    if not args.no_torch:
-        try:
-            import torch
-            torch.set_num_threads(pr.get_num_threads())
-        except ImportError:
-            pass
-    print(f"batch {args.batch}, {pr.get_num_threads()} threads, median of {args.reps}"
-          + (" (CPU time)" if args.cpu_time else "")
-          + (f", torch {torch.__version__}" if torch else ", torch not installed")
-          + f", load average {os.getloadavg()[0]:.2f}")
-    head = f"{'shape':16} {'pass':16} {'ours ms':>9} {'GFLOP/s':>8}"
-    print(head + (f" {'torch ms':>9} {'GFLOP/s':>8} {'ours/torch':>10}" if torch else ""))
+
+    import pyresnet as pr
+    from pyresnet._loader import _C
+    pr.set_num_threads(args.threads)
+    tpy = None if args.no_torch else torch_python(args.torch_python)
+    variants = [v for v, ok in _C.op_variants("conv2d") if ok]
+    peaks = [fma_peak_gflops(args.threads, tries=5)]
+    cfg = pr.config.config()
+    print(f"CPU {cpu_model()}; features {' '.join(cfg['features'])}; {args.threads} threads; "
+          f"batch {args.batch}; median of {args.reps}; load average {os.getloadavg()[0]:.2f}")
+    rows, torch_version = [], None
     rng = np.random.default_rng(0)
-    totals = {"ours": 0.0, "torch": 0.0}
     for name, (h, w, c), (kh, kw, o), s in SHAPES:
         x = pr.Tensor(rng.standard_normal((args.batch, h, w, c)).astype(np.float32))
         k = pr.Tensor((rng.standard_normal((kh, kw, c, o)) * 0.1).astype(np.float32))
         ho, wo = -(-h // s), -(-w // s)
+        dy = pr.Tensor(rng.standard_normal((args.batch, ho, wo, o)).astype(np.float32))
         gflop = 2.0 * args.batch * ho * wo * kh * kw * c * o / 1e9
-        mine = ours(x, k, s)
-        other = theirs(torch, x, k, s) if torch else None
-        for pass_name, fn in mine.items():
-            t = median_time(fn, args.reps, clock)
-            totals["ours"] += t
-            line = f"{name:16} {pass_name:16} {t * 1e3:9.2f} {gflop / t:8.1f}"
-            if other:
-                tt = median_time(other[pass_name], args.reps, clock)
-                totals["torch"] += tt
-                line += f" {tt * 1e3:9.2f} {gflop / tt:8.1f} {t / tt:10.2f}"
-            print(line, flush=True)
-    line = f"{'total':33} {totals['ours'] * 1e3:9.2f}"
-    if torch:
-        line += f" {'':8} {totals['torch'] * 1e3:9.2f} {'':8} {totals['ours'] / totals['torch']:10.2f}"
-    print(line)
-    print(f"load average at the end {os.getloadavg()[0]:.2f}")
+        inputs = {"forward": (x, k, {}), "backprop_input": (dy, k, {"shape": x.shape}),
+                  "backprop_filter": (x, dy, {"shape": k.shape})}
+        theirs = time_torch(tpy, args.batch, ((h, w, c), (kh, kw, o), s), args.reps,
+                            args.threads) if tpy else None
+        if theirs:
+            torch_version = theirs["torch"]
+        for pass_name in PASSES:
+            a, b, extra = inputs[pass_name]
+            row = {"shape": name, "pass": pass_name, "gflop": gflop, "ms": {}}
+            for v in variants:
+                def run(v=v):
+                    return _C.run_variant(OPS[pass_name], v, a, b, strides=s, same=True, **extra)
+                try:
+                    row["ms"][v] = median_time(run, args.reps) * 1e3
+                except ValueError:  # this variant does not run this shape
+                    pass
+            if theirs:
+                row["ms"]["torch channels_last"] = theirs["times"][pass_name] * 1e3
+            rows.append(row)
+        peaks.append(fma_peak_gflops(args.threads, tries=2))
+    peak = max(peaks)
+    names = variants + (["torch channels_last"] if torch_version else [])
+    lines = [f"CPU: {cpu_model()}, {args.threads} threads, batch {args.batch}; fp32 FMA peak "
+             f"{peak:.0f} GFLOP/s (best of {len(peaks)} measurements in this run, "
+             f"{min(peaks):.0f}-{peak:.0f}); torch {torch_version or 'not run'}", "",
+             "| shape | pass | " + " | ".join(f"{n} ms | GFLOP/s | % peak" for n in names) + " |",
+             "|---|---|" + "---|---|---|" * len(names)]
+    for r in rows:
+        cells = []
+        for n in names:
+            t = r["ms"].get(n)
+            cells += ["-", "-", "-"] if t is None else [
+                f"{t:.2f}", f"{r['gflop'] / t * 1e3:.0f}", f"{100 * r['gflop'] / t * 1e3 / peak:.0f}%"]
+        lines.append(f"| {r['shape']} | {r['pass']} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "conv.md"), "w") as f:
+            f.write(text + "\n")
+        with open(os.path.join(args.out, "conv.json"), "w") as f:
+            json.dump({"cpu": cpu_model(), "peak_gflops": peaks, "threads": args.threads,
+                       "batch": args.batch, "torch": torch_version, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

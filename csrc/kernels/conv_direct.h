@@ -8,9 +8,9 @@
 
 #include "conv.h"
 
-/* Whether the direct kernels run this pass and geometry: windows up to 7x7,
- * strides up to 4 (forward: horizontal stride 1 or 2).  CPU features are the
- * caller's check. */
+/* Whether the direct kernels run this pass and geometry: windows from 1x2
+ * up to 7x7 (1x1 is a plain GEMM: the reference), strides up to 4 (forward:
+ * horizontal stride 1 or 2).  CPU features are the caller's check. */
 int pr_conv_direct_supports(const pr_window *g, pr_conv_pass pass);
 /* Scratch bytes of a pass: repacked weights, per-slot padded images (and
  * per-stripe partial filter gradients), independent of the thread count. */
