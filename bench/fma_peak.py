@@ -63,10 +63,11 @@ double fma_loop(long iters, int threads, float *sink)
     {
         const VEC a = SET1(0.999f), b = SET1(0.001f);
         float s = 0.5f + 0.01f * omp_get_thread_num();
-        VEC c0 = SET1(s), c1 = SET1(s + 0.001f), c2 = SET1(s + 0.002f), c3 = SET1(s + 0.003f);
-        VEC c4 = SET1(s + 0.004f), c5 = SET1(s + 0.005f), c6 = SET1(s + 0.006f), c7 = SET1(s + 0.007f);
-        VEC c8 = SET1(s + 0.008f), c9 = SET1(s + 0.009f), c10 = SET1(s + 0.010f), c11 = SET1(s + 0.011f);
-        VEC c12 = SET1(s + 0.012f), c13 = SET1(s + 0.013f), c14 = SET1(s + 0.014f), c15 = SET1(s + 0.015f);
+        VEC c0 = SET1(s), c1 = SET1(s + .001f), c2 = SET1(s + .002f), c3 = SET1(s + .003f);
+        VEC c4 = SET1(s + .004f), c5 = SET1(s + .005f), c6 = SET1(s + .006f);
+        VEC c7 = SET1(s + .007f), c8 = SET1(s + .008f), c9 = SET1(s + .009f);
+        VEC c10 = SET1(s + .010f), c11 = SET1(s + .011f), c12 = SET1(s + .012f);
+        VEC c13 = SET1(s + .013f), c14 = SET1(s + .014f), c15 = SET1(s + .015f);
         for (long i = 0; i < iters; i++) {
             c0 = FMA(c0, a, b);   c1 = FMA(c1, a, b);   c2 = FMA(c2, a, b);   c3 = FMA(c3, a, b);
             c4 = FMA(c4, a, b);   c5 = FMA(c5, a, b);   c6 = FMA(c6, a, b);   c7 = FMA(c7, a, b);

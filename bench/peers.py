@@ -28,11 +28,17 @@ How: every (mode, round) is a fresh subprocess that builds the model, runs
 --warmup steps (tracing / compiling happen there), then times --steps steps
 one by one (wall clock around the whole step, including reading the loss
 back as a Python float) and prints the median step time as JSON on its last
-stdout line.  Rounds interleave the modes (round r runs every mode once, the
-order rotated by r) so that noise from other processes on a shared machine
-hits all modes alike; a mode's figure is the median over rounds of the
-per-process medians.  A mode whose framework is not installed is skipped
-with a note.
+stdout line.  The torch.compile modes need two warm-up steps: the first
+compiles, the second recompiles the optimizer step once its momentum
+buffers exist (Inductor caches its kernels under /tmp, so later processes
+compile faster; that is outside the timed steps).  Rounds interleave the
+modes (round r runs every mode once, the order rotated by r) so that noise
+from other processes on a shared machine hits all modes alike; a mode's
+figure is the median over rounds of the per-process medians.  A mode whose
+framework is not installed is skipped with a note.  Run it on an otherwise
+idle machine: a note flags a run whose FMA-peak measurements (below)
+disagree by more than 20%, the sign that other processes took the cores.
+The environment is passed on to every process (e.g. OMP_WAIT_POLICY).
 
 Units and derived figures:
   s/step       median wall seconds per training step;
@@ -374,7 +380,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="processes per mode (default 3)")
     ap.add_argument("--steps", type=int, default=5, help="timed steps per process (default 5)")
     ap.add_argument("--warmup", type=int, default=3,
-                    help="untimed steps per process, tracing/compiling included (default 3)")
+                    help="untimed steps per process, tracing/compiling included (default 3; "
+                         "torch.compile modes need 2)")
     ap.add_argument("--threads", type=int, default=2, help="threads per framework (default 2)")
     ap.add_argument("--modes", default=",".join(MODES), help="comma list (default: all)")
     ap.add_argument("--out", metavar="DIR",
@@ -418,10 +425,12 @@ def main():
     print(f"CPU: {cpu}, {os.cpu_count()} logical CPUs; {args.threads} threads per framework")
     print(f"ResNet-{DEPTH} training step, batch {args.batch}: {flops / 1e9:.3f} GFLOP "
           f"(conv + dense, backward = 2x forward)")
-    for fw, v in versions.items():
-        if v:
-            print(f"{fw}: " + ", ".join(f"{d} {ver}" for d, ver in v.items()))
-    print(f"pyresnet checkout: {git_version()}")
+    checkout = git_version()
+    print("versions: " + ", ".join(f"{d} {v}" for vv in versions.values() if vv
+                                   for d, v in vv.items()) + f"; pyresnet checkout {checkout}")
+    if args.warmup < 2 and any(m.startswith("torch_") and "compile" in m for m in runnable):
+        print("note: torch.compile modes need --warmup 2 or more (the compiled optimizer step "
+              "recompiles once its momentum buffers exist); their times include compiling")
 
     peaks = []
 
@@ -450,6 +459,15 @@ def main():
                   f"loss {out['loss']:.3f})", flush=True)
         measure_peak(f"after round {r + 1}")
     peak = max(peaks)
+    if min(peaks) < 0.8 * peak:
+        notes.append(f"the FMA peak ranged {min(peaks):.0f}-{peak:.0f} GFLOP/s over the run's "
+                     "measurement points: other processes competed for the cores, so the "
+                     "step times are unreliable (torch's OpenMP threads in particular slow down "
+                     "far more than the share of the cores they lose)")
+    checkout_end = git_version()
+    if checkout_end != checkout:
+        checkout = f"{checkout} at the start, {checkout_end} at the end"
+        notes.append(f"the pyresnet checkout changed during the run ({checkout})")
 
     median = {m: statistics.median(v) for m, v in per_round.items() if v}
     base = median.get(BASELINE)
@@ -491,9 +509,8 @@ def main():
     lines += ["", "s/step: median over rounds of each process's median step time; "
               "vs pyresnet compiled: images/s ratio (above 1 = faster). "
               "bf16 modes are compared to the fp32 peak."]
-    vers = "; ".join(f"{fw} " + ", ".join(f"{d} {v}" for d, v in vv.items())
-                     for fw, vv in versions.items() if vv)
-    lines.append(f"Versions: {vers}; pyresnet checkout {git_version()}.")
+    vers = ", ".join(f"{d} {v}" for vv in versions.values() if vv for d, v in vv.items())
+    lines.append(f"Versions: {vers}; pyresnet checkout {checkout}.")
     lines += [f"Note: {n}." for n in notes]
     for row in rows:
         if row["status"] == "failed":
@@ -513,8 +530,9 @@ def main():
                   "command": sys.argv, "cpu": cpu, "logical_cpus": os.cpu_count(),
                   "threads": args.threads, "batch": args.batch, "rounds": args.rounds,
                   "steps": args.steps, "warmup": args.warmup, "flops_per_step": flops,
-                  "fma_peak_gflops": peak, "fma_peak_points": peaks, "versions": versions,
-                  "pyresnet_checkout": git_version(), "notes": notes, "modes": rows}
+                  "fma_peak_gflops": peak, "fma_peak_points": peaks,
+                  "load_average_end": os.getloadavg(), "versions": versions,
+                  "pyresnet_checkout": checkout, "notes": notes, "modes": rows}
         stem.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
         print(f"\nwrote {stem}.md and {stem}.json")
     if any(not math.isfinite(o["loss"]) for v in results.values() for o in v):
