@@ -302,10 +302,11 @@ static int infer_lighting(const pr_op *op, const pr_view *in, int n, const void 
         return pr_fail(op, PyExc_ValueError, "images must have 3 (RGB) channels, got shape %s",
                        pr_shape_str(&in[0], s, sizeof s));
     if (pr_expect_dtype(op, in, 1, PR_F32) < 0 || pr_expect_dtype(op, in, 2, PR_F32) < 0) return -1;
-    if (in[1].ndim != 1 || in[1].shape[0] != 3)
+    if (in[1].ndim != 1 || !pr_dim_maybe_equal(in[1].shape[0], 3))
         return pr_fail(op, PyExc_ValueError, "eigval (input 1) must have shape (3,), got %s",
                        pr_shape_str(&in[1], s, sizeof s));
-    if (in[2].ndim != 2 || in[2].shape[0] != 3 || in[2].shape[1] != 3)
+    if (in[2].ndim != 2 || !pr_dim_maybe_equal(in[2].shape[0], 3) ||
+        !pr_dim_maybe_equal(in[2].shape[1], 3))
         return pr_fail(op, PyExc_ValueError, "eigvec (input 2) must have shape (3, 3), got %s",
                        pr_shape_str(&in[2], s, sizeof s));
     if (!(a->stddev >= 0.0))

@@ -176,9 +176,11 @@ static int gr_matmul(PyObject *const *in, PyObject *const *out, const void *attr
  * ceil(in / s) with padding="same", floor((in - k) / s) + 1 with "valid"
  * (the padding is found when the size is known).  PR_DIM_ERROR on failure. */
 static int64_t out_size(int64_t in, int64_t k, int64_t s, int same, int64_t *pad) {
-    if (!pr_dim_is_sym(in)) return pr_window_out_size(in, k, s, same, pad);
-    *pad = 0;
-    int64_t num = pr_dim_add(in, same ? s - 1 : s - k);
+    if (!pr_dim_is_sym(in) && !pr_dim_is_sym(k)) return pr_window_out_size(in, k, s, same, pad);
+    *pad = 0; /* found when the sizes are known */
+    int64_t neg_k = same ? 0 : pr_dim_mul(k, -1);
+    int64_t num = neg_k == PR_DIM_ERROR ? neg_k : pr_dim_add(in, same ? s - 1 : s);
+    num = num == PR_DIM_ERROR ? num : pr_dim_add(num, neg_k);
     return num == PR_DIM_ERROR ? num : pr_dim_floordiv(num, s);
 }
 
@@ -199,7 +201,7 @@ static int check_conv(const pr_op *op, const pr_conv_attrs *a, const pr_view *x,
         check_rank4(op, kname, "kernel_h, kernel_w, in_channels, out_channels", k) < 0)
         return -1;
     for (int d = 0; d < 4; d++)
-        if (k->shape[d] < 1)
+        if (!pr_dim_is_sym(k->shape[d]) && k->shape[d] < 1)
             return pr_fail(op, PyExc_ValueError, "%s must have positive dimensions, got %s",
                            kname, pr_shape_str(k, sk, sizeof sk));
     if (!pr_dim_maybe_equal(x->shape[3], k->shape[2])) {
@@ -213,7 +215,9 @@ static int check_conv(const pr_op *op, const pr_conv_attrs *a, const pr_view *x,
     conv_window(a, x->shape, k->shape, g);
     if (check_window_output(op, g, a->same, xname, x, kname, pr_shape_str(k, sk, sizeof sk)) < 0)
         return -1;
-    if (pr_dims_symbolic(4, (int64_t[]){g->n, g->ho, g->wo, g->c})) return 0; /* checked when known */
+    if (pr_dims_symbolic(4, (int64_t[]){g->n, g->ho, g->wo, g->c}) ||
+        pr_dims_symbolic(3, (int64_t[]){g->kh, g->kw, g->o}))
+        return 0; /* checked when known */
     double col = (double)g->ho * (double)g->wo * (double)(g->kh * g->kw * g->c);
     double y = (double)g->n * (double)g->ho * (double)g->wo * (double)g->o;
     if (col > INT_MAX || y > INT_MAX)
@@ -226,7 +230,8 @@ static int check_conv(const pr_op *op, const pr_conv_attrs *a, const pr_view *x,
 /* The kernel's scratch, or 0 while sizes are unknown (the plan asks again). */
 static size_t conv_scratch(const pr_window *g, pr_conv_pass kind) {
     if (pr_dims_symbolic(4, (int64_t[]){g->n, g->h, g->w, g->ho}) ||
-        pr_dims_symbolic(3, (int64_t[]){g->wo, g->c, g->o}))
+        pr_dims_symbolic(3, (int64_t[]){g->wo, g->c, g->o}) ||
+        pr_dims_symbolic(2, (int64_t[]){g->kh, g->kw}))
         return 0;
     return pr_conv2d_scratch_bytes(g, kind);
 }

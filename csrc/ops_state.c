@@ -42,7 +42,7 @@ static int infer_assign(const pr_op *op, const pr_view *in, int n, const void *a
     int ok = val->ndim <= var->ndim;
     for (int d = 0; ok && d < val->ndim; d++) {
         int64_t e = val->shape[d], t = var->shape[d + var->ndim - val->ndim];
-        ok = e == t || e == 1;
+        ok = pr_dim_maybe_equal(e, t) || e == 1;
     }
     if (!ok) {
         char s[128], v[128];

@@ -240,3 +240,22 @@ def test_sizes_computed_in_a_trace_are_refused_as_static_sizes():
 def test_placeholder_range_is_not_a_size():
     with pytest.raises(ValueError, match="below the supported"):
         ops.reshape(np.zeros(4, np.float32), (-(1 << 40), 4))
+
+
+def test_relaxed_arguments_that_are_not_batches():
+    """reduce_retracing relaxes the leading size of every argument, kernels and
+    variables' values included: rules that need it known at run time only
+    accept it while tracing (found by the op-table session)."""
+    v = pr.Variable(np.zeros((2, 3), np.float32))
+    pr.compile(lambda x: v.assign(x), reduce_retracing=True)(np.ones((2, 3), np.float32))
+    np.testing.assert_array_equal(v.numpy(), np.ones((2, 3)))
+    conv = pr.compile(lambda x, k, p: ops.conv2d(x, k, padding=p), reduce_retracing=True)
+    x, k = rng_array(1, 5, 5, 3), rng_array(3, 3, 3, 4, seed=1)
+    for padding in ("same", "valid"):
+        np.testing.assert_allclose(conv(x, k, padding).numpy(),
+                                   ops.conv2d(x, k, padding=padding).numpy(), rtol=1e-6)
+    state = pr.Variable(np.array([0, 0], np.int64), trainable=False)
+    light = pr.compile(lambda im, ev, evec: ops.random_lighting(im, ev, evec, state),
+                       reduce_retracing=True)
+    assert light(np.ones((2, 4, 4, 3), np.float32), np.ones(3, np.float32),
+                 np.eye(3, dtype=np.float32)).shape == (2, 4, 4, 3)
