@@ -45,7 +45,9 @@ int64_t pr_shape_size(int ndim, const int64_t *shape, size_t itemsize);
 void pr_kernel_error(const char *fmt, ...);
 const char *pr_kernel_error_message(void);
 
-/* 64-byte aligned allocation, the one allocator for tensor buffers. */
+/* 64-byte aligned allocation, the one allocator for tensor buffers; blocks
+ * of 256 KiB and more are kept when freed and reused (up to 1 GiB), so
+ * repeated eager calls do not page-fault fresh memory (common.c). */
 void *pr_alloc(size_t nbytes);
 void pr_free(void *p);
 
