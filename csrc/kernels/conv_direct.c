@@ -12,9 +12,13 @@
  *                    convolution, Dumoulin & Visin 2016, "A guide to convolution
  *                    arithmetic", section 4);
  *   backprop_filter  dw[kh, kw, c, o] += xpad[oh*sh + kh, ow*sw + kw, c] * dy[oh, ow, o].
- * Images are first copied into a zero-padded buffer (one pass over the
- * activations instead of im2col's KH*KW), so the inner loops have no bounds
- * checks.  The output tile is held in zmm accumulators: forward and
+ * Forward and backprop_input first copy each image (x, or dy) into a
+ * zero-padded buffer of channel-major rows (one pass over the activations
+ * instead of im2col's KH*KW; a tile's pixels along one channel are then
+ * consecutive, so its broadcasts have constant offsets), and the inner loops
+ * have no bounds checks; backprop_filter reads x in place, each tap over the
+ * output pixels whose input is inside the image.
+ * The output tile is held in zmm accumulators: forward and
  * backprop_input a run of WT output pixels x NB blocks of 16 output channels
  * (weights repacked once per call into 16-channel blocks, zero-padded, so a
  * block is one aligned load), backprop_filter a run of CT input channels x
@@ -62,45 +66,6 @@ static int tile_width(int nb, int64_t len) {
  * only the pixels they store, so nothing past the buffer. */
 static int64_t xpad_rows(const pr_window *g) { return (g->ho - 1) * g->sh + g->kh; }
 static int64_t xpad_cols(const pr_window *g) { return (g->wo - 1) * g->sw + g->kw; }
-/* Copy a (rows_in, cols_in, ch) image into a (prows, pcols, ch) buffer at
- * offset (top, left) and zero the rest of the buffer (filter gradient). */
-static void pad_image(const float *src, int64_t rows_in, int64_t cols_in, int64_t ch, float *dst,
-                      int64_t prows, int64_t pcols, int64_t top, int64_t left) {
-    int64_t lo = left < 0 ? 0 : left, hi = left + cols_in < pcols ? left + cols_in : pcols;
-    for (int64_t r = 0; r < prows; r++) {
-        float *d = dst + r * pcols * ch;
-        int64_t ir = r - top;
-        if (ir < 0 || ir >= rows_in || hi <= lo) {
-            memset(d, 0, sizeof(float) * (size_t)(pcols * ch));
-            continue;
-        }
-        memset(d, 0, sizeof(float) * (size_t)(lo * ch));
-        memcpy(d + lo * ch, src + (ir * cols_in + lo - left) * ch,
-               sizeof(float) * (size_t)((hi - lo) * ch));
-        memset(d + hi * ch, 0, sizeof(float) * (size_t)((pcols - hi) * ch));
-    }
-}
-
-/* Without padding (a "valid" window, or a 1x1 one) the tiles read x in place. */
-static int reads_in_place(const pr_window *g) {
-    return g->ph == 0 && g->pw == 0 && xpad_rows(g) <= g->h && xpad_cols(g) <= g->w;
-}
-static int64_t xpad_floats(const pr_window *g) {
-    return reads_in_place(g) ? 0 : round16(xpad_rows(g) * xpad_cols(g) * g->c);
-}
-/* The image the tiles read (padded into `buf`, or x itself) and its row length. */
-static const float *image_for_tiles(const pr_window *g, const float *x, int64_t n, float *buf,
-                                    int64_t *row) {
-    const float *xn = x + n * g->h * g->w * g->c;
-    if (reads_in_place(g)) {
-        *row = g->w;
-        return xn;
-    }
-    *row = xpad_cols(g);
-    pad_image(xn, g->h, g->w, g->c, buf, xpad_rows(g), xpad_cols(g), g->ph, g->pw);
-    return buf;
-}
-
 /* Backprop input: dy of one image with a margin of KH rows and KW columns. */
 static int64_t dypad_rows(const pr_window *g) { return g->ho + 2 * g->kh; }
 static int64_t dypad_cols(const pr_window *g) { return g->wo + 2 * g->kw; }
@@ -108,10 +73,12 @@ static int64_t dypad_floats(const pr_window *g) {
     return round16(dypad_rows(g) * dypad_cols(g) * g->o);
 }
 
+/* Repacked weights (the filter gradient needs none). */
 static int64_t packed_floats(const pr_window *g, pr_conv_pass pass) {
     int64_t taps = g->kh * g->kw;
     return pass == PR_CONV_BACKPROP_INPUT ? blocks16(g->c) * taps * g->o * 16
-                                          : blocks16(g->o) * taps * g->c * 16;
+           : pass == PR_CONV_FORWARD      ? blocks16(g->o) * taps * g->c * 16
+                                          : 0;
 }
 
 static int64_t count_slots(int64_t units, int64_t slot_floats) {
@@ -131,7 +98,7 @@ static int64_t slot_floats(const pr_window *g, pr_conv_pass pass) {
     switch (pass) {
     case PR_CONV_FORWARD: return round16(xpad_rows(g) * xpad_cols(g) * g->c);
     case PR_CONV_BACKPROP_INPUT: return dypad_floats(g);
-    case PR_CONV_BACKPROP_FILTER: return xpad_floats(g) + round16(taps * g->c * g->o);
+    case PR_CONV_BACKPROP_FILTER: return round16(taps * g->c * g->o); /* a stripe's partial dw */
     }
     return 0;
 }
@@ -241,8 +208,9 @@ ALWAYS_INLINE void transpose16(__m512 r[16]) {
     }
 }
 
-/* pad_image into channel-major rows: row r of the buffer is ch runs of pcols
- * floats, so a tile's pixels along one channel are consecutive (forward and
+/* Copy a (rows_in, cols_in, ch) image into a (prows, pcols) zero-padded
+ * window at offset (top, left), in channel-major rows: row r of the buffer is
+ * ch runs of pcols floats, so a tile's pixels along one channel are consecutive (forward and
  * backprop_input broadcast from them at constant offsets).  16 x 16 blocks
  * of (pixels, channels) are transposed in registers, the rest one by one. */
 static void pad_rows_cm(const float *src, int64_t rows_in, int64_t cols_in, int64_t ch, float *dst,
@@ -616,12 +584,12 @@ int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const flo
 
 /* ---- filter gradient ---------------------------------------------------------- */
 
-/* dw[c0 .. c0+CT) x [NB blocks] += sum over the image's pixels: x at
- * pixel (r, q) is x + r*rs + q*ps (channel c0 of tap t), dy at dy + (r*cols +
- * q)*dps (block 0 of the group). */
+/* dw[c0 .. c0+CT) x [NB blocks] += sum over a rectangle of output pixels:
+ * x at pixel (r, q) is x + r*rs + q*ps (channel c0 of tap t), dy at dy +
+ * r*drs + q*dps (block 0 of the group). */
 typedef struct {
     const float *x, *dy;
-    int64_t ps, rs, rows, cols, dps, dwc;
+    int64_t ps, rs, rows, cols, dps, drs, dwc;
     float *dw;
     __mmask16 mask;
 } ftile_args;
@@ -634,9 +602,8 @@ ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
         for (int b = 0; b < NB - 1; b++) acc[b][c] = _mm512_loadu_ps(A->dw + c * A->dwc + 16 * b);
         acc[NB - 1][c] = _mm512_maskz_loadu_ps(A->mask, A->dw + c * A->dwc + 16 * (NB - 1));
     }
-    const float *dyp = A->dy;
     for (int64_t r = 0; r < A->rows; r++) {
-        const float *xp = A->x + r * A->rs;
+        const float *xp = A->x + r * A->rs, *dyp = A->dy + r * A->drs;
         for (int64_t q = 0; q < A->cols; q++, xp += A->ps, dyp += A->dps) {
             __m512 dv[MAX_NB];
 #pragma GCC unroll 4
@@ -682,21 +649,33 @@ static const ftile_fn ftiles3[8] = {ftile_1_3, ftile_2_3, ftile_3_3, ftile_4_3,
 static const ftile_fn ftiles4[6] = {ftile_1_4, ftile_2_4, ftile_3_4, ftile_4_4, ftile_5_4, ftile_6_4};
 static const ftile_fn *const ftiles[MAX_NB + 1] = {NULL, ftiles1, ftiles2, ftiles3, ftiles4};
 
-/* Add one padded image's contribution to the partial gradient dw (T, C, O). */
-static void filter_image(const pr_window *g, const float *xp, int64_t WP, const float *dyn,
-                         float *dw) {
+static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); }
+
+/* Add one image's contribution to the partial gradient dw (T, C, O).  Tap
+ * (kh, kw) sums over the output pixels whose input pixel is inside the
+ * image (the others read padding, zeros), so x is read in place. */
+static void filter_image(const pr_window *g, const float *xn, const float *dyn, float *dw) {
     const int64_t C = g->c, O = g->o, nob = blocks16(O);
     for (int64_t kh = 0; kh < g->kh; kh++)
         for (int64_t kw = 0; kw < g->kw; kw++) {
+            /* rows oh with 0 <= oh*sh - ph + kh < h; columns likewise */
+            int64_t r0 = ceil_div(g->ph - kh, g->sh), r1 = (g->h - 1 + g->ph - kh) / g->sh + 1;
+            int64_t q0 = ceil_div(g->pw - kw, g->sw), q1 = (g->w - 1 + g->pw - kw) / g->sw + 1;
+            if (r0 < 0) r0 = 0;
+            if (q0 < 0) q0 = 0;
+            if (r1 > g->ho) r1 = g->ho;
+            if (q1 > g->wo) q1 = g->wo;
+            if (g->h - 1 + g->ph - kh < 0 || g->w - 1 + g->pw - kw < 0) r1 = r0; /* no pixel */
             float *dwt = dw + (kh * g->kw + kw) * C * O;
-            for (int64_t ob = 0; ob < nob; ob += MAX_NB) {
+            const float *x0 = xn + ((r0 * g->sh - g->ph + kh) * g->w + q0 * g->sw - g->pw + kw) * C;
+            for (int64_t ob = 0; ob < nob && r1 > r0 && q1 > q0; ob += MAX_NB) {
                 int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
                 int ct = tile_width(nb, C);
                 for (int64_t c0 = 0; c0 < C; c0 += ct) {
                     int n = (int)(C - c0 < ct ? C - c0 : ct);
-                    ftile_args A = {.x = xp + (kh * WP + kw) * C + c0, .dy = dyn + ob * 16,
-                                    .ps = g->sw * C, .rs = g->sh * WP * C, .rows = g->ho,
-                                    .cols = g->wo, .dps = O, .dwc = O,
+                    ftile_args A = {.x = x0 + c0, .dy = dyn + (r0 * g->wo + q0) * O + ob * 16,
+                                    .ps = g->sw * C, .rs = g->sh * g->w * C, .rows = r1 - r0,
+                                    .cols = q1 - q0, .dps = O, .drs = g->wo * O, .dwc = O,
                                     .dw = dwt + c0 * O + ob * 16,
                                     .mask = ob + nb == nob ? tail_mask(O) : (__mmask16)0xFFFF};
                     ftiles[nb][n - 1](&A);
@@ -709,28 +688,25 @@ int pr_conv_direct_backprop_filter(const pr_window *g, const float *x, const flo
                                    void *scratch) {
     const int64_t C = g->c, O = g->o, K = g->kh * g->kw * C * O;
     const int64_t slot = slot_floats(g, PR_CONV_BACKPROP_FILTER);
-    const int64_t stripes = count_slots(g->n, slot), pad = xpad_floats(g);
+    const int64_t stripes = count_slots(g->n, slot);
     if (stripes == 0) { /* empty batch */
         memset(dw, 0, sizeof(float) * (size_t)K);
         return PR_OK;
     }
-    float *slots = (float *)scratch + round16(packed_floats(g, PR_CONV_BACKPROP_FILTER));
+    float *parts = (float *)scratch + round16(packed_floats(g, PR_CONV_BACKPROP_FILTER));
 #pragma omp parallel num_threads(threads_for(stripes))
     {
 #pragma omp for schedule(static)
         for (int64_t s = 0; s < stripes; s++) {
-            float *xp = slots + s * slot, *part = xp + pad;
+            float *part = parts + s * slot;
             memset(part, 0, sizeof(float) * (size_t)K);
-            for (int64_t n = s; n < g->n; n += stripes) {
-                int64_t WP;
-                const float *img = image_for_tiles(g, x, n, xp, &WP);
-                filter_image(g, img, WP, dy + n * g->ho * g->wo * O, part);
-            }
+            for (int64_t n = s; n < g->n; n += stripes)
+                filter_image(g, x + n * g->h * g->w * C, dy + n * g->ho * g->wo * O, part);
         }
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < K; i++) {
-            float sum = slots[pad + i];
-            for (int64_t s = 1; s < stripes; s++) sum += slots[s * slot + pad + i];
+            float sum = parts[i];
+            for (int64_t s = 1; s < stripes; s++) sum += parts[s * slot + i];
             dw[i] = sum;
         }
     }
