@@ -106,9 +106,10 @@ static int64_t slot_floats(const pr_window *g, pr_conv_pass pass) {
 int pr_conv_direct_supports(const pr_window *g, pr_conv_pass pass) {
     /* forward tiles step through x by the stride: compiled for 1 and 2 */
     int64_t max_sw = pass == PR_CONV_FORWARD ? 2 : MAX_STRIDE;
-    /* A 1x1 window is one GEMM over the pixels (or a quarter of them): the
-     * reference kernel's sgemm on x in place is faster (bench/conv.py). */
-    if (g->kh * g->kw == 1) return 0;
+    /* A 1x1 window's forward and backprop_input are one GEMM over the pixels
+     * (or a quarter of them): the reference's sgemm on x in place is faster
+     * there (bench/conv.py); its filter gradient is faster here. */
+    if (g->kh * g->kw == 1 && pass != PR_CONV_BACKPROP_FILTER) return 0;
     return g->kh >= 1 && g->kw >= 1 && g->kh <= MAX_WINDOW && g->kw <= MAX_WINDOW &&
            g->sh >= 1 && g->sw >= 1 && g->sh <= MAX_STRIDE && g->sw <= max_sw && g->c >= 1 &&
            g->o >= 1 && g->ho >= 1 && g->wo >= 1;
