@@ -335,6 +335,39 @@ class ConcreteFunction:
         return trace
 
 
+    def profile_summary(self, *args, repeats=3, **kwargs):
+        """Time every node over ``repeats`` calls (:meth:`profile`) and sum
+        the times per (op, kernel variant): where a call's time goes.
+
+        The calls have their effects (variable updates) as normal calls do.
+
+        Returns:
+            list of dicts, slowest first: ``op``, ``kernel`` (the variant
+            name, None for ops with one kernel), ``calls`` (nodes per call),
+            ``ms`` (milliseconds per call, summed over those nodes, median
+            over the repeats), ``share`` (fraction of the summed node time)
+            and ``gflops`` (GFLOP/s of those nodes; ops without a FLOP rule
+            count one per output element).
+        """
+        totals = {}
+        for _ in range(max(1, int(repeats))):
+            per_call = {}
+            for e in self.profile(*args, **kwargs)["traceEvents"]:
+                key = (e["name"], e["args"]["kernel"])
+                t, f, n = per_call.get(key, (0.0, 0.0, 0))
+                per_call[key] = (t + e["dur"], f + e["args"]["flops"], n + 1)
+            for key, value in per_call.items():
+                totals.setdefault(key, []).append(value)
+        rows = []
+        for (op, kernel), runs in totals.items():
+            us = sorted(r[0] for r in runs)[len(runs) // 2]
+            rows.append({"op": op, "kernel": kernel, "calls": runs[0][2], "ms": us / 1e3,
+                         "gflops": runs[0][1] / us / 1e3 if us > 0 else 0.0})
+        total = sum(r["ms"] for r in rows) or 1.0
+        for r in rows:
+            r["share"] = r["ms"] / total
+        return sorted(rows, key=lambda r: -r["ms"])
+
 # ---- functions ------------------------------------------------------------------
 
 class Function:

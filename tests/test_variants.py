@@ -1,0 +1,100 @@
+"""Kernel variants seen from Python: the CPU probe and show_config, which
+variant a node runs (nodes, profile, profile_summary), the reference path
+forced by PYRESNET_KERNELS=reference, and results that do not depend on the
+thread count.  Values of every variant against NumPy are in test_op_table.py.
+"""
+import io
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import pyresnet as pr
+from pyresnet import ops
+from pyresnet._loader import _C
+
+
+def rng_array(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_config_lists_the_conv_variants_reference_last():
+    c = pr.config.config()
+    assert c["threads"] == pr.get_num_threads()
+    for op in ("conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"):
+        names = [n for n, _ in c["variants"][op]]
+        assert names == ["avx512_direct", "im2col_blas"]
+        assert c["variants"][op][-1][1] is True   # the reference runs anywhere
+        assert c["variants"][op][0][1] == ("avx512f" in c["features"] and "fma" in c["features"])
+    out = io.StringIO()
+    pr.show_config(file=out)
+    text = out.getvalue()
+    assert text.startswith("CPU:") and "conv2d: avx512_direct" in text and "im2col_blas" in text
+
+
+def test_nodes_profile_and_summary_name_the_kernel():
+    k = pr.Variable(rng_array(3, 3, 4, 8))
+    f = pr.compile(lambda x: ops.sum(ops.relu(ops.conv2d(x, k, padding="same"))))
+    x = rng_array(2, 9, 9, 4)
+    cf = f.get_concrete_function(x)
+    fast = dict(_C.op_variants("conv2d"))["avx512_direct"] and not _C.cpu_info()["reference_only"]
+    want = "avx512_direct" if fast else "im2col_blas"
+    conv = [n for n in cf.nodes if n["op"] == "conv2d"]
+    assert [n["kernel"] for n in conv] == [want]
+    assert {n["kernel"] for n in cf.nodes if n["op"] != "conv2d"} == {None}
+    events = cf.profile(x)["traceEvents"]
+    assert [e["args"]["kernel"] for e in events if e["name"] == "conv2d"] == [want]
+    rows = cf.profile_summary(x, repeats=2)
+    assert {(r["op"], r["kernel"]) for r in rows} == {(n["op"], n["kernel"]) for n in cf.nodes}
+    assert abs(sum(r["share"] for r in rows) - 1.0) < 1e-9
+    assert all(r["ms"] >= 0 and r["calls"] == 1 for r in rows)
+
+
+def test_eager_runs_the_first_usable_variant():
+    x, k = rng_array(2, 8, 8, 16), rng_array(3, 3, 16, 16, seed=1)
+    got = ops.conv2d(x, k, padding="same").numpy()
+    fast = dict(_C.op_variants("conv2d"))["avx512_direct"] and not _C.cpu_info()["reference_only"]
+    first = "avx512_direct" if fast else "im2col_blas"
+    want = _C.run_variant("conv2d", first, x, k, same=True).numpy()
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="has no kernel variant 'nope'"):
+        _C.run_variant("conv2d", "nope", x, k)
+
+
+def test_reference_path_forced_by_the_environment():
+    code = ("import json, numpy as np, pyresnet as pr\n"
+            "from pyresnet._loader import _C\n"
+            "x = np.ones((1, 6, 6, 16), np.float32); k = np.ones((3, 3, 16, 16), np.float32)\n"
+            "f = pr.compile(lambda x: pr.ops.conv2d(x, k, padding='same'))\n"
+            "print(json.dumps([_C.cpu_info()['reference_only'],"
+            " [n['kernel'] for n in f.get_concrete_function(x).nodes]]))\n")
+    env = dict(os.environ, PYRESNET_KERNELS="reference")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.splitlines()[-1]) == [True, ["im2col_blas"]]
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"])
+def test_conv_variants_do_not_depend_on_the_thread_count(op):
+    x, k = rng_array(5, 12, 10, 16), rng_array(3, 3, 16, 32, seed=1)
+    dy = rng_array(5, 6, 5, 32, seed=2)
+    args = {"conv2d": (x, k, {}), "conv2d_backprop_input": (dy, k, {"shape": x.shape}),
+            "conv2d_backprop_filter": (x, dy, {"shape": k.shape})}[op]
+    before = pr.get_num_threads()
+    for variant, ok in _C.op_variants(op):
+        if not ok or (_C.cpu_info()["reference_only"] and variant != "im2col_blas"):
+            continue
+        results = []
+        for threads in (1, 2, 3):
+            pr.set_num_threads(threads)
+            try:
+                results.append(_C.run_variant(op, variant, args[0], args[1], strides=2, same=True,
+                                              **args[2]).numpy())
+            finally:
+                pr.set_num_threads(before)
+        for r in results[1:]:
+            np.testing.assert_array_equal(r, results[0])
