@@ -7,12 +7,13 @@ this machine's fp32 FMA peak measured in the same run (bench/fma_peak.py,
 best of several tries, taken before, between and after the shapes).
 
 A variant is timed through ``pyresnet._C.run_variant`` (one kernel, no
-graph), median of --reps runs after a warm-up; the output buffer is reused
-by the allocator after the first call, so the time is the kernel's.
+graph), median of --reps runs after three warm-up runs; the output buffer
+is reused by the allocator after the first call, so the time is the
+kernel's.
 FLOPs of a pass: 2 * N * HO * WO * KH * KW * C * O.  PyTorch runs in a
 separate interpreter (--torch-python, default: this one if it imports
 torch, else /work/peers-venv/bin/python) so its threads never share a
-process with ours; the two are interleaved shape by shape.
+process with ours; the two are interleaved shape by shape, ours first.
 
     python bench/conv.py [--batch 128] [--reps 15] [--threads 2] [--out bench/results]
 """
@@ -72,8 +73,8 @@ print(json.dumps({"torch": torch.__version__, "times": out}))
 
 
 def median_time(fn, reps):
-    fn()
-    fn()
+    for _ in range(3):
+        fn()
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -133,10 +134,7 @@ def main():
         gflop = 2.0 * args.batch * ho * wo * kh * kw * c * o / 1e9
         inputs = {"forward": (x, k, {}), "backprop_input": (dy, k, {"shape": x.shape}),
                   "backprop_filter": (x, dy, {"shape": k.shape})}
-        theirs = time_torch(tpy, args.batch, ((h, w, c), (kh, kw, o), s), args.reps,
-                            args.threads) if tpy else None
-        if theirs:
-            torch_version = theirs["torch"]
+        shape_rows = []
         for pass_name in PASSES:
             a, b, extra = inputs[pass_name]
             row = {"shape": name, "pass": pass_name, "gflop": gflop, "ms": {}}
@@ -147,9 +145,16 @@ def main():
                     row["ms"][v] = median_time(run, args.reps) * 1e3
                 except ValueError:  # this variant does not run this shape
                     pass
+            shape_rows.append(row)
+        # torch after ours: a process that just used both cores slowed the
+        # kernel timed right after it
+        theirs = time_torch(tpy, args.batch, ((h, w, c), (kh, kw, o), s), args.reps,
+                            args.threads) if tpy else None
+        for row in shape_rows:
             if theirs:
-                row["ms"]["torch channels_last"] = theirs["times"][pass_name] * 1e3
-            rows.append(row)
+                torch_version = theirs["torch"]
+                row["ms"]["torch channels_last"] = theirs["times"][row["pass"]] * 1e3
+        rows += shape_rows
         peaks.append(fma_peak_gflops(args.threads, tries=2))
     peak = max(peaks)
     names = variants + (["torch channels_last"] if torch_version else [])
