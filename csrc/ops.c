@@ -438,15 +438,19 @@ static PyObject *py_cpu_info(PyObject *self, PyObject *noargs) {
                          "reference_only", pr_cpu_reference_only() ? Py_True : Py_False);
 }
 
-/* op_variants(name) -> [(variant name, runs on this CPU)], priority order. */
-static PyObject *py_op_variants(PyObject *self, PyObject *arg) {
+/* The op a Python name names, or NULL with KeyError. */
+static const pr_op *op_named(PyObject *arg) {
     const char *name = PyUnicode_AsUTF8(arg);
     if (!name) return NULL;
     const pr_op *op = pr_op_lookup(name);
-    if (!op) {
-        PyErr_Format(PyExc_KeyError, "op '%s' is not registered", name);
-        return NULL;
-    }
+    if (!op) PyErr_Format(PyExc_KeyError, "op '%s' is not registered", name);
+    return op;
+}
+
+/* op_variants(name) -> [(variant name, runs on this CPU)], priority order. */
+static PyObject *py_op_variants(PyObject *self, PyObject *arg) {
+    const pr_op *op = op_named(arg);
+    if (!op) return NULL;
     PyObject *l = PyList_New(op->n_variants);
     for (int v = 0; l && v < op->n_variants; v++) {
         const pr_variant *k = &op->variants[v];
@@ -516,13 +520,8 @@ done:
 }
 
 static PyObject *py_op_info(PyObject *self, PyObject *arg) {
-    const char *name = PyUnicode_AsUTF8(arg);
-    if (!name) return NULL;
-    const pr_op *op = pr_op_lookup(name);
-    if (!op) {
-        PyErr_Format(PyExc_KeyError, "op '%s' is not registered", name);
-        return NULL;
-    }
+    const pr_op *op = op_named(arg);
+    if (!op) return NULL;
     PyObject *attrs = PyList_New(0);
     for (const pr_attr_spec *s = op->attrs; attrs && s && s->name; s++) {
         PyObject *nm = PyUnicode_FromString(s->name);

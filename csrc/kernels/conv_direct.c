@@ -450,31 +450,19 @@ static void row_tiles3(tile3_args A, int64_t len, int64_t cout, int64_t sw) {
     }
 }
 
-/* w (KH, KW, C, O) -> [O/16][KH*KW][C][16], zero-padded. */
-static void pack_forward(const pr_window *g, const float *w, float *wp) {
-    int64_t taps = g->kh * g->kw, C = g->c, O = g->o;
-    for (int64_t ob = 0; ob < blocks16(O); ob++)
+/* w (KH, KW, C, O) -> [blocks of 16][KH*KW][the other channels][16],
+ * zero-padded: blocks of output channels for the forward pass (by_c = 0),
+ * of input channels for backprop_input (by_c = 1: the transposed filter). */
+static void pack_weights(const pr_window *g, const float *w, int by_c, float *wp) {
+    const int64_t taps = g->kh * g->kw, C = g->c, O = g->o;
+    const int64_t nb = by_c ? C : O, ni = by_c ? O : C;
+    for (int64_t blk = 0; blk < blocks16(nb); blk++)
         for (int64_t t = 0; t < taps; t++)
-            for (int64_t c = 0; c < C; c++) {
-                float *dst = wp + ((ob * taps + t) * C + c) * 16;
+            for (int64_t i = 0; i < ni; i++) {
+                float *dst = wp + ((blk * taps + t) * ni + i) * 16;
                 for (int64_t j = 0; j < 16; j++) {
-                    int64_t o = ob * 16 + j;
-                    dst[j] = o < O ? w[(t * C + c) * O + o] : 0.0f;
-                }
-            }
-}
-
-/* w (KH, KW, C, O) -> [C/16][KH*KW][O][16], zero-padded: the transposed
- * filter that backprop_input sums with. */
-static void pack_transposed(const pr_window *g, const float *w, float *wp) {
-    int64_t taps = g->kh * g->kw, C = g->c, O = g->o;
-    for (int64_t cb = 0; cb < blocks16(C); cb++)
-        for (int64_t t = 0; t < taps; t++)
-            for (int64_t o = 0; o < O; o++) {
-                float *dst = wp + ((cb * taps + t) * O + o) * 16;
-                for (int64_t j = 0; j < 16; j++) {
-                    int64_t c = cb * 16 + j;
-                    dst[j] = c < C ? w[(t * C + c) * O + o] : 0.0f;
+                    int64_t b = blk * 16 + j, c = by_c ? b : i, o = by_c ? i : b;
+                    dst[j] = b < nb ? w[(t * C + c) * O + o] : 0.0f;
                 }
             }
 }
@@ -484,7 +472,7 @@ int pr_conv_direct_forward(const pr_window *g, const float *x, const float *w, f
     const int64_t taps = g->kh * g->kw, C = g->c, O = g->o, HP = xpad_rows(g), WP = xpad_cols(g);
     const int64_t slot = slot_floats(g, PR_CONV_FORWARD), slots = count_slots(g->n, slot);
     float *wp = scratch, *pads = wp + round16(packed_floats(g, PR_CONV_FORWARD));
-    pack_forward(g, w, wp);
+    pack_weights(g, w, 0, wp);
     int64_t toff[MAX_WINDOW * MAX_WINDOW], roff[MAX_WINDOW];
     const float *wt[MAX_WINDOW * MAX_WINDOW];
     for (int64_t kh = 0; kh < g->kh; kh++) {
@@ -522,7 +510,7 @@ int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const flo
     const int64_t DR = dypad_rows(g), DC = dypad_cols(g);
     const int64_t slot = slot_floats(g, PR_CONV_BACKPROP_INPUT), slots = count_slots(g->n, slot);
     float *wp = scratch, *pads = wp + round16(packed_floats(g, PR_CONV_BACKPROP_INPUT));
-    pack_transposed(g, w, wp);
+    pack_weights(g, w, 1, wp);
 #pragma omp parallel num_threads(threads_for(slots))
     {
         float *dp = pads + THREAD_ID() * slot;
