@@ -170,15 +170,31 @@ def _is_tensor_leaf(x):
 
 
 class _Trace:
-    def __init__(self, graph):
+    def __init__(self, graph, name="function", first=True):
         self.graph = graph
+        self.name = name
+        self.first = first  # only the first trace of a Function may create variables
         self.created = []
+
+    def creation_error(self):
+        names = ", ".join(getattr(v, "name", "?") for v in self.created[:5])
+        return ValueError(
+            f"{self.name}: a compiled function created variables ({names}) on a trace "
+            f"other than its first; create variables on the first call only (layers build "
+            f"and optimizer slots are fine on the first call), or outside the function")
 
 
 def _observe_variable(var):
+    """Record a Variable made while tracing; on a trace that may not create
+    variables, refuse it at once, before the caller (an optimizer's slot
+    table, a layer's weight list) can keep it: a rejected trace leaves
+    nothing behind, so retrying the same call fails the same way."""
     traces = getattr(_local, "traces", None)
     if traces:
-        traces[-1].created.append(var)
+        trace = traces[-1]
+        trace.created.append(var)
+        if not trace.first:
+            raise trace.creation_error()
 
 
 _tensor._variable_observers.append(_observe_variable)
@@ -484,7 +500,7 @@ class Function:
     # -- tracing --
     def _trace(self, args, kwargs, leaves, tensors, dims):
         graph = _C.Graph()
-        trace = _Trace(graph)
+        trace = _Trace(graph, self.__name__, first=self.tracing_count == 0)
         traces = getattr(_local, "traces", None)
         if traces is None:
             traces = _local.traces = []
@@ -500,12 +516,8 @@ class Function:
         finally:
             graph.end()
             traces.pop()
-        if trace.created and self.tracing_count > 0:
-            names = ", ".join(getattr(v, "name", "?") for v in trace.created[:5])
-            raise ValueError(
-                f"{self.__name__}: a compiled function created variables ({names}) on a trace "
-                f"other than its first; create variables on the first call only (layers build "
-                f"and optimizer slots are fine on the first call), or outside the function")
+        if trace.created and not trace.first:  # the function swallowed the error
+            raise trace.creation_error()
         out_leaves_raw = []
         out_structure = _flatten(result, out_leaves_raw)
         graph_outputs, out_leaves = [], []

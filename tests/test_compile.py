@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import pyresnet as pr
-from pyresnet import ops
+from pyresnet import layers, ops
 
 
 def rng_array(*shape, seed=0):
@@ -179,6 +179,43 @@ def test_variable_creation_only_on_first_trace():
     g(np.ones(3, np.float32))
     with pytest.raises(ValueError, match="created variables .* other than its first"):
         g(np.ones(4, np.float32))
+
+
+def test_rejected_trace_leaves_no_variables_behind():
+    """A trace refused for creating variables changes nothing: the optimizer
+    keeps no slot and the layer no weight from it, and retrying the same call
+    fails the same way (issue 15)."""
+    opt = pr.optimizers.SGD(0.1, momentum=0.9)
+    w1 = pr.Variable(np.ones(3, np.float32), name="w1")
+    w2 = pr.Variable(np.full(4, 2.0, np.float32), name="w2")
+    late = layers.Dense(2)
+
+    @pr.compile
+    def step(x):
+        w = w1 if x.shape[0] == 3 else w2
+        with pr.GradientTape() as tape:
+            loss = ops.sum(x * w)
+        opt.apply_gradients([(tape.gradient(loss, [w])[0], w)])
+        return loss
+
+    @pr.compile
+    def head(x):
+        return late(x) if x.shape[-1] == 5 else x
+
+    assert float(step(np.ones(3, np.float32))) == 3.0  # first trace: w1's slot is fine
+    before = [v.numpy().copy() for v in opt.variables]
+    head(np.ones((1, 4), np.float32))
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"created variables \(w2/velocity\) .* other than"):
+            step(np.ones(4, np.float32))
+        with pytest.raises(ValueError, match="created variables .* other than its first"):
+            head(np.ones((1, 5), np.float32))
+    assert len(opt.variables) == len(before) == 2
+    for v, b in zip(opt.variables, before):
+        np.testing.assert_array_equal(v.numpy(), b)
+    np.testing.assert_array_equal(w2.numpy(), np.full(4, 2.0, np.float32))
+    assert not late.built and late.weights == []
+    assert step.tracing_count == head.tracing_count == 1
 
 
 def test_init_scope_runs_ops_eagerly_while_tracing():
