@@ -2,6 +2,7 @@
 its formula on the same draws, the draws' statistics, reproducibility and
 argument errors."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -172,6 +173,48 @@ def test_rgb_pca():
     np.testing.assert_allclose(eigvec @ np.diag(eigval) @ eigvec.T, cov, atol=1e-12)
     assert eigval[0] >= eigval[1] >= eigval[2] >= 0
     np.testing.assert_allclose(eigvec.T @ eigvec, np.eye(3), atol=1e-12)
+
+
+@pytest.mark.parametrize("chunk", [0, -1, -4096, 2.5, True, None])
+def test_rgb_pca_chunk_must_be_a_positive_int(chunk):
+    """A zero or negative chunk used to end in LinAlgError (no pixel counted)."""
+    with pytest.raises(ValueError, match="rgb_pca: chunk must be a positive int .*got "
+                                         + re.escape(repr(chunk))):
+        A.rgb_pca(images((4, 2, 2, 3), np.uint8), chunk=chunk)
+
+
+def test_rgb_pca_any_positive_chunk_gives_the_same_result():
+    x = images((5, 3, 3, 3), np.uint8)
+    whole = A.rgb_pca(x, chunk=5)
+    for chunk in (1, 2, np.int64(4), 10**6):
+        for got, want in zip(A.rgb_pca(x, chunk=chunk), whole):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+NOT_REAL = [np.array(["2020-01-01"] * 3, "datetime64[D]"), np.array([1, 2, 3], "timedelta64[s]"),
+            np.array([1 + 2j, 0, 0]), np.array([True, False, True]), ["a", "b", "c"],
+            [None, 1.0, 2.0]]
+
+
+@pytest.mark.parametrize("bad", NOT_REAL, ids=lambda v: np.asarray(v).dtype.name)
+@pytest.mark.parametrize("which", ["mean", "variance"])
+def test_normalize_channels_statistics_must_be_real_numbers(bad, which):
+    """datetime64 means and variances were cast to day counts; now every
+    non-real statistic is refused, by the op and by the layer."""
+    x = images((2, 3, 3, 3), np.uint8)
+    stats = {"mean": np.zeros(3), "variance": np.ones(3)}
+    stats[which] = bad
+    dtype = np.asarray(bad).dtype.name
+    with pytest.raises(TypeError, match=re.escape(f"normalize_channels: {which} must be real "
+                                                  f"numbers (int or float), got {dtype}")):
+        A.normalize_channels(x, stats["mean"], stats["variance"])
+    with pytest.raises(TypeError, match="random_lighting: eigval must be real numbers"):
+        A.random_lighting(x, bad, np.eye(3), A.rng_state(0))
+    with pytest.raises(TypeError, match=f"Normalization: {which} must be real numbers"):
+        layers.Normalization(**stats)
+    # integer statistics are real numbers: accepted as float32
+    y = A.normalize_channels(x, [1, 2, 3], np.array([4, 4, 4], np.int64))
+    np.testing.assert_array_equal(y.numpy(), (x.astype(np.float32) - [1, 2, 3]) / 2)
 
 
 @pytest.mark.parametrize("dtype,fill", [(np.uint8, 0), (np.uint8, 128), (np.float32, -1.5)])

@@ -1,6 +1,7 @@
 """``Normalization`` with ``adapt()``."""
 import numpy as np
 
+from ..ops.augment import real_array
 from ._preprocessing import IMAGES, PreprocessingLayer, run_stages
 from .input_spec import InputSpec
 
@@ -36,8 +37,9 @@ class Normalization(PreprocessingLayer):
             raise ValueError("Normalization: pass both mean and variance, or neither (and adapt())")
         super().__init__(**kwargs)
         self.axis = axis
-        self._given = None if mean is None else (np.asarray(mean, np.float32),
-                                                 np.asarray(variance, np.float32))
+        self._given = None if mean is None else (
+            real_array(mean, "mean", "Normalization"),
+            real_array(variance, "variance", "Normalization"))
 
     def build(self, input_shape):
         channels = input_shape[-1]

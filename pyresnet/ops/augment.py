@@ -70,9 +70,27 @@ def _range(value, name, op):
         raise TypeError(f"{op}: {name} must be a pair (min, max), got {value!r}") from None
 
 
-def _floats(value):
-    """Tensors (and Variables) pass through; anything else becomes float32."""
-    return value if isinstance(value, Tensor) else np.asarray(value, np.float32)
+def real_array(value, name, op):
+    """``value`` as a float32 array, refusing what is not real numbers.
+
+    Integers and floats (and arrays of them) are accepted; datetimes,
+    timedeltas, complex numbers, booleans, strings and Python objects
+    (``None``) would otherwise be cast silently into meaningless statistics.
+
+    Raises:
+        TypeError: naming ``op``, ``name``, what was expected and what came.
+    """
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{op}: {name} must be real numbers (int or float), got "
+                        f"{arr.dtype.name} {value!r}")
+    return arr.astype(np.float32)
+
+
+def _floats(value, name, op):
+    """Tensors (and Variables) pass through; anything else must be real
+    numbers and becomes float32 (see :func:`real_array`)."""
+    return value if isinstance(value, Tensor) else real_array(value, name, op)
 
 
 def _result(out, return_params):
@@ -193,7 +211,8 @@ def random_lighting(images, eigval, eigvec, state, stddev=0.1, return_params=Fal
     Raises:
         ValueError: not 3 channels, bad eigval/eigvec shapes, stddev < 0.
     """
-    out = call("random_lighting", images, _floats(eigval), _floats(eigvec), state,
+    out = call("random_lighting", images, _floats(eigval, "eigval", "random_lighting"),
+               _floats(eigvec, "eigvec", "random_lighting"), state,
                stddev=float(stddev))
     return _result(out, return_params)
 
@@ -254,9 +273,12 @@ def normalize_channels(x, mean, variance, epsilon=1e-7):
     Returns:
         float32 of x's shape.
     Raises:
-        ValueError: mean/variance not of shape (C,).  TypeError: bad dtype.
+        ValueError: mean/variance not of shape (C,).  TypeError: bad dtype of
+            x, or mean/variance that are not real numbers (datetime64,
+            complex, bool, strings, None).
     """
-    return call("normalize_channels", x, _floats(mean), _floats(variance), epsilon=float(epsilon))
+    return call("normalize_channels", x, _floats(mean, "mean", "normalize_channels"),
+                _floats(variance, "variance", "normalize_channels"), epsilon=float(epsilon))
 
 
 def rgb_pca(images, scale=None, chunk=4096):
@@ -268,13 +290,17 @@ def rgb_pca(images, scale=None, chunk=4096):
         scale: the values are multiplied by it first; default 1/255 for uint8
             (the [0, 1] scale on which the ImageNet values (0.2175, 0.0188,
             0.0045) are usually quoted) and 1 otherwise.
-        chunk: images per accumulation step (bounds memory).
+        chunk: images per accumulation step (bounds memory), a positive int.
     Returns:
         (eigval (3,), eigvec (3, 3)) float64: eigenvalues in descending order,
         column j the unit eigenvector of eigval[j].
     Raises:
-        ValueError: not a non-empty batch of RGB images.
+        ValueError: not a non-empty batch of RGB images, ``chunk`` not a
+            positive int.
     """
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"rgb_pca: chunk must be a positive int (images per step), got "
+                         f"{chunk!r}")
     x = np.asarray(images)
     if x.ndim != 4 or x.shape[-1] != 3 or x.shape[0] == 0:
         raise ValueError(f"rgb_pca: expected a non-empty (N, H, W, 3) batch, got shape {x.shape}")
