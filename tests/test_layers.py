@@ -348,7 +348,7 @@ def test_input_checks_name_the_layer_and_both_shapes():
     conv(_rand(1, 8, 8, 3))
     before = _snapshot(conv)
     with pytest.raises(ValueError, match=r'"c".*expected ndim=4, found ndim=3.*\(8, 8, 3\).*built '
-                                         r"for input shape \(1, 8, 8, 3\)"):
+                                         r"for input shape \(None, 8, 8, 3\)"):
         conv(_rand(8, 8, 3))
     with pytest.raises(ValueError, match=r'"c".*value 3, but received input with shape '
                                          r"\(1, 8, 8, 2\)"):

@@ -1,10 +1,12 @@
 """Models: the functional graph (several inputs/outputs, shared and nested
 layers), Sequential, summary and the CIFAR ResNets."""
+import re
+
 import numpy as np
 import pytest
 
 import pyresnet as pr
-from pyresnet import layers
+from pyresnet import layers, ops
 
 
 @pytest.fixture(autouse=True)
@@ -233,3 +235,35 @@ def test_subclassed_model_build_and_summary():
     inputs = layers.Input((6, 6, 3))
     wrapper = pr.Model(inputs, net(inputs))  # a subclassed model as a layer
     assert wrapper.outputs[0].shape == (None, 2) and wrapper.count_params() == 122
+
+
+class _TwoPaths(pr.Model):
+    """A subclassed model whose call fails for inputs of the wrong width."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = layers.Dense(3)
+        self.w = pr.Variable(np.ones((5, 3), np.float32), name="w")
+
+    def call(self, x):
+        return ops.add(self.dense(x), ops.matmul(x, self.w))
+
+
+@pytest.mark.parametrize("batch", [1, 7, 32])
+def test_subclassed_model_shape_error_names_the_callers_batch(batch):
+    """The first call builds the model by running call on a batch of one;
+    its shape error used to report that batch (1, 6), not the caller's."""
+    model = _TwoPaths()
+    with pytest.raises(ValueError, match=re.escape(
+            f'Layer "{model.name}" (_TwoPaths), called on float32 input of shape ({batch}, 6): '
+            f"matmul: inner dimensions differ: a ({batch}, 6) and b (5, 3)")):
+        model(np.zeros((batch, 6), np.float32))
+    assert not model.built
+    got = model(np.ones((batch, 5), np.float32)).numpy()  # the failed call changed nothing
+    np.testing.assert_allclose(got, np.ones((batch, 5)) @ (model.dense.kernel.numpy() + 1)
+                               + model.dense.bias.numpy(), rtol=1e-6)
+    # once built, a sublayer's message quotes its build shape with any batch
+    with pytest.raises(ValueError, match=re.escape(
+            f"received input with shape ({batch + 2}, 6) (the layer was built for input shape "
+            f"(None, 5))")):
+        model(np.zeros((batch + 2, 6), np.float32))

@@ -19,6 +19,17 @@ class InputSpec:
         return f"InputSpec(ndim={self.ndim}, min_ndim={self.min_ndim}, axes={self.axes})"
 
 
+def _any_batch(shapes):
+    """A built-for shape (or list of shapes) with the batch dimension as None:
+    a layer is built for any batch size, whatever batch its build call had."""
+    if isinstance(shapes, (tuple, list)) and shapes and all(
+            isinstance(s, (tuple, list)) for s in shapes):
+        return type(shapes)(_any_batch(s) for s in shapes)
+    if isinstance(shapes, (tuple, list)) and shapes:
+        return (None,) + tuple(shapes[1:])
+    return shapes
+
+
 def check_input_specs(layer, specs, shapes, built_for=None):
     """Check input shapes against a layer's InputSpec(s).
 
@@ -36,7 +47,8 @@ def check_input_specs(layer, specs, shapes, built_for=None):
     if len(specs) != len(shapes):
         raise ValueError(f'Layer "{layer.name}" expects {len(specs)} input(s), '
                          f"but it received {len(shapes)} input tensors")
-    hint = f" (the layer was built for input shape {built_for})" if built_for is not None else ""
+    hint = f" (the layer was built for input shape {_any_batch(built_for)})" \
+        if built_for is not None else ""
     for i, (spec, shape) in enumerate(zip(specs, shapes)):
         if spec is None:
             continue

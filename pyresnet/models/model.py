@@ -1,4 +1,6 @@
 """``Model``: a layer graph with a training API (``keras.Model``)."""
+import threading
+
 import numpy as np
 
 from ..layers.input_spec import InputSpec
@@ -18,6 +20,25 @@ def _as_float32(model_name, x):
         raise TypeError(f'Model "{model_name}": inputs must be numeric, got dtype {a.dtype} of '
                         f"shape {a.shape}")
     return a.astype(np.float32, copy=False)
+
+
+def _unbuilt_sublayers(layer):
+    """(sublayer, snapshot of its attributes) for every sublayer at any depth
+    that is not built yet, so a failed build can restore them."""
+    found, stack, seen = [], list(layer._sublayers), set()
+    while stack:
+        sub = stack.pop()
+        if id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        if not sub.built:
+            found.append((sub, {k: list(v) if isinstance(v, list) else v
+                                for k, v in vars(sub).items()}))
+        stack.extend(sub._sublayers)
+    return found
+
+
+_building_from = threading.local()  # the caller's inputs while a data call builds a model
 
 
 class Model(Trainer, Layer):
@@ -98,15 +119,40 @@ class Model(Trainer, Layer):
         inputs = tree.map_structure(lambda x: _as_float32(self.name, x), inputs)
         return super().__call__(inputs, *args, **kwargs)
 
+    def _call_eager(self, inputs, args, kwargs):
+        if self._graph is not None or self.built:
+            return super()._call_eager(inputs, args, kwargs)
+        outer = getattr(_building_from, "inputs", None)
+        _building_from.inputs = (self, inputs)
+        try:
+            return super()._call_eager(inputs, args, kwargs)
+        finally:
+            _building_from.inputs = outer
+
     def build(self, input_shape):
         """Build a subclassed model for inputs of ``input_shape`` (batch
-        first) by running ``call`` once on zeros in inference mode, so that
-        its weights exist (``summary``, ``count_params``).  Functional models
-        are built when made."""
+        first) by running ``call`` once on zeros of batch 1 in inference
+        mode, so that its weights exist (``summary``, ``count_params``).
+        When that run fails during a call on data, ``call`` runs again on the
+        caller's inputs, so the error names their shapes (and batch size),
+        not the zeros'.  Functional models are built when made."""
         if self._graph is None:
             accepts_training = _call_params(type(self).call)[0]
-            self.call(self._zero_batch(input_shape),
-                      **({"training": False} if accepts_training else {}))
+            kw = {"training": False} if accepts_training else {}
+            unbuilt = _unbuilt_sublayers(self)
+            try:
+                try:
+                    self.call(self._zero_batch(input_shape), **kw)
+                except (ValueError, TypeError):
+                    owner, inputs = getattr(_building_from, "inputs", None) or (None, None)
+                    if owner is not self:
+                        raise
+                    self.call(inputs, **kw)  # raises again, about the caller's shapes
+            except BaseException:
+                for layer, state in unbuilt:  # a failed build leaves no sublayer built
+                    layer.__dict__.clear()
+                    layer.__dict__.update(state)
+                raise
 
     def call(self, inputs, training=None):
         """Run the functional graph (subclassed models override this)."""
