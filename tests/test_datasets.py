@@ -228,7 +228,7 @@ def test_checksum_mismatch_raises_and_leaves_nothing(small_cifar10, monkeypatch,
         assert hits == ["/" + cifar10.ARCHIVE.filename]
     assert official in str(info.value) and small_cifar10.md5 in str(info.value)
     assert isinstance(info.value, OSError)
-    assert os.listdir(isolated) == []
+    assert not isolated.exists()  # the cache directory it made is gone again
 
 
 def test_offline_error_names_every_place_and_the_url(tmp_path, monkeypatch, isolated):
@@ -242,7 +242,30 @@ def test_offline_error_names_every_place_and_the_url(tmp_path, monkeypatch, isol
         assert f"\n  {place}\n" in message
     assert os.environ["PYRESNET_DATASETS_URL"] + filename in message
     assert "Connection refused" in message
-    assert os.listdir(isolated) == []
+    assert not isolated.exists()  # the cache directory it made is gone again
+
+
+@pytest.mark.parametrize("cache", [None, "deep/er/cache"])
+def test_offline_load_leaves_no_cache_directory(tmp_path, monkeypatch, cache):
+    """Loading offline used to leave an empty ~/.pyresnet/datasets behind."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    if cache is None:
+        monkeypatch.delenv("PYRESNET_CACHE_DIR", raising=False)
+        assert _cache.cache_dir() == home / ".pyresnet" / "datasets"
+    else:
+        monkeypatch.setenv("PYRESNET_CACHE_DIR", str(home / cache))
+    with pytest.raises(FileNotFoundError, match="downloading .* failed"):
+        cifar10.load_data()
+    assert os.listdir(home) == []
+    # an existing cache directory (and what is in it) stays
+    keep = _cache.cache_dir()
+    keep.mkdir(parents=True)
+    (keep / "other.txt").write_text("x")
+    with pytest.raises(FileNotFoundError):
+        cifar10.load_data()
+    assert os.listdir(keep) == ["other.txt"]
 
 
 def test_interrupted_download_leaves_nothing(small_cifar10, monkeypatch, isolated):
@@ -252,7 +275,7 @@ def test_interrupted_download_leaves_nothing(small_cifar10, monkeypatch, isolate
         assert len(hits) == 1
     assert isinstance(info.value.__cause__, ConnectionError)
     assert "closed after 10 of 1000 bytes" in str(info.value)
-    assert os.listdir(isolated) == []
+    assert not isolated.exists()  # the cache directory it made is gone again
 
 
 def test_unsafe_archive_member_is_refused(tmp_path, monkeypatch, isolated):
@@ -268,7 +291,7 @@ def test_unsafe_archive_member_is_refused(tmp_path, monkeypatch, isolated):
         with pytest.raises(tarfile.FilterError):
             cifar10.load_data()
     assert not (tmp_path / "escaped").exists() and not (isolated / "escaped").exists()
-    assert os.listdir(isolated) == []
+    assert not isolated.exists()  # the cache directory it made is gone again
 
 
 def test_archive_without_the_files_is_refused(tmp_path, monkeypatch, isolated):
@@ -280,7 +303,7 @@ def test_archive_without_the_files_is_refused(tmp_path, monkeypatch, isolated):
     with serving(served, monkeypatch):
         with pytest.raises(ValueError, match="lacks cifar-10-batches-py/data_batch_2"):
             cifar10.load_data()
-    assert os.listdir(isolated) == []
+    assert not isolated.exists()  # the cache directory it made is gone again
 
 
 # -------------------------------------------------------------- CIFAR-100

@@ -69,7 +69,8 @@ def locate(archive, path=None):
     (it is never deleted: remove it yourself); ValueError when a verified
     archive lacks some files and tarfile.FilterError when it has an unsafe
     member (neither happens with the official archives).  Whatever it
-    raises, it leaves no new file behind (at most an empty cache directory).
+    raises, it leaves no new file or directory behind (a cache directory it
+    had to create is removed again).
     """
     places = []
     for root in (path, os.environ.get("PYRESNET_DATA")):
@@ -92,7 +93,37 @@ def locate(archive, path=None):
         return target
 
     url = (os.environ.get("PYRESNET_DATASETS_URL") or BASE_URL).rstrip("/") + "/" + archive.filename
-    cache.mkdir(parents=True, exist_ok=True)
+    made = _make_dirs(cache)
+    try:
+        _fetch(url, archive, cache, cached, places)
+    except BaseException:
+        _remove_empty(made)  # a failed fetch leaves no new directory either
+        raise
+    return target
+
+
+def _make_dirs(folder):
+    """Create ``folder`` and its missing parents; return those created, outermost first."""
+    missing = []
+    for d in [folder, *folder.parents]:
+        if d.exists():
+            break
+        missing.append(d)
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing[::-1]
+
+
+def _remove_empty(folders):
+    """Remove the ``folders`` (outermost first) that are empty, innermost first."""
+    for d in reversed(folders):
+        try:
+            d.rmdir()
+        except OSError:  # not empty (another process put something there), or gone
+            break
+
+
+def _fetch(url, archive, cache, cached, places):
+    """Download ``url`` into ``cache``, verify it, unpack it, keep the archive."""
     fd, part = tempfile.mkstemp(dir=cache, prefix=f".{archive.filename}.", suffix=".part")
     try:
         try:
@@ -114,7 +145,6 @@ def locate(archive, path=None):
     finally:
         if os.path.exists(part):
             os.remove(part)
-    return target
 
 
 def _md5(file):
