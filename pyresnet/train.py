@@ -3,6 +3,7 @@
     python -m pyresnet.train                      # ResNet-20 on the full CIFAR-10
     python -m pyresnet.train --epochs 1 --model resnet20 --dataset cifar10
     python -m pyresnet.train --subset 2000 --epochs 3 --model resnet8
+    python -m pyresnet.train --subset 64 --test-subset 64 --epochs 1   # a smoke test
 
 Recipe (He et al. 2015, "Deep Residual Learning for Image Recognition",
 section 4.2): SGD with momentum 0.9, batch 128, learning rate 0.1 divided by
@@ -29,7 +30,8 @@ DEPTHS = {"resnet8": 8, "resnet14": 14, "resnet20": 20, "resnet32": 32, "resnet4
           "resnet56": 56, "resnet110": 110}
 
 
-def parse_args(argv=None):
+def build_parser():
+    """The command line's ``argparse.ArgumentParser`` (every option, its default)."""
     p = argparse.ArgumentParser(prog="python -m pyresnet.train",
                                 description="Train a CIFAR ResNet (He et al. 2015, 4.2).")
     p.add_argument("--model", default="resnet20", choices=sorted(DEPTHS, key=DEPTHS.get))
@@ -42,6 +44,8 @@ def parse_args(argv=None):
                    help="decoupled (Keras) weight decay; 1e-3 matches the paper's L2 1e-4")
     p.add_argument("--subset", type=int, default=None, metavar="N",
                    help="train on the first N training images (all test images are used)")
+    p.add_argument("--test-subset", type=int, default=None, metavar="N",
+                   help="evaluate on the first N test images (default: all)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data", default=None,
                    help="folder holding cifar-10-batches-py/ or cifar-100-python/ "
@@ -50,12 +54,27 @@ def parse_args(argv=None):
     p.add_argument("--run-eagerly", action="store_true", help="do not compile the steps")
     p.add_argument("--jit-compile", action="store_true", help="compile with fusion and tuning")
     p.add_argument("--verbose", default="auto", help="fit's progress bar: auto, 0, 1 or 2")
+    return p
+
+
+def parse_args(argv=None):
+    """Parse and check ``argv`` (default ``sys.argv[1:]``).
+
+    Returns:
+        argparse.Namespace of the options.
+    Raises:
+        SystemExit: status 2 with a message naming the option, for an unknown
+            option or a value out of range (``--epochs 0``, ``--lr -1``, ...).
+    """
+    p = build_parser()
     args = p.parse_args(argv)
     for name in ("epochs", "batch_size"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.subset is not None and args.subset < 1:
-        p.error(f"--subset must be >= 1, got {args.subset}")
+    for name in ("subset", "test_subset"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if not args.lr > 0:
         p.error(f"--lr must be > 0, got {args.lr}")
     return args
@@ -69,6 +88,9 @@ def step_decay(initial, total_steps):
 
 
 def main(argv=None):
+    """Train as ``argv`` says (see the module docstring); print one line per
+    epoch and the final line.  Returns 0; raises on failure (:func:`cli`
+    turns that into a message and a non-zero exit status)."""
     args = parse_args(argv)
     t_start = time.perf_counter()
     pr.utils.set_random_seed(args.seed)
@@ -76,6 +98,8 @@ def main(argv=None):
     (x_train, y_train), (x_test, y_test) = loader.load_data(path=args.data)
     if args.subset is not None:
         x_train, y_train = x_train[:args.subset], y_train[:args.subset]
+    if args.test_subset is not None:
+        x_test, y_test = x_test[:args.test_subset], y_test[:args.test_subset]
     num_classes = 10 if args.dataset == "cifar10" else 100
     print(f"{args.dataset}: {len(x_train)} training, {len(x_test)} test images; "
           f"{args.model}, batch {args.batch_size}, {args.epochs} epochs, {pr.get_num_threads()} "

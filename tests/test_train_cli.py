@@ -1,0 +1,200 @@
+"""The main job, run as a user runs it: ``python -m pyresnet.train`` in a
+subprocess on a tiny subset of the real CIFAR-10 ($PYRESNET_DATA), one epoch,
+for each model family and each recipe flag of the command line; its exit
+status, its per-epoch lines and its final line are checked, and so are its
+failures (bad arguments, missing data: a non-zero status and a message).
+
+No run touches the network: downloads go to a closed local port and the
+cache is a private folder.
+
+The README's shell blocks are checked by tests/test_readme.py.
+"""
+import os
+import pickle
+import re
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import pyresnet as pr
+from pyresnet import train
+from conftest import ROOT, data_root
+
+FINAL = re.compile(r"final test accuracy (\d\.\d{4})  wall time (\d+\.\d) s  "
+                   r"peak RSS (\d+\.\d\d) GiB")
+EPOCH = re.compile(r"epoch (\d+): loss (\S+)  accuracy (\S+)  test loss (\S+)  test accuracy (\S+)  "
+                   r"(\d+) images/s  (\d+\.\d) s")
+TINY = ["--subset", "48", "--test-subset", "40", "--batch-size", "16", "--epochs", "1",
+        "--verbose", "0"]
+
+
+def closed_port_url():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/"
+
+
+@pytest.fixture
+def env(tmp_path):
+    """The environment of a user who set $PYRESNET_DATA, with no network."""
+    e = dict(os.environ)
+    e.update(PYRESNET_DATA=str(data_root()), PYRESNET_CACHE_DIR=str(tmp_path / "cache"),
+             PYRESNET_DATASETS_URL=closed_port_url(), HOME=str(tmp_path / "home"))
+    return e
+
+
+def run(args, env, module="pyresnet.train", timeout=300):
+    """Run ``python -m module args``; return (status, stdout lines, stderr)."""
+    p = subprocess.run([sys.executable, "-m", module, *args], env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout.strip().splitlines(), p.stderr
+
+
+def check_success(status, lines, err, n_train, n_test, epochs=1, dataset="cifar10"):
+    """Exit 0; the header, one sane line per epoch, and the final line last."""
+    assert status == 0, f"exit status {status}\nstdout: {lines}\nstderr: {err}"
+    assert lines[0].startswith(f"{dataset}: {n_train} training, {n_test} test images; "), lines[0]
+    epochs_seen = [EPOCH.fullmatch(line) for line in lines[1:-1]]
+    assert all(epochs_seen) and [int(m[1]) for m in epochs_seen] == list(range(1, epochs + 1)), \
+        lines
+    for m in epochs_seen:
+        loss, acc, test_loss, test_acc = map(float, m.group(2, 3, 4, 5))
+        assert 0 < loss < 20 and 0 < test_loss < 20  # finite, near log(classes) at the start
+        # accuracies are fractions of the images: multiples of 1/n
+        assert 0 <= acc <= 1 and abs(acc * n_train - round(acc * n_train)) < 0.01
+        assert 0 <= test_acc <= 1 and abs(test_acc * n_test - round(test_acc * n_test)) < 0.01
+    final = FINAL.fullmatch(lines[-1])
+    assert final, f"last line is not the final line: {lines[-1]!r}"
+    assert float(final[1]) == float(epochs_seen[-1][5])  # the last epoch's test accuracy
+    assert float(final[2]) > 0 and 0 < float(final[3]) < 16
+    return epochs_seen
+
+
+# ---- each model family ---------------------------------------------------------------
+
+def _resnet_params(depth, classes=10):
+    """He et al. 2015 section 4.2 CIFAR ResNet, option A shortcuts: 3x3 convs
+    without bias, BN with 4 statistics per channel, a dense head."""
+    n, total, cin = (depth - 2) // 6, 9 * 3 * 16 + 4 * 16, 16
+    for width in (16, 32, 64):
+        for _ in range(n):
+            total, cin = total + 9 * cin * width + 9 * width * width + 8 * width, width
+    return total + 64 * classes + classes
+
+
+FAMILIES = {"cifar_resnet": "resnet8"}  # the command's one family: depth 6n + 2
+
+
+def test_every_model_choice_is_a_family_member_of_the_right_size():
+    """Each --model choice parses and builds the CIFAR ResNet of its depth;
+    a choice outside the families would fail here."""
+    choices = next(a.choices for a in train.build_parser()._actions if a.dest == "model")
+    assert set(choices) == set(train.DEPTHS)
+    for name, depth in train.DEPTHS.items():
+        assert re.fullmatch(r"resnet\d+", name) and name == f"resnet{depth}"
+        assert (depth - 2) % 6 == 0, name
+        assert train.parse_args(["--model", name]).model == name
+        if depth <= 20:  # the deep ones only differ in n
+            assert pr.applications.resnet_cifar(depth).count_params() == _resnet_params(depth)
+    assert set(FAMILIES.values()) <= set(choices)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_train_each_family_one_epoch(family, env):
+    status, lines, err = run(["--model", FAMILIES[family], *TINY], env)
+    check_success(status, lines, err, 48, 40)
+    assert f"; {FAMILIES[family]}, batch 16, 1 epochs" in lines[0]
+
+
+# ---- each recipe flag ------------------------------------------------------------------
+
+RECIPE_RUNS = {
+    "compiled (defaults)": [],
+    "no augmentation": ["--no-augment"],
+    "eager": ["--run-eagerly"],
+    "jit": ["--jit-compile"],
+    "plain SGD": ["--momentum", "0", "--weight-decay", "0", "--lr", "0.05", "--seed", "3"],
+}
+# options every run gives, or that have their own test below
+COVERED_ELSEWHERE = {"-h", "--help", "--model", "--subset", "--test-subset", "--batch-size",
+                     "--epochs", "--verbose", "--dataset", "--data"}
+
+
+def test_every_option_of_the_command_is_run():
+    """A new option of ``python -m pyresnet.train`` must be added to a run here."""
+    options = {o for a in train.build_parser()._actions for o in a.option_strings}
+    used = {a for args in RECIPE_RUNS.values() for a in args if a.startswith("--")}
+    assert options - COVERED_ELSEWHERE == used, \
+        f"options not run by tests/test_train_cli.py: {sorted(options - COVERED_ELSEWHERE - used)}"
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPE_RUNS))
+def test_train_each_recipe_flag(recipe, env):
+    status, lines, err = run(["--model", "resnet8", *TINY, *RECIPE_RUNS[recipe]], env)
+    check_success(status, lines, err, 48, 40)
+
+
+def test_same_seed_same_run_and_python_dash_m_pyresnet(env):
+    """``python -m pyresnet`` is the same command; a fixed seed reproduces the
+    losses and accuracies exactly (times aside), another seed does not."""
+    args = ["--model", "resnet8", *TINY, "--seed", "5"]
+    a = check_success(*run(args, env), 48, 40)
+    b = check_success(*run(args, env, module="pyresnet"), 48, 40)
+    c = check_success(*run(args[:-1] + ["6"], env), 48, 40)
+    assert [m.group(2, 3, 4, 5) for m in a] == [m.group(2, 3, 4, 5) for m in b]
+    assert [m.group(2, 4) for m in a] != [m.group(2, 4) for m in c]
+
+
+def _write_cifar100(folder, rng):
+    """A tiny ``cifar-100-python/`` in the official layout (str keys)."""
+    folder.mkdir(parents=True)
+    for name, n in (("train", 40), ("test", 20)):
+        fine = rng.integers(0, 100, n)
+        with open(folder / name, "wb") as f:
+            pickle.dump({"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+                         "fine_labels": fine.tolist(), "coarse_labels": (fine // 5).tolist()},
+                        f, protocol=2)
+    with open(folder / "meta", "wb") as f:
+        pickle.dump({"fine_label_names": [f"f{i}" for i in range(100)],
+                     "coarse_label_names": [f"c{i}" for i in range(20)]}, f, protocol=2)
+
+
+def test_train_cifar100_from_data_option(env, tmp_path):
+    _write_cifar100(tmp_path / "data" / "cifar-100-python", np.random.default_rng(100))
+    status, lines, err = run(["--dataset", "cifar100", "--data", str(tmp_path / "data"),
+                              "--model", "resnet8", "--epochs", "2", "--batch-size", "16",
+                              "--verbose", "0"], env)
+    check_success(status, lines, err, 40, 20, epochs=2, dataset="cifar100")
+
+
+# ---- failures --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,message", [
+    (["--epochs", "0"], "--epochs must be >= 1, got 0"),
+    (["--batch-size", "-3"], "--batch-size must be >= 1, got -3"),
+    (["--subset", "0"], "--subset must be >= 1, got 0"),
+    (["--test-subset", "0"], "--test-subset must be >= 1, got 0"),
+    (["--lr", "0"], "--lr must be > 0, got 0.0"),
+    (["--model", "resnet9"], "argument --model: invalid choice: 'resnet9'"),
+    (["--dataset", "mnist"], "argument --dataset: invalid choice: 'mnist'"),
+    (["--no-such-option"], "unrecognized arguments: --no-such-option"),
+])
+def test_bad_arguments_exit_2_naming_the_option(args, message):
+    with pytest.raises(SystemExit) as info:
+        train.parse_args(args)
+    assert info.value.code == 2
+    p = subprocess.run([sys.executable, "-m", "pyresnet.train", *args], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2 and message in p.stderr and p.stdout == ""
+
+
+def test_missing_data_exits_1_with_the_reason_and_no_network(env, tmp_path):
+    env["PYRESNET_DATA"] = str(tmp_path / "nowhere")
+    status, lines, err = run(["--model", "resnet8", *TINY], env)
+    assert status == 1 and lines == []
+    assert err.startswith("error: FileNotFoundError: CIFAR-10 not found; looked in"), err
+    assert env["PYRESNET_DATASETS_URL"] in err and "Connection refused" in err
+    assert not (tmp_path / "cache").exists()  # the failed download left nothing behind
