@@ -1,11 +1,21 @@
-"""Run every ```python example of README.md, each in a fresh namespace."""
+"""The README, executed: every ```python example in a fresh namespace, and
+every shell command (```bash blocks and inline `python ...` spans) either
+run, when cheap, or checked to name a script, module, option and value that
+exist.  A new kind of command must get a rule here (``RULES``)."""
+import os
 import pathlib
 import re
-
+import shlex
+import subprocess
+import sys
 import pytest
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
-BLOCKS = re.findall(r"^```python\n(.*?)^```", README.read_text(), flags=re.S | re.M)
+from pyresnet import train
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+TEXT = README.read_text()
+BLOCKS = re.findall(r"^```python\n(.*?)^```", TEXT, flags=re.S | re.M)
 
 
 def test_readme_has_examples():
@@ -15,3 +25,149 @@ def test_readme_has_examples():
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_example(index, capsys):
     exec(compile(BLOCKS[index], f"README.md example {index + 1}", "exec"), {})
+
+
+# ---- shell commands -----------------------------------------------------------------
+
+def shell_commands():
+    """(where, command) for each command of the ```bash blocks (split at
+    ``&&``, comments dropped) and each inline `python ...` span."""
+    found = []
+    for block in re.findall(r"^```bash\n(.*?)^```", TEXT, flags=re.S | re.M):
+        for line in block.splitlines():
+            line = line.split("#", 1)[0].strip()
+            for part in filter(None, (p.strip() for p in line.split("&&"))):
+                found.append(("bash block", part))
+    for span in re.findall(r"`(python3? [^`]+)`", TEXT):
+        found.append(("inline", span))
+    return found
+
+
+COMMANDS = shell_commands()
+
+
+def _extras():
+    """The extras of pyproject.toml's [project.optional-dependencies]."""
+    text = (ROOT / "pyproject.toml").read_text()
+    table = re.search(r"^\[project\.optional-dependencies\]\n(.*?)(?=^\[|\Z)", text,
+                      flags=re.S | re.M)
+    return set(re.findall(r"^(\w[\w-]*)\s*=", table[1], flags=re.M)) if table else set()
+
+
+def _env_words(words):
+    """Leading VAR=value words -> (env dict, the rest)."""
+    env = {}
+    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+        k, v = words.pop(0).split("=", 1)
+        env[k] = v
+    return env, words
+
+
+def check_pip(words):
+    assert words[:2] == ["pip", "install"], words
+    for target in words[2:]:
+        m = re.fullmatch(r"\.(?:\[([\w,]+)\])?", target)
+        assert m, f"pip installs {target!r}, not this project"
+        for extra in (m[1] or "").split(",") if m[1] else []:
+            assert extra in _extras(), f"pip install names the extra {extra!r}; pyproject " \
+                                       f"has {sorted(_extras())}"
+
+
+def check_venv(words):
+    assert words[:3] in (["python3", "-m", "venv"], ["python", "-m", "venv"]) and len(words) == 4
+
+
+def check_source(words):
+    assert words[0] in (".", "source") and words[1].endswith("/bin/activate")
+
+
+def check_export(words):
+    (name, value), = [w.split("=", 1) for w in words[1:]]
+    assert name in ("PYRESNET_DATA", "PYRESNET_KERNELS", "PYRESNET_CACHE_DIR")
+    if name == "PYRESNET_DATA":  # the path is relative to the project root
+        assert (ROOT / value / "cifar-10-batches-py").is_dir() or os.environ.get("PYRESNET_DATA")
+
+
+def check_pytest(words):
+    """The test command is the one CI runs."""
+    env, words = _env_words(words)
+    ci = (ROOT / ".ci" / "run").read_text()
+    line = " ".join([*(f"{k}={v}" for k, v in env.items()), *words])
+    assert re.search(rf"^{re.escape(line)}$", ci, flags=re.M), f"{line!r} is not in .ci/run"
+    assert set(env) <= {"PYRESNET_KERNELS"} and env.get("PYRESNET_KERNELS", "reference") == \
+        "reference"
+
+
+def check_train(words):
+    """``python -m pyresnet.train ARGS``: the options parse.  ``--help`` is
+    cheap: run it, and it must list every option the README names."""
+    args = words[3:]
+    if args == ["--help"]:
+        out = subprocess.run([sys.executable, "-m", "pyresnet.train", "--help"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0
+        for option in set(re.findall(r"`(--[a-z-]+)", TEXT)) & TRAIN_OPTIONS:
+            assert option in out.stdout
+        return
+    train.parse_args(args)  # SystemExit(2) on an option or value that does not exist
+
+
+TRAIN_OPTIONS = {o for a in train.build_parser()._actions for o in a.option_strings}
+
+
+def _bench_options(script):
+    """The options of a bench script, from its ``--help`` (cheap: run it)."""
+    out = subprocess.run([sys.executable, str(ROOT / script), "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"{script} --help: {out.stderr}"
+    return set(re.findall(r"(--[a-z][a-z0-9-]*)", out.stdout))
+
+
+def check_bench(words):
+    script = words[1]
+    assert (ROOT / script).is_file(), f"{script} does not exist"
+    options = _bench_options(script)
+    for w in words[2:]:
+        if w.startswith("--"):
+            assert w.split("=")[0] in options, f"{script} has no option {w}"
+
+
+RULES = [  # (pattern of the command, check)
+    (r"pip install .*", check_pip),
+    (r"python3? -m venv .*", check_venv),
+    (r"(\.|source) \S+/bin/activate", check_source),
+    (r"export \w+=\S+", check_export),
+    (r"(\w+=\S+ )*pytest( -q)?", check_pytest),
+    (r"python3? -m pyresnet\.train( .*)?", check_train),
+    (r"python3? bench/\w+\.py( .*)?", check_bench),
+]
+
+
+def test_main_job_section_names_only_options_that_exist():
+    """The options and --model/--dataset values the README's main-job section
+    lists are the command's."""
+    section = re.search(r"^## The main job.*?(?=^## )", TEXT, flags=re.S | re.M)[0]
+    named = set(re.findall(r"`(--[a-z][a-z0-9-]*)", section))
+    assert named and named <= TRAIN_OPTIONS, sorted(named - TRAIN_OPTIONS)
+    choices = {a.dest: set(a.choices) for a in train.build_parser()._actions if a.choices}
+    for value in re.findall(r"`(resnet\d+|cifar\d+)`", section):
+        assert value in choices["model"] | choices["dataset"], value
+
+
+def test_readme_has_shell_commands():
+    kinds = {next((i for i, (p, _) in enumerate(RULES) if re.fullmatch(p, c)), None)
+             for _, c in COMMANDS}
+    assert None not in kinds, [c for _, c in COMMANDS
+                               if not any(re.fullmatch(p, c) for p, _ in RULES)]
+    assert {5, 6} <= kinds  # the main job and a benchmark at least
+
+
+@pytest.mark.parametrize("where,command", COMMANDS, ids=[c for _, c in COMMANDS])
+def test_readme_shell_command(where, command):
+    """Each command matches a rule and passes its check; a command no rule
+    knows fails (add a rule)."""
+    for pattern, check in RULES:
+        if re.fullmatch(pattern, command):
+            check(shlex.split(command))
+            return
+    pytest.fail(f"README {where}: no rule in tests/test_readme.py for {command!r}")
