@@ -25,7 +25,7 @@ training epoch (batch 128): the same compiled train step fed by a Dataset
 with the cifar recipe and prefetch on, against one fed by a Dataset that
 only normalises; ``--train-steps`` limits the steps per epoch.
 
-Usage: python bench/augment.py [--repeats 5] [--train] [--train-steps N]
+Usage: python bench/augment.py [--repeats 5] [--train] [--train-steps N] [--images N]
 """
 import argparse
 import os
@@ -262,8 +262,12 @@ def main(argv=None):
     p.add_argument("--train", action="store_true")
     p.add_argument("--train-steps", type=int, default=391)
     p.add_argument("--train-repeats", type=int, default=3)
+    p.add_argument("--images", type=int, default=None,
+                   help="use the first N training images (default: all 50,000)")
     args = p.parse_args(argv)
     x, y = load_cifar10()
+    if args.images is not None:
+        x, y = x[:args.images], y[:args.images]
     bench_throughput(x, y, args.repeats)
     if args.train:
         bench_training(x, y, args.train_steps, args.train_repeats)

@@ -113,6 +113,7 @@ def main():
     ap.add_argument("--torch-python", default=None, help="interpreter with torch ('' to skip)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--out", default=None, help="folder for conv.md and conv.json")
+    ap.add_argument("--peak-tries", type=int, default=5, help="FMA-peak tries (best of)")
     args = ap.parse_args()
 
     import pyresnet as pr
@@ -120,7 +121,7 @@ def main():
     pr.set_num_threads(args.threads)
     tpy = None if args.no_torch else torch_python(args.torch_python)
     variants = [v for v, ok in _C.op_variants("conv2d") if ok]
-    peaks = [fma_peak_gflops(args.threads, tries=5)]
+    peaks = [fma_peak_gflops(args.threads, tries=args.peak_tries)]
     cfg = pr.config.config()
     print(f"CPU {cpu_model()}; features {' '.join(cfg['features'])}; {args.threads} threads; "
           f"batch {args.batch}; median of {args.reps}; load average {os.getloadavg()[0]:.2f}")
@@ -155,7 +156,7 @@ def main():
                 torch_version = theirs["torch"]
                 row["ms"]["torch channels_last"] = theirs["times"][row["pass"]] * 1e3
         rows += shape_rows
-        peaks.append(fma_peak_gflops(args.threads, tries=2))
+        peaks.append(fma_peak_gflops(args.threads, tries=min(2, args.peak_tries)))
     peak = max(peaks)
     names = variants + (["torch channels_last"] if torch_version else [])
     lines = [f"CPU: {cpu_model()}, {args.threads} threads, batch {args.batch}; fp32 FMA peak "

@@ -258,8 +258,15 @@ def other_table(rows, framework, modes):
 
 def plot(rows, path):
     """Speedup over eager against parameters and FLOPs: one marker per model,
-    mode and batch size (models of one family are not a curve)."""
-    import matplotlib
+    mode and batch size (models of one family are not a curve).  Without
+    matplotlib (the ``bench`` extra) the plot is skipped with a message;
+    returns whether it was written."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"plot skipped: matplotlib is not installed (pip install \".[bench]\"); "
+              f"{path} not written", flush=True)
+        return False
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -285,6 +292,7 @@ def plot(rows, path):
     fig.suptitle("pyresnet: compiled training step vs eager (median step time ratio)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    return True
 
 
 def main():

@@ -1,0 +1,80 @@
+"""Smoke tests of every benchmark script (bench/*.py): each runs to the end
+at a tiny size with a few steps, in a subprocess as a user runs it, exits 0
+and writes what it says.  Speed is never asserted (DESIGN: measurements
+live in bench/, not in unit tests).
+
+bench/eager_vs_compiled.py runs with matplotlib hidden, as without the
+``bench`` extra: the plot is skipped with a message, the tables are written.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, data_root
+
+BENCH = ROOT / "bench"
+
+# script -> (arguments for a run of a few seconds at most, files it writes into --out)
+SMOKE = {
+    "augment.py": (["--images", "256", "--repeats", "1", "--train", "--train-steps", "2",
+                    "--train-repeats", "1"], []),
+    "bench_norm.py": (["--repeats", "1", "--threads", "1"], []),
+    "conv.py": (["--batch", "1", "--reps", "1", "--no-torch", "--peak-tries", "1", "--out", "{out}"],
+                ["conv.md", "conv.json"]),
+    "eager_vs_compiled.py": (["--steps", "1", "--batches", "2", "--models", "MLP 784-128-10",
+                              "--no-others", "--out", "{out}"],
+                             ["eager_vs_compiled.md", "eager_vs_compiled.json"]),
+    "fma_peak.py": (["--tries", "1"], []),
+    "peers.py": (["--batch", "2", "--rounds", "1", "--steps", "1", "--warmup", "1",
+                  "--modes", "pyresnet_compiled", "--peak-tries", "1",
+                  "--pyresnet-python", sys.executable, "--out", "{out}"],
+                 ["peers_resnet20_b2.md", "peers_resnet20_b2.json"]),
+}
+
+
+def test_every_bench_script_has_a_smoke_test():
+    scripts = sorted(p.name for p in BENCH.glob("*.py"))
+    assert scripts and sorted(SMOKE) == scripts, \
+        f"bench scripts without a smoke run in tests/test_bench.py: {set(scripts) - set(SMOKE)}"
+
+
+@pytest.fixture
+def no_matplotlib(tmp_path):
+    """A PYTHONPATH entry on which ``import matplotlib`` fails, as when the
+    ``bench`` extra is not installed."""
+    stub = tmp_path / "stub" / "matplotlib"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'matplotlib'\", name='matplotlib')\n")
+    return stub.parent
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE))
+def test_bench_script_runs_at_a_tiny_size(script, tmp_path, no_matplotlib):
+    args, writes = SMOKE[script]
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, PYRESNET_DATA=str(data_root()), PYTHONPATH=os.pathsep.join(
+        filter(None, [str(no_matplotlib), os.environ.get("PYTHONPATH")])))
+    p = subprocess.run([sys.executable, str(BENCH / script), *[a.format(out=out) for a in args]],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, f"{script} exited {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert p.stdout.strip(), f"{script} printed nothing"
+    for name in writes:
+        path = out / name
+        assert path.is_file() and path.stat().st_size > 0, f"{script} did not write {name}"
+        if name.endswith(".json"):
+            json.loads(path.read_text())
+        else:
+            assert "|---" in path.read_text(), f"{name} holds no table"
+    if script == "eager_vs_compiled.py":
+        assert "plot skipped: matplotlib is not installed" in p.stdout
+        assert not (out / "eager_vs_compiled.png").exists()
+        rows = json.loads((out / "eager_vs_compiled.json").read_text())
+        assert [(r["model"], r["batch"]) for r in rows] == [("MLP 784-128-10", 2)]
+        assert all(r[m] > 0 for r in rows for m in ("eager", "compiled", "jit"))
