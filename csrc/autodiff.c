@@ -7,9 +7,9 @@
  * automatically, other tensors through watch(); a non-persistent tape can
  * compute gradients once; unconnected sources get None.
  */
-#include <string.h>
+#include "ops.h" /* Python.h first */
 
-#include "ops.h"
+#include <string.h>
 
 typedef struct {
     const pr_op *op;

@@ -18,11 +18,11 @@
  * an eager call would raise; nodes before it have run (their in-place
  * variable updates stay), nodes after it have not.
  */
+#include "graph.h" /* Python.h first */
+
 #include <math.h>
 #include <string.h>
 #include <time.h>
-
-#include "graph.h"
 
 struct pr_plan {
     int64_t *binding;     /* the symbols' sizes this plan is for (one per symbol) */

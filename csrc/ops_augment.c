@@ -7,8 +7,9 @@
  * compiled step draws new numbers on every call.  Besides the images they
  * return the parameters they drew, so tests can reproduce them.  No gradient:
  * augmentation sits in front of the model. */
+#include "ops.h" /* Python.h first */
+
 #include "kernels/augment.h"
-#include "ops.h"
 
 /* ---- attributes ----------------------------------------------------------- */
 
@@ -194,7 +195,7 @@ static int crop_shape(const pr_op *op, const pr_view *x, const crop_attrs *a, cr
 }
 
 static int infer_crop_out(const pr_op *op, const pr_view *in, const crop_attrs *a, pr_view *out) {
-    crop_geometry cg;
+    crop_geometry cg = {0};
     if (check_images(op, in, 0) < 0 || crop_shape(op, &in[0], a, &cg) < 0) return -1;
     int64_t shape[4] = {in[0].shape[0], cg.out_h, cg.out_w, in[0].shape[3]};
     if (check_elements(op, shape[0], shape[1], shape[2], shape[3]) < 0) return -1;
@@ -243,7 +244,7 @@ static int fw_center_crop(const pr_view *in, int n, pr_view *out, const void *at
 
 static int infer_resize_out(const pr_op *op, const pr_view *in, const pr_ints *size, pr_view *out,
                             size_t *ws) {
-    int64_t oh, ow;
+    int64_t oh = 0, ow = 0;
     if (check_images(op, in, 0) < 0 || get_size(op, size, "size", &oh, &ow) < 0) return -1;
     int64_t shape[4] = {in[0].shape[0], oh, ow, in[0].shape[3]};
     if (check_elements(op, shape[0], shape[1], shape[2], shape[3]) < 0) return -1;

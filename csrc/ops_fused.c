@@ -6,9 +6,10 @@
  * program (kernels/fused.c).  The pass runs after tracing, when the backward
  * nodes exist already, so fused ops need no gradient rule.
  */
+#include "graph.h" /* Python.h first */
+
 #include <string.h>
 
-#include "graph.h"
 #include "kernels/fused.h"
 #include "kernels/norm.h"
 #include "op_attrs.h"

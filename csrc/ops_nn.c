@@ -206,7 +206,7 @@ static int infer_reshape(const pr_op *op, const pr_view *in, int n, const void *
     /* The element counts: the input's dimensions against the requested ones
      * (the -1 aside), equal dimensions cancelled first, so that unknown sizes
      * divide out ((batch, h, w, 4) into (batch, h, -1)). */
-    int64_t num[PR_MAX_DIMS], den[PR_MAX_DIMS];
+    int64_t num[PR_MAX_DIMS] = {0}, den[PR_MAX_DIMS] = {0};
     int nn = 0, nd = 0;
     for (int d = 0; d < in[0].ndim; d++) num[nn++] = in[0].shape[d];
     for (int d = 0; d < want.ndim; d++) {

@@ -8,6 +8,9 @@
  * the RNG state [seed, (epoch << 32) + b], so the numbers drawn depend only
  * on (seed, epoch, b, image index), never on prefetching or threads.
  */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h> /* first: it sets the feature macros system headers read */
+
 #include <pthread.h>
 #include <string.h>
 #include <time.h>

@@ -246,7 +246,8 @@ class ConcreteFunction:
         ``kernel`` (the kernel variant the node runs, e.g.
         ``"avx512_direct"``; None for ops with one kernel).  Under
         ``jit_compile`` the kernel is the one timing chose, once the first
-        call of these shapes has run."""
+        call of these shapes has run, with ``" @1 thread"`` appended when it
+        runs on one thread."""
         plan = self._plan()
         result = []
         for j, (op, ins, outs) in enumerate(self._graph.nodes()):

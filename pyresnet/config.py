@@ -1,10 +1,18 @@
 """What this installation runs on: the CPU, the threads, and per op the
 kernel variants (csrc/ops.h, ``pr_variant``) that this CPU can run."""
+import os
 import sys
+import warnings
 
 from ._loader import _C
 
 __all__ = ["show_config", "config"]
+
+_KERNELS = os.environ.get("PYRESNET_KERNELS")
+if _KERNELS not in (None, "", "reference"):
+    warnings.warn(f"PYRESNET_KERNELS={_KERNELS!r} is not understood and was ignored: the only "
+                  f"setting is PYRESNET_KERNELS=reference (every op on its reference kernel)",
+                  RuntimeWarning, stacklevel=2)
 
 
 def config():

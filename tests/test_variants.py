@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -72,8 +73,9 @@ def test_reference_path_forced_by_the_environment():
             "print(json.dumps([_C.cpu_info()['reference_only'],"
             " [n['kernel'] for n in f.get_concrete_function(x).nodes]]))\n")
     env = dict(os.environ, PYRESNET_KERNELS="reference")
+    # from another folder: the checkout's unbuilt sources must not shadow the install
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=120)
+                       timeout=120, cwd=tempfile.gettempdir())
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout.splitlines()[-1]) == [True, ["im2col_blas"]]
 
