@@ -9,15 +9,15 @@ import pytest
 
 import pyresnet as pr
 from pyresnet.ops import augment as A
+from seeding import test_rng
 from philox_ref import Stream, mixup_draws, philox4x32, resized_crop_box
-
-rng = np.random.default_rng(0)
 
 
 def images(shape, dtype):
+    """Random uint8 pixels or normal float32 values from the test's own generator."""
     if dtype == np.uint8:
-        return rng.integers(0, 256, shape, dtype=np.uint8)
-    return rng.standard_normal(shape).astype(np.float32)
+        return test_rng().integers(0, 256, shape, dtype=np.uint8)
+    return test_rng().standard_normal(shape).astype(np.float32)
 
 
 def state_values(state):
@@ -234,9 +234,9 @@ def test_cutout(dtype, fill, size):
 def test_mixup(per_sample, label_kind):
     n, k, alpha, seed = 10, 4, 0.4, 21
     x = images((n, 3, 2, 3), np.uint8)
-    classes = rng.integers(0, k, n)
+    classes = test_rng().integers(0, k, n)
     if label_kind == "soft":
-        labels = rng.dirichlet(np.ones(k), n).astype(np.float32)
+        labels = test_rng().dirichlet(np.ones(k), n).astype(np.float32)
         onehot = labels
     else:
         labels = classes.astype(np.int32) if label_kind == "int32" else \

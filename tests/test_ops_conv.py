@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 import pyresnet as pr
+from seeding import test_rng
 from gradcheck import check_forward, check_gradients
-
-RNG = np.random.default_rng(1234)
 
 
 def randn(*shape):
-    return RNG.standard_normal(shape).astype(np.float32)
+    """Normal float32 values from the test's own generator."""
+    return test_rng().standard_normal(shape).astype(np.float32)
 
 
 # ---- NumPy references ---------------------------------------------------------
@@ -297,7 +297,7 @@ POOL_CASES = [  # pool_size, strides, same, x shape
 @pytest.mark.parametrize("kind", ["max", "avg"])
 def test_pool2d(pool, strides, same, shape, kind):
     # distinct values spaced well above the finite-difference step: no ties
-    x = (RNG.permutation(np.prod(shape)).reshape(shape) * 0.01 - 1.0).astype(np.float32)
+    x = (test_rng().permutation(np.prod(shape)).reshape(shape) * 0.01 - 1.0).astype(np.float32)
     fn = pr.ops.max_pool2d if kind == "max" else pr.ops.average_pool2d
     pad = "same" if same else "valid"
     s = pool if strides is None else strides
