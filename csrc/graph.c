@@ -36,6 +36,46 @@ int pr_trace_known_value(PyObject *t, int64_t *out) {
     return 1;
 }
 
+/* A size operand: a traced size (a known dimension) or a Python int. */
+static int size_operand(PyObject *o, int64_t *v, int *traced) {
+    if (pr_Tensor_Check(o)) {
+        *traced = 1;
+        return pr_trace_known_value(o, v);
+    }
+    if (!PyLong_Check(o) || PyBool_Check(o)) return 0;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred()) || pr_dim_is_sym(x)) {
+        PyErr_Clear();
+        return 0;
+    }
+    *v = x;
+    return 1;
+}
+
+PyObject *pr_trace_size_arith(int kind, PyObject *a, PyObject *b) {
+    int64_t x, y, r;
+    int traced = 0;
+    if (!current || !size_operand(a, &x, &traced) || !size_operand(b, &y, &traced) || !traced)
+        return NULL;
+    switch (kind) {
+    case '+': r = pr_dim_add(x, y); break;
+    case '-': r = pr_dim_mul(y, -1), r = r == PR_DIM_ERROR ? r : pr_dim_add(x, r); break;
+    case '*': r = pr_dim_mul(x, y); break;
+    default:
+        if (pr_dim_is_sym(y) || y <= 0) {
+            PyErr_SetString(PyExc_TypeError,
+                            "size // size: the divisor must be a Python int > 0 (an unknown "
+                            "size divides nothing while tracing)");
+            return NULL;
+        }
+        r = pr_dim_floordiv(x, y);
+    }
+    if (r == PR_DIM_ERROR) return NULL;
+    const pr_op *op = pr_op_lookup("size");
+    return op ? pr_call1(op, NULL, 0, &r) : NULL;
+}
+
 /* ---- building ------------------------------------------------------------ */
 
 static int add_value(pr_Graph *g, const pr_view *v, int kind, int index) {

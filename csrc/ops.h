@@ -169,6 +169,11 @@ int pr_autodiff_init(PyObject *module);
 /* While tracing: the dimension a scalar symbolic tensor is known to hold
  * (an op's `known` rule), 1 and *out; 0 if none (graph.c). */
 int pr_trace_known_value(PyObject *t, int64_t *out);
+/* While tracing: a op b ('+', '-', '*', '/' for floor division) on sizes
+ * from pyresnet.ops.shape and Python ints, as a new size (a "size" node
+ * holding the expression).  NULL without an exception when a or b is no such
+ * size (the caller falls back to tensor arithmetic); NULL with one on error. */
+PyObject *pr_trace_size_arith(int kind, PyObject *a, PyObject *b);
 /* Whether this thread is tracing a graph (graph.c). */
 int pr_tracing_active(void);
 int pr_graph_init(PyObject *module);

@@ -289,6 +289,33 @@ static int64_t known_dim_size(const pr_view *in, int n, const void *attrs) {
     return in[0].shape[dim_axis(&in[0], attrs)];
 }
 
+/* size(; value) -> int32 scalar: a size computed from others while tracing
+ * (pyresnet.ops.shape(x)[1] * 2); `value` is its expression, evaluated for
+ * each call's sizes like every symbolic attribute. */
+typedef struct {
+    int64_t value;
+} size_attrs;
+
+static int infer_size(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                      pr_view *out, size_t *ws) {
+    int64_t v = ((const size_attrs *)attrs)->value;
+    if (!pr_dim_is_sym(v) && (v < 0 || v > INT32_MAX))
+        return pr_fail(op, PyExc_ValueError, "size %lld is outside [0, 2^31 - 1]", (long long)v);
+    if (pr_dim_is_sym(v) && !pr_dim_valid(v))
+        return pr_fail(op, PyExc_ValueError, "value is no size of the function being traced");
+    pr_set_out(out, PR_I32, 0, NULL);
+    return 0;
+}
+
+static int fw_size(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    *(int32_t *)out->data = (int32_t)((const size_attrs *)attrs)->value;
+    return PR_OK;
+}
+
+static int64_t known_size(const pr_view *in, int n, const void *attrs) {
+    return ((const size_attrs *)attrs)->value;
+}
+
 static int fw_copy(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
     memcpy(out->data, in[0].data, (size_t)in[0].size * pr_dtype_size(in[0].dtype));
     return PR_OK;
@@ -641,6 +668,13 @@ static const pr_op op_dim_size = {
     .known = known_dim_size,
     .doc = "dim_size(x; axis) -> int32 scalar x.shape[axis], any dtype; while tracing, a "
            "size that shape attributes (reshape, broadcast_to) accept."};
+static const pr_attr_spec size_attr_spec[] = {
+    {"value", PR_ATTR_INT, offsetof(size_attrs, value), 1, 0}, {NULL}};
+static const pr_op op_size = {
+    .name = "size", .n_in = 0, .n_out = 1, .attrs = size_attr_spec,
+    .attr_size = sizeof(size_attrs), .infer = infer_size, .forward = fw_size, .known = known_size,
+    .doc = "size(; value) -> int32 scalar `value`: arithmetic on the sizes pyresnet.ops.shape "
+           "returns while tracing (its value an expression of the unknown sizes)."};
 static const pr_op op_flatten = {
     .name = "flatten", .n_in = 1, .n_out = 1, .infer = infer_flatten, .forward = fw_copy,
     .gradient = gr_reshape, .doc = "flatten(x): (N, d1, ..., dk) -> (N, d1 * ... * dk)."};
@@ -728,7 +762,7 @@ static const pr_op op_bn_infer_backward = {
            "(dx, dgamma, dbeta) with fixed statistics."};
 
 const pr_op *const pr_ops_nn[] = {
-    &op_sum, &op_mean, &op_reshape, &op_flatten, &op_dim_size, &op_softmax, &op_log_softmax,
+    &op_sum, &op_mean, &op_reshape, &op_flatten, &op_dim_size, &op_size, &op_softmax, &op_log_softmax,
     &op_softmax_backward, &op_log_softmax_backward, &op_sparse_softmax_ce, &op_softmax_ce,
     &op_sparse_probs_ce, &op_probs_ce, &op_sparse_accuracy, &op_accuracy,
     &op_sparse_softmax_ce_bw, &op_softmax_ce_bw, &op_sparse_probs_ce_bw, &op_probs_ce_bw,

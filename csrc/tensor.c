@@ -452,14 +452,30 @@ static PyObject *Tensor_int(pr_Tensor *t) {
     return NULL;
 }
 
-/* Arithmetic dispatches to registered ops so it is recorded and traced. */
+/* Arithmetic dispatches to registered ops so it is recorded and traced;
+ * while tracing, + - * on sizes from pyresnet.ops.shape (and ints) make new
+ * sizes, as tf.shape(x)[1] * tf.shape(x)[2] does. */
 static PyObject *binary(const char *op, PyObject *a, PyObject *b) {
     PyObject *inputs[2] = {a, b};
     return pr_call_by_name(op, inputs, 2, NULL);
 }
-static PyObject *Tensor_add(PyObject *a, PyObject *b) { return binary("add", a, b); }
-static PyObject *Tensor_sub(PyObject *a, PyObject *b) { return binary("subtract", a, b); }
-static PyObject *Tensor_mul(PyObject *a, PyObject *b) { return binary("multiply", a, b); }
+static PyObject *size_or_binary(int kind, const char *op, PyObject *a, PyObject *b) {
+    PyObject *r = pr_trace_size_arith(kind, a, b);
+    return r || PyErr_Occurred() ? r : binary(op, a, b);
+}
+static PyObject *Tensor_add(PyObject *a, PyObject *b) { return size_or_binary('+', "add", a, b); }
+static PyObject *Tensor_sub(PyObject *a, PyObject *b) {
+    return size_or_binary('-', "subtract", a, b);
+}
+static PyObject *Tensor_mul(PyObject *a, PyObject *b) {
+    return size_or_binary('*', "multiply", a, b);
+}
+/* a // b: only for sizes while tracing (there is no integer tensor division). */
+static PyObject *Tensor_floordiv(PyObject *a, PyObject *b) {
+    PyObject *r = pr_trace_size_arith('/', a, b);
+    if (r || PyErr_Occurred()) return r;
+    Py_RETURN_NOTIMPLEMENTED;
+}
 static PyObject *Tensor_div(PyObject *a, PyObject *b) { return binary("divide", a, b); }
 static PyObject *Tensor_matmul(PyObject *a, PyObject *b) { return binary("matmul", a, b); }
 static PyObject *Tensor_neg(PyObject *a) { return pr_call_by_name("negative", &a, 1, NULL); }
@@ -469,6 +485,7 @@ static PyNumberMethods Tensor_as_number = {
     .nb_subtract = Tensor_sub,
     .nb_multiply = Tensor_mul,
     .nb_true_divide = Tensor_div,
+    .nb_floor_divide = Tensor_floordiv,
     .nb_matrix_multiply = Tensor_matmul,
     .nb_negative = Tensor_neg,
     .nb_bool = (inquiry)Tensor_bool,

@@ -333,6 +333,8 @@ add(Entry("dim_size", [Case(f"(2, 3, 5) axis {a}", lambda r: [randn(r, 2, 3, 5)]
                        for a in (0, 1, -1)]
           + [Case("int64 axis 0", lambda r: [np.zeros((7, 2), np.int64)], {"axis": 0})],
           reference=lambda x, axis: np.int32(x.shape[axis]), rtol=0, atol=0))
+add(Entry("size", [Case(f"value {v}", lambda r: [], {"value": v}) for v in (0, 7, 2 ** 31 - 1)],
+          reference=lambda value: np.int32(value), rtol=0, atol=0))
 
 
 # ---- softmax and losses -------------------------------------------------------------------------

@@ -259,3 +259,26 @@ def test_relaxed_arguments_that_are_not_batches():
                        reduce_retracing=True)
     assert light(np.ones((2, 4, 4, 3), np.float32), np.ones(3, np.float32),
                  np.eye(3, dtype=np.float32)).shape == (2, 4, 4, 3)
+
+
+def test_arithmetic_on_sizes_makes_sizes():
+    """ops.shape's sizes combine with + - * and // by an int, as
+    tf.shape(x)[1] * tf.shape(x)[2] does, into sizes shape arguments take."""
+    @pr.compile(input_signature=[pr.TensorSpec((None, None, None, 3))])
+    def f(x):
+        s = ops.shape(x)
+        flat = ops.reshape(x, (s[0], s[1] * s[2], 3))
+        ones = ops.broadcast_to(1.0, (s[0] * 2 + 1, s[1] // 2))
+        return flat, ones, s[1] - 1
+
+    for shape in [(2, 5, 7, 3), (1, 4, 4, 3)]:
+        x = rng_array(*shape)
+        flat, ones, n = f(x)
+        np.testing.assert_array_equal(flat.numpy(), x.reshape(shape[0], -1, 3))
+        assert ones.shape == (2 * shape[0] + 1, shape[1] // 2) and int(n) == shape[1] - 1
+    assert f.tracing_count == 1
+    with pytest.raises(TypeError, match="divisor must be a Python int"):
+        pr.compile(lambda x: ops.reshape(x, (ops.shape(x)[0] // ops.shape(x)[0], -1)),
+                   reduce_retracing=True)(rng_array(2, 3))
+    # eagerly, sizes are ints
+    assert ops.shape(rng_array(2, 3))[1] * 2 == 6

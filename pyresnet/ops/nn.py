@@ -84,6 +84,9 @@ def shape(x):
     time, as Keras on TensorFlow returns.  Shape arguments (``reshape``,
     ``broadcast_to``) accept it as a size, so a graph sized by it fits every
     call: ``broadcast_to(0.0, (shape(x)[0], 10))`` has the batch's rows.
+    Sizes combine with ``+``, ``-``, ``*`` and ``//`` by a Python int into
+    sizes (``shape(x)[1] * shape(x)[2]``); there is no truth value or ``==``
+    on them while tracing (branch on static sizes).
 
     Args:
         x: a Tensor, NumPy array or number.
