@@ -1,0 +1,426 @@
+"""Kernel size thresholds: values just below, at and just above each one,
+against NumPy.
+
+Kernels change behaviour past size constants: a parallel loop starts at
+PARALLEL_MIN elements, a binary op splits long rows into chunks of 16384,
+batch norm cuts its rows into at most MAX_CHUNKS chunks and keeps CB
+channels in registers, max-pool backward walks CBLOCK channels at a time,
+the allocator reuses freed blocks from CACHE_MIN bytes, the jit fuses at
+most PR_FUSED_MAX_INSTR instructions of PR_FUSED_MAX_IN inputs, the direct
+convolutions tile 24 pixels by up to 4 blocks of 16 channels and take
+windows up to MAX_WINDOW and strides up to MAX_STRIDE...  A bug on one side
+of such a constant passes every test that stays on the other side.
+
+``THRESHOLDS`` names every numeric constant of csrc/kernels/ and, for each,
+the cases (sizes t - 1, t, t + 1 of the dimension it governs) or the reason
+it governs no size; ``test_every_kernel_constant_is_listed`` fails on a new
+constant that is not listed.  Every case compares values (not only shapes)
+with a float64 NumPy reference, through the op's default kernel (fast
+variants in the first CI pass, the reference kernels under
+PYRESNET_KERNELS=reference).
+"""
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+import pyresnet as pr
+from pyresnet import _C
+from test_ops_conv import conv_bpf_ref, conv_bpi_ref, conv_ref, max_pool_grad_ref, pool_ref
+from test_ops_nn import np_bn_train, np_softmax, np_sparse_ce
+
+KERNELS = pathlib.Path(__file__).resolve().parents[1] / "csrc" / "kernels"
+f32 = np.float32
+
+
+def around(t):
+    return (t - 1, t, t + 1)
+
+
+def randn(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(f32)
+
+
+def close(got, want, rtol=1e-5, atol=1e-5, what=""):
+    got = np.asarray(got)
+    assert got.shape == np.shape(want), f"{what}: shape {got.shape} vs {np.shape(want)}"
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=what)
+
+
+# ---- the cases, one function per threshold ---------------------------------------------
+
+def elementwise_parallel(rng):
+    """elementwise.c PARALLEL_MIN = 32768 elements; chunk = 16384 per split
+    row; rows < 4 split long rows.  Binary ops with each broadcast layout,
+    unary ops on flat arrays."""
+    for inner in around(16384) + around(32768):
+        for rows in (1, 3, 4):
+            a = randn(rng, rows, inner)
+            for b, label in ((randn(rng, rows, inner), "same"), (randn(rng, inner), "row"),
+                             (randn(rng, rows, 1), "column"), (randn(rng), "scalar")):
+                for name, fn in (("add", np.add), ("multiply", np.multiply),
+                                 ("maximum", np.maximum)):
+                    close(_C.call(name, a, b), fn(a.astype(np.float64), b), 1e-6, 1e-6,
+                          f"{name} {rows}x{inner} {label}")
+                close(_C.call("subtract", b, a), b.astype(np.float64) - a, 1e-6, 1e-6,
+                      f"subtract {label} - {rows}x{inner}")
+    for n in around(32768):
+        x = randn(rng, n)
+        close(_C.call("relu", x), np.maximum(x, 0), 0, 0, f"relu {n}")
+        close(_C.call("exp", x), np.exp(x.astype(np.float64)), 2e-6, 1e-6, f"exp {n}")
+        close(_C.call("scale", x, value=2.5, divisor=3), x * (2.5 / 3), 1e-6, 1e-7, f"scale {n}")
+        dy = randn(rng, n)
+        close(_C.call("relu_backward", dy, np.maximum(x, 0)), np.where(x > 0, dy, 0), 0, 0,
+              f"relu_backward {n}")
+        close(_C.call("broadcast_to", x[:1], shape=[n]), np.full(n, x[0]), 0, 0,
+              f"broadcast_to {n}")
+
+
+def reduce_parallel(rng):
+    """reduce.c PARALLEL_MIN = 32768 elements, threads over a kept outer dim."""
+    for shape in ((4681, 7), (2048, 16), (3, 10923), (32767,), (32769,)):
+        x = randn(rng, *shape, scale=10)
+        for axes in ([], [-1], [0]):
+            ax = tuple(axes) or None
+            for name, fn in (("sum", np.sum), ("mean", np.mean)):
+                close(_C.call(name, x, axes=axes, keepdims=False),
+                      fn(x.astype(np.float64), axis=ax), 1e-5, 1e-4, f"{name} {shape} {axes}")
+
+
+def _bn_check(rng, m, c):
+    x = randn(rng, m, c, scale=2) + 3
+    gamma, beta = (rng.uniform(0.5, 1.5, c).astype(f32), randn(rng, c))
+    y, mean, var = _C.call("batch_norm_train", x, gamma, beta, epsilon=1e-3)
+    want_y, want_mean, want_var = np_bn_train(x.astype(np.float64), gamma, beta, 1e-3)
+    close(y, want_y, 1e-4, 1e-4, f"bn train y m={m} c={c}")
+    close(mean, want_mean, 1e-5, 1e-5, f"bn mean m={m} c={c}")
+    close(var, want_var, 1e-4, 1e-5, f"bn var m={m} c={c}")
+    dy = randn(rng, m, c)
+    dx, dg, db = _C.call("batch_norm_train_backward", dy, x, gamma, mean, var, epsilon=1e-3)
+    x64, dy64 = x.astype(np.float64), dy.astype(np.float64)
+    inv = 1 / np.sqrt(x64.var(0) + 1e-3)
+    xhat = (x64 - x64.mean(0)) * inv
+    want_db, want_dg = dy64.sum(0), (dy64 * xhat).sum(0)
+    close(db, want_db, 1e-4, 1e-3, f"bn dbeta m={m} c={c}")
+    close(dg, want_dg, 1e-4, 1e-3, f"bn dgamma m={m} c={c}")
+    close(dx, gamma * inv * (dy64 - want_db / m - xhat * want_dg / m), 1e-3, 1e-4,
+          f"bn dx m={m} c={c}")
+    mm, mv = randn(rng, c), rng.uniform(0.2, 2, c).astype(f32)
+    close(_C.call("batch_norm_infer", x, gamma, beta, mm, mv, epsilon=1e-3),
+          (x64 - mm) / np.sqrt(mv.astype(np.float64) + 1e-3) * gamma + beta, 1e-5, 1e-4,
+          f"bn infer m={m} c={c}")
+
+
+def norm_chunks(rng):
+    """norm.c MAX_CHUNKS = 64 row chunks."""
+    for m in around(64) + (127, 128, 129):
+        _bn_check(rng, m, 5)
+
+
+def norm_channel_block(rng):
+    """norm.c CB = 16 channels in registers; leftovers in memory."""
+    for c in around(16) + around(32):
+        _bn_check(rng, 9, c)
+
+
+def norm_parallel(rng):
+    """norm.c PARALLEL_MIN = 32768 = m * c values."""
+    for m, c in ((4681, 7), (2048, 16), (10923, 3)):  # 32767, 32768, 32769
+        _bn_check(rng, m, c)
+
+
+def loss_parallel(rng):
+    """loss.c PARALLEL_MIN = 32768 = rows * classes."""
+    for rows, k in ((4681, 7), (2048, 16), (10923, 3)):
+        x = randn(rng, rows, k, scale=3)
+        labels = rng.integers(0, k, rows).astype(np.int32)
+        close(_C.call("sparse_softmax_cross_entropy", x, labels),
+              np_sparse_ce(x.astype(np.float64), labels), 1e-5, 1e-5, f"sparse ce {rows}x{k}")
+        close(_C.call("softmax", x), np_softmax(x.astype(np.float64)), 1e-5, 1e-7,
+              f"softmax {rows}x{k}")
+        g = randn(rng, rows)
+        close(_C.call("sparse_softmax_cross_entropy_backward", g, x, labels),
+              g[:, None] * (np_softmax(x.astype(np.float64)) - np.eye(k)[labels]), 1e-5, 1e-6,
+              f"sparse ce backward {rows}x{k}")
+
+
+def optim_parallel(rng):
+    """optim.c PARALLEL_MIN = 32768 parameters."""
+    for n in around(32768):
+        w, g, m = randn(rng, n), randn(rng, n), randn(rng, n, scale=0.1)
+        wv, mv = pr.Variable(w), pr.Variable(m, trainable=False)
+        _C.call("sgd_momentum_update", wv, g, mv, f32(0.05), momentum=0.9, nesterov=True,
+                weight_decay=1e-3)
+        w64 = w - w * 1e-3 * 0.05
+        m64 = m * 0.9 - g * np.float64(0.05)
+        close(wv.numpy(), w64 + m64 * 0.9 - g * np.float64(0.05), 1e-6, 1e-7, f"sgd w {n}")
+        close(mv.numpy(), m64, 1e-6, 1e-7, f"sgd velocity {n}")
+
+
+def _jit_chain(n_ops, n_inputs, size, rng):
+    """A jit-fused chain: ((x0 + x1) * x2 - ...) with relu, over n_ops ops."""
+    xs = [randn(rng, size) for _ in range(n_inputs)]
+
+    def chain(*args):
+        y = args[0]
+        for i in range(1, n_ops + 1):
+            a = args[i % n_inputs]
+            y = pr.ops.relu(y) if i % 5 == 0 else (y + a if i % 2 else y * a * 0.5)
+        return y
+
+    def ref(*args):
+        y = args[0].astype(np.float64)
+        for i in range(1, n_ops + 1):
+            a = args[i % n_inputs]
+            y = np.maximum(y, 0) if i % 5 == 0 else (y + a if i % 2 else y * a * 0.5)
+        return y
+
+    got = pr.compile(chain, jit_compile=True)(*xs)
+    close(got, ref(*xs), 1e-5, 1e-5, f"jit chain {n_ops} ops {n_inputs} inputs size {size}")
+
+
+def fused_block(rng):
+    """fused.c BLOCK = 512 elements per register block."""
+    for size in around(512) + around(1024):
+        _jit_chain(6, 3, size, rng)
+
+
+def fused_parallel(rng):
+    """fused.c PARALLEL_MIN = 32768 elements."""
+    for size in around(32768):
+        _jit_chain(6, 3, size, rng)
+
+
+def fused_max_instr(rng):
+    """fused.h PR_FUSED_MAX_INSTR = 24 instructions per fused node."""
+    for n_ops in around(24) + (48,):
+        _jit_chain(n_ops, 3, 1000, rng)
+
+
+def fused_max_in(rng):
+    """fused.h PR_FUSED_MAX_IN = 8 inputs per fused node."""
+    for n_inputs in around(8):
+        _jit_chain(2 * n_inputs + 1, n_inputs, 700, rng)
+
+
+def pool_channel_block(rng):
+    """pool.c CBLOCK = 64 channels per max-pool backward block."""
+    for c in around(64) + around(128):
+        shape = (2, 5, 5, c)
+        x = (rng.permutation(int(np.prod(shape))).reshape(shape) * 0.01 - 1.0).astype(f32)
+        dy = randn(rng, 2, 3, 3, c)
+        for same in (False, True):
+            attrs = {"pool_size": [3], "strides": [2], "same": same}
+            out = pool_ref(x.astype(np.float64), (3, 3), (2, 2), same, "max")
+            close(_C.call("max_pool2d", x, **attrs), out, 0, 0, f"max pool c={c}")
+            dyc = dy[:, :out.shape[1], :out.shape[2]]
+            close(_C.call("max_pool2d_backward", x, np.ascontiguousarray(dyc), **attrs),
+                  max_pool_grad_ref(x.astype(np.float64), dyc.astype(np.float64), (3, 3), (2, 2),
+                                    same), 1e-6, 1e-6, f"max pool backward c={c} same={same}")
+            close(_C.call("avg_pool2d", x, **attrs),
+                  pool_ref(x.astype(np.float64), (3, 3), (2, 2), same, "avg"), 1e-6, 1e-6,
+                  f"avg pool c={c}")
+
+
+def augment_parallel(rng):
+    """augment.c PARALLEL_MIN = 32768 values (n h w c); normalize's blocks of
+    4096 pixels, with the RGB and the general channel paths."""
+    for n in around(32768 // 16):  # 16 values per image: 32752, 32768, 32784
+        x = rng.integers(0, 256, (n, 2, 2, 4), dtype=np.uint8)
+        state = pr.ops.augment.rng_state(3)
+        y, flags = pr.ops.augment.random_flip(x, state, "horizontal_and_vertical",
+                                              return_params=True)
+        want = np.stack([xi[::-1 if fv else 1, ::-1 if fh else 1]
+                         for xi, (fh, fv) in zip(x, flags.numpy())])
+        close(y.numpy(), want, 0, 0, f"flip n={n}")
+        y, off = pr.ops.augment.random_crop(x, state, 2, padding=1, return_params=True)
+        padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+        want = np.stack([p[oy:oy + 2, ox:ox + 2] for p, (oy, ox) in zip(padded, off.numpy())])
+        close(y.numpy(), want, 0, 0, f"crop n={n}")
+    for pixels in around(4096) + around(32768 // 3 + 1):
+        for c in (3, 1, 5):
+            x = rng.integers(0, 256, (pixels, 1, 1, c), dtype=np.uint8)
+            mean, var = rng.uniform(50, 200, c).astype(f32), rng.uniform(10, 5000, c).astype(f32)
+            close(pr.ops.augment.normalize_channels(x, mean, var),
+                  (x - mean.astype(np.float64)) / np.sqrt(var.astype(np.float64)), 1e-6, 1e-5,
+                  f"normalize pixels={pixels} c={c}")
+
+
+def allocator_cache(rng):
+    """common.c CACHE_MIN = 256 KiB: freed blocks from this size are reused
+    (dirty); outputs of that size must still be exactly the op's values."""
+    for n in around((256 << 10) // 4):  # float32 elements of 256 KiB - 4, 256 KiB, + 4
+        for _ in range(3):  # free dirty blocks of this size, then reuse them
+            junk = _C.call("exp", np.full(n, 100.0, f32))  # inf everywhere
+            del junk
+            a, b = randn(rng, n), randn(rng, n)
+            close(_C.call("add", a, b), a.astype(np.float64) + b, 1e-6, 1e-6, f"add after reuse {n}")
+            close(_C.call("zeros_like", a), np.zeros(n), 0, 0, f"zeros_like after reuse {n}")
+            close(_C.call("sum_to_shape", randn(rng, 2, n // 2), shape=[n // 2]).numpy().shape,
+                  (n // 2,), 0, 0, "sum_to_shape shape")
+
+
+def max_dims(rng):
+    """kernels.h PR_MAX_DIMS = 8: ranks 7 and 8 work, rank 9 is refused clearly."""
+    for rank in (7, 8):
+        shape = (2, 1, 3, 1, 2, 1, 3, 2)[:rank]
+        a, b = randn(rng, *shape), randn(rng, *shape[1:])
+        close(_C.call("add", a, b), a.astype(np.float64) + b, 1e-6, 1e-6, f"rank {rank}")
+        close(_C.call("sum", a, axes=[1, 3], keepdims=True),
+              a.astype(np.float64).sum((1, 3), keepdims=True), 1e-6, 1e-6, f"sum rank {rank}")
+    with pytest.raises(ValueError, match="rank|dimensions"):
+        _C.call("add", np.ones((1,) * 9, f32), np.ones((1,) * 9, f32))
+
+
+def _conv_all_passes(rng, xs, ks, strides, same, what):
+    x, k = randn(rng, *xs), randn(rng, *ks)
+    st = (strides, strides)
+    y = conv_ref(x.astype(np.float64), k.astype(np.float64), st, same)
+    attrs = {"strides": [strides], "same": same}
+    close(_C.call("conv2d", x, k, **attrs), y, 1e-4, 1e-4, f"conv2d {what}")
+    dy = randn(rng, *y.shape)
+    close(_C.call("conv2d_backprop_input", dy, k, shape=list(xs), **attrs),
+          conv_bpi_ref(dy.astype(np.float64), k.astype(np.float64), xs, st, same), 1e-4, 1e-4,
+          f"backprop_input {what}")
+    close(_C.call("conv2d_backprop_filter", x, dy, shape=list(ks), **attrs),
+          conv_bpf_ref(x.astype(np.float64), dy.astype(np.float64), ks, st, same), 1e-4, 2e-4,
+          f"backprop_filter {what}")
+
+
+def conv_small_mnk(rng):
+    """conv.c SMALL_MNK = 1e6: M N K of the im2col GEMM (M = n ho wo,
+    K = kh kw c, N = o) below it run as one GEMM, above it blocked."""
+    for c, o in ((37, 27), (40, 25), (11, 91)):  # 999,000 / 1,000,000 / 1,001,000
+        _conv_all_passes(rng, (10, 10, 10, c), (1, 1, c, o), 1, True, f"1x1 M=1000 c={c} o={o}")
+
+
+def conv_block_bytes(rng):
+    """conv.c BLOCK_BYTES = 128 KiB of im2col rows per block: rows of K
+    floats, so 32768 / K rows; images of that many pixels and one more."""
+    k = 9 * 16
+    rows = (128 << 10) // (4 * k)  # 227 pixels per block
+    for width in (rows - 1, rows, rows + 1):
+        _conv_all_passes(rng, (1, 1, width, 16), (3, 3, 16, 4), 1, True, f"width {width}")
+
+
+def conv_direct_window_stride(rng):
+    """conv_direct.c MAX_WINDOW = 7 and MAX_STRIDE = 4: larger windows and
+    strides go to the reference kernel."""
+    for win in around(7):
+        _conv_all_passes(rng, (1, 9, 10, 16), (win, win, 16, 16), 1, True, f"window {win}")
+    for s in around(4):
+        _conv_all_passes(rng, (1, 13, 14, 16), (3, 3, 16, 16), s, True, f"stride {s}")
+
+
+def conv_direct_tiles(rng):
+    """conv_direct.c MAX_TILE = 24 (and MAX_TILE3_NB1) output pixels per tile:
+    output widths 23, 24, 25, 47, 48, 49."""
+    for width in around(24) + around(48):
+        _conv_all_passes(rng, (1, 3, width, 16), (3, 3, 16, 16), 1, True, f"width {width}")
+
+
+def conv_direct_channel_blocks(rng):
+    """conv_direct.c MAX_NB = 4 and MAX_NB3 = 2 blocks of 16 output channels
+    per tile; 16-channel input blocks: c and o at 15..17, 31..33, 63..65."""
+    for o in around(32) + around(64):
+        _conv_all_passes(rng, (1, 4, 9, 16), (3, 3, 16, o), 1, True, f"o={o}")
+    for c in around(16) + around(64):
+        _conv_all_passes(rng, (1, 4, 9, c), (3, 3, c, 16), 1, True, f"c={c}")
+
+
+def conv_direct_weight_bytes(rng):
+    """conv_direct.c TILE_WEIGHT_BYTES = 24 KiB: the channel chunk whose
+    weights fit, 9 taps x c x 16 x 4 bytes per output block: c of 42, 43."""
+    for c in (42, 43, 44, 85, 86):  # 24 KiB / 576 B = 42.7; twice that 85.3
+        _conv_all_passes(rng, (1, 3, 8, c), (3, 3, c, 32), 1, True, f"c={c}")
+
+
+# ---- the list of every constant --------------------------------------------------------
+
+THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no size
+    ("augment.c", "PARALLEL_MIN"): augment_parallel,
+    ("augment.c", "block = 4096"): augment_parallel,
+    ("elementwise.c", "PARALLEL_MIN"): elementwise_parallel,
+    ("elementwise.c", "chunk = 16384"): elementwise_parallel,
+    ("elementwise.c", "rows < 4"): elementwise_parallel,
+    ("reduce.c", "PARALLEL_MIN"): reduce_parallel,
+    ("norm.c", "MAX_CHUNKS"): norm_chunks,
+    ("norm.c", "CB"): norm_channel_block,
+    ("norm.c", "PARALLEL_MIN"): norm_parallel,
+    ("loss.c", "PARALLEL_MIN"): loss_parallel,
+    ("optim.c", "PARALLEL_MIN"): optim_parallel,
+    ("fused.c", "BLOCK"): fused_block,
+    ("fused.c", "PARALLEL_MIN"): fused_parallel,
+    ("fused.h", "PR_FUSED_MAX_INSTR"): fused_max_instr,
+    ("fused.h", "PR_FUSED_MAX_IN"): fused_max_in,
+    ("pool.c", "CBLOCK"): pool_channel_block,
+    ("common.c", "CACHE_MIN"): allocator_cache,
+    ("kernels.h", "PR_MAX_DIMS"): max_dims,
+    ("conv.c", "SMALL_MNK"): conv_small_mnk,
+    ("conv.c", "BLOCK_BYTES"): conv_block_bytes,
+    ("conv_direct.c", "MAX_WINDOW"): conv_direct_window_stride,
+    ("conv_direct.c", "MAX_STRIDE"): conv_direct_window_stride,
+    ("conv_direct.c", "MAX_TILE"): conv_direct_tiles,
+    ("conv_direct.c", "MAX_TILE3_NB1"): conv_direct_tiles,
+    ("conv_direct.c", "MAX_NB"): conv_direct_channel_blocks,
+    ("conv_direct.c", "MAX_NB3"): conv_direct_channel_blocks,
+    ("conv_direct.c", "TILE_WEIGHT_BYTES"): conv_direct_weight_bytes,
+    # constants that govern no size of the data
+    ("conv.c", "MAX_SLOTS"): "threads sharing one conv (at most 16; the tests run 1-3 threads)",
+    ("conv.c", "SLOT_BUDGET"): "scratch of all thread slots together, a memory budget",
+    ("conv_direct.c", "MAX_SLOTS"): "images in flight, bounded by the thread count",
+    ("conv_direct.c", "SLOT_BUDGET"): "scratch of all image slots together, a memory budget",
+    ("common.c", "HEADER"): "allocation header and alignment, not a size of the data",
+    ("common.c", "CACHE_SLOTS"): "how many freed blocks are kept, not their size",
+    ("common.c", "CACHE_BYTES"): "total bytes kept for reuse (1 GiB), a memory budget",
+    ("loss.c", "KERAS_EPSILON"): "a value (probability clip), tested by the op table's 'clipped'",
+    ("rng.c", "PHILOX_M0"): "Philox constant (known-answer test in test_augment)",
+    ("rng.c", "PHILOX_M1"): "Philox constant",
+    ("rng.c", "PHILOX_W0"): "Philox constant",
+    ("rng.c", "PHILOX_W1"): "Philox constant",
+    ("rng.c", "TWO_PI"): "Box-Muller constant (test_random_draws)",
+    ("rng.h", "PR_RNG_BATCH_STREAM"): "stream id of batch-level draws (test_augment mixup)",
+    ("cpu.h", "PR_CPU_N_FEATURES"): "number of CPU feature flags",
+}
+
+# literal thresholds inside code that the #define scan cannot see
+LITERALS = {("augment.c", r"block = 4096"), ("elementwise.c", r"chunk = 16384"),
+            ("elementwise.c", r"rows < 4")}
+
+
+def kernel_constants():
+    """(file, name) of every numeric #define of csrc/kernels/, and the literals."""
+    found = set()
+    for path in sorted(KERNELS.glob("*.[ch]")):
+        text = path.read_text()
+        for name, value in re.findall(r"^#define ([A-Z][A-Z0-9_]*)[ \t]+(\S[^\n]*)", text,
+                                      flags=re.M):
+            if re.match(r"\(*(\(size_t\))?\s*(0x[0-9A-Fa-f]+|[0-9][0-9.e-]*)", value):
+                found.add((path.name, name))
+        for file, literal in LITERALS:
+            if file == path.name and literal in text:
+                found.add((file, literal))
+    return found
+
+
+def test_every_kernel_constant_is_listed():
+    """A new size constant in csrc/kernels/ needs threshold cases here (or a reason)."""
+    found = kernel_constants()
+    missing = sorted(found - set(THRESHOLDS))
+    assert not missing, f"kernel constants without threshold cases in tests/test_thresholds.py: " \
+                        f"{missing}"
+    stale = sorted(set(THRESHOLDS) - found)
+    assert not stale, f"listed constants no longer in csrc/kernels/: {stale}"
+    for (file, name), case in THRESHOLDS.items():
+        assert callable(case) or (isinstance(case, str) and case), (file, name)
+
+
+CASES = sorted({fn for fn in THRESHOLDS.values() if callable(fn)}, key=lambda f: f.__name__)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f.__name__ for f in CASES])
+def test_values_around_threshold(case, rng):
+    constants = [f"{file} {name}" for (file, name), fn in THRESHOLDS.items() if fn is case]
+    assert case.__doc__, constants
+    case(rng)
