@@ -14,6 +14,7 @@ import pickle
 import re
 import socket
 import subprocess
+import tempfile
 import sys
 
 import numpy as np
@@ -21,7 +22,7 @@ import pytest
 
 import pyresnet as pr
 from pyresnet import train
-from conftest import ROOT, data_root
+from conftest import data_root
 
 FINAL = re.compile(r"final test accuracy (\d\.\d{4})  wall time (\d+\.\d) s  "
                    r"peak RSS (\d+\.\d\d) GiB")
@@ -48,7 +49,9 @@ def env(tmp_path):
 
 def run(args, env, module="pyresnet.train", timeout=300):
     """Run ``python -m module args``; return (status, stdout lines, stderr)."""
-    p = subprocess.run([sys.executable, "-m", module, *args], env=env, cwd=ROOT,
+    # from outside the checkout: `-m` puts the current folder first on sys.path, and the
+    # checkout's unbuilt sources must not shadow the installed package (CI has no build there)
+    p = subprocess.run([sys.executable, "-m", module, *args], env=env, cwd=tempfile.gettempdir(),
                        capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout.strip().splitlines(), p.stderr
 
@@ -187,7 +190,7 @@ def test_bad_arguments_exit_2_naming_the_option(args, message):
         train.parse_args(args)
     assert info.value.code == 2
     p = subprocess.run([sys.executable, "-m", "pyresnet.train", *args], capture_output=True,
-                       text=True, timeout=120)
+                       text=True, timeout=120, cwd=tempfile.gettempdir())
     assert p.returncode == 2 and message in p.stderr and p.stdout == ""
 
 
