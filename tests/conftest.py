@@ -22,9 +22,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def data_root():
-    """Where the shared datasets live: $PYRESNET_DATA or ../shared/datasets."""
+    """Where the shared datasets live: $PYRESNET_DATA or ../shared/datasets, as an
+    absolute path (subprocesses of the tests run from other folders)."""
     env = os.environ.get("PYRESNET_DATA")
-    return pathlib.Path(env) if env else ROOT.parent / "shared" / "datasets"
+    return (pathlib.Path(env) if env else ROOT.parent / "shared" / "datasets").resolve()
 
 
 @pytest.fixture(scope="session")
