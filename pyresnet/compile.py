@@ -72,6 +72,7 @@ import numpy as np
 from ._loader import _C
 from . import tensor as _tensor
 from .tensor import Tensor, Variable
+from .utils.atomic import write_text
 
 __all__ = ["compile", "Function", "ConcreteFunction", "TensorSpec", "print", "init_scope"]
 
@@ -347,8 +348,7 @@ class ConcreteFunction:
         trace = {"traceEvents": events, "displayTimeUnit": "ms",
                  "otherData": {"function": self.name}}
         if path is not None:
-            with open(path, "w") as f:
-                json.dump(trace, f)
+            write_text(path, json.dumps(trace))
         return trace
 
 

@@ -28,6 +28,8 @@ import urllib.request
 import numpy as np
 import tqdm
 
+from ..utils.atomic import atomic_write, fsync_tree
+
 BASE_URL = "https://www.cs.toronto.edu/~kriz/"
 DEFAULT_CACHE_DIR = "~/.pyresnet/datasets"
 DOWNLOAD_TIMEOUT = 60.0  # seconds without data before a download fails
@@ -123,12 +125,12 @@ def _remove_empty(folders):
 
 
 def _fetch(url, archive, cache, cached, places):
-    """Download ``url`` into ``cache``, verify it, unpack it, keep the archive."""
-    fd, part = tempfile.mkstemp(dir=cache, prefix=f".{archive.filename}.", suffix=".part")
-    try:
+    """Download ``url`` into ``cache``, verify it, unpack it, keep the archive
+    (written atomically: a temporary file renamed to ``cached`` only once
+    it is verified and unpacked)."""
+    with atomic_write(cached, "wb") as out:
         try:
-            with os.fdopen(fd, "wb") as out:
-                digest = _download(url, out)
+            digest = _download(url, out)
         except (OSError, http.client.HTTPException) as exc:
             looked = "\n  ".join(map(str, places + [cached]))
             raise FileNotFoundError(
@@ -140,11 +142,8 @@ def _fetch(url, archive, cache, cached, places):
         if digest != archive.md5:
             raise ChecksumError(f"{archive.name}: {url} has MD5 {digest}, expected "
                                 f"{archive.md5}; the download was removed")
-        _unpack(part, archive, cache)
-        os.replace(part, cached)  # keep the verified archive next to its contents
-    finally:
-        if os.path.exists(part):
-            os.remove(part)
+        out.flush()
+        _unpack(out.name, archive, cache)
 
 
 def _md5(file):
@@ -191,6 +190,7 @@ def _unpack(tar_path, archive, cache):
         if missing:
             raise ValueError(f"{archive.name} archive {tar_path} lacks "
                              f"{', '.join(archive.folder + '/' + f for f in missing)}")
+        fsync_tree(staging / archive.folder)  # contents durable before the rename
         try:
             os.replace(staging / archive.folder, cache / archive.folder)
         except OSError:

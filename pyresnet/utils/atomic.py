@@ -1,0 +1,98 @@
+"""Atomic file writes: the one way pyresnet writes a file.
+
+:func:`atomic_write` writes to a temporary file in the destination's own
+folder, flushes and fsyncs it, then renames it over the destination with
+``os.replace`` (atomic on POSIX and Windows) and fsyncs the folder.  An
+interrupted write (an exception, ``kill -9``, a power cut after the rename)
+therefore leaves either the previous file or the complete new one, never a
+truncated mix; at worst a stray ``.<name>.<random>.tmp`` file stays behind.
+"""
+import contextlib
+import os
+import tempfile
+
+
+def _umask():
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()  # what open() would have given a new file
+
+
+def _fsync_dir(folder):
+    """fsync a folder so that a rename in it is durable (best effort: some
+    file systems and Windows do not allow opening folders)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode="wb", encoding=None, newline=None):
+    """Open a temporary file beside ``path`` for writing; on a normal exit
+    of the ``with`` block flush, fsync and rename it to ``path``; on an
+    exception remove it and leave ``path`` as it was.
+
+    Args:
+        path (str or PathLike): the destination.
+        mode (str): ``"wb"`` or ``"w"`` (text; ``encoding``/``newline`` as
+            for ``open``).
+    Yields:
+        the open file object; its ``name`` is the temporary path (complete
+        only once the block ends).
+    Raises:
+        ValueError: for a mode that is not a write mode.
+        OSError: when the folder is not writable (nothing is created then).
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        os.close(fd)
+        os.chmod(tmp, _MODE)  # mkstemp makes 0600 files
+        with open(tmp, mode, encoding=encoding, newline=newline) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    _fsync_dir(folder)
+
+
+def write_bytes(path, data):
+    """Write ``data`` (bytes) to ``path`` atomically (see :func:`atomic_write`)."""
+    with atomic_write(path, "wb") as f:
+        f.write(data)
+
+
+def write_text(path, text, encoding="utf-8"):
+    """Write ``text`` to ``path`` atomically, without newline translation."""
+    with atomic_write(path, "w", encoding=encoding, newline="") as f:
+        f.write(text)
+
+
+def fsync_tree(folder):
+    """fsync every file and folder under ``folder`` (before renaming a
+    freshly written folder into place, so its contents are durable first)."""
+    for root, _, files in os.walk(folder):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(root)
