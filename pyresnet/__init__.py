@@ -11,7 +11,7 @@ from .compile import compile, Function, ConcreteFunction, TensorSpec, init_scope
 from .compile import print  # noqa: A004  (pyresnet.print, as tf.print)
 from . import activations, initializers, utils
 from . import layers, losses, metrics, optimizers, callbacks
-from . import models
+from . import models, saving
 from .models import Model, Sequential
 from . import applications
 from . import data, datasets

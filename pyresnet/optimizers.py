@@ -26,6 +26,8 @@ class SGD:
 
     Velocity slots (zeros of each variable's shape, non-trainable Variables)
     are created on the first ``apply_gradients`` of a variable.
+    ``iterations`` (an int64 scalar Variable) counts the calls that updated
+    something; ``model.save`` stores it with the learning rate and the slots.
 
     Args:
         learning_rate (float): >= 0.
@@ -51,6 +53,9 @@ class SGD:
         self._learning_rate = Variable(np.float32(self._check_lr(learning_rate)),
                                        trainable=False, name="learning_rate")
         self._slots = {}  # id(variable) -> (variable, velocity)
+        # Steps applied so far (Keras's ``optimizer.iterations``): an int64
+        # Variable counted in place, so compiled steps count too.
+        self.iterations = Variable(np.int64(0), trainable=False, name="iteration")
         self.built = False  # True after the first apply_gradients
 
     @staticmethod
@@ -75,7 +80,8 @@ class SGD:
 
     @property
     def variables(self):
-        """The learning rate and the velocity slots created so far."""
+        """The learning rate and the velocity slots created so far
+        (``iterations`` is kept apart)."""
         return [self._learning_rate] + [slot for _, slot in self._slots.values()]
 
     def apply_gradients(self, grads_and_vars):
@@ -121,6 +127,8 @@ class SGD:
                 ops.sgd_momentum_update(v, g, self._velocity(v), self._learning_rate,
                                         momentum=self.momentum, nesterov=self.nesterov,
                                         weight_decay=decay)
+        if pairs:
+            ops.assign_add(self.iterations, 1)
         self.built = True
 
     def _velocity(self, variable):

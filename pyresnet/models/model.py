@@ -187,14 +187,85 @@ class Model(Trainer, Layer):
         (print_fn or print)(text)
 
     def get_config(self):
-        """The constructor arguments of a subclassed model (see
+        """The model's config: for a functional model Keras 3's graph config
+        (``{"name", "trainable", "layers": [{"module", "class_name",
+        "config", "registered_name", "name", "inbound_nodes"}],
+        "input_layers", "output_layers"}``, shared layers and nested models
+        included); for a subclassed model its constructor arguments (see
         :meth:`Layer.get_config`).
 
         Raises:
-            NotImplementedError: for functional models (not serialised).
+            ValueError: when a layer's config or a call's arguments cannot be
+                saved as JSON, or two layers share a name.
         """
         if self._graph is not None:
-            raise NotImplementedError(
-                f'Model "{self.name}": get_config() of functional models is not supported; '
-                "keep the code that builds the model instead")
+            from ..saving.serialization import functional_config  # noqa: PLC0415
+            return functional_config(self)
         return super().get_config()
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        """A new model from :meth:`get_config`'s dict (a functional config
+        rebuilds the graph; ``custom_objects``: class name -> class).
+
+        Raises:
+            ValueError: for an unknown layer class or a malformed graph.
+        """
+        from ..saving.object_registration import custom_object_scope  # noqa: PLC0415
+        from ..saving.serialization import functional_from_config  # noqa: PLC0415
+        with custom_object_scope(custom_objects):
+            if isinstance(config, dict) and {"layers", "input_layers",
+                                             "output_layers"} <= set(config):
+                return functional_from_config(cls, config)
+            return cls(**config)
+
+    # ---- saving ----------------------------------------------------------------------
+
+    def save(self, filepath, overwrite=True):
+        """Save the model to a ``.keras`` file (``keras.Model.save``): one
+        zip archive with the architecture (``config.json``), the compile
+        settings, the weights and the optimizer state (``model.weights.npz``)
+        and ``metadata.json``, written to a temporary file in the same
+        folder, fsynced and renamed, so an interrupted save leaves the
+        previous file intact.  Load it with :func:`pyresnet.models.load_model`.
+
+        Raises:
+            ValueError: for a name not ending in ``.keras``, an unbuilt model,
+                or a layer config that cannot be saved (naming the layer).
+            FileExistsError: when ``overwrite`` is False and the file exists.
+        """
+        from ..saving.saving_lib import save_model  # noqa: PLC0415
+        save_model(self, filepath, overwrite=overwrite)
+
+    def save_weights(self, filepath, overwrite=True):
+        """Save the weights (and random layers' generator states) to a
+        ``.weights.npz`` file, keyed by path (``layers/dense/kernel``), atomically.
+
+        Raises:
+            ValueError: for another suffix or an unbuilt model.
+        """
+        from ..saving.saving_lib import save_weights  # noqa: PLC0415
+        save_weights(self, filepath, overwrite=overwrite)
+
+    def load_weights(self, filepath):
+        """Load weights saved by :meth:`save_weights` (or from a ``.keras``
+        file), matched by path.  Every weight is checked before any is
+        assigned: a missing or extra weight, or one whose shape differs
+        (the message names it and both shapes), raises ValueError and
+        leaves the model unchanged.
+
+        Raises:
+            FileNotFoundError, ValueError (also for truncated, corrupted or
+            foreign files).
+        """
+        from ..saving.saving_lib import load_weights  # noqa: PLC0415
+        load_weights(self, filepath)
+
+    def to_json(self, **kwargs):
+        """The architecture as a JSON string (``keras.Model.to_json``; no
+        weights); :func:`pyresnet.models.model_from_json` rebuilds it.
+        ``kwargs`` go to ``json.dumps``."""
+        import json  # noqa: PLC0415
+
+        from ..saving.serialization import serialize_layer  # noqa: PLC0415
+        return json.dumps(serialize_layer(self), **kwargs)

@@ -1,5 +1,4 @@
 """``Sequential``: a plain stack of layers."""
-from .. import layers as layers_module
 from ..layers.input_layer import InputLayer
 from ..layers.layer import Layer
 from ..layers.node import KerasTensor
@@ -102,11 +101,17 @@ class Sequential(Model):
         self._init_graph(inputs, x)
 
     def get_config(self):
-        """``{"name", "trainable", "layers": [{"class_name", "config"}, ...]}``
-        (the InputLayer included), as Keras."""
-        return {"name": self.name, "trainable": self.trainable,
-                "layers": [{"class_name": type(layer).__name__, "config": layer.get_config()}
-                           for layer in self._stack]}
+        """``{"name", "trainable", "layers": [{"module", "class_name",
+        "config", "registered_name"}, ...]}`` (the InputLayer included), as
+        Keras."""
+        from ..saving.serialization import serialize_layer  # noqa: PLC0415
+        items = []
+        for layer in self._stack:
+            item = serialize_layer(layer)
+            if isinstance(self._stack[0], InputLayer):
+                item.pop("build_config", None)  # the Input builds it
+            items.append(item)
+        return {"name": self.name, "trainable": self.trainable, "layers": items}
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
@@ -114,16 +119,15 @@ class Sequential(Model):
 
         Args:
             custom_objects (dict): class name -> class, for Python layers that
-                are not in ``pyresnet.layers``.
+                are neither in ``pyresnet.layers`` nor registered with
+                :func:`pyresnet.saving.register_serializable`.
         Raises:
-            ValueError: for an unknown layer class name.
+            ValueError: for an unknown layer class name (naming both fixes).
         """
-        known = {**vars(layers_module), "Sequential": Sequential, **(custom_objects or {})}
-        stack = []
-        for item in config["layers"]:
-            layer_cls = known.get(item["class_name"])
-            if not (isinstance(layer_cls, type) and issubclass(layer_cls, Layer)):
-                raise ValueError(f"Sequential.from_config: unknown layer class "
-                                 f"{item['class_name']!r}; pass it in custom_objects")
-            stack.append(layer_cls.from_config(item["config"]))
+        from ..saving.object_registration import custom_object_scope  # noqa: PLC0415
+        from ..saving.serialization import deserialize_layer  # noqa: PLC0415
+        with custom_object_scope(custom_objects):
+            stack = [item if isinstance(item, Layer) else
+                     deserialize_layer({"module": None, "registered_name": None, **item})
+                     for item in config["layers"]]
         return cls(stack, trainable=config.get("trainable", True), name=config.get("name"))

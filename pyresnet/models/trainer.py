@@ -106,6 +106,8 @@ class Trainer:
                 compiled_metrics.append((key, out, metric))
         self.optimizer = optimizers.get(optimizer)
         self._losses, self._metrics = losses, compiled_metrics
+        self._compile_args = {"loss": loss, "metrics": metrics, "run_eagerly": run_eagerly,
+                              "jit_compile": jit_compile}  # for model.save
         self.run_eagerly = run_eagerly
         self.jit_compile = jit_compile
         self.compiled = True

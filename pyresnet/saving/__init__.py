@@ -1,0 +1,37 @@
+"""Saving and loading models (``keras.saving``).
+
+``model.save("m.keras")`` writes one zip archive (``config.json``,
+``model.weights.npz``, ``metadata.json``; see :mod:`.saving_lib`) to a
+temporary file renamed into place; :func:`load_model` rebuilds the model
+from it without unpickling or evaluating anything from the file.  Custom
+Python layers are found through ``custom_objects`` or
+:func:`register_serializable`.
+"""
+import json
+
+from .object_registration import (custom_object_scope, get_registered_name,
+                                  get_registered_object, register_serializable)
+from .saving_lib import load_model, load_weights, model_from_config, save_model, save_weights
+from .serialization import deserialize_layer, serialize_layer
+
+
+def model_from_json(json_string, custom_objects=None):
+    """A new, unbuilt-weights model from :meth:`pyresnet.Model.to_json`'s
+    string (``keras.models.model_from_json``).
+
+    Raises:
+        ValueError: for text that is not such JSON, or an unknown class.
+    """
+    try:
+        config = json.loads(json_string)
+    except (TypeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"model_from_json: not a JSON model config ({e})") from None
+    if not isinstance(config, dict):
+        raise ValueError("model_from_json: the JSON must be an object")
+    return model_from_config(config, custom_objects, where="model_from_json")
+
+
+__all__ = ["custom_object_scope", "deserialize_layer", "get_registered_name",
+           "get_registered_object", "load_model", "load_weights", "model_from_config",
+           "model_from_json", "register_serializable", "save_model", "save_weights",
+           "serialize_layer"]

@@ -1,0 +1,447 @@
+"""The ``.keras`` file (Keras 3's ``saving_lib``) and weight files.
+
+A ``.keras`` file is a zip archive holding
+
+* ``metadata.json``: ``{"pyresnet_version", "date_saved", "format_version"}``;
+* ``config.json``: the model (:func:`pyresnet.saving.serialization.serialize_layer`)
+  plus ``"compile_config"`` (the ``compile`` arguments, when they can be saved);
+* ``model.weights.npz``: every weight, random-layer state and optimizer
+  variable, keyed by its path (see :func:`weight_paths`).
+
+Weights are a NumPy ``.npz`` archive (uncompressed ``.npy`` entries):
+NumPy is already pyresnet's dependency, the format is documented and read
+by any NumPy, and it is read here entry by entry with the header checked
+against the entry's size before any data is touched (no pickles, no object
+arrays, no allocation a corrupted header could make huge).  HDF5 (Keras's
+choice) would add h5py and a large C parser of untrusted files.
+
+``model.weights.npz`` paths follow Keras 3's object walk: a functional or
+Sequential model's layers are the container ``layers``, named by class and
+position (``layers/dense``, ``layers/dense_1``: not by the layers'
+auto-generated names, so two instances of one architecture match); a
+layer's sublayers by attribute name (``layers/residual_block/conv1``); its
+own weights by weight name (``.../kernel``); a random layer's generator
+state ``.../seed_generator/state``; the optimizer's ``optimizer/iterations``,
+``optimizer/learning_rate`` and ``optimizer/velocity/<weight path>``.
+"""
+import datetime
+import io
+import json
+import os
+import struct
+import zipfile
+import zlib
+
+import numpy as np
+
+from ..tensor import Variable
+from ..utils.atomic import atomic_write
+from ..utils.naming import to_snake_case
+from . import serialization
+
+CONFIG = "config.json"
+METADATA = "metadata.json"
+WEIGHTS = "model.weights.npz"
+FORMAT_VERSION = 1
+_MAX_JSON = 64 * 2**20  # bytes: a config larger than this is not ours
+_DTYPES = ("float32", "int64", "int32", "uint8")
+
+
+# ---- the weight paths ------------------------------------------------------------------
+
+def _own_variables(layer):
+    own = layer._trainable_variables + layer._non_trainable_variables
+    own = own + [v for k, v in vars(layer).items() if isinstance(v, Variable) and k != "_init_args"]
+    return own
+
+
+def _children(layer):
+    """(relative path, child layer) pairs, Keras 3's walk."""
+    from ..layers.layer import Layer  # noqa: PLC0415
+    from ..models.model import Model  # noqa: PLC0415
+    if isinstance(layer, Model) and layer._graph is not None:
+        return _container("layers", layer.layers)
+    found = []
+    for key, value in list(vars(layer).items()):
+        if key in ("_init_args", "_functional_layers", "_stack") or key.startswith("__"):
+            continue
+        if isinstance(value, Layer) and value is not layer:
+            found.append((key, value))
+        elif isinstance(value, (list, tuple, dict)):
+            items = list(value.values()) if isinstance(value, dict) else list(value)
+            items = [v for v in items if isinstance(v, Layer) and v is not layer]
+            found += _container(key, items)
+    return found
+
+
+def _container(prefix, items):
+    used, found = {}, []
+    for item in items:
+        name = to_snake_case(type(item).__name__)
+        n = used.get(name, -1) + 1
+        used[name] = n
+        found.append((f"{prefix}/{name}" if n == 0 else f"{prefix}/{name}_{n}", item))
+    return found
+
+
+def weight_paths(model):
+    """``[(path, Variable)]``: every weight of ``model`` (trainable or not)
+    and every random layer's generator state, each once, in walk order."""
+    out, seen_vars, seen_layers = [], set(), set()
+
+    def walk(layer, path):
+        if id(layer) in seen_layers:
+            return
+        seen_layers.add(id(layer))
+        names = set()
+        for v in _own_variables(layer):
+            if id(v) in seen_vars:
+                continue
+            seen_vars.add(id(v))
+            name, k = str(v.name), 1
+            while name in names:
+                name, k = f"{v.name}_{k}", k + 1
+            names.add(name)
+            out.append((f"{path}/{name}" if path else name, v))
+        generator = getattr(layer, "_seed_generator", None)
+        state = getattr(generator, "state", None)
+        if isinstance(state, Variable) and id(state) not in seen_vars:
+            seen_vars.add(id(state))
+            out.append((f"{path}/seed_generator/state" if path else "seed_generator/state",
+                        state))
+        for rel, child in _children(layer):
+            walk(child, f"{path}/{rel}" if path else rel)
+
+    walk(model, "")
+    return out
+
+
+def optimizer_paths(model, paths=None):
+    """``[(path, Variable)]`` of the compiled optimizer's state: iterations,
+    learning rate, and the velocity of each weight (by the weight's path)."""
+    opt = getattr(model, "optimizer", None)
+    if opt is None:
+        return []
+    by_id = {id(v): p for p, v in (paths if paths is not None else weight_paths(model))}
+    out = [("optimizer/iterations", opt.iterations), ("optimizer/learning_rate",
+                                                       opt.learning_rate)]
+    for variable, slot in opt._slots.values():
+        if id(variable) not in by_id:
+            raise ValueError(f'Model "{model.name}": its optimizer has a slot for variable '
+                             f"{getattr(variable, 'path', variable.name)}, which is not one of "
+                             "the model's weights; it cannot be saved with the model")
+        out.append((f"optimizer/velocity/{by_id[id(variable)]}", slot))
+    return out
+
+
+# ---- npz bytes ----------------------------------------------------------------------------
+
+def _npz_bytes(entries):
+    """``entries`` (path -> array) as the bytes of an uncompressed .npz."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as z:
+        for path, array in entries.items():
+            array = np.asarray(array, order="C")  # (ascontiguousarray makes 0-d 1-d)
+            with z.open(path + ".npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _read_npz(data, where):
+    """Path -> array from .npz bytes, each entry checked: a ``.npy`` v1-v3
+    header, a numeric dtype, a C-order shape whose size fills the entry
+    exactly.
+
+    Raises:
+        ValueError: naming ``where`` and the entry, for anything else.
+    """
+    arrays = {}
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            for info in z.infolist():
+                if not info.filename.endswith(".npy"):
+                    raise ValueError(f"entry {info.filename!r} is not a .npy array")
+                key = info.filename[:-4]
+                with z.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    if version == (1, 0):
+                        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+                    elif version in ((2, 0), (3, 0)):
+                        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                    else:
+                        raise ValueError(f"entry {key!r}: .npy version {version}")
+                    if dtype.hasobject or dtype.name not in _DTYPES or fortran:
+                        raise ValueError(f"entry {key!r}: dtype {dtype} "
+                                         f"{'(Fortran order) ' if fortran else ''}is not one "
+                                         f"of {list(_DTYPES)} in C order")
+                    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+                    nbytes = count * dtype.itemsize
+                    if nbytes != info.file_size - f.tell() or count < 0:
+                        raise ValueError(f"entry {key!r}: shape {shape} of {dtype} needs "
+                                         f"{nbytes} bytes, the entry holds "
+                                         f"{info.file_size - f.tell()}")
+                    raw = f.read(nbytes)
+                if len(raw) != nbytes:
+                    raise ValueError(f"entry {key!r} is truncated")
+                arrays[key] = np.frombuffer(raw, dtype).reshape(shape).astype(
+                    dtype.newbyteorder("="), copy=True)
+    except ValueError as e:
+        raise ValueError(f"{where} is not a valid weights file: {e}") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
+            struct.error, KeyError, SyntaxError, TypeError, NotImplementedError,
+            OverflowError) as e:
+        raise ValueError(f"{where} is not a valid weights file (truncated or corrupted: "
+                         f"{type(e).__name__}: {e})") from None
+    return arrays
+
+
+# ---- assigning -------------------------------------------------------------------------------
+
+def assign_checked(targets, arrays, where, strict=True):
+    """Assign ``arrays[path]`` to each ``(path, Variable)`` of ``targets``
+    after checking them all: a missing or unexpected path, a shape or a
+    dtype that differs raises ValueError (naming the weight and both shapes)
+    and then nothing is assigned."""
+    wanted = dict(targets)
+    missing = [p for p in wanted if p not in arrays]
+    extra = [p for p in arrays if p not in wanted]
+    if strict and (missing or extra):
+        parts = []
+        if missing:
+            parts.append(f"the model's weights {missing[:10]} are not in the file")
+        if extra:
+            parts.append(f"the file's entries {extra[:10]} match no weight of the model")
+        raise ValueError(f"{where}: the weights do not match the model: {'; '.join(parts)}. "
+                         "No weight was changed")
+    plan = []
+    for path, variable in targets:
+        if path not in arrays:
+            continue
+        value, shape = arrays[path], tuple(variable.shape)
+        if tuple(value.shape) != shape:
+            raise ValueError(f"{where}: weight {path} has shape {shape} in the model but "
+                             f"{tuple(value.shape)} in the file. No weight was changed")
+        if value.dtype != np.dtype(variable.dtype):
+            raise ValueError(f"{where}: weight {path} has dtype {variable.dtype} in the model "
+                             f"but {value.dtype} in the file. No weight was changed")
+        plan.append((variable, value))
+    for variable, value in plan:
+        variable.assign(value)
+
+
+def _values(pairs):
+    return {path: np.array(v, copy=True) for path, v in pairs}
+
+
+# ---- .keras files ----------------------------------------------------------------------------
+
+def _check_suffix(filepath, suffix, what):
+    name = os.fspath(filepath)
+    if not str(name).endswith(suffix):
+        raise ValueError(f"{what}: the file name must end with {suffix!r}, got {str(name)!r}")
+    return name
+
+
+def save_model(model, filepath, overwrite=True):
+    """Write ``model`` to ``filepath`` (``.keras``) atomically: the config,
+    the compile settings, the weights, the optimizer state and metadata.
+
+    Raises:
+        ValueError: for another suffix, a model that is not built, or a
+            config value that cannot be saved (naming the layer).
+        FileExistsError: when ``overwrite`` is False and the file exists.
+    """
+    from .. import __version__  # noqa: PLC0415
+    name = _check_suffix(filepath, ".keras", "save")
+    if not overwrite and os.path.exists(name):
+        raise FileExistsError(f"save: {name} exists and overwrite=False")
+    if not model.built:
+        raise ValueError(f'Model "{model.name}" is not built yet, so it has no weights to '
+                         "save: call it on data or start it with an Input first")
+    config = serialization.serialize_layer(model)
+    config["compile_config"] = serialization.compile_config(model)
+    paths = weight_paths(model)
+    entries = _values(paths)
+    if config["compile_config"] is not None or getattr(model, "optimizer", None) is not None:
+        entries.update(_values(optimizer_paths(model, paths)))
+    metadata = {"pyresnet_version": __version__, "format_version": FORMAT_VERSION,
+                "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S")}
+    weights = _npz_bytes(entries)
+    with atomic_write(name, "wb") as f:
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr(METADATA, json.dumps(metadata, indent=1))
+            z.writestr(CONFIG, json.dumps(config))
+            z.writestr(zipfile.ZipInfo(WEIGHTS, date_time=(1980, 1, 1, 0, 0, 0)), weights,
+                       compress_type=zipfile.ZIP_STORED)
+
+
+def _read_archive(filepath):
+    """(config dict, metadata dict, weights bytes) of a ``.keras`` file.
+
+    Raises:
+        FileNotFoundError: when it does not exist.
+        ValueError: when it is not a complete ``.keras`` archive of ours.
+    """
+    name = os.fspath(filepath)
+    if not os.path.isfile(name):
+        raise FileNotFoundError(f"load: no file {name!r}")
+    try:
+        with zipfile.ZipFile(name) as z:
+            names = set(z.namelist())
+            missing = [n for n in (CONFIG, METADATA, WEIGHTS) if n not in names]
+            if missing:
+                raise ValueError(f"{name} is not a pyresnet .keras file: it lacks "
+                                 f"{', '.join(missing)}")
+            for n in (CONFIG, METADATA):
+                if z.getinfo(n).file_size > _MAX_JSON:
+                    raise ValueError(f"{name}: {n} is implausibly large")
+            texts = {n: z.read(n) for n in (CONFIG, METADATA)}
+            weights = z.read(WEIGHTS)
+    except ValueError:
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, struct.error,
+            NotImplementedError, OverflowError) as e:
+        raise ValueError(f"{name} is not a valid .keras file (not a zip archive, or truncated "
+                         f"or corrupted: {type(e).__name__}: {e})") from None
+    try:
+        config = json.loads(texts[CONFIG].decode("utf-8"))
+        metadata = json.loads(texts[METADATA].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"{name}: config.json or metadata.json is not valid JSON ({e})") \
+            from None
+    if not isinstance(config, dict) or not isinstance(metadata, dict):
+        raise ValueError(f"{name}: config.json and metadata.json must hold JSON objects")
+    return config, metadata, weights
+
+
+def load_model(filepath, custom_objects=None, compile=True):
+    """A model from a ``.keras`` file: the same architecture, weights and,
+    with ``compile=True`` (when it was saved compiled), the same compile
+    settings and optimizer state, so predictions are bit-identical and
+    training continues as it would have.
+
+    Args:
+        filepath: path of a file written by ``model.save``.
+        custom_objects (dict): class name -> class for Python layers and
+            models that are not registered with
+            :func:`pyresnet.saving.register_serializable`.
+        compile (bool): compile the model as it was saved and restore the
+            optimizer state.
+    Raises:
+        FileNotFoundError: when the file does not exist.
+        ValueError: for a file that is not a complete ``.keras`` file of
+            pyresnet (truncated, corrupted, foreign), an unknown class
+            (naming it and both fixes), or weights that do not fit.
+    """
+    name = os.fspath(filepath)
+    config, _, weights = _read_archive(name)
+    arrays = _read_npz(weights, f"{name} ({WEIGHTS})")
+    model = model_from_config(config, custom_objects, where=name)
+    compile_cfg = config.get("compile_config")
+    if compile and compile_cfg is not None:
+        try:
+            serialization.compile_from_config(model, compile_cfg)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"{name}: malformed compile_config ({type(e).__name__}: {e})") \
+                from None
+    paths = weight_paths(model)
+    model_arrays = {k: v for k, v in arrays.items() if not k.startswith("optimizer/")}
+    assign_checked(paths, model_arrays, name)
+    if compile and compile_cfg is not None:
+        restore_optimizer(model, paths, arrays, name)
+    return model
+
+
+def restore_optimizer(model, paths, arrays, where):
+    """Restore the optimizer state saved in ``arrays`` (``optimizer/*``
+    entries): iterations, learning rate, and a velocity slot per entry
+    ``optimizer/velocity/<weight path>`` (created, then assigned).  A file
+    saved without optimizer state leaves the optimizer fresh.
+
+    Raises:
+        ValueError: for an entry naming no weight, a shape or dtype that
+            differs, or velocities for an optimizer without momentum.
+    """
+    saved = {k: v for k, v in arrays.items() if k.startswith("optimizer/")}
+    if not saved:
+        return
+    opt, by_path, prefix = model.optimizer, dict(paths), "optimizer/velocity/"
+    velocities = [k for k in saved if k.startswith(prefix)]
+    for key in velocities:
+        variable = by_path.get(key[len(prefix):])
+        if variable is None or not variable.trainable:
+            raise ValueError(f"{where}: optimizer entry {key} names no trainable weight of "
+                             "the model")
+        if tuple(saved[key].shape) != tuple(variable.shape):
+            raise ValueError(f"{where}: optimizer entry {key} has shape "
+                             f"{tuple(saved[key].shape)}, its weight {tuple(variable.shape)}")
+    if velocities and opt.momentum == 0.0:
+        raise ValueError(f"{where}: velocity slots are saved for an optimizer without momentum")
+    targets = [("optimizer/iterations", opt.iterations),
+               ("optimizer/learning_rate", opt.learning_rate)]
+    targets += [(key, opt._velocity(by_path[key[len(prefix):]])) for key in velocities]
+    assign_checked(targets, saved, where)
+    if velocities:
+        opt.built = True
+
+
+def model_from_config(config, custom_objects=None, where="config"):
+    """A new model (or layer) from :func:`serialize_layer`'s dict (as
+    ``config.json`` holds it), unknown classes looked up in ``custom_objects``.
+
+    Raises:
+        ValueError: for an unknown class or a malformed config.
+    """
+    from .object_registration import custom_object_scope  # noqa: PLC0415
+    with custom_object_scope(custom_objects):
+        try:
+            return serialization.deserialize_layer(config)
+        except (KeyError, TypeError, IndexError, AttributeError, RecursionError) as e:
+            raise ValueError(f"{where}: the saved config does not describe a model that can be "
+                             f"rebuilt ({type(e).__name__}: {e})") from e
+
+
+# ---- weight files ------------------------------------------------------------------------------
+
+def save_weights(model, filepath, overwrite=True):
+    """Write the model's weights (and random-layer states) to
+    ``filepath`` (``.weights.npz``) atomically, keyed by path.
+
+    Raises:
+        ValueError: for another suffix or an unbuilt model.
+        FileExistsError: when ``overwrite`` is False and the file exists.
+    """
+    name = _check_suffix(filepath, ".weights.npz", "save_weights")
+    if not overwrite and os.path.exists(name):
+        raise FileExistsError(f"save_weights: {name} exists and overwrite=False")
+    if not model.built:
+        raise ValueError(f'Model "{model.name}" is not built yet, so it has no weights to save')
+    data = _npz_bytes(_values(weight_paths(model)))
+    with atomic_write(name, "wb") as f:
+        f.write(data)
+
+
+def load_weights(model, filepath):
+    """Assign the weights of a ``.weights.npz`` file (or of a ``.keras``
+    file) to ``model``, matched by path; all are checked first, so a
+    missing or unexpected weight or a shape mismatch (named, with both
+    shapes) raises ValueError and changes nothing.
+
+    Raises:
+        FileNotFoundError, ValueError.
+    """
+    name = os.fspath(filepath)
+    if not model.built:
+        raise ValueError(f'Model "{model.name}" is not built yet: build it (call it on data, or '
+                         "start it with an Input) before load_weights")
+    if str(name).endswith(".keras"):
+        _, _, data = _read_archive(name)
+        arrays = _read_npz(data, f"{name} ({WEIGHTS})")
+        arrays = {k: v for k, v in arrays.items() if not k.startswith("optimizer/")}
+    else:
+        _check_suffix(name, ".weights.npz", "load_weights")
+        if not os.path.isfile(name):
+            raise FileNotFoundError(f"load_weights: no file {name!r}")
+        with open(name, "rb") as f:
+            arrays = _read_npz(f.read(), name)
+    assign_checked(weight_paths(model), arrays, name)
