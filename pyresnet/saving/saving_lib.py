@@ -288,21 +288,20 @@ def _read_archive(filepath):
     try:
         with zipfile.ZipFile(name) as z:
             names = set(z.namelist())
-            missing = [n for n in (CONFIG, METADATA, WEIGHTS) if n not in names]
-            if missing:
-                raise ValueError(f"{name} is not a pyresnet .keras file: it lacks "
-                                 f"{', '.join(missing)}")
-            for n in (CONFIG, METADATA):
-                if z.getinfo(n).file_size > _MAX_JSON:
-                    raise ValueError(f"{name}: {n} is implausibly large")
-            texts = {n: z.read(n) for n in (CONFIG, METADATA)}
-            weights = z.read(WEIGHTS)
-    except ValueError:
-        raise
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, struct.error,
-            NotImplementedError, OverflowError) as e:
+            sizes = {n: z.getinfo(n).file_size for n in (CONFIG, METADATA) if n in names}
+            if all(n in names for n in (CONFIG, METADATA, WEIGHTS)) \
+                    and max(sizes.values()) <= _MAX_JSON:
+                texts = {n: z.read(n) for n in (CONFIG, METADATA)}
+                weights = z.read(WEIGHTS)
+    except (ValueError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError,
+            struct.error, NotImplementedError, OverflowError, KeyError) as e:
         raise ValueError(f"{name} is not a valid .keras file (not a zip archive, or truncated "
                          f"or corrupted: {type(e).__name__}: {e})") from None
+    missing = [n for n in (CONFIG, METADATA, WEIGHTS) if n not in names]
+    if missing:
+        raise ValueError(f"{name} is not a pyresnet .keras file: it lacks {', '.join(missing)}")
+    if max(sizes.values()) > _MAX_JSON:
+        raise ValueError(f"{name}: config.json or metadata.json is implausibly large")
     try:
         config = json.loads(texts[CONFIG].decode("utf-8"))
         metadata = json.loads(texts[METADATA].decode("utf-8"))
