@@ -4,11 +4,26 @@
 ``logs`` dicts map metric names (``loss``, ``accuracy``, ``val_loss``, ...)
 to Python floats: in batch hooks the running mean over the epoch so far,
 in ``on_epoch_end`` the epoch's mean (means are over samples).
+
+Besides the base class, :class:`History` and :class:`ProgbarLogger`,
+Keras's standard callbacks: :class:`ModelCheckpoint`, :class:`EarlyStopping`,
+:class:`CSVLogger`, :class:`TerminateOnNaN`, :class:`LambdaCallback` and
+:class:`LearningRateScheduler`.  A callback that sets
+``model.stop_training`` ends ``fit`` after the current batch (the epoch's
+validation and ``on_epoch_end`` still run), as in Keras.
 """
+import csv
+import io
+import math
+import os
 import sys
 import time
+import warnings
 
+import numpy as np
 from tqdm import tqdm
+
+from .utils.atomic import write_text
 
 
 class Callback:
@@ -228,3 +243,365 @@ class CallbackList:
                 getattr(cb, hook)(*args)
 
         return dispatch
+
+
+# ---- Keras's standard callbacks -------------------------------------------------------------
+
+def _monitor_op(name, mode, monitor):
+    """(np.less or np.greater) for ``mode``; ``"auto"`` is Keras's rule:
+    maximise when ``"acc"`` is in the monitored name (or it starts with
+    ``"fmeasure"``), else minimise."""
+    if mode not in ("auto", "min", "max"):
+        raise ValueError(f"{name}: mode must be 'auto', 'min' or 'max', got {mode!r}")
+    if mode == "max" or (mode == "auto" and ("acc" in monitor or monitor.startswith("fmeasure"))):
+        return np.greater
+    return np.less
+
+
+class ModelCheckpoint(Callback):
+    """Save the model (or its weights) during ``fit``, as
+    ``keras.callbacks.ModelCheckpoint``.
+
+    Args:
+        filepath (str): where to save; may hold ``str.format`` fields filled
+            with ``epoch`` (1-based), ``batch`` (1-based, with an int
+            ``save_freq``) and the logs, e.g. ``"ckpt-{epoch:02d}-{val_accuracy:.3f}.keras"``.
+            Must end with ``.keras``, or ``.weights.npz`` with
+            ``save_weights_only`` (Keras: ``.weights.h5``).
+        monitor (str): the logs key compared with ``save_best_only``.
+        verbose (int): 1 prints a line per save decision.
+        save_best_only (bool): save only when ``monitor`` improved on the
+            best value so far (a missing key warns and skips the save).
+        save_weights_only (bool): ``model.save_weights`` instead of ``model.save``.
+        mode (str): ``"auto"``, ``"min"`` or ``"max"`` (see Keras; auto
+            maximises names containing ``"acc"``).
+        save_freq: ``"epoch"`` (at each epoch's end) or an int: every that
+            many training batches (counted across epochs).
+        initial_value_threshold (float): the best value to beat at first.
+    Every file is written atomically (a temporary file renamed), so an
+    interrupted save keeps the previous checkpoint.
+    Raises:
+        ValueError: for a wrong suffix, mode or save_freq.
+    """
+
+    def __init__(self, filepath, monitor="val_loss", verbose=0, save_best_only=False,
+                 save_weights_only=False, mode="auto", save_freq="epoch",
+                 initial_value_threshold=None):
+        super().__init__()
+        self.filepath = os.fspath(filepath)
+        self.monitor = monitor
+        self.verbose = verbose
+        self.save_best_only = save_best_only
+        self.save_weights_only = save_weights_only
+        self.save_freq = save_freq
+        suffix = ".weights.npz" if save_weights_only else ".keras"
+        if not self.filepath.endswith(suffix):
+            raise ValueError(f"ModelCheckpoint: with save_weights_only={save_weights_only} the "
+                             f"filepath must end with {suffix!r}, got {self.filepath!r}")
+        if save_freq != "epoch" and not (isinstance(save_freq, int) and save_freq > 0
+                                         and not isinstance(save_freq, bool)):
+            raise ValueError(f"ModelCheckpoint: save_freq must be 'epoch' or a positive int, got "
+                             f"{save_freq!r}")
+        self.monitor_op = _monitor_op("ModelCheckpoint", mode, monitor)
+        self.best = initial_value_threshold if initial_value_threshold is not None else (
+            np.inf if self.monitor_op is np.less else -np.inf)
+        self._current_epoch = 0
+        self._batches_seen_since_last_saving = 0
+        self._last_batch_seen = -1
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._current_epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.save_freq == "epoch":
+            return
+        added = batch + 1 if batch <= self._last_batch_seen else batch - self._last_batch_seen
+        self._batches_seen_since_last_saving += added
+        self._last_batch_seen = batch
+        if self._batches_seen_since_last_saving >= self.save_freq:
+            self._batches_seen_since_last_saving = 0
+            self._save_model(self._current_epoch, batch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.save_freq == "epoch":
+            self._save_model(epoch, None, logs)
+
+    def _file_path(self, epoch, batch, logs):
+        try:
+            if batch is None or "batch" in logs:
+                return self.filepath.format(epoch=epoch + 1, **logs)
+            return self.filepath.format(epoch=epoch + 1, batch=batch + 1, **logs)
+        except KeyError as e:
+            raise KeyError(f'Failed to format this callback filepath: "{self.filepath}". '
+                           f"Reason: {e} is not in the logs {sorted(logs)}") from None
+
+    def _save_model(self, epoch, batch, logs):
+        logs = dict(logs or {})
+        filepath = self._file_path(epoch, batch, logs)
+        folder = os.path.dirname(filepath)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        if self.save_best_only:
+            current = logs.get(self.monitor)
+            if current is None:
+                warnings.warn(f"Can save best model only with {self.monitor} available, "
+                              "skipping.", stacklevel=2)
+                return
+            if not self.monitor_op(current, self.best):
+                if self.verbose > 0:
+                    print(f"\nEpoch {epoch + 1}: {self.monitor} did not improve from "
+                          f"{self.best:.5f}")
+                return
+            if self.verbose > 0:
+                print(f"\nEpoch {epoch + 1}: {self.monitor} improved from {self.best:.5f} to "
+                      f"{current:.5f}, saving model to {filepath}")
+            self.best = current
+        elif self.verbose > 0:
+            print(f"\nEpoch {epoch + 1}: saving model to {filepath}")
+        if self.save_weights_only:
+            self.model.save_weights(filepath, overwrite=True)
+        else:
+            self.model.save(filepath, overwrite=True)
+
+
+class EarlyStopping(Callback):
+    """Stop training when a monitored value has stopped improving, as
+    ``keras.callbacks.EarlyStopping``.
+
+    After each epoch (from ``start_from_epoch`` on) the value counts as an
+    improvement when it beats the best so far by more than ``min_delta``;
+    after ``patience`` epochs without one, ``model.stop_training`` is set
+    (never after the first epoch run).  With ``baseline``, an improvement
+    resets the wait only when it also beats the baseline.
+
+    Args:
+        monitor (str): logs key, default ``"val_loss"``.
+        min_delta (float): minimum change that counts (its absolute value).
+        patience (int): epochs without improvement before stopping.
+        verbose (int): 1 prints when it stops and restores.
+        mode (str): ``"auto"``, ``"min"``, ``"max"`` (as :class:`ModelCheckpoint`).
+        baseline (float): a value the monitor must beat.
+        restore_best_weights (bool): at the end of training set the weights
+            of the best epoch (kept in memory).
+        start_from_epoch (int): epochs to wait before monitoring.
+    Attributes:
+        stopped_epoch (int): the epoch at which training stopped (0 if not).
+        best, best_epoch, wait: the state of the rule.
+    """
+
+    def __init__(self, monitor="val_loss", min_delta=0, patience=0, verbose=0, mode="auto",
+                 baseline=None, restore_best_weights=False, start_from_epoch=0):
+        super().__init__()
+        self.monitor = monitor
+        self.patience = patience
+        self.verbose = verbose
+        self.baseline = baseline
+        self.restore_best_weights = restore_best_weights
+        self.start_from_epoch = start_from_epoch
+        self.monitor_op = _monitor_op("EarlyStopping", mode, monitor)
+        self.min_delta = abs(min_delta) * (-1 if self.monitor_op is np.less else 1)
+        self.wait = 0
+        self.stopped_epoch = 0
+        self.best = None
+        self.best_weights = None
+        self.best_epoch = 0
+
+    def on_train_begin(self, logs=None):
+        self.wait = 0
+        self.stopped_epoch = 0
+        self.best = np.inf if self.monitor_op is np.less else -np.inf
+        self.best_weights = None
+        self.best_epoch = 0
+
+    def _is_improvement(self, value, reference):
+        return reference is None or bool(self.monitor_op(value - self.min_delta, reference))
+
+    def on_epoch_end(self, epoch, logs=None):
+        current = (logs or {}).get(self.monitor)
+        if current is None:
+            warnings.warn(f"Early stopping conditioned on metric `{self.monitor}` which is not "
+                          f"available. Available metrics are: {','.join(logs or {})}",
+                          stacklevel=2)
+            return
+        if epoch < self.start_from_epoch:
+            return
+        if self.restore_best_weights and self.best_weights is None:
+            self.best_weights = self.model.get_weights()
+            self.best_epoch = epoch
+        self.wait += 1
+        if self._is_improvement(current, self.best):
+            self.best = current
+            self.best_epoch = epoch
+            if self.restore_best_weights:
+                self.best_weights = self.model.get_weights()
+            if self.baseline is None or self._is_improvement(current, self.baseline):
+                self.wait = 0
+            return
+        if self.wait >= self.patience and epoch > 0:
+            self.stopped_epoch = epoch
+            self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        if self.stopped_epoch > 0 and self.verbose > 0:
+            print(f"Epoch {self.stopped_epoch + 1}: early stopping")
+        if self.restore_best_weights and self.best_weights is not None:
+            if self.verbose > 0:
+                print(f"Restoring model weights from the end of the best epoch: "
+                      f"{self.best_epoch + 1}.")
+            self.model.set_weights(self.best_weights)
+
+
+class CSVLogger(Callback):
+    """Write each epoch's logs as a CSV row, as ``keras.callbacks.CSVLogger``:
+    columns ``epoch`` (0-based) and the logs' keys sorted (when the first
+    epoch has no ``val_`` keys, ``val_<key>`` columns are added for every
+    key, holding ``NA``, as Keras does); a header row unless appending to a
+    non-empty file.
+
+    The whole file is rewritten atomically after every epoch (the previous
+    content plus the new row, to a temporary file renamed into place), so an
+    interrupted run never leaves a half-written row.
+
+    Args:
+        filename (str): the CSV file.
+        separator (str): the field delimiter.
+        append (bool): keep an existing file's rows and add to them.
+    """
+
+    def __init__(self, filename, separator=",", append=False):
+        super().__init__()
+        self.filename = os.fspath(filename)
+        self.sep = separator
+        self.append = append
+        self.keys = None
+        self._text = ""
+        self._header = True
+
+    def on_train_begin(self, logs=None):
+        self.keys = None
+        self._text, self._header = "", True
+        if self.append and os.path.exists(self.filename):
+            with open(self.filename, newline="") as f:
+                self._text = f.read()
+            self._header = not self._text.split("\n", 1)[0]
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if self.keys is None:
+            self.keys = sorted(logs)
+            if self.keys and not any(k.startswith("val_") for k in self.keys):
+                self.keys += ["val_" + k for k in self.keys]
+
+        def value(key):
+            v = logs.get(key, "NA")
+            if isinstance(v, str):
+                return v
+            if isinstance(v, (list, tuple, np.ndarray)) and np.ndim(v) > 0:
+                return f'"[{", ".join(str(x) for x in np.ravel(v))}]"'
+            return v
+
+        class Dialect(csv.excel):
+            delimiter = self.sep
+
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=["epoch"] + self.keys, dialect=Dialect)
+        if self._header:
+            writer.writeheader()
+            self._header = False
+        writer.writerow({"epoch": epoch, **{k: value(k) for k in self.keys}})
+        self._text += out.getvalue()
+        write_text(self.filename, self._text)
+
+
+class TerminateOnNaN(Callback):
+    """Stop training after a batch whose loss is NaN or infinite, as
+    ``keras.callbacks.TerminateOnNaN`` (``model.stop_training``: the
+    current batch is the last)."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            print(f"Batch {batch}: Invalid loss, terminating training")
+            self.model.stop_training = True
+
+
+class LambdaCallback(Callback):
+    """A callback from functions, as ``keras.callbacks.LambdaCallback``:
+    ``on_epoch_begin(epoch, logs)``, ``on_epoch_end(epoch, logs)``,
+    ``on_train_begin(logs)``, ``on_train_end(logs)``,
+    ``on_train_batch_begin(batch, logs)``, ``on_train_batch_end(batch, logs)``
+    (``on_batch_begin``/``on_batch_end`` are accepted for the latter two),
+    and any other hook by keyword.
+
+    Raises:
+        TypeError: for a keyword that is not a hook or a value that is not callable.
+    """
+
+    def __init__(self, on_epoch_begin=None, on_epoch_end=None, on_train_begin=None,
+                 on_train_end=None, on_train_batch_begin=None, on_train_batch_end=None,
+                 **kwargs):
+        super().__init__()
+        hooks = {"on_epoch_begin": on_epoch_begin, "on_epoch_end": on_epoch_end,
+                 "on_train_begin": on_train_begin, "on_train_end": on_train_end,
+                 "on_train_batch_begin": on_train_batch_begin,
+                 "on_train_batch_end": on_train_batch_end}
+        for key, fn in kwargs.items():
+            key = {"on_batch_begin": "on_train_batch_begin",
+                   "on_batch_end": "on_train_batch_end"}.get(key, key)
+            if not (key.startswith("on_") and callable(getattr(Callback, key, None))):
+                raise TypeError(f"LambdaCallback: unknown hook {key!r}")
+            hooks[key] = fn
+        self._hooks = {}
+        for key, fn in hooks.items():
+            if fn is None:
+                continue
+            if not callable(fn):
+                raise TypeError(f"LambdaCallback: {key} must be callable, got {fn!r}")
+            self._hooks[key] = fn
+            with_index = key.startswith(("on_epoch", "on_train_batch", "on_test_batch",
+                                         "on_predict_batch"))
+            setattr(self, key, self._bind(fn, with_index))
+
+    @staticmethod
+    def _bind(fn, with_index):
+        if with_index:
+            return lambda index, logs=None: fn(index, logs)
+        return lambda logs=None: fn(logs)
+
+
+class LearningRateScheduler(Callback):
+    """Set the optimizer's learning rate at the start of every epoch, as
+    ``keras.callbacks.LearningRateScheduler``: ``schedule(epoch, lr)`` (or
+    ``schedule(epoch)``) returns the new rate (a float), ``epoch`` 0-based;
+    each epoch's logs get ``learning_rate``.
+
+    Args:
+        schedule: the function.
+        verbose (int): 1 prints the rate set.
+    Raises (during fit):
+        ValueError: when ``schedule`` returns something that is not a float.
+    """
+
+    def __init__(self, schedule, verbose=0):
+        super().__init__()
+        self.schedule = schedule
+        self.verbose = verbose
+
+    def on_epoch_begin(self, epoch, logs=None):
+        optimizer = self.model.optimizer
+        if not hasattr(optimizer, "learning_rate"):
+            raise ValueError('Optimizer must have a "learning_rate" attribute.')
+        try:
+            lr = self.schedule(epoch, float(optimizer.learning_rate))
+        except TypeError:  # the one-argument form
+            lr = self.schedule(epoch)
+        if isinstance(lr, bool) or not isinstance(lr, (float, int, np.floating, np.integer)):
+            raise ValueError(f"The output of the `schedule` function should be a float. "
+                             f"Got: {lr!r}")
+        optimizer.learning_rate = float(lr)
+        if self.verbose > 0:
+            print(f"\nEpoch {epoch + 1}: LearningRateScheduler setting learning rate to {lr}.")
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["learning_rate"] = float(self.model.optimizer.learning_rate)

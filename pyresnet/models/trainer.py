@@ -355,7 +355,7 @@ class Trainer:
         logs = None
         for epoch in range(initial_epoch, epochs):
             cbs.on_epoch_begin(epoch)
-            logs = self._run(data, train_function, cbs, "train")
+            logs = self._run(data, train_function, cbs, "train", model=self)
             if val is not None:
                 cbs.on_test_begin()
                 val_logs = self._run(val, self.make_test_function(), cbs, "test")
@@ -375,9 +375,12 @@ class Trainer:
             add_history=add_history, add_progbar=verbose != 0)
 
     @staticmethod
-    def _run(data, step, cbs, mode):
+    def _run(data, step, cbs, mode, model=None):
         """Run ``step`` on every batch; return the sample-weighted means of
-        its outputs, calling the batch callbacks with the running means."""
+        its outputs, calling the batch callbacks with the running means.
+        With ``model``, stop after the batch at whose end a callback set
+        ``model.stop_training`` (as Keras: the epoch's logs then cover the
+        batches run; validation and ``on_epoch_end`` still follow)."""
         sums, seen = {}, 0
         for batch, (x, y) in enumerate(data):
             getattr(cbs, f"on_{mode}_batch_begin")(batch)
@@ -388,6 +391,8 @@ class Trainer:
                 sums[key] = sums.get(key, 0.0) + float(value) * n
             cbs.set_samples_seen(seen)
             getattr(cbs, f"on_{mode}_batch_end")(batch, {k: v / seen for k, v in sums.items()})
+            if model is not None and model.stop_training:
+                break
         if not seen:
             raise ValueError("the data yielded no batches")
         return {k: v / seen for k, v in sums.items()}
