@@ -54,9 +54,10 @@ def test_early_stopping_patience_by_hand():
     # mode auto maximises accuracy.
     cb = callbacks.EarlyStopping(monitor="val_accuracy", patience=1)
     assert _drive(cb, [0.5, 0.6, 0.6], key="val_accuracy")[0] == 2 and cb.best == 0.6
-    # baseline: improvements that do not beat it keep counting.
-    cb = callbacks.EarlyStopping(patience=2, baseline=0.5)
-    assert _drive(cb, [0.9, 0.8, 0.7])[0] == 2
+    # baseline: improvements that do not beat it do not reset the wait (epochs 0 and 1
+    # count), so the first epoch without improvement stops; without it, it would not.
+    assert _drive(callbacks.EarlyStopping(patience=2, baseline=0.5), [0.9, 0.8, 0.85])[0] == 2
+    assert _drive(callbacks.EarlyStopping(patience=2), [0.9, 0.8, 0.85])[0] is None
     # start_from_epoch: the first epochs are not monitored.
     cb = callbacks.EarlyStopping(patience=0, start_from_epoch=2)
     assert _drive(cb, [0.1, 0.2, 0.3, 0.4])[0] == 3
