@@ -276,7 +276,7 @@ static int sink_updates(pr_Graph *g) {
             order[k++] = *n;
         }
     }
-    memcpy(g->nodes, order, sizeof(pr_gnode) * (size_t)nn);
+    if (nn) memcpy(g->nodes, order, sizeof(pr_gnode) * (size_t)nn); /* nodes is NULL when none */
     for (int j = 0; j < nn; j++)
         for (int i = 0; i < g->nodes[j].n_out; i++) g->vals[g->nodes[j].out[i]].index = j;
     PyMem_Free(order);
