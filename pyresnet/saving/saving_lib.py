@@ -285,16 +285,19 @@ def _read_archive(filepath):
     name = os.fspath(filepath)
     if not os.path.isfile(name):
         raise FileNotFoundError(f"load: no file {name!r}")
+    with open(name, "rb") as f:  # unreadable: the OSError as it is
+        data = f.read()
     try:
-        with zipfile.ZipFile(name) as z:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
             names = set(z.namelist())
             sizes = {n: z.getinfo(n).file_size for n in (CONFIG, METADATA) if n in names}
             if all(n in names for n in (CONFIG, METADATA, WEIGHTS)) \
                     and max(sizes.values()) <= _MAX_JSON:
                 texts = {n: z.read(n) for n in (CONFIG, METADATA)}
                 weights = z.read(WEIGHTS)
-    except (ValueError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError,
+    except (ValueError, OSError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError,
             struct.error, NotImplementedError, OverflowError, KeyError) as e:
+        # (OSError from seeks to offsets a corrupted directory gives, in memory)
         raise ValueError(f"{name} is not a valid .keras file (not a zip archive, or truncated "
                          f"or corrupted: {type(e).__name__}: {e})") from None
     missing = [n for n in (CONFIG, METADATA, WEIGHTS) if n not in names]
