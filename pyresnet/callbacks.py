@@ -7,18 +7,20 @@ in ``on_epoch_end`` the epoch's mean (means are over samples).
 
 Besides the base class, :class:`History` and :class:`ProgbarLogger`,
 Keras's standard callbacks: :class:`ModelCheckpoint`, :class:`EarlyStopping`,
-:class:`CSVLogger`, :class:`TerminateOnNaN`, :class:`LambdaCallback` and
-:class:`LearningRateScheduler`.  A callback that sets
+:class:`CSVLogger`, :class:`TerminateOnNaN`, :class:`LambdaCallback`,
+:class:`LearningRateScheduler` and :class:`BackupAndRestore`.  A callback that sets
 ``model.stop_training`` ends ``fit`` after the current batch (the epoch's
 validation and ``on_epoch_end`` still run), as in Keras.
 """
 import csv
 import io
+import json
 import math
 import os
 import sys
 import time
 import warnings
+import zipfile
 
 import numpy as np
 from tqdm import tqdm
@@ -210,7 +212,9 @@ class CallbackList:
         model: the Model.
         params (dict): see :class:`Callback`.
         add_history (bool): append a :class:`History` (kept as ``history``).
-        add_progbar (bool): append a :class:`ProgbarLogger`.
+        add_progbar (bool): append a :class:`ProgbarLogger` unless
+            ``callbacks`` holds one (as Keras: put it before a callback
+            that prints at an epoch's end, so the bar is closed first).
     Raises:
         TypeError: for an item that is not a Callback.
     """
@@ -223,7 +227,7 @@ class CallbackList:
         self.history = History() if add_history else None
         if add_history:
             self.callbacks.append(self.history)
-        if add_progbar:
+        if add_progbar and not any(isinstance(cb, ProgbarLogger) for cb in self.callbacks):
             self.callbacks.append(ProgbarLogger())
         for cb in self.callbacks:
             cb.set_model(model)
@@ -605,3 +609,126 @@ class LearningRateScheduler(Callback):
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
             logs["learning_rate"] = float(self.model.optimizer.learning_rate)
+
+
+class BackupAndRestore(Callback):
+    """Back up the whole training state and resume from it, as
+    ``keras.callbacks.BackupAndRestore``: when ``fit`` starts and
+    ``backup_dir`` holds a backup, the run continues from it; otherwise it
+    starts afresh.  A run killed at any moment (even during a save) and
+    started again with the same command and this callback ends with
+    bit-identical weights to a run that was never interrupted.
+
+    The backup (``backup_dir/latest.backup``, one zip written atomically:
+    ``state.json`` and ``weights.npz``) holds every weight, the batch
+    normalisation moving statistics, the random layers' generator states,
+    the optimizer's iterations, learning rate and velocity slots, the epoch
+    (and, with an int ``save_freq``, the last batch done and the epoch's
+    running loss and metric sums), the History so far, and the data's
+    shuffling state: fit's seed and pass counter for array data (see
+    :class:`pyresnet.models.data_adapter.ArrayBatches`), the pass counter of
+    a :class:`pyresnet.data.Dataset` (whose shuffles and augmentations
+    are functions of their seeds and the pass).  Not saved, as in Keras:
+    other callbacks' state (EarlyStopping's patience count, ...).  A
+    resumed epoch draws its finished batches from the data again without
+    running them (the augmentation work is repeated, the steps are not).
+
+    Args:
+        backup_dir (str): folder for the backup (created when needed); use
+            one folder per run.
+        save_freq: ``"epoch"`` (back up at every epoch's end) or an int:
+            also every that many training batches.
+        delete_checkpoint (bool): delete the backup when training ends
+            (``on_train_end``; a run that raises keeps it).
+    Raises:
+        ValueError: for a bad ``save_freq``; at train begin, for a backup
+            that does not fit the model (naming the weight) or is corrupted,
+            and for a model that is not built yet (start it with an Input).
+    """
+
+    FILE = "latest.backup"
+
+    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True):
+        super().__init__()
+        if not backup_dir:
+            raise ValueError("BackupAndRestore: backup_dir must be a folder path")
+        if save_freq != "epoch" and not (isinstance(save_freq, int) and save_freq > 0
+                                         and not isinstance(save_freq, bool)):
+            raise ValueError(f"BackupAndRestore: save_freq must be 'epoch' or a positive int, "
+                             f"got {save_freq!r}")
+        self.backup_dir = os.fspath(backup_dir)
+        self.save_freq = save_freq
+        self.delete_checkpoint = delete_checkpoint
+        self.path = os.path.join(self.backup_dir, self.FILE)
+        self._since_save = 0
+
+    def _progress(self):
+        progress = getattr(self.model, "_fit_progress", None)
+        if progress is None:
+            raise RuntimeError("BackupAndRestore works inside Model.fit only")
+        return progress
+
+    def on_train_begin(self, logs=None):
+        progress = self._progress()
+        self._since_save = 0
+        if not os.path.exists(self.path):
+            return
+        from .saving import saving_lib  # noqa: PLC0415
+        if not self.model.built:
+            raise ValueError(f'BackupAndRestore: model "{self.model.name}" is not built, so the '
+                             "backup cannot be restored; start it with an Input")
+        state, arrays = read_backup(self.path)
+        paths = saving_lib.weight_paths(self.model)
+        saving_lib.assign_checked(paths, {k: v for k, v in arrays.items()
+                                          if not k.startswith("optimizer/")}, self.path)
+        saving_lib.restore_optimizer(self.model, paths, arrays, self.path)
+        progress.set_state(state)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.save_freq == "epoch":
+            return
+        self._since_save += 1
+        if self._since_save >= self.save_freq:
+            self._since_save = 0
+            self._backup()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._backup()
+
+    def on_train_end(self, logs=None):
+        if self.delete_checkpoint and os.path.exists(self.path):
+            os.remove(self.path)
+
+    def _backup(self):
+        from .saving import saving_lib  # noqa: PLC0415
+        from .utils.atomic import write_bytes  # noqa: PLC0415
+        state = self._progress().get_state()
+        paths = saving_lib.weight_paths(self.model)
+        entries = saving_lib._values(paths)
+        entries.update(saving_lib._values(saving_lib.optimizer_paths(self.model, paths)))
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as z:
+            z.writestr("state.json", json.dumps(state))
+            z.writestr("weights.npz", saving_lib._npz_bytes(entries))
+        os.makedirs(self.backup_dir, exist_ok=True)
+        write_bytes(self.path, buffer.getvalue())
+
+
+def read_backup(path):
+    """``(state dict, {path: array})`` of a :class:`BackupAndRestore` file.
+
+    Raises:
+        ValueError: for a file that is not a complete backup.
+    """
+    from .saving import saving_lib  # noqa: PLC0415
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            state = json.loads(z.read("state.json").decode("utf-8"))
+            weights = z.read("weights.npz")
+    except (ValueError, OSError, KeyError, zipfile.BadZipFile, EOFError) as e:
+        raise ValueError(f"{path} is not a valid backup ({type(e).__name__}: {e})") from None
+    if not isinstance(state, dict) or "epoch" not in state:
+        raise ValueError(f"{path} is not a valid backup (no training state)")
+    return state, saving_lib._read_npz(weights, f"{path} (weights.npz)")

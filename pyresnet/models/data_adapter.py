@@ -83,14 +83,21 @@ class ArrayBatches:
         ys: list of arrays, one per output, or None (predict).
         batch_size (int): >= 1, or None for Keras's 32; the last batch may
             be smaller.
-        shuffle (bool): draw a new order every epoch from the generator
-            seeded by :func:`pyresnet.utils.set_random_seed`.
+        shuffle (bool): a new order every pass (epoch): pass ``p`` uses the
+            permutation of ``numpy.random.default_rng((seed, p))``, so the
+            order is a function of ``(seed, p)`` alone and a resumed run (see
+            :class:`pyresnet.callbacks.BackupAndRestore`) shuffles as the
+            uninterrupted one.
         y_dtypes: NumPy dtype per y array.
+        seed (int): the shuffling seed; None draws one from the generator
+            seeded by :func:`pyresnet.utils.set_random_seed`.
+    Attributes:
+        passes (int): the passes started so far (the next pass's index).
     Iterating yields ``(x, y)`` with x a Tensor (or a list of Tensors for
     several inputs), y likewise (None for predict).
     """
 
-    def __init__(self, xs, ys, batch_size, shuffle=False, y_dtypes=None):
+    def __init__(self, xs, ys, batch_size, shuffle=False, y_dtypes=None, seed=None):
         batch_size = 32 if batch_size is None else batch_size
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
                 or batch_size < 1:
@@ -100,12 +107,25 @@ class ArrayBatches:
         self.shuffle = shuffle
         self.y_dtypes = y_dtypes
         self.num_samples = len(xs[0])
+        self.seed = int(get_rng().integers(2**63)) if shuffle and seed is None else seed
+        self.passes = 0
+
+    def get_state(self):
+        """The shuffling state: ``{"seed", "passes"}`` (JSON-able)."""
+        return {"seed": self.seed, "passes": self.passes}
+
+    def set_state(self, state):
+        """Continue from a :meth:`get_state`: the next pass shuffles as the
+        pass ``state["passes"]`` of that run."""
+        self.seed, self.passes = state["seed"], int(state["passes"])
 
     def __len__(self):
         return -(-self.num_samples // self.batch_size)
 
     def __iter__(self):
-        order = get_rng().permutation(self.num_samples) if self.shuffle else None
+        self.passes += 1
+        order = np.random.default_rng((self.seed, self.passes - 1)).permutation(
+            self.num_samples) if self.shuffle else None
         for start in range(0, self.num_samples, self.batch_size):
             index = slice(start, start + self.batch_size) if order is None \
                 else np.sort(order[start:start + self.batch_size])
@@ -141,6 +161,17 @@ class DatasetBatches:
 
     def __len__(self):
         return len(self.dataset)
+
+    def get_state(self):
+        """``{"passes"}`` of a :class:`pyresnet.data.Dataset` (its pass
+        counter fixes the pass's shuffle and augmentation draws), else None."""
+        passes = getattr(self.dataset, "_passes", None)
+        return None if passes is None else {"passes": int(passes)}
+
+    def set_state(self, state):
+        """Continue from a :meth:`get_state` (nothing for None)."""
+        if state is not None and hasattr(self.dataset, "_passes"):
+            self.dataset._passes = int(state["passes"])
 
     def __iter__(self):
         for element in self.dataset:

@@ -351,20 +351,27 @@ class Trainer:
         train_function = self.make_train_function()
         self.stop_training = False
         self.history = cbs.history
-        cbs.on_train_begin()
-        logs = None
-        for epoch in range(initial_epoch, epochs):
-            cbs.on_epoch_begin(epoch)
-            logs = self._run(data, train_function, cbs, "train", model=self)
-            if val is not None:
-                cbs.on_test_begin()
-                val_logs = self._run(val, self.make_test_function(), cbs, "test")
-                cbs.on_test_end(val_logs)
-                logs.update({f"val_{k}": v for k, v in val_logs.items()})
-            cbs.on_epoch_end(epoch, logs)
-            if self.stop_training:
-                break
-        cbs.on_train_end(logs)
+        self._fit_progress = progress = FitProgress(data, val, cbs.history, initial_epoch)
+        try:
+            cbs.on_train_begin()
+            logs = None
+            for epoch in range(progress.epoch, epochs):
+                progress.start_epoch(epoch)
+                cbs.on_epoch_begin(epoch)
+                logs = self._run(data, train_function, cbs, "train", model=self,
+                                 progress=progress)
+                if val is not None:
+                    cbs.on_test_begin()
+                    val_logs = self._run(val, self.make_test_function(), cbs, "test")
+                    cbs.on_test_end(val_logs)
+                    logs.update({f"val_{k}": v for k, v in val_logs.items()})
+                progress.end_epoch(logs)
+                cbs.on_epoch_end(epoch, logs)
+                if self.stop_training:
+                    break
+            cbs.on_train_end(logs)
+        finally:
+            self._fit_progress = None
         return self.history
 
     def _callbacks(self, callbacks, data, verbose, add_history=False, **params):
@@ -375,20 +382,29 @@ class Trainer:
             add_history=add_history, add_progbar=verbose != 0)
 
     @staticmethod
-    def _run(data, step, cbs, mode, model=None):
+    def _run(data, step, cbs, mode, model=None, progress=None):
         """Run ``step`` on every batch; return the sample-weighted means of
         its outputs, calling the batch callbacks with the running means.
         With ``model``, stop after the batch at whose end a callback set
         ``model.stop_training`` (as Keras: the epoch's logs then cover the
-        batches run; validation and ``on_epoch_end`` still follow)."""
-        sums, seen = {}, 0
+        batches run; validation and ``on_epoch_end`` still follow).  With
+        ``progress`` (a :class:`FitProgress`), the batches it has done
+        already (a resumed epoch) are drawn but not run, and it follows the
+        running sums."""
+        sums, seen, done = {}, 0, -1
+        if progress is not None:
+            sums, seen, done = dict(progress.sums), progress.seen, progress.batch
         for batch, (x, y) in enumerate(data):
+            if batch <= done:
+                continue
             getattr(cbs, f"on_{mode}_batch_begin")(batch)
             out = step(x, y)
             n = len(x[0] if isinstance(x, list) else x)
             seen += n
             for key, value in out.items():
                 sums[key] = sums.get(key, 0.0) + float(value) * n
+            if progress is not None:
+                progress.batch, progress.sums, progress.seen = batch, sums, seen
             cbs.set_samples_seen(seen)
             getattr(cbs, f"on_{mode}_batch_end")(batch, {k: v / seen for k, v in sums.items()})
             if model is not None and model.stop_training:
@@ -456,3 +472,61 @@ class Trainer:
             raise ValueError(f'Model "{self.name}": predict() got no batches')
         merged = [np.concatenate(parts) for parts in zip(*outputs)]
         return tree.pack_sequence_as(out, merged)
+
+
+class FitProgress:
+    """Where a ``fit`` run is, for :class:`pyresnet.callbacks.BackupAndRestore`
+    (``model._fit_progress`` while ``fit`` runs): the epoch, the last batch
+    done in it and the epoch's running sums, the History, and the data's
+    shuffling state (the seed and pass counter of array data, the pass
+    counter of a :class:`pyresnet.data.Dataset`).  :meth:`get_state` is
+    JSON-able; :meth:`set_state` (from ``on_train_begin``) makes ``fit``
+    continue exactly there: the remaining batches of that epoch, drawn from
+    the same pass of the data, then the next epochs."""
+
+    def __init__(self, data, val, history, initial_epoch):
+        self.data, self.val, self.history = data, val, history
+        self.epoch, self.batch, self.sums, self.seen = initial_epoch, -1, {}, 0
+        self._pass = None  # the data's state at the start of the current epoch
+        self._epochs, self._logs = list(history.epoch), {k: list(v) for k, v in
+                                                         history.history.items()}
+
+    def start_epoch(self, epoch):
+        if self.epoch != epoch or self.batch < 0:
+            self.epoch, self.batch, self.sums, self.seen = epoch, -1, {}, 0
+        self._pass = _data_state(self.data)
+
+    def end_epoch(self, logs):
+        self._epochs.append(self.epoch)  # (History records it after the other callbacks)
+        for key, value in logs.items():
+            self._logs.setdefault(key, []).append(value)
+        self.epoch, self.batch, self.sums, self.seen = self.epoch + 1, -1, {}, 0
+        self._pass = None
+
+    def get_state(self):
+        """``{"epoch", "batch", "sums", "seen", "data", "val", "history"}``:
+        ``epoch`` is the epoch to run next (or the one under way when
+        ``batch`` >= 0, the last batch done in it)."""
+        mid = self.batch >= 0 and self._pass is not None
+        return {"epoch": self.epoch, "batch": self.batch if mid else -1,
+                "sums": self.sums if mid else {}, "seen": self.seen if mid else 0,
+                "data": self._pass if mid else _data_state(self.data),
+                "val": _data_state(self.val),
+                "history": {"epoch": self._epochs, "history": self._logs}}
+
+    def set_state(self, state):
+        """Continue from :meth:`get_state`'s dict (see the class)."""
+        self.epoch, self.batch = int(state["epoch"]), int(state["batch"])
+        self.sums, self.seen = dict(state["sums"]), int(state["seen"])
+        for data, key in ((self.data, "data"), (self.val, "val")):
+            if data is not None and state.get(key) is not None and hasattr(data, "set_state"):
+                data.set_state(state[key])
+        self._epochs = list(state["history"]["epoch"])
+        self._logs = {k: list(v) for k, v in state["history"]["history"].items()}
+        self.history.epoch = list(self._epochs)
+        self.history.history = {k: list(v) for k, v in self._logs.items()}
+
+
+def _data_state(data):
+    get = getattr(data, "get_state", None)
+    return None if get is None else get()

@@ -1,0 +1,132 @@
+"""BackupAndRestore (issue 9): a fit killed at any moment and run again with
+the same command ends with weights bit-identical to an uninterrupted fit --
+weights, BN statistics, random layers' states, optimizer slots and
+iterations, the epoch and batch counters and fit's shuffling all resume."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+import pyresnet as pr
+from pyresnet import layers
+
+CHILD = '''
+import sys, time
+import numpy as np
+import pyresnet as pr
+from pyresnet import layers
+backup_dir, out, slow = sys.argv[1], sys.argv[2], float(sys.argv[3])
+pr.utils.set_random_seed(7)
+data = np.random.default_rng(3)
+x = data.standard_normal((48, 6, 6, 2)).astype("float32")
+y = data.integers(0, 3, 48)
+model = pr.Sequential([layers.Input((6, 6, 2)), layers.RandomFlip("horizontal"),
+                       layers.Conv2D(4, 3, padding="same"), layers.BatchNormalization(),
+                       layers.ReLU(), layers.GlobalAveragePooling2D(), layers.Dense(3)])
+model.compile(optimizer=pr.optimizers.SGD(0.05, momentum=0.9), metrics=["accuracy"],
+              loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True))
+def begin(logs):
+    p = model._fit_progress
+    print(f"start {p.epoch} {p.batch}", flush=True)
+def epoch_begin(epoch, logs):
+    print(f"epoch {epoch}", flush=True)
+def batch_end(batch, logs):
+    time.sleep(slow)
+history = model.fit(x, y, batch_size=8, epochs=3, verbose=0, callbacks=[
+    pr.callbacks.BackupAndRestore(backup_dir, save_freq=2),
+    pr.callbacks.LambdaCallback(on_train_begin=begin, on_epoch_begin=epoch_begin,
+                                on_train_batch_end=batch_end)])
+np.savez(out, *[np.asarray(w) for w in model.weights + model.optimizer.variables],
+         loss=np.array(history.history["loss"]), its=int(model.optimizer.iterations))
+print("done", flush=True)
+'''
+
+
+def _child(backup_dir, out, slow=0.0):
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(backup_dir), str(out), str(slow)],
+                            cwd=tempfile.gettempdir(), stdout=subprocess.PIPE, text=True)
+
+
+def _finish(child):
+    lines = child.communicate(timeout=300)[0].split("\n")
+    assert child.returncode == 0
+    return lines
+
+
+def test_killed_fit_resumed_equals_uninterrupted_bitwise(tmp_path, rng):
+    lines = _finish(_child(tmp_path / "a", tmp_path / "a.npz"))
+    assert lines[0] == "start 0 -1" and "done" in lines
+    assert not os.path.exists(tmp_path / "a" / "latest.backup")  # delete_checkpoint
+    child = _child(tmp_path / "b", tmp_path / "b.npz", slow=0.03)
+    try:
+        for line in child.stdout:
+            if line.strip() == "epoch 1":  # the second epoch has begun
+                break
+        time.sleep(float(rng.uniform(0.05, 0.15)))
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+    assert os.path.exists(tmp_path / "b" / "latest.backup")
+    lines = _finish(_child(tmp_path / "b", tmp_path / "b.npz"))
+    epoch, batch = map(int, lines[0].split()[1:])
+    assert (epoch, batch) >= (1, -1) and (epoch, batch) < (2, 0), lines[0]
+    a, b = np.load(tmp_path / "a.npz"), np.load(tmp_path / "b.npz")
+    assert sorted(a.files) == sorted(b.files)
+    for key in a.files:
+        assert np.array_equal(a[key], b[key]), key
+    assert int(a["its"]) == 18
+
+
+def _dataset_run(tmp_path, fail_at=None):
+    pr.utils.set_random_seed(11)
+    data = np.random.default_rng(5)
+    x = data.integers(0, 255, (40, 32, 32, 3)).astype("uint8")
+    y = data.integers(0, 4, 40)
+    train = pr.data.recipes.cifar_train_dataset(x, y, batch_size=8, seed=4)
+    model = pr.Sequential([layers.Input((32, 32, 3)), layers.Conv2D(4, 3, padding="same"),
+                           layers.BatchNormalization(), layers.ReLU(),
+                           layers.GlobalAveragePooling2D(), layers.Dense(4)])
+    model.compile(optimizer=pr.optimizers.SGD(0.05, momentum=0.9),
+                  loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+    def fail(epoch, batch):
+        if (epoch, batch) == fail_at:
+            raise KeyboardInterrupt
+
+    state = {}
+    cbs = [pr.callbacks.BackupAndRestore(tmp_path, delete_checkpoint=False),
+           pr.callbacks.LambdaCallback(on_epoch_begin=lambda e, logs: state.update(epoch=e),
+                                       on_train_batch_end=lambda b, logs: fail(state["epoch"], b))]
+    history = model.fit(train, epochs=3, verbose=0, callbacks=cbs)
+    return model, history
+
+
+def test_resumed_dataset_pipeline_equals_uninterrupted(tmp_path):
+    model, history = _dataset_run(tmp_path / "a")
+    with pytest.raises(KeyboardInterrupt):
+        _dataset_run(tmp_path / "b", fail_at=(1, 2))
+    resumed, resumed_history = _dataset_run(tmp_path / "b")
+    for w, r in zip(model.weights + model.optimizer.variables,
+                    resumed.weights + resumed.optimizer.variables):
+        assert np.array_equal(np.asarray(w), np.asarray(r)), w.name
+    assert resumed_history.history == history.history  # restored epochs included
+    assert int(resumed.optimizer.iterations) == 15
+
+
+def test_backup_arguments_and_bad_backup(tmp_path):
+    with pytest.raises(ValueError, match="save_freq"):
+        pr.callbacks.BackupAndRestore(tmp_path, save_freq=0)
+    (tmp_path / "latest.backup").write_bytes(b"not a zip")
+    model = pr.Sequential([layers.Input((3,)), layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    before = [np.asarray(w).copy() for w in model.weights]
+    with pytest.raises(ValueError, match="not a valid backup"):
+        model.fit(np.zeros((4, 3), "float32"), np.zeros((4, 2), "float32"), verbose=0,
+                  callbacks=[pr.callbacks.BackupAndRestore(tmp_path)])
+    assert all(np.array_equal(b, np.asarray(w)) for b, w in zip(before, model.weights))
