@@ -17,9 +17,24 @@ Prints one line per epoch (training loss and accuracy, test loss and
 accuracy, training images/s, seconds) and a final line with the test
 accuracy, the wall time and the peak resident memory; exits non-zero on
 failure (missing data, a non-finite loss, bad arguments).
+
+Each run gets a folder ``<--log-dir>/<YYYYmmdd-HHMMSS>_<model>_<dataset>/``
+holding ``config.json`` (every option, the seed, the pyresnet version, the
+CPU and thread count), ``metrics.csv`` (a row per epoch, rewritten
+atomically), ``backup/latest.backup`` (the whole training state after the
+last epoch: :class:`pyresnet.callbacks.BackupAndRestore`), ``best.keras``
+(the model of the best test accuracy so far) and, when training is over,
+``model.keras``.  ``--resume RUN_DIR`` continues a killed run from its
+backup with the options of its ``config.json``, ending with the same
+weights as an uninterrupted run.  ``python -m pyresnet.runs`` lists the runs.
 """
 import argparse
+import csv
+import datetime
+import io
+import json
 import math
+import os
 import resource
 import sys
 import time
@@ -54,7 +69,16 @@ def build_parser():
     p.add_argument("--run-eagerly", action="store_true", help="do not compile the steps")
     p.add_argument("--jit-compile", action="store_true", help="compile with fusion and tuning")
     p.add_argument("--verbose", default="auto", help="fit's progress bar: auto, 0, 1 or 2")
+    p.add_argument("--log-dir", default="runs", metavar="DIR",
+                   help="parent folder of the run folders (default: ./runs)")
+    p.add_argument("--resume", default=None, metavar="RUN_DIR",
+                   help="continue the killed run in RUN_DIR from its backup, with the options "
+                        "of its config.json")
     return p
+
+
+# options that do not change what is computed: a resumed run may give them anew
+RUNTIME_OPTIONS = ("data", "verbose", "log_dir", "resume")
 
 
 def parse_args(argv=None):
@@ -77,6 +101,12 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if not args.lr > 0:
         p.error(f"--lr must be > 0, got {args.lr}")
+    if args.resume is not None:
+        given = [a for a in vars(args) if a not in RUNTIME_OPTIONS
+                 and getattr(args, a) != p.get_default(a)]
+        if given:
+            p.error(f"--resume takes the run's options from its config.json; drop "
+                    f"{', '.join('--' + a.replace('_', '-') for a in given)}")
     return args
 
 
@@ -87,12 +117,48 @@ def step_decay(initial, total_steps):
     return lr_at
 
 
+def _run_folder(args):
+    """A new run folder ``<log_dir>/<YYYYmmdd-HHMMSS>_<model>_<dataset>[-k]``."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = os.path.join(args.log_dir, f"{stamp}_{args.model}_{args.dataset}")
+    folder, k = base, 1
+    while True:
+        try:
+            os.makedirs(folder)
+            return folder
+        except FileExistsError:
+            folder, k = f"{base}-{k}", k + 1
+
+
+def _resumed_args(args):
+    """``args`` with the options saved in ``args.resume``/config.json.
+
+    Raises:
+        FileNotFoundError: when RUN_DIR has no config.json.
+    """
+    path = os.path.join(args.resume, "config.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--resume {args.resume}: no run there ({path} is missing)")
+    with open(path) as f:
+        saved = json.load(f)["options"]
+    for key, value in saved.items():
+        if key not in RUNTIME_OPTIONS:
+            setattr(args, key, value)
+    return args
+
+
 def main(argv=None):
     """Train as ``argv`` says (see the module docstring); print one line per
     epoch and the final line.  Returns 0; raises on failure (:func:`cli`
     turns that into a message and a non-zero exit status)."""
+    from .utils.atomic import write_text  # noqa: PLC0415
     args = parse_args(argv)
     t_start = time.perf_counter()
+    if args.resume is not None:
+        args = _resumed_args(args)
+        run_dir = args.resume
+    else:
+        run_dir = None
     pr.utils.set_random_seed(args.seed)
     loader = pr.datasets.cifar10 if args.dataset == "cifar10" else pr.datasets.cifar100
     (x_train, y_train), (x_test, y_test) = loader.load_data(path=args.data)
@@ -101,9 +167,19 @@ def main(argv=None):
     if args.test_subset is not None:
         x_test, y_test = x_test[:args.test_subset], y_test[:args.test_subset]
     num_classes = 10 if args.dataset == "cifar10" else 100
+    if run_dir is None:
+        run_dir = _run_folder(args)
+        options = {k: v for k, v in vars(args).items() if k not in ("resume",)}
+        config = {"options": options, "seed": args.seed, "pyresnet_version": pr.__version__,
+                  "cpu": pr.config.config()["cpu"], "threads": pr.get_num_threads(),
+                  "started": datetime.datetime.now().isoformat(timespec="seconds"),
+                  "train_images": len(x_train), "test_images": len(x_test),
+                  "command": "python -m pyresnet.train " + " ".join(argv if argv is not None
+                                                                    else sys.argv[1:])}
+        write_text(os.path.join(run_dir, "config.json"), json.dumps(config, indent=1) + "\n")
     print(f"{args.dataset}: {len(x_train)} training, {len(x_test)} test images; "
           f"{args.model}, batch {args.batch_size}, {args.epochs} epochs, {pr.get_num_threads()} "
-          f"threads", flush=True)
+          f"threads; run folder {run_dir}", flush=True)
 
     train = pr.data.recipes.cifar_train_dataset(x_train, y_train, batch_size=args.batch_size,
                                                 seed=args.seed, augment=not args.no_augment)
@@ -118,16 +194,75 @@ def main(argv=None):
                   jit_compile=args.jit_compile)
     steps_per_epoch = len(train)
     schedule = step_decay(args.lr, steps_per_epoch * args.epochs)
-    logger = EpochLogger(schedule, steps_per_epoch, len(x_train))
     verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
-    history = model.fit(train, epochs=args.epochs, validation_data=test, callbacks=[logger],
+    metrics = MetricsCSV(os.path.join(run_dir, "metrics.csv"))
+    best = BestCheckpoint(os.path.join(run_dir, "best.keras"), metrics)
+    callbacks = [pr.callbacks.BackupAndRestore(os.path.join(run_dir, "backup"),
+                                               delete_checkpoint=False),
+                 pr.callbacks.ProgbarLogger(),  # closes its bar before the epoch line
+                 EpochLogger(schedule, steps_per_epoch, len(x_train)), metrics, best]
+    history = model.fit(train, epochs=args.epochs, validation_data=test, callbacks=callbacks,
                         verbose=verbose)
+    model.save(os.path.join(run_dir, "model.keras"))
     final = history.history["val_accuracy"][-1]
     wall = time.perf_counter() - t_start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(f"final test accuracy {final:.4f}  wall time {wall:.1f} s  peak RSS {peak:.2f} GiB",
           flush=True)
     return 0
+
+
+METRICS_COLUMNS = ["epoch", "loss", "accuracy", "val_loss", "val_accuracy", "learning_rate",
+                   "images_per_s", "seconds"]
+
+
+def read_metrics(path):
+    """The rows of a run's metrics.csv as dicts of floats (``epoch`` an
+    int, 1-based); [] when there is no file."""
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return [{k: int(v) if k == "epoch" else float(v) for k, v in row.items()}
+                for row in csv.DictReader(f)]
+
+
+class MetricsCSV(pr.callbacks.Callback):
+    """A run's ``metrics.csv``: one row per epoch (``METRICS_COLUMNS``; the
+    epoch 1-based), the whole file rewritten atomically after each epoch.
+    A resumed run keeps the rows of the epochs before the one it resumes
+    at (a row written after the last backup is written again)."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path, self.rows = path, []
+
+    def on_train_begin(self, logs=None):
+        resumed_at = self.model._fit_progress.epoch  # (after BackupAndRestore restored it)
+        self.rows = [r for r in read_metrics(self.path) if r["epoch"] <= resumed_at]
+
+    def on_epoch_end(self, epoch, logs=None):
+        from .utils.atomic import write_text  # noqa: PLC0415
+        row = {"epoch": epoch + 1, **{k: logs.get(k, float("nan")) for k in METRICS_COLUMNS[1:]}}
+        self.rows.append(row)
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=METRICS_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.rows)
+        write_text(self.path, out.getvalue())
+
+
+class BestCheckpoint(pr.callbacks.ModelCheckpoint):
+    """``best.keras``: the model of the best test accuracy so far
+    (``save_best_only`` on ``val_accuracy``); a resumed run starts from the
+    best of the rows ``metrics`` kept."""
+
+    def __init__(self, path, metrics):
+        super().__init__(path, monitor="val_accuracy", save_best_only=True)
+        self.metrics = metrics
+
+    def on_train_begin(self, logs=None):
+        done = [r["val_accuracy"] for r in self.metrics.rows]
+        self.best = max(done) if done else -math.inf
 
 
 class EpochLogger(pr.callbacks.Callback):
@@ -149,16 +284,20 @@ class EpochLogger(pr.callbacks.Callback):
             self.train_time = time.perf_counter() - self.t0
 
     def on_epoch_end(self, epoch, logs=None):
-        logs = logs or {}
+        logs = logs if logs is not None else {}
         train_time = self.train_time or time.perf_counter() - self.t0
         if not math.isfinite(logs.get("loss", float("nan"))):
             raise FloatingPointError(f"epoch {epoch + 1}: training loss is {logs.get('loss')}; "
                                      "lower --lr")
+        seconds = time.perf_counter() - self.t0
+        # for the callbacks after this one (metrics.csv)
+        logs.update(learning_rate=float(self.model.optimizer.learning_rate),
+                    images_per_s=self.n / train_time, seconds=seconds)
         print(f"epoch {epoch + 1}: loss {logs['loss']:.4f}  accuracy "
               f"{logs.get('accuracy', float('nan')):.4f}  test loss "
               f"{logs.get('val_loss', float('nan')):.4f}  test accuracy "
               f"{logs.get('val_accuracy', float('nan')):.4f}  {self.n / train_time:.0f} images/s  "
-              f"{time.perf_counter() - self.t0:.1f} s", flush=True)
+              f"{seconds:.1f} s", flush=True)
 
 
 def cli(argv=None):

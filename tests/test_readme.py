@@ -117,6 +117,15 @@ def check_train(words):
 TRAIN_OPTIONS = {o for a in train.build_parser()._actions for o in a.option_strings}
 
 
+def check_runs(words):
+    """``python -m pyresnet.runs [LOG_DIR]``: at most the one argument."""
+    from pyresnet import runs  # noqa: PLC0415
+    assert len(words) <= 4, words
+    with pytest.raises(SystemExit) as info:
+        runs.main([*words[3:], "--help"])
+    assert info.value.code == 0
+
+
 def _bench_options(script):
     """The options of a bench script, from its ``--help`` (cheap: run it)."""
     out = subprocess.run([sys.executable, str(ROOT / script), "--help"], cwd=ROOT,
@@ -142,6 +151,7 @@ RULES = [  # (pattern of the command, check)
     (r"(\w+=\S+ )*pytest( -q)?", check_pytest),
     (r"python3? -m pyresnet\.train( .*)?", check_train),
     (r"python3? bench/\w+\.py( .*)?", check_bench),
+    (r"python3? -m pyresnet\.runs( \S+)?", check_runs),
 ]
 
 

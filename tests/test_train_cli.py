@@ -9,13 +9,16 @@ cache is a private folder.
 
 The README's shell blocks are checked by tests/test_readme.py.
 """
+import json
 import os
 import pickle
 import re
+import signal
 import socket
 import subprocess
 import tempfile
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -40,18 +43,26 @@ def closed_port_url():
 
 @pytest.fixture
 def env(tmp_path):
-    """The environment of a user who set $PYRESNET_DATA, with no network."""
+    """The environment of a user who set $PYRESNET_DATA, with no network;
+    commands run in the test's own folder ``work`` (the run folders land in
+    its ``runs/``)."""
     e = dict(os.environ)
     e.update(PYRESNET_DATA=str(data_root()), PYRESNET_CACHE_DIR=str(tmp_path / "cache"),
              PYRESNET_DATASETS_URL=closed_port_url(), HOME=str(tmp_path / "home"))
+    (tmp_path / "work").mkdir()
+    e[CWD] = str(tmp_path / "work")
     return e
+
+
+CWD = "PYRESNET_TEST_CWD"  # the env entry naming the folder commands run in
 
 
 def run(args, env, module="pyresnet.train", timeout=300):
     """Run ``python -m module args``; return (status, stdout lines, stderr)."""
     # from outside the checkout: `-m` puts the current folder first on sys.path, and the
     # checkout's unbuilt sources must not shadow the installed package (CI has no build there)
-    p = subprocess.run([sys.executable, "-m", module, *args], env=env, cwd=tempfile.gettempdir(),
+    p = subprocess.run([sys.executable, "-m", module, *args], env=env,
+                       cwd=env.get(CWD, tempfile.gettempdir()),
                        capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout.strip().splitlines(), p.stderr
 
@@ -123,7 +134,7 @@ RECIPE_RUNS = {
 }
 # options every run gives, or that have their own test below
 COVERED_ELSEWHERE = {"-h", "--help", "--model", "--subset", "--test-subset", "--batch-size",
-                     "--epochs", "--verbose", "--dataset", "--data"}
+                     "--epochs", "--verbose", "--dataset", "--data", "--log-dir", "--resume"}
 
 
 def test_every_option_of_the_command_is_run():
@@ -184,6 +195,8 @@ def test_train_cifar100_from_data_option(env, tmp_path):
     (["--model", "resnet9"], "argument --model: invalid choice: 'resnet9'"),
     (["--dataset", "mnist"], "argument --dataset: invalid choice: 'mnist'"),
     (["--no-such-option"], "unrecognized arguments: --no-such-option"),
+    (["--resume", "runs/x", "--epochs", "3", "--lr", "0.2"],
+     "--resume takes the run's options from its config.json; drop --epochs, --lr"),
 ])
 def test_bad_arguments_exit_2_naming_the_option(args, message):
     with pytest.raises(SystemExit) as info:
@@ -192,6 +205,82 @@ def test_bad_arguments_exit_2_naming_the_option(args, message):
     p = subprocess.run([sys.executable, "-m", "pyresnet.train", *args], capture_output=True,
                        text=True, timeout=120, cwd=tempfile.gettempdir())
     assert p.returncode == 2 and message in p.stderr and p.stdout == ""
+
+
+# ---- run folders, --resume, the runs table -----------------------------------------------
+
+RESUME_RUN = ["--model", "resnet8", "--subset", "96", "--test-subset", "40", "--batch-size", "16",
+              "--epochs", "3", "--seed", "2"]
+
+
+def _run_dirs(log_dir):
+    return sorted(p for p in log_dir.iterdir() if p.is_dir())
+
+
+def test_run_folder_killed_run_resumed_equals_uninterrupted_and_runs_table(env, tmp_path, rng):
+    """A run writes its folder (config.json, metrics.csv, backup, best.keras,
+    model.keras); a run SIGKILLed during its second epoch and continued with
+    ``--resume RUN_DIR`` ends with the weights of the uninterrupted run, bit
+    for bit; ``python -m pyresnet.runs`` tabulates both.  With the progress
+    bar on, each epoch line starts a line of its own."""
+    logs = tmp_path / "logs"
+    p = subprocess.run([sys.executable, "-m", "pyresnet.train", *RESUME_RUN, "--verbose", "1",
+                        "--log-dir", str(logs)], env=env, cwd=env[CWD], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    for k in (1, 2, 3):  # not after the bar on the bar's line
+        assert re.search(rf"^epoch {k}: loss", p.stdout, flags=re.M), p.stdout
+    assert "]epoch" not in p.stdout
+    first, = _run_dirs(logs)
+    assert re.fullmatch(r"\d{8}-\d{6}_resnet8_cifar10(-\d+)?", first.name)
+    assert {q.name for q in first.iterdir()} == {"config.json", "metrics.csv", "backup",
+                                                  "best.keras", "model.keras"}
+    config = json.loads((first / "config.json").read_text())
+    assert config["options"]["epochs"] == 3 and config["options"]["lr"] == 0.1
+    assert config["seed"] == 2 and config["pyresnet_version"] == pr.__version__
+    assert config["cpu"] == pr.config.config()["cpu"] and config["threads"] >= 1
+    assert set(vars(train.parse_args([]))) - {"resume"} == set(config["options"])
+
+    child = subprocess.Popen([sys.executable, "-m", "pyresnet.train", *RESUME_RUN, "--verbose",
+                              "0", "--log-dir", str(logs)], env=env, cwd=env[CWD],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        for line in child.stdout:
+            if line.startswith("epoch 1:"):
+                break
+        time.sleep(float(rng.uniform(0.0, 0.1)))
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+    killed = _run_dirs(logs)[1]
+    assert not (killed / "model.keras").exists(), "the run ended before the kill"
+    status, lines, err = run([str(logs)], env, module="pyresnet.runs")
+    assert status == 0, err
+    # date time model dataset epochs best final images/s run
+    table = [line.split() for line in lines[1:]]
+    assert lines[0].split()[:3] == ["date", "model", "dataset"] and len(table) == 2
+    assert table[0][2:5] == ["resnet8", "cifar10", "3/3"] and table[0][8] == first.name
+    assert table[1][6] == "-" and table[1][4] in ("1/3", "2/3")  # killed: no final accuracy
+
+    status, lines, err = run(["--resume", str(killed), "--verbose", "0"], env)
+    assert status == 0, err
+    assert lines[-1].startswith("final test accuracy")
+    a, b = (pr.models.load_model(d / "model.keras") for d in (first, killed))
+    for wa, wb in zip(a.weights + a.optimizer.variables, b.weights + b.optimizer.variables):
+        assert np.array_equal(np.asarray(wa), np.asarray(wb)), wa.name
+    rows = [train.read_metrics(d / "metrics.csv") for d in (first, killed)]
+    assert [r["epoch"] for r in rows[1]] == [1, 2, 3]
+    for key in ("loss", "accuracy", "val_loss", "val_accuracy", "learning_rate"):
+        assert [r[key] for r in rows[0]] == [r[key] for r in rows[1]], key
+    status, lines, err = run([str(logs)], env, module="pyresnet.runs")
+    table = [line.split() for line in lines[1:]]
+    assert status == 0 and len(table) == 2 and table[0][4:7] == table[1][4:7] \
+        and table[1][6] == f"{rows[0][-1]['val_accuracy']:.4f}" \
+        and table[1][5] == f"{max(r['val_accuracy'] for r in rows[0]):.4f}", lines
+    assert run(["--resume", str(tmp_path / "nothing")], env)[2].startswith(
+        "error: FileNotFoundError: --resume")
+    assert run([str(tmp_path / "nothing")], env, module="pyresnet.runs")[0] == 1
 
 
 def test_missing_data_exits_1_with_the_reason_and_no_network(env, tmp_path):
