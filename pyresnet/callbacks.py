@@ -8,7 +8,8 @@ in ``on_epoch_end`` the epoch's mean (means are over samples).
 Besides the base class, :class:`History` and :class:`ProgbarLogger`,
 Keras's standard callbacks: :class:`ModelCheckpoint`, :class:`EarlyStopping`,
 :class:`CSVLogger`, :class:`TerminateOnNaN`, :class:`LambdaCallback`,
-:class:`LearningRateScheduler` and :class:`BackupAndRestore`.  A callback that sets
+:class:`LearningRateScheduler`, :class:`BackupAndRestore` and
+:class:`TensorBoard`.  A callback that sets
 ``model.stop_training`` ends ``fit`` after the current batch (the epoch's
 validation and ``on_epoch_end`` still run), as in Keras.
 """
@@ -732,3 +733,93 @@ def read_backup(path):
     if not isinstance(state, dict) or "epoch" not in state:
         raise ValueError(f"{path} is not a valid backup (no training state)")
     return state, saving_lib._read_npz(weights, f"{path} (weights.npz)")
+
+
+class TensorBoard(Callback):
+    """Write the logs as TensorBoard scalars, as ``keras.callbacks.TensorBoard``
+    does for its scalars: under ``log_dir/train`` the tags ``epoch_<name>``
+    (loss, metrics) and ``epoch_learning_rate`` at step ``epoch`` (0-based),
+    under ``log_dir/validation`` the validation values as ``epoch_<name>``
+    (``val_`` dropped); with ``update_freq="batch"`` or an int ``N``, also
+    ``batch_<name>`` (the running epoch means) and ``batch_learning_rate``
+    every ``N`` training batches at step ``optimizer.iterations``.
+
+    The events are written with tensorboardX (``pip install
+    'pyresnet[tensorboard]'``); the writers are flushed at each epoch's end
+    and closed when training ends.  Histograms, images and the graph are
+    not written (Keras's other arguments are not accepted).
+
+    Args:
+        log_dir (str): the folder ``tensorboard --logdir`` is pointed at.
+        update_freq: ``"epoch"``, ``"batch"`` (= 1) or a positive int.
+    Raises:
+        ValueError: for a bad ``update_freq``.
+        ImportError: when tensorboardX is not installed (naming the extra).
+    """
+
+    def __init__(self, log_dir="logs", update_freq="epoch"):
+        super().__init__()
+        if update_freq == "batch":
+            update_freq = 1
+        if update_freq != "epoch" and not (isinstance(update_freq, int) and update_freq > 0
+                                           and not isinstance(update_freq, bool)):
+            raise ValueError(f"TensorBoard: update_freq must be 'epoch', 'batch' or a positive "
+                             f"int, got {update_freq!r}")
+        try:
+            from tensorboardX import SummaryWriter  # noqa: PLC0415
+        except ImportError as e:
+            raise ImportError("TensorBoard needs tensorboardX: pip install "
+                              "'pyresnet[tensorboard]'") from e
+        self._writer_class = SummaryWriter
+        self.log_dir = os.fspath(log_dir)
+        self.update_freq = update_freq
+        self._writers = {}
+        self._batches = 0
+
+    def _writer(self, name):
+        if name not in self._writers:
+            self._writers[name] = self._writer_class(os.path.join(self.log_dir, name))
+        return self._writers[name]
+
+    def _learning_rate(self):
+        opt = getattr(self.model, "optimizer", None)
+        return None if opt is None else float(opt.learning_rate)
+
+    def on_train_begin(self, logs=None):
+        self._batches = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.update_freq == "epoch":
+            return
+        self._batches += 1
+        if self._batches % self.update_freq:
+            return
+        step = int(self.model.optimizer.iterations)
+        writer = self._writer("train")
+        for key, value in (logs or {}).items():
+            writer.add_scalar(f"batch_{key}", float(value), step)
+        lr = self._learning_rate()
+        if lr is not None:
+            writer.add_scalar("batch_learning_rate", lr, step)
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        train, val = self._writer("train"), None
+        for key, value in logs.items():
+            if not isinstance(value, (int, float, np.floating, np.integer)):
+                continue
+            if key.startswith("val_"):
+                val = val or self._writer("validation")
+                val.add_scalar(f"epoch_{key[4:]}", float(value), epoch)
+            elif key != "learning_rate":
+                train.add_scalar(f"epoch_{key}", float(value), epoch)
+        lr = self._learning_rate()
+        if lr is not None:
+            train.add_scalar("epoch_learning_rate", lr, epoch)
+        for writer in self._writers.values():
+            writer.flush()
+
+    def on_train_end(self, logs=None):
+        for writer in self._writers.values():
+            writer.close()
+        self._writers = {}

@@ -23,8 +23,9 @@ holding ``config.json`` (every option, the seed, the pyresnet version, the
 CPU and thread count), ``metrics.csv`` (a row per epoch, rewritten
 atomically), ``backup/latest.backup`` (the whole training state after the
 last epoch: :class:`pyresnet.callbacks.BackupAndRestore`), ``best.keras``
-(the model of the best test accuracy so far) and, when training is over,
-``model.keras``.  ``--resume RUN_DIR`` continues a killed run from its
+(the model of the best test accuracy so far), ``tensorboard/`` (the
+scalars of :class:`pyresnet.callbacks.TensorBoard`, when tensorboardX is
+installed) and, when training is over, ``model.keras``.  ``--resume RUN_DIR`` continues a killed run from its
 backup with the options of its ``config.json``, ending with the same
 weights as an uninterrupted run.  ``python -m pyresnet.runs`` lists the runs.
 """
@@ -201,6 +202,10 @@ def main(argv=None):
                                                delete_checkpoint=False),
                  pr.callbacks.ProgbarLogger(),  # closes its bar before the epoch line
                  EpochLogger(schedule, steps_per_epoch, len(x_train)), metrics, best]
+    try:
+        callbacks.append(pr.callbacks.TensorBoard(os.path.join(run_dir, "tensorboard")))
+    except ImportError:  # the optional writer (pip install 'pyresnet[tensorboard]') is absent
+        pass
     history = model.fit(train, epochs=args.epochs, validation_data=test, callbacks=callbacks,
                         verbose=verbose)
     model.save(os.path.join(run_dir, "model.keras"))

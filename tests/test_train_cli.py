@@ -26,6 +26,7 @@ import pytest
 import pyresnet as pr
 from pyresnet import train
 from conftest import data_root
+from test_tensorboard import read_scalars
 
 FINAL = re.compile(r"final test accuracy (\d\.\d{4})  wall time (\d+\.\d) s  "
                    r"peak RSS (\d+\.\d\d) GiB")
@@ -219,7 +220,7 @@ def _run_dirs(log_dir):
 
 def test_run_folder_killed_run_resumed_equals_uninterrupted_and_runs_table(env, tmp_path, rng):
     """A run writes its folder (config.json, metrics.csv, backup, best.keras,
-    model.keras); a run SIGKILLed during its second epoch and continued with
+    model.keras, TensorBoard events); a run SIGKILLed during its second epoch and continued with
     ``--resume RUN_DIR`` ends with the weights of the uninterrupted run, bit
     for bit; ``python -m pyresnet.runs`` tabulates both.  With the progress
     bar on, each epoch line starts a line of its own."""
@@ -234,7 +235,7 @@ def test_run_folder_killed_run_resumed_equals_uninterrupted_and_runs_table(env, 
     first, = _run_dirs(logs)
     assert re.fullmatch(r"\d{8}-\d{6}_resnet8_cifar10(-\d+)?", first.name)
     assert {q.name for q in first.iterdir()} == {"config.json", "metrics.csv", "backup",
-                                                  "best.keras", "model.keras"}
+                                                  "best.keras", "model.keras", "tensorboard"}
     config = json.loads((first / "config.json").read_text())
     assert config["options"]["epochs"] == 3 and config["options"]["lr"] == 0.1
     assert config["seed"] == 2 and config["pyresnet_version"] == pr.__version__
@@ -270,6 +271,12 @@ def test_run_folder_killed_run_resumed_equals_uninterrupted_and_runs_table(env, 
     for wa, wb in zip(a.weights + a.optimizer.variables, b.weights + b.optimizer.variables):
         assert np.array_equal(np.asarray(wa), np.asarray(wb)), wa.name
     rows = [train.read_metrics(d / "metrics.csv") for d in (first, killed)]
+    events = read_scalars(first / "tensorboard" / "validation")
+    assert [s for s, _ in events["epoch_accuracy"]] == [0, 1, 2]
+    assert np.allclose([v for _, v in events["epoch_accuracy"]],
+                       [r["val_accuracy"] for r in rows[0]], rtol=1e-6, atol=0)
+    assert {"epoch_loss", "epoch_learning_rate", "epoch_images_per_s"} <= \
+        set(read_scalars(first / "tensorboard" / "train"))
     assert [r["epoch"] for r in rows[1]] == [1, 2, 3]
     for key in ("loss", "accuracy", "val_loss", "val_accuracy", "learning_rate"):
         assert [r[key] for r in rows[0]] == [r[key] for r in rows[1]], key
