@@ -137,19 +137,21 @@ class ProgbarLogger(Callback):
         self._bar = None
         self._start = None
         self._rate = ""
+        self._done = self._seen = 0
         self._in_fit = False
 
-    def _open(self, desc):
+    def _open(self, desc, done=0, seen=0):
         self._start = time.perf_counter()
         self._rate = ""
+        self._done, self._seen = done, seen  # before (a resumed epoch: BackupAndRestore)
         if self.params.get("verbose") == 1:
             self._bar = tqdm(total=self.params["steps"], desc=desc, unit="step", file=sys.stdout,
-                             dynamic_ncols=True, leave=True)
+                             dynamic_ncols=True, leave=True, initial=done)
 
     def _progress(self, batch, logs):
         elapsed = max(time.perf_counter() - self._start, 1e-9)
-        self._rate = (f"{1000 * elapsed / (batch + 1):.0f}ms/step - "
-                      f"{self.params.get('samples_seen', 0) / elapsed:.0f} img/s")
+        self._rate = (f"{1000 * elapsed / max(batch + 1 - self._done, 1):.0f}ms/step - "
+                      f"{(self.params.get('samples_seen', 0) - self._seen) / elapsed:.0f} img/s")
         if self._bar is not None:
             text = " - ".join(s for s in (_format(logs), self._rate) if s)
             self._bar.set_postfix_str(text, refresh=False)
@@ -174,7 +176,11 @@ class ProgbarLogger(Callback):
         self._in_fit = False
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._open(self._epoch_title(epoch))
+        progress = getattr(self.model, "_fit_progress", None)
+        if progress is None:
+            self._open(self._epoch_title(epoch))
+        else:
+            self._open(self._epoch_title(epoch), progress.batch + 1, progress.seen)
 
     def on_train_batch_end(self, batch, logs=None):
         self._progress(batch, logs)

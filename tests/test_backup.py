@@ -130,3 +130,29 @@ def test_backup_arguments_and_bad_backup(tmp_path):
         model.fit(np.zeros((4, 3), "float32"), np.zeros((4, 2), "float32"), verbose=0,
                   callbacks=[pr.callbacks.BackupAndRestore(tmp_path)])
     assert all(np.array_equal(b, np.asarray(w)) for b, w in zip(before, model.weights))
+
+
+def test_resumed_epoch_progress_bar_counts_the_batches_done(tmp_path, rng, capsys):
+    x = rng.standard_normal((40, 5)).astype("float32")
+    y = rng.integers(0, 3, 40)
+
+    def model():
+        m = pr.Sequential([layers.Input((5,)), layers.Dense(3)])
+        m.compile(optimizer="sgd", loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return m
+
+    class Stop(pr.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if self.model._fit_progress.epoch == 1 and batch == 2:
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        model().fit(x, y, batch_size=5, epochs=2, verbose=0,
+                    callbacks=[pr.callbacks.BackupAndRestore(tmp_path, save_freq=1), Stop()])
+    capsys.readouterr()
+    history = model().fit(x, y, batch_size=5, epochs=2, verbose=1,
+                          callbacks=[pr.callbacks.BackupAndRestore(tmp_path, save_freq=1)])
+    out = capsys.readouterr().out
+    assert "Epoch 2/2:  38%|" in out and "3/8" in out and "Epoch 1/2" not in out
+    assert len(history.history["loss"]) == 2
+    assert not (tmp_path / "latest.backup").exists()
