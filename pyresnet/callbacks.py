@@ -618,6 +618,86 @@ class LearningRateScheduler(Callback):
             logs["learning_rate"] = float(self.model.optimizer.learning_rate)
 
 
+class ReduceLROnPlateau(Callback):
+    """Reduce the learning rate when a monitored value has stopped
+    improving, as ``keras.callbacks.ReduceLROnPlateau``.
+
+    After each epoch the value improves when it beats the best so far by
+    more than ``min_delta``; after ``patience`` epochs without improvement
+    (outside a cooldown) the rate becomes ``max(lr * factor, min_lr)`` and
+    ``cooldown`` epochs follow in which waiting does not count.  Each
+    epoch's logs get ``learning_rate``.
+
+    Args:
+        monitor (str): logs key, default ``"val_loss"``.
+        factor (float): multiplier of the rate, in (0, 1).
+        patience (int): epochs without improvement before a reduction.
+        verbose (int): 1 prints each reduction.
+        mode (str): ``"auto"``, ``"min"``, ``"max"`` (as :class:`EarlyStopping`).
+        min_delta (float): minimum change that counts as an improvement.
+        cooldown (int): epochs after a reduction before waiting resumes.
+        min_lr (float): lower bound of the rate.
+    Raises:
+        ValueError: ``factor`` not in (0, 1), or an unknown ``mode``.
+    """
+
+    def __init__(self, monitor="val_loss", factor=0.1, patience=10, verbose=0, mode="auto",
+                 min_delta=1e-4, cooldown=0, min_lr=0.0):
+        super().__init__()
+        if not 0.0 < float(factor) < 1.0:
+            raise ValueError(f"ReduceLROnPlateau does not support a factor >= 1.0 or <= 0, "
+                             f"got {factor!r}")
+        self.monitor = monitor
+        self.factor = float(factor)
+        self.patience = int(patience)
+        self.verbose = verbose
+        self.min_delta = float(min_delta)
+        self.cooldown = int(cooldown)
+        self.min_lr = float(min_lr)
+        op = _monitor_op("ReduceLROnPlateau", mode, monitor)
+        self._better = ((lambda a, b: a < b - self.min_delta) if op is np.less
+                        else (lambda a, b: a > b + self.min_delta))
+        self._minimise = op is np.less
+        self._reset()
+
+    def _reset(self):
+        self.best = np.inf if self._minimise else -np.inf
+        self.wait = 0
+        self.cooldown_counter = 0
+
+    def on_train_begin(self, logs=None):
+        self._reset()
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs if logs is not None else {}
+        optimizer = self.model.optimizer
+        logs["learning_rate"] = float(optimizer.learning_rate)
+        current = logs.get(self.monitor)
+        if current is None:
+            warnings.warn(f"Learning rate reduction is conditioned on metric `{self.monitor}` "
+                          f"which is not available. Available metrics are: {','.join(logs)}",
+                          stacklevel=2)
+            return
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.wait = 0
+        if self._better(current, self.best):
+            self.best = current
+            self.wait = 0
+        elif self.cooldown_counter <= 0:
+            self.wait += 1
+            if self.wait >= self.patience:
+                old_lr = float(optimizer.learning_rate)
+                if old_lr > self.min_lr:
+                    new_lr = max(old_lr * self.factor, self.min_lr)
+                    optimizer.learning_rate = new_lr
+                    if self.verbose > 0:
+                        print(f"\nEpoch {epoch + 1}: ReduceLROnPlateau reducing learning rate "
+                              f"to {new_lr}.")
+                    self.cooldown_counter = self.cooldown
+                    self.wait = 0
+
+
 class BackupAndRestore(Callback):
     """Back up the whole training state and resume from it, as
     ``keras.callbacks.BackupAndRestore``: when ``fit`` starts and

@@ -209,3 +209,49 @@ def test_learning_rate_scheduler_and_lambda_callback(rng):
                   callbacks=[callbacks.LearningRateScheduler(lambda epoch: "fast")])
     with pytest.raises(TypeError, match="unknown hook"):
         callbacks.LambdaCallback(on_everything=print)
+
+
+def test_reduce_lr_on_plateau_by_hand():
+    """patience 2, factor 0.5, cooldown 1 over val_loss 1, 1, 1, 1, .5, .5, .5:
+    epoch 2 halves (two epochs without improvement), epoch 3 is the cooldown
+    (its wait restarts), epoch 4 improves, epoch 6 halves again; min_lr bounds
+    the second cut; a factor >= 1 is refused."""
+    class Opt:
+        learning_rate = 1.0
+
+    class Model:
+        optimizer = Opt()
+
+    def run(**kwargs):
+        cb = callbacks.ReduceLROnPlateau(patience=2, factor=0.5, cooldown=1, **kwargs)
+        model = Model()
+        model.optimizer.learning_rate = 1.0
+        cb.set_model(model)
+        cb.on_train_begin()
+        rates = []
+        for epoch, value in enumerate([1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.5]):
+            logs = {"val_loss": value}
+            cb.on_epoch_end(epoch, logs)
+            assert logs["learning_rate"] == (rates[-1] if rates else 1.0)
+            rates.append(model.optimizer.learning_rate)
+        return rates
+
+    assert run() == [1.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.25]
+    assert run(min_lr=0.3) == [1.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.3]
+    with pytest.raises(ValueError, match="factor >= 1.0"):
+        callbacks.ReduceLROnPlateau(factor=1.0)
+
+
+def test_reduce_lr_on_plateau_in_fit(rng):
+    """In fit, a constant loss stalls: the rate is cut after `patience` epochs
+    (each epoch logs the rate it ran with, as Keras's callback does)."""
+    x = rng.standard_normal((16, 4)).astype(np.float32)
+    model = pr.Sequential([layers.Input((4,)), layers.Dense(1, kernel_initializer="zeros",
+                                                            bias_initializer="zeros")])
+    model.compile(optimizer=pr.optimizers.SGD(0.1), loss="mean_squared_error")
+    cb = callbacks.ReduceLROnPlateau(monitor="loss", patience=1, factor=0.5, min_delta=0.0)
+    history = model.fit(x, np.zeros((16, 1), np.float32), epochs=3, batch_size=8, verbose=0,
+                        callbacks=[cb])
+    assert history.history["loss"] == [0.0, 0.0, 0.0]
+    assert [round(r, 6) for r in history.history["learning_rate"]] == [0.1, 0.1, 0.05]
+    assert round(float(model.optimizer.learning_rate), 6) == 0.025

@@ -11,7 +11,10 @@ import os
 import pickle
 import shutil
 import socket
+import subprocess
+import sys
 import tarfile
+import tempfile
 import threading
 
 import numpy as np
@@ -389,3 +392,22 @@ def test_pickled_code_is_not_run(small_cifar100, tmp_path):
     with pytest.raises(pickle.UnpicklingError, match="refusing to load"):
         cifar100.load_data(path=folder)
     assert not (tmp_path / "pwned").exists()
+
+
+def test_staging_left_by_a_killed_unpack_is_removed_on_the_next_run(small_cifar10, monkeypatch,
+                                                                    isolated):
+    """An unpack killed before its cleanup leaves `.unpack-<pid>-*` behind;
+    the next load removes those whose process is gone and keeps a running
+    one's (issue 9)."""
+    monkeypatch.setattr(cifar10, "ARCHIVE", dataclasses.replace(cifar10.ARCHIVE, md5=small_cifar10.md5))
+    with serving(small_cifar10.dir, monkeypatch):
+        cifar10.load_data()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, cwd=tempfile.gettempdir())
+    dead = isolated / f".unpack-{int(gone.stdout)}-abc"
+    (dead / "cifar-10-batches-py").mkdir(parents=True)
+    (dead / "cifar-10-batches-py" / "data_batch_1").write_bytes(b"partial")
+    alive = isolated / ".unpack-1-xyz"  # pid 1 runs as long as the machine does
+    alive.mkdir()
+    assert_loaded(cifar10.load_data(), small_cifar10)
+    assert not dead.exists() and alive.exists()

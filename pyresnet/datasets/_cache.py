@@ -23,6 +23,7 @@ import pickle
 import shutil
 import tarfile
 import tempfile
+import time
 import urllib.request
 
 import numpy as np
@@ -80,6 +81,7 @@ def locate(archive, path=None):
             root = pathlib.Path(root).expanduser()
             places += [root / archive.folder, root]
     cache = cache_dir()
+    _remove_stale_staging(cache)  # left by an unpack killed on an earlier run
     target = cache / archive.folder
     places.append(target)
     for folder in places:
@@ -173,6 +175,36 @@ def _download(url, out):
     return digest.hexdigest()
 
 
+def _remove_stale_staging(cache):
+    """Remove the staging folders (``.unpack-<pid>-*``) that an unpack killed
+    before its cleanup left in ``cache``: those whose process is gone, and
+    older-style ``.unpack-*`` ones without a process id after an hour."""
+    try:
+        entries = list(pathlib.Path(cache).glob(".unpack-*"))
+    except OSError:
+        return
+    for entry in entries:
+        parts = entry.name.split("-")
+        pid = int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else None
+        if pid is not None and pid != os.getpid():
+            try:
+                os.kill(pid, 0)
+                continue  # that unpack is still running
+            except ProcessLookupError:
+                pass
+            except OSError:  # exists but is not ours to signal
+                continue
+        elif pid is None:
+            try:
+                if entry.stat().st_mtime > time.time() - 3600:
+                    continue
+            except OSError:
+                continue
+        else:
+            continue  # our own, in use
+        shutil.rmtree(entry, ignore_errors=True)
+
+
 def _unpack(tar_path, archive, cache):
     """Unpack ``archive.folder`` of the tar.gz ``tar_path`` into ``cache``.
 
@@ -182,7 +214,8 @@ def _unpack(tar_path, archive, cache):
     interrupted unpack never leaves a partial folder.  ValueError when the
     archive lacks some of ``archive.files``.
     """
-    staging = pathlib.Path(tempfile.mkdtemp(dir=cache, prefix=".unpack-"))
+    _remove_stale_staging(cache)
+    staging = pathlib.Path(tempfile.mkdtemp(dir=cache, prefix=f".unpack-{os.getpid()}-"))
     try:
         with tarfile.open(tar_path, "r:gz") as tar:
             tar.extractall(staging, filter="data")
