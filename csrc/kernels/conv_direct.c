@@ -128,6 +128,27 @@ size_t pr_conv_direct_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
+/* Ask for a tile's output lines (for writing): they arrive while the tile
+ * computes, so its stores do not wait on memory. */
+ALWAYS_INLINE void prefetch_tile(float *out, int64_t os, const int WT, const int NB) {
+#pragma GCC unroll 24
+    for (int p = 0; p < WT; p++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) __builtin_prefetch(out + p * os + 16 * b, 1, 3);
+}
+
+/* Store a tile: pixel p, block b at out + p*os + 16*b; block NB-1 masked. */
+ALWAYS_INLINE void store_tile(__m512 acc[MAX_NB][MAX_TILE], float *out, int64_t os,
+                              __mmask16 mask, const int WT, const int NB) {
+#pragma GCC unroll 24
+    for (int p = 0; p < WT; p++) {
+        float *o = out + p * os;
+#pragma GCC unroll 4
+        for (int b = 0; b < NB - 1; b++) _mm512_storeu_ps(o + 16 * b, acc[b][p]);
+        _mm512_mask_storeu_ps(o + 16 * (NB - 1), mask, acc[NB - 1][p]);
+    }
+}
+
 /* One output tile of WT pixels x NB channel blocks: a sum over taps and
  * input channels.  The input is in channel-major rows: pixel p of the tile,
  * channel c, tap t is in[toff[t] + c*cs + p*SW] (cs: the floats of one
@@ -153,12 +174,7 @@ ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int NB, con
 #pragma GCC unroll 24
         for (int p = 0; p < WT; p++) acc[b][p] = _mm512_setzero_ps();
     const int64_t cs = A->cs, cin = A->cin, wob = A->wob;
-    /* Ask for the output lines now (for writing): they arrive while the
-     * tile computes, so its stores do not wait on memory. */
-#pragma GCC unroll 24
-    for (int p = 0; p < WT; p++)
-#pragma GCC unroll 4
-        for (int b = 0; b < NB; b++) __builtin_prefetch(A->out + p * A->os + 16 * b, 1, 3);
+    prefetch_tile(A->out, A->os, WT, NB);
     for (int t = 0; t < A->taps; t++) {
         const float *a = A->in + A->toff[t], *wt = A->w[t];
         for (int64_t c = 0; c < cin; c++, a += cs, wt += 16) {
@@ -173,13 +189,7 @@ ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int NB, con
             }
         }
     }
-#pragma GCC unroll 24
-    for (int p = 0; p < WT; p++) {
-        float *o = A->out + p * A->os;
-#pragma GCC unroll 4
-        for (int b = 0; b < NB - 1; b++) _mm512_storeu_ps(o + 16 * b, acc[b][p]);
-        _mm512_mask_storeu_ps(o + 16 * (NB - 1), A->mask, acc[NB - 1][p]);
-    }
+    store_tile(acc, A->out, A->os, A->mask, WT, NB);
 }
 
 /* r[i] (pixel i, 16 channels) -> r[c] (channel c, 16 pixels): unpack pairs,
@@ -371,13 +381,7 @@ ALWAYS_INLINE void tile3_body(const tile3_args *A, const int WT, const int NB, c
             }
         }
     }
-#pragma GCC unroll 24
-    for (int p = 0; p < WT; p++) {
-        float *o = A->out + p * A->os;
-#pragma GCC unroll 4
-        for (int b = 0; b < NB - 1; b++) _mm512_storeu_ps(o + 16 * b, acc[b][p]);
-        _mm512_mask_storeu_ps(o + 16 * (NB - 1), A->mask, acc[NB - 1][p]);
-    }
+    store_tile(acc, A->out, A->os, A->mask, WT, NB);
 }
 
 typedef void (*tile3_fn)(const tile3_args *);
