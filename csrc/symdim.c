@@ -219,20 +219,21 @@ int pr_dim_symbol_index(const pr_symtab *t, int64_t d) {
 
 /* ---- arithmetic ----------------------------------------------------------- */
 
-static pr_symtab *table_for(int64_t a, int64_t b) {
-    if (!pr_dim_is_sym(a) && !pr_dim_is_sym(b)) return NULL;
-    return pr_symtab_current();
+/* The table and polynomials of two operands: 1 when either is symbolic
+ * (*t, *p, *q filled), 0 when both are known sizes, -1 with an exception. */
+static int operands(int64_t a, int64_t b, pr_symtab **t, poly *p, poly *q) {
+    if (!pr_dim_is_sym(a) && !pr_dim_is_sym(b)) return 0;
+    if (!(*t = pr_symtab_current())) return no_table(), -1;
+    return poly_of(*t, a, p) < 0 || poly_of(*t, b, q) < 0 ? -1 : 1;
 }
 
 int64_t pr_dim_add(int64_t a, int64_t b) {
-    pr_symtab *t = table_for(a, b);
-    if (!t) {
-        int64_t r;
-        if (pr_dim_is_sym(a) || pr_dim_is_sym(b)) return no_table();
-        return __builtin_add_overflow(a, b, &r) ? overflow() : r;
-    }
+    pr_symtab *t;
     poly p, q;
-    if (poly_of(t, a, &p) < 0 || poly_of(t, b, &q) < 0) return PR_DIM_ERROR;
+    int64_t r;
+    int sym = operands(a, b, &t, &p, &q);
+    if (sym < 0) return PR_DIM_ERROR;
+    if (!sym) return __builtin_add_overflow(a, b, &r) ? overflow() : r;
     if (__builtin_add_overflow(p.c0, q.c0, &p.c0)) return overflow();
     for (int i = 0; i < q.nt; i++) {
         int rc = add_term(&p, q.t[i].coef, q.t[i].atom);
@@ -260,14 +261,12 @@ static int mono_mul(const int32_t *x, const int32_t *y, int32_t *out) {
 }
 
 int64_t pr_dim_mul(int64_t a, int64_t b) {
-    pr_symtab *t = table_for(a, b);
-    if (!t) {
-        int64_t r;
-        if (pr_dim_is_sym(a) || pr_dim_is_sym(b)) return no_table();
-        return __builtin_mul_overflow(a, b, &r) ? overflow() : r;
-    }
+    pr_symtab *t;
     poly p, q, r;
-    if (poly_of(t, a, &p) < 0 || poly_of(t, b, &q) < 0) return PR_DIM_ERROR;
+    int64_t known;
+    int sym = operands(a, b, &t, &p, &q);
+    if (sym < 0) return PR_DIM_ERROR;
+    if (!sym) return __builtin_mul_overflow(a, b, &known) ? overflow() : known;
     poly_const(&r, 0);
     if (__builtin_mul_overflow(p.c0, q.c0, &r.c0)) return overflow();
     /* (p.c0 + P)(q.c0 + Q) = p.c0 q.c0 + p.c0 Q + q.c0 P + P Q */
@@ -383,14 +382,16 @@ int pr_dim_div_exact(int64_t a, int64_t b, int64_t *q) {
 
 int pr_dim_maybe_equal(int64_t a, int64_t b) {
     if (a == b) return 1;
-    if (!pr_dim_is_sym(a) && !pr_dim_is_sym(b)) return 0;
-    /* different codes: unequal for every size only if they differ by a constant */
-    int64_t nb = pr_dim_mul(b, -1), diff = nb == PR_DIM_ERROR ? nb : pr_dim_add(a, nb);
-    if (diff == PR_DIM_ERROR) {
+    /* Different codes are unequal for every size only when they differ by a
+     * constant: canonical forms with the same terms (nothing interned). */
+    pr_symtab *t;
+    poly p, q;
+    int sym = operands(a, b, &t, &p, &q);
+    if (sym <= 0) {
         PyErr_Clear();
-        return 1;
+        return sym < 0; /* two different known sizes: never equal */
     }
-    return pr_dim_is_sym(diff);
+    return p.nt != q.nt || memcmp(p.t, q.t, sizeof(term) * (size_t)p.nt) != 0;
 }
 
 int pr_dim_valid(int64_t d) {
