@@ -405,18 +405,6 @@ static double now_us(void) {
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-/* A traced shape as text, symbols by name ("(batch, 32, 32, 3)"). */
-static const char *traced_shape_str(const pr_Graph *g, const pr_gvalue *x, char *buf, size_t n) {
-    size_t used = (size_t)snprintf(buf, n, "(");
-    for (int d = 0; d < x->ndim && used < n; d++) {
-        char s[96];
-        used += (size_t)snprintf(buf + used, n - used, d ? ", %s" : "%s",
-                                 pr_dim_str(g->syms, x->shape[d], s, sizeof s));
-    }
-    if (used < n) snprintf(buf + used, n - used, x->ndim == 1 ? ",)" : ")");
-    return buf;
-}
-
 /* Convert and check the call's inputs and bind the symbols to their sizes.
  * Fills t[] with new references (the caller releases them), in[] with their
  * views and binding[] with one size per symbol. */
@@ -463,11 +451,14 @@ static int check_inputs(pr_Graph *g, PyObject *seq, pr_Tensor **t, pr_view *in,
         }
         if (!ok) {
             char want[192], have[160];
+            pr_view traced = {.ndim = x->ndim}; /* symbols by name: "(batch, 32, 32, 3)" */
+            memcpy(traced.shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
             PyErr_Format(PyExc_ValueError,
                          "compiled function: input %d must be %s of shape %s (names: unknown "
                          "sizes), got %s of shape %s",
                          x->index, pr_dtype_name(x->dtype),
-                         traced_shape_str(g, x, want, sizeof want), pr_dtype_name(got->dtype),
+                         pr_shape_str_in(g->syms, &traced, want, sizeof want),
+                         pr_dtype_name(got->dtype),
                          pr_shape_str(got, have, sizeof have));
             goto done;
         }
