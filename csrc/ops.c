@@ -440,6 +440,11 @@ static PyObject *py_cpu_info(PyObject *self, PyObject *noargs) {
 
 /* The op a Python name names, or NULL with KeyError. */
 static const pr_op *op_named(PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "expected an op name (str), got %.80s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
     const char *name = PyUnicode_AsUTF8(arg);
     if (!name) return NULL;
     const pr_op *op = pr_op_lookup(name);
@@ -504,7 +509,9 @@ static PyObject *py_run_variant(PyObject *self, PyObject *args, PyObject *kwargs
     }
     if (pr_infer(op, in, op->n_in, attrs, out, &scratch) < 0) goto done;
     if (!pr_variant_usable(op, v, in, op->n_in, out, attrs)) {
-        pr_fail(op, PyExc_ValueError, "kernel variant '%s' cannot run these inputs on this CPU",
+        pr_fail(op, PyExc_ValueError,
+                "kernel variant '%s' cannot run these inputs on this CPU (a feature it needs "
+                "is missing, it does not take these shapes, or PYRESNET_KERNELS=reference)",
                 vname);
         goto done;
     }
