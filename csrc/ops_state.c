@@ -85,6 +85,85 @@ static int infer_sgd_momentum(const pr_op *op, const pr_view *in, int n, const v
     return expect_lr(op, in, 3);
 }
 
+/* An optional slot: a Variable of the variable's shape, or an empty one
+ * (size 0) when the optimizer's configuration does not use it. */
+static int expect_slot(const pr_op *op, const pr_view *in, int i, const char *what) {
+    if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
+    if (in[i].ndim == 1 && in[i].shape[0] == 0) return 0;
+    return expect_like_var(op, in, i, what);
+}
+
+static int used(const pr_view *v) { return !(v->ndim == 1 && v->shape[0] == 0); }
+
+/* The step count: one integer (int32/int64) or float32 number. */
+static int expect_step(const pr_op *op, const pr_view *in, int i) {
+    if (in[i].dtype == PR_U8)
+        return pr_fail(op, PyExc_TypeError, "the step must be int32, int64 or float32, got uint8");
+    if (in[i].size != 1) {
+        char s[128];
+        return pr_fail(op, PyExc_ValueError, "the step must hold one number, got shape %s",
+                       pr_shape_str(&in[i], s, sizeof s));
+    }
+    return 0;
+}
+
+static double step_value(const pr_view *v) {
+    switch (v->dtype) {
+    case PR_I32: return *(const int32_t *)v->data;
+    case PR_I64: return (double)*(const int64_t *)v->data;
+    case PR_F32: return *(const float *)v->data;
+    case PR_U8: return *(const uint8_t *)v->data;
+    }
+    return 0;
+}
+
+/* adam_update(var, grad, m, v, vhat, lr, iterations) */
+static int infer_adam(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
+                      size_t *ws) {
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || expect_like_var(op, in, 1, "the gradient") < 0 ||
+        expect_like_var(op, in, 2, "the momentum") < 0 ||
+        expect_like_var(op, in, 3, "the velocity") < 0 ||
+        expect_slot(op, in, 4, "the velocity_hat") < 0 || expect_lr(op, in, 5) < 0)
+        return -1;
+    return expect_step(op, in, 6);
+}
+
+/* rmsprop_update(var, grad, velocity, momentum, average_gradient, lr) */
+static int infer_rmsprop(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                         pr_view *out, size_t *ws) {
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || expect_like_var(op, in, 1, "the gradient") < 0 ||
+        expect_like_var(op, in, 2, "the velocity") < 0 ||
+        expect_slot(op, in, 3, "the momentum") < 0 ||
+        expect_slot(op, in, 4, "the average gradient") < 0)
+        return -1;
+    return expect_lr(op, in, 5);
+}
+
+/* Schedules: (step[, boundaries, values]) -> a float32 scalar. */
+static int infer_schedule(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                          pr_view *out, size_t *ws) {
+    if (expect_step(op, in, 0) < 0) return -1;
+    pr_set_out(&out[0], PR_F32, 0, NULL);
+    return 0;
+}
+
+static int infer_piecewise(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                           pr_view *out, size_t *ws) {
+    if (expect_step(op, in, 0) < 0 || pr_expect_ndim(op, in, 1, 1) < 0 ||
+        pr_expect_ndim(op, in, 2, 1) < 0 || pr_expect_dtype(op, in, 2, PR_F32) < 0)
+        return -1;
+    if (in[1].dtype == PR_U8)
+        return pr_fail(op, PyExc_TypeError,
+                       "the boundaries must be int32, int64 or float32, got uint8");
+    if (!pr_dim_maybe_equal(in[2].shape[0], in[1].shape[0] + 1))
+        return pr_fail(op, PyExc_ValueError,
+                       "needs one value more than boundaries, got %lld boundaries and %lld values",
+                       (long long)in[1].shape[0], (long long)in[2].shape[0]);
+    pr_set_out(&out[0], PR_F32, 0, NULL);
+    *ws = (size_t)in[1].shape[0] * sizeof(double);
+    return 0;
+}
+
 /* ---- kernels -------------------------------------------------------------- */
 
 static int assign(pr_assign_kind k, const pr_view *in) {
@@ -119,6 +198,71 @@ static int fw_sgd_momentum(const pr_view *in, int n, pr_view *out, const void *a
                              (float)s->weight_decay);
 }
 
+typedef struct {
+    double beta_1, beta_2, epsilon, weight_decay;
+} adam_attrs;
+
+static int fw_adam(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    const adam_attrs *s = a;
+    /* As Keras: 1 - beta in double (Python floats), then float32. */
+    return pr_k_adam(in[0].data, in[1].data, in[2].data, in[3].data,
+                     used(&in[4]) ? in[4].data : NULL, in[0].size, *(const float *)in[5].data,
+                     (float)(step_value(&in[6]) + 1.0), (float)s->beta_1, (float)s->beta_2,
+                     (float)(1.0 - s->beta_1), (float)(1.0 - s->beta_2), (float)s->epsilon,
+                     (float)s->weight_decay);
+}
+
+typedef struct {
+    double rho, momentum, epsilon, weight_decay;
+} rmsprop_attrs;
+
+static int fw_rmsprop(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    const rmsprop_attrs *s = a;
+    return pr_k_rmsprop(in[0].data, in[1].data, in[2].data, used(&in[3]) ? in[3].data : NULL,
+                        used(&in[4]) ? in[4].data : NULL, in[0].size, *(const float *)in[5].data,
+                        (float)s->rho, (float)(1.0 - s->rho), (float)s->momentum,
+                        (float)s->epsilon, (float)s->weight_decay);
+}
+
+typedef struct {
+    double initial_learning_rate, decay_steps, alpha, warmup_target, warmup_steps;
+    int warmup, linear;
+} cosine_attrs;
+
+static int fw_cosine(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    const cosine_attrs *s = a;
+    *(float *)out[0].data = pr_k_cosine_decay(
+        step_value(&in[0]), (float)s->initial_learning_rate, (float)s->decay_steps,
+        (float)s->alpha, (float)(1.0 - s->alpha), s->warmup, (float)s->warmup_target,
+        (float)s->warmup_steps, s->linear);
+    return PR_OK;
+}
+
+typedef struct {
+    double initial_learning_rate, decay_steps, decay_rate;
+    int staircase;
+} exponential_attrs;
+
+static int fw_exponential(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    const exponential_attrs *s = a;
+    *(float *)out[0].data =
+        pr_k_exponential_decay(step_value(&in[0]), (float)s->initial_learning_rate,
+                               (float)s->decay_steps, (float)s->decay_rate, s->staircase);
+    return PR_OK;
+}
+
+static int fw_piecewise(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    double *bounds = ws;
+    for (int64_t i = 0; i < in[1].size; i++) {
+        pr_view b = in[1];
+        b.data = (char *)in[1].data + i * (int64_t)pr_dtype_size(in[1].dtype);
+        bounds[i] = step_value(&b);
+    }
+    *(float *)out[0].data = pr_k_piecewise_constant(step_value(&in[0]), bounds, in[1].size,
+                                                    in[2].data);
+    return PR_OK;
+}
+
 /* ---- registry ------------------------------------------------------------- */
 
 static const pr_attr_spec momentum_attrs[] = {
@@ -129,6 +273,31 @@ static const pr_attr_spec sgd_momentum_attrs[] = {
     {"momentum", PR_ATTR_FLOAT, offsetof(pr_sgd_attrs, momentum), 1, 0},
     {"nesterov", PR_ATTR_BOOL, offsetof(pr_sgd_attrs, nesterov), 0, 0},
     {"weight_decay", PR_ATTR_FLOAT, offsetof(pr_sgd_attrs, weight_decay), 0, 0}, {NULL}};
+
+static const pr_attr_spec adam_attr_specs[] = {
+    {"beta_1", PR_ATTR_FLOAT, offsetof(adam_attrs, beta_1), 0, 0.9},
+    {"beta_2", PR_ATTR_FLOAT, offsetof(adam_attrs, beta_2), 0, 0.999},
+    {"epsilon", PR_ATTR_FLOAT, offsetof(adam_attrs, epsilon), 0, 1e-7},
+    {"weight_decay", PR_ATTR_FLOAT, offsetof(adam_attrs, weight_decay), 0, 0}, {NULL}};
+static const pr_attr_spec rmsprop_attr_specs[] = {
+    {"rho", PR_ATTR_FLOAT, offsetof(rmsprop_attrs, rho), 0, 0.9},
+    {"momentum", PR_ATTR_FLOAT, offsetof(rmsprop_attrs, momentum), 0, 0},
+    {"epsilon", PR_ATTR_FLOAT, offsetof(rmsprop_attrs, epsilon), 0, 1e-7},
+    {"weight_decay", PR_ATTR_FLOAT, offsetof(rmsprop_attrs, weight_decay), 0, 0}, {NULL}};
+static const pr_attr_spec cosine_attr_specs[] = {
+    {"initial_learning_rate", PR_ATTR_FLOAT, offsetof(cosine_attrs, initial_learning_rate), 1, 0},
+    {"decay_steps", PR_ATTR_FLOAT, offsetof(cosine_attrs, decay_steps), 1, 0},
+    {"alpha", PR_ATTR_FLOAT, offsetof(cosine_attrs, alpha), 0, 0},
+    {"warmup", PR_ATTR_BOOL, offsetof(cosine_attrs, warmup), 0, 0},
+    {"warmup_target", PR_ATTR_FLOAT, offsetof(cosine_attrs, warmup_target), 0, 0},
+    {"warmup_steps", PR_ATTR_FLOAT, offsetof(cosine_attrs, warmup_steps), 0, 0},
+    {"linear", PR_ATTR_BOOL, offsetof(cosine_attrs, linear), 0, 0}, {NULL}};
+static const pr_attr_spec exponential_attr_specs[] = {
+    {"initial_learning_rate", PR_ATTR_FLOAT, offsetof(exponential_attrs, initial_learning_rate),
+     1, 0},
+    {"decay_steps", PR_ATTR_FLOAT, offsetof(exponential_attrs, decay_steps), 1, 0},
+    {"decay_rate", PR_ATTR_FLOAT, offsetof(exponential_attrs, decay_rate), 1, 0},
+    {"staircase", PR_ATTR_BOOL, offsetof(exponential_attrs, staircase), 0, 0}, {NULL}};
 
 #define ASSIGN(var, nm, fw, d) \
     static const pr_op var = {.name = nm, .n_in = 2, .n_out = 0, .mutates = 1, \
@@ -160,5 +329,39 @@ static const pr_op op_sgd_momentum = {
     .doc = "sgd_momentum_update(var, grad, velocity, lr; momentum, nesterov, weight_decay): "
            "Keras 3 SGD with momentum, updating var and velocity in place."};
 
+static const pr_op op_adam = {
+    .name = "adam_update", .n_in = 7, .n_out = 0, .mutates = 1 | 4 | 8 | 16,
+    .flags = PR_OP_STATEFUL, .attrs = adam_attr_specs, .attr_size = sizeof(adam_attrs),
+    .infer = infer_adam, .forward = fw_adam,
+    .doc = "adam_update(var, grad, momentum, velocity, velocity_hat, lr, iterations; beta_1, "
+           "beta_2, epsilon, weight_decay): Keras 3 Adam/AdamW step in place; velocity_hat of "
+           "shape (0,) without amsgrad."};
+static const pr_op op_rmsprop = {
+    .name = "rmsprop_update", .n_in = 6, .n_out = 0, .mutates = 1 | 4 | 8 | 16,
+    .flags = PR_OP_STATEFUL, .attrs = rmsprop_attr_specs, .attr_size = sizeof(rmsprop_attrs),
+    .infer = infer_rmsprop, .forward = fw_rmsprop,
+    .doc = "rmsprop_update(var, grad, velocity, momentum, average_gradient, lr; rho, momentum, "
+           "epsilon, weight_decay): Keras 3 RMSprop step in place; momentum/average_gradient "
+           "of shape (0,) when unused (momentum 0, not centered)."};
+static const pr_op op_cosine = {
+    .name = "cosine_decay_schedule", .n_in = 1, .n_out = 1, .attrs = cosine_attr_specs,
+    .attr_size = sizeof(cosine_attrs), .infer = infer_schedule, .forward = fw_cosine,
+    .doc = "cosine_decay_schedule(step; initial_learning_rate, decay_steps, alpha, warmup, "
+           "warmup_target, warmup_steps, linear): Keras CosineDecay's rate at `step` (float32 "
+           "scalar); linear=True anneals linearly (one-cycle)."};
+static const pr_op op_exponential = {
+    .name = "exponential_decay_schedule", .n_in = 1, .n_out = 1,
+    .attrs = exponential_attr_specs, .attr_size = sizeof(exponential_attrs),
+    .infer = infer_schedule, .forward = fw_exponential,
+    .doc = "exponential_decay_schedule(step; initial_learning_rate, decay_steps, decay_rate, "
+           "staircase): Keras ExponentialDecay's rate at `step` (float32 scalar)."};
+static const pr_op op_piecewise = {
+    .name = "piecewise_constant_schedule", .n_in = 3, .n_out = 1, .infer = infer_piecewise,
+    .forward = fw_piecewise,
+    .doc = "piecewise_constant_schedule(step, boundaries, values): Keras "
+           "PiecewiseConstantDecay's rate at `step` (float32 scalar)."};
+
 const pr_op *const pr_ops_state[] = {&op_assign, &op_assign_add, &op_assign_sub,
-                                     &op_moving_average, &op_sgd, &op_sgd_momentum, NULL};
+                                     &op_moving_average, &op_sgd, &op_sgd_momentum, &op_adam,
+                                     &op_rmsprop, &op_cosine, &op_exponential, &op_piecewise,
+                                     NULL};

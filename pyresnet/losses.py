@@ -22,7 +22,14 @@ def sparse_labels(y_true):
     return convert_to_tensor(y_true.astype(np.int32) if y_true.dtype.kind in "iu" else y_true)
 
 
-def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False):
+def _check_smoothing(label_smoothing):
+    ls = float(label_smoothing)
+    if not 0.0 <= ls <= 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing!r}")
+    return ls
+
+
+def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0):
     """Per-sample cross-entropy between integer labels and class scores
     (``keras.losses.sparse_categorical_crossentropy``).
 
@@ -32,17 +39,30 @@ def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False):
             log-softmax inside), else probabilities (renormalised and clipped
             to [1e-7, 1 - 1e-7] as Keras).
         from_logits (bool): see above.
+        label_smoothing (float): in [0, 1]; the loss against the smoothed
+            target ``one_hot * (1 - ls) + ls / C`` (Szegedy et al. 2016,
+            "Rethinking the Inception Architecture", section 7), computed as
+            ``(1 - ls) * CE(label) + ls * CE(uniform)``.  Keras 3 offers it
+            for the categorical loss only; here the sparse one has it too,
+            with the categorical one's result.
     Returns:
-        float32 Tensor ``(batch,)``: ``-log p[label]``.
+        float32 Tensor ``(batch,)``: ``-log p[label]`` (smoothed: see above).
     Raises:
         ValueError/TypeError (from the op): on shape/dtype mismatches or a
-            label out of range.
+            label out of range; ValueError for label_smoothing outside [0, 1].
     """
-    return ops.sparse_categorical_crossentropy(sparse_labels(y_true), y_pred,
+    ls = _check_smoothing(label_smoothing)
+    loss = ops.sparse_categorical_crossentropy(sparse_labels(y_true), y_pred,
                                                from_logits=from_logits)
+    if not ls:
+        return loss
+    uniform = ops.multiply(ops.ones_like(y_pred), 1.0 / y_pred.shape[-1])
+    return ops.add(ops.multiply(loss, 1.0 - ls),
+                   ops.multiply(ops.categorical_crossentropy(uniform, y_pred,
+                                                             from_logits=from_logits), ls))
 
 
-def categorical_crossentropy(y_true, y_pred, from_logits=False):
+def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0):
     """Per-sample cross-entropy between one-hot (or soft) targets and scores
     (``keras.losses.categorical_crossentropy``).
 
@@ -50,11 +70,17 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False):
         y_true: float32 ``(batch, C)``, rows summing to 1.
         y_pred: float32 ``(batch, C)``: logits if ``from_logits``, else
             probabilities (renormalised and clipped as Keras).
+        label_smoothing (float): in [0, 1]; the targets become
+            ``y_true * (1 - ls) + ls / C`` first, as Keras does.
     Returns:
         float32 Tensor ``(batch,)``: ``-sum_c y_true[c] * log p[c]``.
     Raises:
-        ValueError/TypeError (from the op): on shape/dtype mismatches.
+        ValueError/TypeError (from the op): on shape/dtype mismatches;
+            ValueError for label_smoothing outside [0, 1].
     """
+    ls = _check_smoothing(label_smoothing)
+    if ls:
+        y_true = ops.add(ops.multiply(y_true, 1.0 - ls), ls / y_pred.shape[-1])
     return ops.categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
 
 
@@ -136,17 +162,25 @@ class SparseCategoricalCrossentropy(LossFunctionWrapper):
     Args:
         from_logits (bool): ``y_pred`` are logits (recommended: a final
             ``Dense`` without activation) rather than probabilities.
+        label_smoothing (float): in [0, 1] (not a Keras 3 argument of this
+            class: the result is CategoricalCrossentropy's with one-hot
+            targets and the same smoothing).
         reduction, name: see :class:`Loss`.
+    Raises:
+        ValueError: for label_smoothing outside [0, 1].
     """
 
     def __init__(self, from_logits=False, reduction="sum_over_batch_size",
-                 name="sparse_categorical_crossentropy"):
+                 name="sparse_categorical_crossentropy", label_smoothing=0.0):
         super().__init__(sparse_categorical_crossentropy, name=name, reduction=reduction,
-                         from_logits=from_logits)
+                         from_logits=from_logits,
+                         label_smoothing=_check_smoothing(label_smoothing))
         self.from_logits = from_logits
+        self.label_smoothing = float(label_smoothing)
 
     def get_config(self):
-        return {**super().get_config(), "from_logits": self.from_logits}
+        return {**super().get_config(), "from_logits": self.from_logits,
+                "label_smoothing": self.label_smoothing}
 
 
 class CategoricalCrossentropy(LossFunctionWrapper):
@@ -155,17 +189,24 @@ class CategoricalCrossentropy(LossFunctionWrapper):
 
     Args:
         from_logits (bool): ``y_pred`` are logits rather than probabilities.
+        label_smoothing (float): in [0, 1]; targets become
+            ``y_true * (1 - ls) + ls / C`` (Keras's argument).
         reduction, name: see :class:`Loss`.
+    Raises:
+        ValueError: for label_smoothing outside [0, 1].
     """
 
-    def __init__(self, from_logits=False, reduction="sum_over_batch_size",
+    def __init__(self, from_logits=False, label_smoothing=0.0, reduction="sum_over_batch_size",
                  name="categorical_crossentropy"):
         super().__init__(categorical_crossentropy, name=name, reduction=reduction,
-                         from_logits=from_logits)
+                         from_logits=from_logits,
+                         label_smoothing=_check_smoothing(label_smoothing))
         self.from_logits = from_logits
+        self.label_smoothing = float(label_smoothing)
 
     def get_config(self):
-        return {**super().get_config(), "from_logits": self.from_logits}
+        return {**super().get_config(), "from_logits": self.from_logits,
+                "label_smoothing": self.label_smoothing}
 
 
 class MeanSquaredError(LossFunctionWrapper):

@@ -806,6 +806,130 @@ add(Entry("sgd_momentum_update",
           note="updates the variable and the velocity"))
 
 
+
+def _adam_ref(w, g, m, v, vhat, lr, iterations, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+              weight_decay=0.0):
+    """Keras 3 Adam/AdamW, one step in float64 (test_optimizers.keras_adam)."""
+    t = float(iterations) + 1
+    w = w - w * weight_decay * lr
+    alpha = lr * np.sqrt(1 - beta_2 ** t) / (1 - beta_1 ** t)
+    m = m + (g - m) * (1 - beta_1)
+    v = v + (g * g - v) * (1 - beta_2)
+    if vhat.size:
+        vhat = np.maximum(vhat, v)
+    return w - m * alpha / (np.sqrt(vhat if vhat.size else v) + epsilon), m, v, vhat
+
+
+def _rmsprop_ref(w, g, vel, mom, avg, lr, rho=0.9, momentum=0.0, epsilon=1e-7,
+                 weight_decay=0.0):
+    """Keras 3 RMSprop, one step in float64 (test_optimizers.keras_rmsprop)."""
+    w = w - w * weight_decay * lr
+    vel = rho * vel + (1 - rho) * g * g
+    if avg.size:
+        avg = rho * avg + (1 - rho) * g
+    inc = lr * g / np.sqrt(vel - (avg * avg if avg.size else 0) + epsilon)
+    if mom.size:
+        mom = momentum * mom + inc
+    return w - (mom if mom.size else inc), vel, mom, avg
+
+
+_EMPTY = np.zeros(0, f32)
+add(Entry("adam_update",
+          [Case(f"{s} step={it} amsgrad={ams} wd={wd}",
+                lambda r, s=s, it=it, ams=ams: [
+                    randn(r, *s), randn(r, *s), randn(r, *s, scale=0.1),
+                    uniform(r, 0.01, 0.1, *s), uniform(r, 0.05, 0.2, *s) if ams else _EMPTY,
+                    f32(0.01), np.int64(it)],
+                {"weight_decay": wd, "beta_1": b1}, grad=False)
+           for s, it, ams, wd, b1 in [((3, 5), 0, False, 0.0, 0.9), ((7, 17), 4, True, 0.0, 0.9),
+                                      ((64,), 9, False, 4e-3, 0.8), ((), 1, True, 1e-2, 0.9),
+                                      ((3, 3, 64, 64), 2, False, 5e-5, 0.9)]],
+          reference=_adam_ref, rtol=1e-6, atol=1e-6, kind="state",
+          note="iterations + 1 is Adam's t; velocity_hat of shape (0,) without amsgrad"))
+add(Entry("rmsprop_update",
+          [Case(f"{s} momentum={mo} centered={c} wd={wd}",
+                lambda r, s=s, mo=mo, c=c: [
+                    randn(r, *s), randn(r, *s), uniform(r, 0.5, 1.0, *s),
+                    randn(r, *s, scale=0.01) if mo else _EMPTY,
+                    randn(r, *s, scale=0.1) if c else _EMPTY, f32(0.01)],
+                {"momentum": mo, "weight_decay": wd}, grad=False)
+           for s, mo, c, wd in [((3, 5), 0.0, False, 0.0), ((7, 17), 0.9, False, 0.0),
+                                ((64,), 0.0, True, 1e-3), ((), 0.5, True, 0.0),
+                                ((3, 3, 64, 64), 0.9, True, 1e-4)]],
+          reference=_rmsprop_ref, rtol=1e-6, atol=1e-6, kind="state",
+          note="momentum and average_gradient of shape (0,) when unused"))
+
+
+def _cosine_ref(step, initial_learning_rate, decay_steps, alpha=0.0, warmup=False,
+                warmup_target=0.0, warmup_steps=0.0, linear=False):
+    """Keras CosineDecay (test_optimizers.keras_cosine_decay) in float64."""
+    s = float(step)
+
+    def anneal(s, frm):
+        frac = s / decay_steps
+        c = 1 - frac if linear else 0.5 * (1 + np.cos(np.pi * frac))
+        return frm * ((1 - alpha) * c + alpha)
+    if not warmup:
+        return np.float64(anneal(min(s, decay_steps), initial_learning_rate))
+    s = min(s, decay_steps + warmup_steps)
+    if s < warmup_steps:
+        return np.float64((warmup_target - initial_learning_rate) * s / warmup_steps
+                          + initial_learning_rate)
+    return np.float64(anneal(s - warmup_steps, warmup_target))
+
+
+def _step_cases(attrs_list):
+    return [Case(f"step={st} {a}", lambda r, st=st: [st], a, grad=False) for st, a in attrs_list]
+
+
+add(Entry("cosine_decay_schedule",
+          _step_cases([(np.int64(0), {"initial_learning_rate": 0.1, "decay_steps": 100}),
+                       (np.int64(37), {"initial_learning_rate": 0.1, "decay_steps": 100,
+                                       "alpha": 0.1}),
+                       (np.int64(250), {"initial_learning_rate": 0.1, "decay_steps": 100}),
+                       (np.int32(7), {"initial_learning_rate": 0.0, "decay_steps": 90,
+                                      "warmup": True, "warmup_target": 0.2,
+                                      "warmup_steps": 10}),
+                       (f32(55.0), {"initial_learning_rate": 0.0, "decay_steps": 90,
+                                    "warmup": True, "warmup_target": 0.2, "warmup_steps": 10}),
+                       (np.int64(40), {"initial_learning_rate": 0.01, "decay_steps": 90,
+                                       "warmup": True, "warmup_target": 0.2,
+                                       "warmup_steps": 10, "linear": True})]),
+          reference=_cosine_ref, rtol=1e-6, atol=1e-8,
+          note="float32 as Keras; linear=True is the one-cycle's linear decay"))
+add(Entry("exponential_decay_schedule",
+          _step_cases([(np.int64(0), {"initial_learning_rate": 0.1, "decay_steps": 10,
+                                      "decay_rate": 0.5}),
+                       (np.int64(25), {"initial_learning_rate": 0.1, "decay_steps": 10,
+                                       "decay_rate": 0.5}),
+                       (np.int32(25), {"initial_learning_rate": 0.1, "decay_steps": 10,
+                                       "decay_rate": 0.5, "staircase": True}),
+                       (f32(3.5), {"initial_learning_rate": 2.0, "decay_steps": 1,
+                                   "decay_rate": 0.96})]),
+          reference=lambda step, initial_learning_rate, decay_steps, decay_rate, staircase=False:
+          np.float64(initial_learning_rate * decay_rate ** (
+              np.floor(float(step) / decay_steps) if staircase else float(step) / decay_steps)),
+          rtol=1e-6, atol=1e-8))
+
+
+def _piecewise_ref(step, boundaries, values):
+    """Keras PiecewiseConstantDecay: values[i] for b[i-1] < step <= b[i]."""
+    return np.float64(values[np.searchsorted(np.asarray(boundaries, np.float64), float(step),
+                                             side="left")])
+
+
+add(Entry("piecewise_constant_schedule",
+          [Case(f"step={st} {np.asarray(b).dtype}", lambda r, st=st, b=b, v=v: [
+              st, np.asarray(b), np.asarray(v, f32)], grad=False)
+           for st, b, v in [(np.int64(0), np.array([10, 20], np.int64), [0.1, 0.01, 0.001]),
+                            (np.int64(10), np.array([10, 20], np.int64), [0.1, 0.01, 0.001]),
+                            (np.int64(11), np.array([10, 20], np.int64), [0.1, 0.01, 0.001]),
+                            (np.int64(99), np.array([10, 20], np.int64), [0.1, 0.01, 0.001]),
+                            (np.int32(5), np.array([], np.int32), [0.5]),
+                            (f32(2.5), np.array([2.5, 3.0], f32), [1.0, 2.0, 3.0])]],
+          reference=_piecewise_ref, rtol=0, atol=0,
+          note="step <= boundary selects the earlier value (Keras)"))
+
 # ---- augmentation: deterministic ones -----------------------------------------------------
 
 add(Entry("center_crop",

@@ -148,7 +148,8 @@ def test_sgd_errors_leave_everything_unchanged():
 def test_state_ops_registry_entries():
     for name, mutates in [("assign", 1), ("assign_add", 1), ("assign_sub", 1),
                           ("moving_average_update", 1), ("sgd_update", 1),
-                          ("sgd_momentum_update", 5)]:
+                          ("sgd_momentum_update", 5), ("adam_update", 1 | 4 | 8 | 16),
+                          ("rmsprop_update", 1 | 4 | 8 | 16)]:
         info = pr._C.op_info(name)
         assert info["n_out"] == 0 and info["mutates"] == mutates and info["flags"] & 1
         assert not info["differentiable"]

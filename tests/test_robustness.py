@@ -421,6 +421,18 @@ def _fuzz_templates(rng, nrng):
         "sgd_update": ([f(*v), f(*v), f32(0.1)], {"weight_decay": 0.01}),
         "sgd_momentum_update": ([f(*v), f(*v), f(*v), f32(0.1)],
                                 {"momentum": 0.9, "nesterov": rng.random() < .5}),
+        "adam_update": ([f(*v), f(*v), f(*v), pos(*v), pos(*v) if rng.random() < .5
+                         else f(0), f32(0.1), np.int64(rng.randint(0, 9))], {}),
+        "rmsprop_update": ([f(*v), f(*v), pos(*v), f(*v) if rng.random() < .5 else f(0),
+                            f(0), f32(0.1)], {"momentum": 0.9}),
+        "cosine_decay_schedule": ([np.int64(rng.randint(0, 99))],
+                                  {"initial_learning_rate": 0.1, "decay_steps": 50,
+                                   "warmup": True, "warmup_steps": 5, "warmup_target": 0.2}),
+        "exponential_decay_schedule": ([np.int64(rng.randint(0, 99))],
+                                       {"initial_learning_rate": 0.1, "decay_steps": 50,
+                                        "decay_rate": 0.5}),
+        "piecewise_constant_schedule": ([np.int64(rng.randint(0, 9)), np.array([3, 6]),
+                                         f(3)], {}),
     }
 
 

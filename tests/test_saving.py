@@ -132,7 +132,9 @@ def test_load_in_fresh_process_gives_identical_predictions(tmp_path, rng):
     np.savez(tmp_path / "data.npz", **data)
     (tmp_path / "expected.json").write_text(json.dumps({"inputs": inputs}))
 
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    # the child imports this tree's pyresnet (not an installed one) and the custom layers
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path), os.path.dirname(os.path.dirname(pr.__file__))])}
     run = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], cwd=tempfile.gettempdir(),
                          env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

@@ -156,6 +156,19 @@ def optim_parallel(rng):
         m64 = m * 0.9 - g * np.float64(0.05)
         close(wv.numpy(), w64 + m64 * 0.9 - g * np.float64(0.05), 1e-6, 1e-7, f"sgd w {n}")
         close(mv.numpy(), m64, 1e-6, 1e-7, f"sgd velocity {n}")
+        wv, mv, vv = pr.Variable(w), pr.Variable(m, trainable=False), pr.Variable(
+            np.abs(m), trainable=False)
+        _C.call("adam_update", wv, g, mv, vv, pr.Variable(np.zeros(0, f32)), f32(0.01),
+                np.int64(2), weight_decay=1e-3)
+        m64 = m + (g - np.float64(m)) * 0.1
+        v64 = np.abs(m) + (np.float64(g) ** 2 - np.abs(m)) * 0.001
+        alpha = 0.01 * np.sqrt(1 - 0.999 ** 3) / (1 - 0.9 ** 3)
+        close(wv.numpy(), w - w * 1e-3 * 0.01 - m64 * alpha / (np.sqrt(v64) + 1e-7), 1e-6, 1e-6,
+              f"adam w {n}")
+        wv, vv, e = pr.Variable(w), pr.Variable(np.abs(m), trainable=False), np.zeros(0, f32)
+        _C.call("rmsprop_update", wv, g, vv, pr.Variable(e), pr.Variable(e), f32(0.01))
+        v64 = 0.9 * np.abs(m) + 0.1 * np.float64(g) ** 2
+        close(wv.numpy(), w - 0.01 * g / np.sqrt(v64 + 1e-7), 1e-6, 1e-6, f"rmsprop w {n}")
 
 
 def _jit_chain(n_ops, n_inputs, size, rng):
@@ -374,6 +387,8 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("common.c", "HEADER"): "allocation header and alignment, not a size of the data",
     ("common.c", "CACHE_SLOTS"): "how many freed blocks are kept, not their size",
     ("common.c", "CACHE_BYTES"): "total bytes kept for reuse (1 GiB), a memory budget",
+    ("optim.c", "PI_F32"): "a value (pi in float32), tested by the op table's "
+                           "cosine_decay_schedule",
     ("loss.c", "KERAS_EPSILON"): "a value (probability clip), tested by the op table's 'clipped'",
     ("rng.c", "PHILOX_M0"): "Philox constant (known-answer test in test_augment)",
     ("rng.c", "PHILOX_M1"): "Philox constant",

@@ -208,7 +208,7 @@ def test_compile_and_argument_errors():
     with pytest.raises(ValueError, match="unknown loss"):
         model.compile("sgd", "hinge")
     with pytest.raises(ValueError, match="unknown optimizer"):
-        model.compile("adam", "sparse_categorical_crossentropy")
+        model.compile("adagrad", "sparse_categorical_crossentropy")
     model.compile("sgd", "sparse_categorical_crossentropy")
     with pytest.raises(ValueError, match="batch_size"):
         model.fit(_rand(4, 5), np.zeros(4, int), batch_size=0, verbose=0)

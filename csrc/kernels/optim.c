@@ -7,6 +7,7 @@
 #include <math.h>
 
 #define PARALLEL_MIN 32768
+#define PI_F32 3.14159265358979323846f /* ops.array(math.pi, float32) */
 
 /* Offset of flat element i of `shape` under strides st. */
 static inline int64_t offset_of(int64_t i, int ndim, const int64_t *shape, const int64_t *st) {
@@ -117,4 +118,89 @@ int pr_k_sgd_momentum(float *var, const float *grad, float *velocity, int64_t n,
         var[i] = v + (nesterov ? m * momentum - g * lr : m);
     }
     return PR_OK;
+}
+
+int pr_k_adam(float *var, const float *grad, float *m, float *v, float *vhat, int64_t n,
+              float lr, float step, float beta_1, float beta_2, float one_minus_b1,
+              float one_minus_b2, float epsilon, float wd) {
+    float b1p = powf(beta_1, step), b2p = powf(beta_2, step);
+    float alpha = lr * sqrtf(1.0f - b2p) / (1.0f - b1p);
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float w = var[i], g = grad[i];
+        if (wd != 0.0f) w = w - w * wd * lr;
+        float mi = m[i] + (g - m[i]) * one_minus_b1;
+        float vi = v[i] + (g * g - v[i]) * one_minus_b2;
+        m[i] = mi;
+        v[i] = vi;
+        if (vhat) {
+            float h = vhat[i]; /* ops.maximum: NaN wins, as in NumPy */
+            vi = vi != vi || h != h ? vi + h : vi > h ? vi : h;
+            vhat[i] = vi;
+        }
+        var[i] = w - (mi * alpha) / (sqrtf(vi) + epsilon);
+    }
+    return PR_OK;
+}
+
+int pr_k_rmsprop(float *var, const float *grad, float *vel, float *mom, float *avg, int64_t n,
+                 float lr, float rho, float one_minus_rho, float momentum, float epsilon,
+                 float wd) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float w = var[i], g = grad[i];
+        if (wd != 0.0f) w = w - w * wd * lr;
+        float ve = rho * vel[i] + one_minus_rho * (g * g);
+        vel[i] = ve;
+        float denom;
+        if (avg) {
+            float a = rho * avg[i] + one_minus_rho * g;
+            avg[i] = a;
+            denom = ve - a * a + epsilon;
+        } else {
+            denom = ve + epsilon;
+        }
+        float inc = lr * g / sqrtf(denom);
+        if (mom) {
+            float mo = momentum * mom[i] + inc;
+            mom[i] = mo;
+            var[i] = w - mo;
+        } else {
+            var[i] = w - inc;
+        }
+    }
+    return PR_OK;
+}
+
+static float annealed(float s, float decay_steps, float from, float alpha, float one_minus_alpha,
+                      int linear) {
+    float fraction = s / decay_steps;
+    float c = linear ? 1.0f - fraction : 0.5f * (1.0f + cosf(PI_F32 * fraction));
+    return from * (one_minus_alpha * c + alpha);
+}
+
+float pr_k_cosine_decay(double step, float initial, float decay_steps, float alpha,
+                        float one_minus_alpha, int warmup, float warmup_target,
+                        float warmup_steps, int linear) {
+    float s = (float)step;
+    if (!warmup)
+        return annealed(fminf(s, decay_steps), decay_steps, initial, alpha, one_minus_alpha,
+                        linear);
+    s = fminf(s, decay_steps + warmup_steps);
+    if (s < warmup_steps) return (warmup_target - initial) * (s / warmup_steps) + initial;
+    return annealed(s - warmup_steps, decay_steps, warmup_target, alpha, one_minus_alpha, linear);
+}
+
+float pr_k_exponential_decay(double step, float initial, float decay_steps, float decay_rate,
+                             int staircase) {
+    float p = (float)step / decay_steps;
+    if (staircase) p = floorf(p);
+    return initial * powf(decay_rate, p);
+}
+
+float pr_k_piecewise_constant(double step, const double *boundaries, int64_t n,
+                              const float *values) {
+    int64_t i = 0;
+    while (i < n && step > boundaries[i]) i++;
+    return values[i];
 }

@@ -92,3 +92,64 @@ def sgd_momentum_update(variable, gradient, velocity, learning_rate, momentum, n
     """
     call("sgd_momentum_update", variable, gradient, velocity, learning_rate,
          momentum=float(momentum), nesterov=bool(nesterov), weight_decay=float(weight_decay))
+
+
+def adam_update(variable, gradient, momentum, velocity, velocity_hat, learning_rate, iterations,
+                beta_1=0.9, beta_2=0.999, epsilon=1e-7, weight_decay=0.0):
+    """One Keras 3 Adam (or AdamW) step, updating ``variable`` and its slots
+    in place (float32, keras/src/optimizers/adam.py; Kingma & Ba 2015)::
+
+        variable -= variable * weight_decay * lr      # if weight_decay (AdamW)
+        t = iterations + 1
+        alpha = lr * sqrt(1 - beta_2**t) / (1 - beta_1**t)
+        momentum += (gradient - momentum) * (1 - beta_1)
+        velocity += (gradient**2 - velocity) * (1 - beta_2)
+        velocity_hat = maximum(velocity_hat, velocity)  # amsgrad: used as velocity
+        variable -= momentum * alpha / (sqrt(velocity) + epsilon)
+
+    Args:
+        variable, momentum, velocity: float32 Variables of one shape.
+        gradient: float32 of that shape.
+        velocity_hat: float32 Variable of that shape (amsgrad), or of shape
+            ``(0,)`` (plain Adam).
+        learning_rate: float32 tensor holding one value.
+        iterations: the optimizer's step count before this step (int64,
+            int32 or float32, one value).
+        beta_1, beta_2, epsilon, weight_decay (float): as Keras's Adam/AdamW.
+    Raises:
+        ValueError: shapes differ, or lr/iterations hold more than one value.
+        TypeError: wrong dtypes, or a slot that is not a Variable.
+    """
+    call("adam_update", variable, gradient, momentum, velocity, velocity_hat, learning_rate,
+         iterations, beta_1=float(beta_1), beta_2=float(beta_2), epsilon=float(epsilon),
+         weight_decay=float(weight_decay))
+
+
+def rmsprop_update(variable, gradient, velocity, momentum_slot, average_gradient, learning_rate,
+                   rho=0.9, momentum=0.0, epsilon=1e-7, weight_decay=0.0):
+    """One Keras 3 RMSprop step in place (float32,
+    keras/src/optimizers/rmsprop.py; Graves 2013, eq. 38-40, centered)::
+
+        variable -= variable * weight_decay * lr       # if weight_decay
+        velocity = rho * velocity + (1 - rho) * gradient**2
+        average_gradient = rho * average_gradient + (1 - rho) * gradient  # centered
+        denominator = velocity - average_gradient**2 + epsilon  # centered
+        denominator = velocity + epsilon                        # otherwise
+        increment = lr * gradient / sqrt(denominator)
+        momentum_slot = momentum * momentum_slot + increment;  variable -= momentum_slot
+        variable -= increment                                   # momentum == 0
+
+    Args:
+        variable, velocity: float32 Variables of one shape.
+        gradient: float32 of that shape.
+        momentum_slot, average_gradient: float32 Variables of that shape, or
+            of shape ``(0,)`` when unused (momentum 0; not centered).
+        learning_rate: float32 tensor holding one value.
+        rho, momentum, epsilon, weight_decay (float): as Keras's RMSprop.
+    Raises:
+        ValueError: shapes differ or the learning rate is not one number.
+        TypeError: wrong dtypes, or a slot that is not a Variable.
+    """
+    call("rmsprop_update", variable, gradient, velocity, momentum_slot, average_gradient,
+         learning_rate, rho=float(rho), momentum=float(momentum), epsilon=float(epsilon),
+         weight_decay=float(weight_decay))

@@ -118,19 +118,23 @@ def weight_paths(model):
 
 def optimizer_paths(model, paths=None):
     """``[(path, Variable)]`` of the compiled optimizer's state: iterations,
-    learning rate, and the velocity of each weight (by the weight's path)."""
+    the learning rate (a float rate's Variable; a schedule is in the compile
+    config and follows from iterations), and each slot of each weight as
+    ``optimizer/<slot name>/<weight path>`` (``velocity``, ``momentum``,
+    ...)."""
     opt = getattr(model, "optimizer", None)
     if opt is None:
         return []
     by_id = {id(v): p for p, v in (paths if paths is not None else weight_paths(model))}
-    out = [("optimizer/iterations", opt.iterations), ("optimizer/learning_rate",
-                                                       opt.learning_rate)]
-    for variable, slot in opt._slots.values():
+    out = [("optimizer/iterations", opt.iterations)]
+    if isinstance(opt._learning_rate, Variable):
+        out.append(("optimizer/learning_rate", opt._learning_rate))
+    for slot_name, variable, slot in opt.slot_variables():
         if id(variable) not in by_id:
             raise ValueError(f'Model "{model.name}": its optimizer has a slot for variable '
                              f"{getattr(variable, 'path', variable.name)}, which is not one of "
                              "the model's weights; it cannot be saved with the model")
-        out.append((f"optimizer/velocity/{by_id[id(variable)]}", slot))
+        out.append((f"optimizer/{slot_name}/{by_id[id(variable)]}", slot))
     return out
 
 
@@ -356,34 +360,45 @@ def load_model(filepath, custom_objects=None, compile=True):
 
 def restore_optimizer(model, paths, arrays, where):
     """Restore the optimizer state saved in ``arrays`` (``optimizer/*``
-    entries): iterations, learning rate, and a velocity slot per entry
-    ``optimizer/velocity/<weight path>`` (created, then assigned).  A file
+    entries): iterations, learning rate, and a slot per entry
+    ``optimizer/<slot name>/<weight path>`` (created, then assigned).  A file
     saved without optimizer state leaves the optimizer fresh.
 
     Raises:
-        ValueError: for an entry naming no weight, a shape or dtype that
-            differs, or velocities for an optimizer without momentum.
+        ValueError: for an entry naming no weight or a slot the optimizer
+            does not use (velocities for SGD without momentum, say), a shape
+            or dtype that differs.
     """
     saved = {k: v for k, v in arrays.items() if k.startswith("optimizer/")}
     if not saved:
         return
-    opt, by_path, prefix = model.optimizer, dict(paths), "optimizer/velocity/"
-    velocities = [k for k in saved if k.startswith(prefix)]
-    for key in velocities:
-        variable = by_path.get(key[len(prefix):])
+    opt, by_path = model.optimizer, dict(paths)
+    targets = [("optimizer/iterations", opt.iterations)]
+    if isinstance(opt._learning_rate, Variable):
+        targets.append(("optimizer/learning_rate", opt._learning_rate))
+    elif "optimizer/learning_rate" in saved:
+        raise ValueError(f"{where}: a learning-rate value is saved for an optimizer with a "
+                         "learning-rate schedule")
+    slots = []
+    for key in saved:
+        if key in ("optimizer/iterations", "optimizer/learning_rate"):
+            continue
+        slot_name, _, path = key[len("optimizer/"):].partition("/")
+        variable = by_path.get(path)
         if variable is None or not variable.trainable:
             raise ValueError(f"{where}: optimizer entry {key} names no trainable weight of "
                              "the model")
+        if slot_name not in opt._slot_names:
+            raise ValueError(f"{where}: {slot_name} slots are saved for an optimizer without "
+                             f"them ({type(opt).__name__} with {opt.get_config()} uses "
+                             f"{list(opt._slot_names)})")
         if tuple(saved[key].shape) != tuple(variable.shape):
             raise ValueError(f"{where}: optimizer entry {key} has shape "
                              f"{tuple(saved[key].shape)}, its weight {tuple(variable.shape)}")
-    if velocities and opt.momentum == 0.0:
-        raise ValueError(f"{where}: velocity slots are saved for an optimizer without momentum")
-    targets = [("optimizer/iterations", opt.iterations),
-               ("optimizer/learning_rate", opt.learning_rate)]
-    targets += [(key, opt._velocity(by_path[key[len(prefix):]])) for key in velocities]
+        slots.append((key, slot_name, variable))
+    targets += [(key, opt._get_slot(variable, slot_name)) for key, slot_name, variable in slots]
     assign_checked(targets, saved, where)
-    if velocities:
+    if slots:
         opt.built = True
 
 

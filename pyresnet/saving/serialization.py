@@ -409,9 +409,8 @@ def compile_from_config(model, config):
     """``model.compile(...)`` with :func:`compile_config`'s settings."""
     from .. import optimizers  # noqa: PLC0415
     opt = config["optimizer"]
-    if opt.get("class_name") != "SGD":
-        raise ValueError(f"unknown saved optimizer {opt.get('class_name')!r}")
-    model.compile(optimizer=optimizers.SGD.from_config(deserialize_value(opt["config"])),
+    model.compile(optimizer=optimizers.deserialize({"class_name": opt.get("class_name"),
+                                                    "config": deserialize_value(opt["config"])}),
                   loss=_deserialize_loss(config["loss"]),
                   metrics=_deserialize_metrics(config.get("metrics")),
                   run_eagerly=config.get("run_eagerly"),
