@@ -306,6 +306,10 @@ static pr_plan *plan_make(pr_Graph *g, const int64_t *binding, const pr_view *in
         if (subst_attrs(g, n, binding, attrs) < 0) goto fail;
         for (int i = 0; i < n->n_in; i++) last[n->in[i]] = j;
         if (n->host >= 0) continue;
+        if (n->loop >= 0) { /* the loop variables keep their shapes */
+            for (int k = 0; k < n->n_out; k++) p->views[n->out[k]] = p->views[n->in[k]];
+            continue;
+        }
         pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
         for (int i = 0; i < n->n_in; i++) iv[i] = p->views[n->in[i]];
         size_t infer_scratch;
@@ -512,9 +516,27 @@ static pr_plan *plan_for(pr_Graph *g, const int64_t *binding, const pr_view *in)
 }
 
 typedef struct {
-    int failed_node; /* -1: none */
-    int rc;          /* kernel code, or -1: a host callback raised (exception set) */
+    const pr_op *op; /* the op of the node that failed; NULL: none */
+    int rc;          /* its kernel code, or -1: a Python exception is set */
+    char msg[512];   /* a loop's input pipeline failed: the message (rc its code) */
 } run_status;
+
+/* One run of a graph's nodes over a plan: the buffers of every value (ptr),
+ * the arena, and the thread state released for the run (host callbacks and
+ * loops take the GIL through it). */
+typedef struct {
+    pr_Graph *g;
+    pr_plan *p;
+    void **ptr;
+    void *arena;
+    const int64_t *binding;
+    int tune;        /* time the kernels still unchosen (jit) */
+    char *timed;     /* per node: this run chose its kernel */
+    double *times;   /* per node (start, end) in microseconds, or NULL */
+    PyThreadState **ts;
+} run_ctx;
+
+static int run_nodes(run_ctx *c, run_status *st);
 
 /* Call a host callback (GIL held) with copies of its inputs. */
 static int run_host(pr_Graph *g, pr_plan *p, pr_gnode *n, void **ptr) {
@@ -549,6 +571,417 @@ static int run_kernel(pr_gnode *n, pr_plan *p, int j, pr_view *iv, pr_view *ov, 
     rc = pr_variant_run(n->op, kernel_of(n->op, c), iv, n->n_in, ov, attrs, scratch);
     if (c % 2) pr_set_thread_limit(0);
     return rc;
+}
+
+/* An arena for a run of plan p (GIL held): a pooled one, else a new one. */
+static void *arena_get(pr_plan *p) {
+    if (p->n_pool) return p->pool[--p->n_pool];
+    void *a = pr_alloc(p->arena_bytes);
+    if (!a) PyErr_NoMemory();
+    return a;
+}
+
+/* Keep one arena per concurrent caller for reuse (GIL held). */
+static void arena_put(pr_plan *p, void *arena) {
+    if (!arena) return;
+    if (p->n_pool == p->cap_pool) {
+        int cap = p->cap_pool ? 2 * p->cap_pool : 2;
+        void **pool = PyMem_Realloc(p->pool, sizeof(void *) * (size_t)cap);
+        if (pool) p->pool = pool, p->cap_pool = cap;
+    }
+    if (p->n_pool < p->cap_pool) p->pool[p->n_pool++] = arena;
+    else pr_free(arena);
+}
+
+static int input_value_of(const pr_Graph *g, int index) {
+    for (int v = 0; v < g->n_vals; v++)
+        if (g->vals[v].kind == PR_VAL_INPUT && g->vals[v].index == index) return v;
+    return -1;
+}
+
+/* ---- loops ------------------------------------------------------------------
+ * A loop node runs its body graph once per iteration.  At the loop's start
+ * (GIL held, once per call of the enclosing graph) it asks the feeder for
+ * this pass's batches, finds the body's plans (made once per binding: the
+ * full batch and a smaller last one), takes their arenas and allocates the
+ * loop variables twice (this iteration's and the next's).  Then, without the
+ * GIL, each iteration makes its batch (the input pipeline's kernels, in
+ * place in the body's input buffers), runs the body's nodes with the
+ * carried values as inputs and writes the new ones into the other buffers,
+ * which become the inputs of the next iteration. */
+
+typedef struct {
+    pr_plan *plan;
+    void *arena;
+    void **ptr;
+    int tune;
+    char *timed;
+    int64_t *binding;
+} body_run;
+
+static int64_t scalar_value(const pr_view *v, const void *data) {
+    switch (v->dtype) {
+    case PR_F32: return (int64_t)*(const float *)data;
+    case PR_I32: return *(const int32_t *)data;
+    case PR_I64: return *(const int64_t *)data;
+    default: return *(const uint8_t *)data;
+    }
+}
+
+static int scalar_true(const pr_view *v, const void *data) {
+    if (v->dtype == PR_F32) return *(const float *)data != 0.0f;
+    return scalar_value(v, data) != 0;
+}
+
+/* GIL held: a plan for the body and everything its runs need. */
+static int body_prepare(pr_Graph *b, const int64_t *binding, const pr_view *in, body_run *r) {
+    memset(r, 0, sizeof *r);
+    int ns = pr_symtab_n_symbols(b->syms);
+    if (!(r->binding = PyMem_Calloc((size_t)ns + 1, sizeof(int64_t)))) return PyErr_NoMemory(), -1;
+    memcpy(r->binding, binding, sizeof(int64_t) * (size_t)ns);
+    if (!(r->plan = plan_for(b, r->binding, in))) return -1;
+    r->plan->in_use++;
+    if (!(r->arena = arena_get(r->plan))) return -1;
+    if (!(r->ptr = PyMem_Calloc((size_t)b->n_vals + 1, sizeof(void *)))) return PyErr_NoMemory(), -1;
+    for (int v = 0; v < b->n_vals; v++) {
+        pr_gvalue *x = &b->vals[v];
+        if (x->kind == PR_VAL_CAPTURE)
+            r->ptr[v] = ((pr_Tensor *)PyList_GET_ITEM(b->captures, x->index))->v.data;
+        else if (x->kind == PR_VAL_NODE && r->plan->offset[v] >= 0)
+            r->ptr[v] = (char *)r->arena + r->plan->offset[v];
+    }
+    r->tune = b->jit && !r->plan->tuning && tune_lookup(r->plan);
+    if (r->tune) {
+        if (!(r->timed = PyMem_Calloc((size_t)b->n_nodes + 1, 1))) return PyErr_NoMemory(), -1;
+        r->plan->tuning = 1;
+    }
+    return 0;
+}
+
+/* GIL held: give back what body_prepare took. */
+static void body_release(body_run *r) {
+    if (r->plan) {
+        if (r->tune) {
+            r->plan->tuning = 0;
+            if (tune_store(r->plan, r->timed) < 0) PyErr_Clear();
+        }
+        r->plan->in_use--;
+        arena_put(r->plan, r->arena);
+    } else {
+        pr_free(r->arena);
+    }
+    PyMem_Free(r->timed);
+    PyMem_Free(r->ptr);
+    PyMem_Free(r->binding);
+    memset(r, 0, sizeof *r);
+}
+
+static int feeder_error(const char *what) {
+    PyErr_Format(PyExc_TypeError, "loop over a dataset: %s", what);
+    return -1;
+}
+
+static int run_loop(run_ctx *c, int j, run_status *st) {
+    pr_Graph *g = c->g, *b;
+    pr_gnode *n = &g->nodes[j];
+    pr_loop *L = &g->loops[n->loop];
+    pr_plan *p = c->p;
+    int nc = L->n_carry, ok = 0, n_comp = 0;
+    int64_t lower = L->lower, upper = L->upper, trip = -1, first = 0, n_batches = 0;
+    size_t *bytes = NULL;
+    void **cur = NULL, **nxt = NULL, *feed[PR_MAX_INPUTS] = {0};
+    char *direct = NULL;
+    PyObject *fed = NULL, *source = NULL;
+    const pr_view *full = NULL, *last = NULL;
+    body_run runs[2];
+    memset(runs, 0, sizeof runs);
+    int32_t iter_value = 0;
+    double flag_buf[8];
+    if (L->cond0_in >= 0) {
+        int v = n->in[L->cond0_in];
+        if (!scalar_true(&p->views[v], c->ptr[v])) trip = 0;
+    }
+    if (L->lower_in >= 0) lower = scalar_value(&p->views[n->in[L->lower_in]], c->ptr[n->in[L->lower_in]]);
+    if (L->upper_in >= 0) upper = scalar_value(&p->views[n->in[L->upper_in]], c->ptr[n->in[L->upper_in]]);
+    if (trip != 0 && (L->upper_in >= 0 || upper >= 0)) trip = upper > lower ? upper - lower : 0;
+    if (trip != 0 && L->max_iter >= 0 && (trip < 0 || L->max_iter < trip)) trip = L->max_iter;
+    if (trip == 0) { /* no iteration: the loop variables keep their initial values */
+        for (int k = 0; k < nc; k++)
+            memcpy(c->ptr[n->out[k]], c->ptr[n->in[k]], view_bytes(&p->views[n->out[k]]));
+        return 0;
+    }
+
+    PyEval_RestoreThread(*c->ts); /* ---- GIL held: set up ---- */
+    b = L->body;
+    Py_INCREF(b);
+    int nb = b->n_inputs;
+    pr_view *in = PyMem_Calloc((size_t)nb + 1, sizeof(pr_view));
+    bytes = PyMem_Calloc((size_t)nc + 1, sizeof(size_t));
+    cur = PyMem_Calloc((size_t)nc + 1, sizeof(void *));
+    nxt = PyMem_Calloc((size_t)nc + 1, sizeof(void *));
+    direct = PyMem_Calloc((size_t)nc + 1, 1);
+    if (!in || !bytes || !cur || !nxt || !direct) {
+        PyErr_NoMemory();
+        goto setup_failed;
+    }
+    if (L->feeder && trip != 0) {
+        fed = PyObject_CallNoArgs(L->feeder);
+        if (!fed) goto setup_failed;
+        long long f0, cnt;
+        if (!PyArg_ParseTuple(fed, "OLL;the feeder returns (iterator, first, count)", &source, &f0,
+                              &cnt))
+            goto setup_failed;
+        if (!pr_batches_info(source, &n_comp, &n_batches, &full, &last)) {
+            feeder_error("the feeder must return a BatchIterator");
+            goto setup_failed;
+        }
+        if (n_comp != L->n_feed || f0 < 0 || cnt < 0 || f0 + cnt > n_batches) {
+            PyErr_Format(PyExc_ValueError,
+                         "loop over a dataset: the pass has %d components and %lld batches, the "
+                         "loop was traced for %d components (batches %lld to %lld asked)",
+                         n_comp, (long long)n_batches, L->n_feed, f0, f0 + cnt);
+            goto setup_failed;
+        }
+        first = f0;
+        if (trip < 0 || cnt < trip) trip = cnt;
+    }
+    if (trip < 0 && L->cond_out < 0) {
+        PyErr_SetString(PyExc_ValueError, "loop: no bound and no condition");
+        goto setup_failed;
+    }
+    for (int k = 0; k < nc; k++) in[L->carry_in[k]] = p->views[n->in[k]];
+    for (int k = 0; k < L->n_const; k++) in[L->const_in[k]] = p->views[n->in[nc + k]];
+    if (L->iter_in >= 0) {
+        int64_t scalar_shape[1] = {0};
+        pr_set_out(&in[L->iter_in], PR_I32, 0, scalar_shape);
+    }
+    /* Plans: the full batch, and a smaller last one when this pass reaches it. */
+    int n_runs = 1;
+    int64_t *binding = PyMem_Calloc((size_t)pr_symtab_n_symbols(b->syms) + 1, sizeof(int64_t));
+    if (!binding) {
+        PyErr_NoMemory();
+        goto setup_failed;
+    }
+    memcpy(binding, c->binding, sizeof(int64_t) * (size_t)pr_symtab_n_symbols(g->syms));
+    int sym = pr_dim_symbol_index(b->syms, L->feed_batch);
+    for (int r = 0; r < 2; r++) {
+        const pr_view *views = r == 0 ? full : last;
+        if (r == 1 && !(L->n_feed && trip > 0 && first + trip == n_batches &&
+                        last[0].shape[0] != full[0].shape[0]))
+            break;
+        for (int k = 0; k < L->n_feed; k++) {
+            const pr_gvalue *x = &b->vals[input_value_of(b, L->feed_in[k])];
+            const pr_view *v = &views[k];
+            int match = x->dtype == v->dtype && x->ndim == v->ndim && v->ndim >= 1 &&
+                        (sym >= 0 || x->shape[0] == v->shape[0]);
+            for (int d = 1; match && d < v->ndim; d++) match = x->shape[d] == v->shape[d];
+            if (!match) {
+                char want[192], have[160];
+                pr_view traced = {.ndim = x->ndim};
+                memcpy(traced.shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+                PyErr_Format(PyExc_ValueError,
+                             "loop over a dataset: component %d of its batches is %s of shape "
+                             "%s, but the loop was traced for %s of shape %s (a dataset's "
+                             "batches keep their shapes)", k, pr_dtype_name(v->dtype),
+                             pr_shape_str(v, have, sizeof have), pr_dtype_name(x->dtype),
+                             pr_shape_str_in(b->syms, &traced, want, sizeof want));
+                PyMem_Free(binding);
+                goto setup_failed;
+            }
+            in[L->feed_in[k]] = *v;
+            in[L->feed_in[k]].data = NULL;
+            if (sym >= 0) binding[sym] = v->shape[0];
+        }
+        if (body_prepare(b, binding, in, &runs[r]) < 0) {
+            PyMem_Free(binding);
+            goto setup_failed;
+        }
+        n_runs = r + 1;
+    }
+    PyMem_Free(binding);
+    for (int k = 0; k < L->n_feed; k++) {
+        if (!(feed[k] = pr_alloc(view_bytes(&full[k])))) {
+            PyErr_NoMemory();
+            goto setup_failed;
+        }
+    }
+    for (int k = 0; k < nc; k++) {
+        int v = b->outputs[L->carry_out[k]];
+        bytes[k] = view_bytes(&p->views[n->out[k]]);
+        direct[k] = b->vals[v].kind == PR_VAL_NODE;
+        for (int m = 0; m < k && direct[k]; m++) direct[k] = b->outputs[L->carry_out[m]] != v;
+        if (!(cur[k] = pr_alloc(bytes[k])) || !(nxt[k] = pr_alloc(bytes[k]))) {
+            PyErr_NoMemory();
+            goto setup_failed;
+        }
+    }
+    for (int r = 0; r < n_runs; r++) {
+        void **ptr = runs[r].ptr;
+        for (int k = 0; k < L->n_const; k++) {
+            int v = input_value_of(b, L->const_in[k]);
+            ptr[v] = c->ptr[n->in[nc + k]];
+        }
+        for (int k = 0; k < L->n_feed; k++) ptr[input_value_of(b, L->feed_in[k])] = feed[k];
+        if (L->iter_in >= 0) ptr[input_value_of(b, L->iter_in)] = &iter_value;
+        if (L->cond_out >= 0) {
+            int v = b->outputs[L->cond_out];
+            if (b->vals[v].kind == PR_VAL_NODE) ptr[v] = flag_buf; /* unless a carry's (below) */
+        }
+    }
+    int *carry_val = PyMem_Calloc((size_t)nc + 1, sizeof(int));
+    if (!carry_val) {
+        PyErr_NoMemory();
+        goto setup_failed;
+    }
+    for (int k = 0; k < nc; k++) carry_val[k] = input_value_of(b, L->carry_in[k]);
+    *c->ts = PyEval_SaveThread(); /* ---- no GIL: iterate ---- */
+
+    for (int k = 0; k < nc; k++) memcpy(cur[k], c->ptr[n->in[k]], bytes[k]);
+    for (int64_t it = 0; trip < 0 || it < trip; it++) {
+        int r = n_runs == 2 && first + it == n_batches - 1;
+        body_run *br = &runs[r];
+        void **ptr = br->ptr;
+        if (L->n_feed) {
+            int rc = pr_batches_fill(source, first + it, feed, st->msg);
+            if (rc != PR_OK) {
+                st->rc = rc;
+                goto run_failed;
+            }
+        }
+        iter_value = (int32_t)(lower + it);
+        for (int k = 0; k < nc; k++) {
+            ptr[carry_val[k]] = cur[k];
+            if (direct[k]) ptr[b->outputs[L->carry_out[k]]] = nxt[k];
+        }
+        run_ctx sub = {b, br->plan, ptr, br->arena, br->binding, br->tune, br->timed, NULL, c->ts};
+        if (run_nodes(&sub, st) < 0) goto run_failed;
+        for (int k = 0; k < nc; k++)
+            if (!direct[k]) memcpy(nxt[k], ptr[b->outputs[L->carry_out[k]]], bytes[k]);
+        int go = 1;
+        if (L->cond_out >= 0) {
+            int v = b->outputs[L->cond_out];
+            go = scalar_true(&br->plan->views[v], ptr[v]);
+        }
+        void **swap = cur;
+        cur = nxt, nxt = swap;
+        if (!go) break;
+    }
+    for (int k = 0; k < nc; k++) memcpy(c->ptr[n->out[k]], cur[k], bytes[k]);
+    ok = 1;
+run_failed:
+    PyEval_RestoreThread(*c->ts); /* ---- GIL held: clean up ---- */
+    PyMem_Free(carry_val);
+    goto cleanup;
+setup_failed:
+    st->rc = -1;
+cleanup:
+    for (int r = 0; r < 2; r++) body_release(&runs[r]);
+    for (int k = 0; k < PR_MAX_INPUTS; k++) pr_free(feed[k]);
+    for (int k = 0; cur && k < nc; k++) pr_free(cur[k]);
+    for (int k = 0; nxt && k < nc; k++) pr_free(nxt[k]);
+    PyMem_Free(in);
+    PyMem_Free(bytes);
+    PyMem_Free(cur);
+    PyMem_Free(nxt);
+    PyMem_Free(direct);
+    Py_XDECREF(fed);
+    Py_DECREF(b);
+    *c->ts = PyEval_SaveThread();
+    if (!ok && !st->op) st->op = &pr_loop_op;
+    return ok ? 0 : -1;
+}
+
+/* Run every node of c->g in order (no GIL).  0, or -1 with *st filled. */
+static int run_nodes(run_ctx *c, run_status *st) {
+    pr_Graph *g = c->g;
+    pr_plan *p = c->p;
+    void **ptr = c->ptr;
+    int nn = g->n_nodes, tune = c->tune;
+    char *timed = c->timed;
+    for (int j = 0; j < nn; j++) {
+        pr_gnode *n = &g->nodes[j];
+        if (c->times) c->times[2 * j] = now_us();
+        if (n->host >= 0) {
+            PyEval_RestoreThread(*c->ts);
+            int rc = run_host(g, p, n, ptr);
+            *c->ts = PyEval_SaveThread();
+            if (rc < 0) {
+                st->op = n->op, st->rc = -1;
+                return -1;
+            }
+        } else if (n->loop >= 0) {
+            if (run_loop(c, j, st) < 0) return -1;
+        } else {
+            pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
+            for (int i = 0; i < n->n_in; i++) {
+                iv[i] = p->views[n->in[i]];
+                iv[i].data = ptr[n->in[i]];
+            }
+            for (int i = 0; i < n->n_out; i++) {
+                ov[i] = p->views[n->out[i]];
+                ov[i].data = ptr[n->out[i]];
+            }
+            void *scratch = p->scratch[j] ? (char *)c->arena + p->scratch_off[j] : NULL;
+            int rc;
+            int same = -1; /* an earlier node of this call with the same key */
+            for (int k = 0; tune && p->variant[j] < 0 && k < j && same < 0; k++)
+                if (timed[k] && PyBytes_GET_SIZE(p->tune_key[k]) == PyBytes_GET_SIZE(p->tune_key[j]) &&
+                    memcmp(PyBytes_AS_STRING(p->tune_key[k]), PyBytes_AS_STRING(p->tune_key[j]),
+                           (size_t)PyBytes_GET_SIZE(p->tune_key[j])) == 0)
+                    same = k;
+            if (same >= 0) p->variant[j] = p->variant[same];
+            if (tune && p->variant[j] < 0) {
+                /* Time every kernel on this call's data (best of two runs; a
+                 * kernel twice as slow as the best gets one).  All write the
+                 * same output, so the last run leaves it correct.  Another
+                 * kernel than the default (the one eager calls run) must win
+                 * by 10%: on a shared machine noise alone would otherwise
+                 * pick a slower kernel now and then. */
+                double best = 1e300, dflt_time = 1e300;
+                int best_k = p->dflt[j], last = -1;
+                rc = PR_OK;
+                for (int k = 0; k < choices(n->op) && rc == PR_OK; k++) {
+                    double mine = 1e300;
+                    for (int rep = 0; rep < 2 && rc == PR_OK && (p->usable[j] >> (k / 2) & 1);
+                         rep++) {
+                        double t0 = now_us();
+                        rc = run_kernel(n, p, j, iv, ov, scratch, last = k);
+                        double dt = now_us() - t0;
+                        if (dt < mine) mine = dt;
+                        if (dt < best) best = dt, best_k = k;
+                        if (dt > 2 * best) break;
+                    }
+                    if (k == p->dflt[j]) dflt_time = mine;
+                }
+                if (best_k != p->dflt[j] && best > 0.9 * dflt_time) best_k = p->dflt[j];
+                if (rc == PR_OK && best_k != last) rc = run_kernel(n, p, j, iv, ov, scratch, best_k);
+                p->variant[j] = best_k;
+                timed[j] = 1;
+            } else {
+                rc = run_kernel(n, p, j, iv, ov, scratch,
+                                p->variant[j] < 0 ? p->dflt[j] : p->variant[j]);
+            }
+            if (rc != PR_OK) {
+                st->op = n->op, st->rc = rc;
+                return -1;
+            }
+        }
+        if (c->times) c->times[2 * j + 1] = now_us();
+    }
+    return 0;
+}
+
+/* Raise what a failed run reports (GIL held). */
+static void raise_status(const run_status *st) {
+    if (st->rc == -1) return; /* the exception is set */
+    if (st->msg[0]) {
+        PyErr_SetString(st->rc == PR_ERR_VALUE    ? PyExc_ValueError
+                        : st->rc == PR_ERR_MEMORY ? PyExc_MemoryError
+                                                  : PyExc_RuntimeError,
+                        st->msg);
+        return;
+    }
+    pr_kernel_status(st->op, st->rc);
 }
 
 /* run(inputs, profile=False) -> list of output Tensors, or (outputs, [(start_us,
@@ -604,11 +1037,7 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
         }
         PyList_SET_ITEM(outs, i, o);
     }
-    if (p->n_pool) arena = p->pool[--p->n_pool];
-    else if (!(arena = pr_alloc(p->arena_bytes))) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    if (!(arena = arena_get(p))) goto done;
     for (int v = 0; v < nv; v++) {
         pr_gvalue *x = &g->vals[v];
         if (x->kind == PR_VAL_INPUT) ptr[v] = t[x->index]->v.data;
@@ -626,94 +1055,22 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
     }
     p->tuning |= tune;
     p->in_use++;
-    run_status st = {-1, PR_OK};
-    Py_BEGIN_ALLOW_THREADS
-    for (int j = 0; j < nn; j++) {
-        pr_gnode *n = &g->nodes[j];
-        if (times) times[2 * j] = now_us();
-        if (n->host >= 0) {
-            Py_BLOCK_THREADS
-            int rc = run_host(g, p, n, ptr);
-            Py_UNBLOCK_THREADS
-            if (rc < 0) {
-                st.failed_node = j, st.rc = -1;
-                break;
-            }
-        } else {
-            pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
-            for (int i = 0; i < n->n_in; i++) {
-                iv[i] = p->views[n->in[i]];
-                iv[i].data = ptr[n->in[i]];
-            }
-            for (int i = 0; i < n->n_out; i++) {
-                ov[i] = p->views[n->out[i]];
-                ov[i].data = ptr[n->out[i]];
-            }
-            void *scratch = p->scratch[j] ? (char *)arena + p->scratch_off[j] : NULL;
-            int rc;
-            int same = -1; /* an earlier node of this call with the same key */
-            for (int k = 0; tune && p->variant[j] < 0 && k < j && same < 0; k++)
-                if (timed[k] && PyBytes_GET_SIZE(p->tune_key[k]) == PyBytes_GET_SIZE(p->tune_key[j]) &&
-                    memcmp(PyBytes_AS_STRING(p->tune_key[k]), PyBytes_AS_STRING(p->tune_key[j]),
-                           (size_t)PyBytes_GET_SIZE(p->tune_key[j])) == 0)
-                    same = k;
-            if (same >= 0) p->variant[j] = p->variant[same];
-            if (tune && p->variant[j] < 0) {
-                /* Time every kernel on this call's data (best of two runs; a
-                 * kernel twice as slow as the best gets one).  All write the
-                 * same output, so the last run leaves it correct.  Another
-                 * kernel than the default (the one eager calls run) must win
-                 * by 10%: on a shared machine noise alone would otherwise
-                 * pick a slower kernel now and then. */
-                double best = 1e300, dflt_time = 1e300;
-                int best_k = p->dflt[j], last = -1;
-                rc = PR_OK;
-                for (int k = 0; k < choices(n->op) && rc == PR_OK; k++) {
-                    double mine = 1e300;
-                    for (int rep = 0; rep < 2 && rc == PR_OK && (p->usable[j] >> (k / 2) & 1);
-                         rep++) {
-                        double t0 = now_us();
-                        rc = run_kernel(n, p, j, iv, ov, scratch, last = k);
-                        double dt = now_us() - t0;
-                        if (dt < mine) mine = dt;
-                        if (dt < best) best = dt, best_k = k;
-                        if (dt > 2 * best) break;
-                    }
-                    if (k == p->dflt[j]) dflt_time = mine;
-                }
-                if (best_k != p->dflt[j] && best > 0.9 * dflt_time) best_k = p->dflt[j];
-                if (rc == PR_OK && best_k != last) rc = run_kernel(n, p, j, iv, ov, scratch, best_k);
-                p->variant[j] = best_k;
-                timed[j] = 1;
-            } else {
-                rc = run_kernel(n, p, j, iv, ov, scratch,
-                                p->variant[j] < 0 ? p->dflt[j] : p->variant[j]);
-            }
-            if (rc != PR_OK) {
-                st.failed_node = j, st.rc = rc;
-                break;
-            }
-        }
-        if (times) times[2 * j + 1] = now_us();
-    }
-    Py_END_ALLOW_THREADS
+    run_status st;
+    memset(&st, 0, sizeof st);
+    PyThreadState *ts = PyEval_SaveThread();
+    run_ctx c = {g, p, ptr, arena, binding, tune, timed, times, &ts};
+    int failed = run_nodes(&c, &st) < 0;
+    PyEval_RestoreThread(ts);
     p->in_use--;
     if (tune) {
         p->tuning = 0;
         if (tune_store(p, timed) < 0) PyErr_Clear(); /* only a cache: retimed next time */
         PyMem_Free(timed);
     }
-    /* Keep one arena per concurrent caller for reuse. */
-    if (p->n_pool == p->cap_pool) {
-        int cap = p->cap_pool ? 2 * p->cap_pool : 2;
-        void **pool = PyMem_Realloc(p->pool, sizeof(void *) * (size_t)cap);
-        if (pool) p->pool = pool, p->cap_pool = cap;
-    }
-    if (p->n_pool < p->cap_pool) p->pool[p->n_pool++] = arena;
-    else pr_free(arena);
+    arena_put(p, arena);
     arena = NULL;
-    if (st.failed_node >= 0) {
-        if (st.rc != -1) pr_kernel_status(g->nodes[st.failed_node].op, st.rc);
+    if (failed) {
+        raise_status(&st);
         goto done;
     }
     if (profile) {
@@ -792,7 +1149,7 @@ static PyObject *Graph_plan(pr_Graph *g, PyObject *inputs) {
     for (int j = 0; j < g->n_nodes; j++) {
         pr_gnode *n = &g->nodes[j];
         double f = 0;
-        if (n->host < 0) {
+        if (n->host < 0 && n->loop < 0) {
             pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
             for (int i = 0; i < n->n_in; i++) iv[i] = p->views[n->in[i]];
             for (int i = 0; i < n->n_out; i++) ov[i] = p->views[n->out[i]];
@@ -805,7 +1162,7 @@ static PyObject *Graph_plan(pr_Graph *g, PyObject *inputs) {
         /* The kernel this node runs: its variant's name (" @1 thread" when
          * the jit chose one thread); None for an op without variants. */
         int c = p->variant[j] < 0 ? p->dflt[j] : p->variant[j];
-        const char *kname = n->host < 0 ? pr_variant_name(n->op, kernel_of(n->op, c)) : NULL;
+        const char *kname = n->host < 0 && n->loop < 0 ? pr_variant_name(n->op, kernel_of(n->op, c)) : NULL;
         PyObject *kn = kname ? PyUnicode_FromFormat("%s%s", kname, c % 2 ? " @1 thread" : "")
                              : (Py_INCREF(Py_None), Py_None);
         if (!kn || PyList_Append(kernels, kn) < 0) {

@@ -107,6 +107,7 @@ static pr_gnode *add_node(pr_Graph *g) {
     pr_gnode *n = &g->nodes[g->n_nodes++];
     memset(n, 0, sizeof *n);
     n->host = -1;
+    n->loop = -1;
     return n;
 }
 
@@ -121,11 +122,46 @@ static PyObject *new_symbolic(pr_Graph *g, int id) {
     return (PyObject *)pr_tensor_new_symbolic(x->dtype, x->ndim, x->shape, sym);
 }
 
+static int value_of(pr_Graph *g, const pr_op *op, int i, PyObject *t);
+
+/* A loop body reads a value of an enclosing graph: it becomes an input of
+ * the body (one per value), whose node feeds it the outer value. */
+static int lift(pr_Graph *g, const pr_op *op, int i, PyObject *t) {
+    PyObject *key = ((pr_Tensor *)t)->sym; /* (graph, id): equal for every tensor of the value */
+    PyObject *found = PyDict_GetItem(g->capture_ids, key);
+    if (found) return (int)PyLong_AsLong(found);
+    int outer = value_of(g->parent, op, i, t);
+    if (outer < 0) return -1;
+    int *lifted = PyMem_Realloc(g->lifted, sizeof(int) * ((size_t)g->n_inputs + 1));
+    if (!lifted) return PyErr_NoMemory(), -1;
+    g->lifted = lifted;
+    pr_view v;
+    value_view(&g->parent->vals[outer], &v);
+    int id = add_value(g, &v, PR_VAL_INPUT, g->n_inputs);
+    if (id < 0) return -1;
+    g->lifted[g->n_inputs++] = outer;
+    PyObject *idobj = PyLong_FromLong(id);
+    int rc = idobj ? PyDict_SetItem(g->capture_ids, key, idobj) : -1;
+    Py_XDECREF(idobj);
+    return rc < 0 ? -1 : id;
+}
+
 /* The value id of a tensor in graph g: its own if symbolic, else captured. */
 static int value_of(pr_Graph *g, const pr_op *op, int i, PyObject *t) {
     pr_Tensor *tt = (pr_Tensor *)t;
     if (tt->sym) {
         PyObject *owner = PyTuple_GET_ITEM(tt->sym, 0);
+        int outer = 0; /* a value of a graph this loop body is nested in */
+        for (pr_Graph *a = g->parent; a && !outer; a = a->parent) outer = (PyObject *)a == owner;
+        if (outer) return lift(g, op, i, t);
+        if (owner != (PyObject *)g && PyObject_TypeCheck(owner, &pr_GraphType) &&
+            ((pr_Graph *)owner)->parent)
+            return pr_fail(op, PyExc_ValueError,
+                           "input %d is a value computed inside a loop body (pyresnet.while_loop, "
+                           "fori_loop or a loop over a dataset) used outside that loop; return it "
+                           "as a loop variable (in a loop over a dataset: give the variable a "
+                           "value of the same shape before the loop)",
+                           i);
         if (owner != (PyObject *)g)
             return pr_fail(op, PyExc_ValueError,
                            "input %d is a symbolic tensor of another traced function (it escaped "
@@ -259,7 +295,7 @@ static int sink_updates(pr_Graph *g) {
     }
     for (int j = 0; j <= nn; j++) {
         pr_gnode *n = j < nn ? &g->nodes[j] : NULL;
-        int flush = !n || n->host >= 0;
+        int flush = !n || n->host >= 0 || n->loop >= 0; /* a body may read anything */
         for (int i = 0; n && !flush && i < n->n_in; i++) flush = written[n->in[i]];
         if (flush) {
             for (int p = 0; p < n_pending; p++) order[k++] = g->nodes[pending[p]];
@@ -267,7 +303,7 @@ static int sink_updates(pr_Graph *g) {
             memset(written, 0, (size_t)g->n_vals + 1);
         }
         if (!n) break;
-        if (n->host < 0 && n->op->mutates) {
+        if (n->host < 0 && n->loop < 0 && n->op->mutates) {
             for (int i = 0; i < n->n_in; i++)
                 if (n->op->mutates >> i & 1) written[n->in[i]] = 1;
             for (int i = 0; i < n->n_out; i++) written[n->out[i]] = 1;
@@ -291,13 +327,27 @@ int pr_fuse_elementwise(pr_Graph *g);
 /* ---- the Graph type --------------------------------------------------------- */
 
 static PyObject *Graph_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    if (!PyArg_ParseTuple(args, ":Graph")) return NULL;
+    static char *kwlist[] = {"parent", NULL};
+    PyObject *parent = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:Graph", kwlist, &parent)) return NULL;
+    if (parent != Py_None && (!PyObject_TypeCheck(parent, &pr_GraphType) ||
+                              ((pr_Graph *)parent)->finalized)) {
+        PyErr_SetString(PyExc_TypeError, "Graph(parent): parent must be a Graph being traced");
+        return NULL;
+    }
     pr_Graph *g = (pr_Graph *)type->tp_alloc(type, 0);
     if (!g) return NULL;
     g->captures = PyList_New(0);
     g->capture_ids = PyDict_New();
     g->callbacks = PyList_New(0);
-    g->syms = pr_symtab_new();
+    if (parent != Py_None) { /* a loop body: the parent's sizes are its sizes */
+        Py_INCREF(parent);
+        g->parent = (pr_Graph *)parent;
+        g->syms = g->parent->syms;
+        g->shared_syms = 1;
+    } else {
+        g->syms = pr_symtab_new();
+    }
     if (!g->captures || !g->capture_ids || !g->callbacks || !g->syms) {
         Py_DECREF(g);
         return NULL;
@@ -310,6 +360,11 @@ static int Graph_traverse(pr_Graph *g, visitproc visit, void *arg) {
     Py_VISIT(g->capture_ids);
     Py_VISIT(g->callbacks);
     Py_VISIT(g->prev);
+    Py_VISIT(g->parent);
+    for (int k = 0; k < g->n_loops; k++) {
+        Py_VISIT(g->loops[k].body);
+        Py_VISIT(g->loops[k].feeder);
+    }
     return 0;
 }
 
@@ -318,6 +373,11 @@ static int Graph_clear(pr_Graph *g) {
     Py_CLEAR(g->capture_ids);
     Py_CLEAR(g->callbacks);
     Py_CLEAR(g->prev);
+    /* The parent stays: a body uses its symbol table until it is freed. */
+    for (int k = 0; k < g->n_loops; k++) {
+        Py_CLEAR(g->loops[k].body);
+        Py_CLEAR(g->loops[k].feeder);
+    }
     return 0;
 }
 
@@ -327,7 +387,10 @@ static void Graph_dealloc(pr_Graph *g) {
     pr_plans_free(g);
     PyMem_Free(g->vals);
     PyMem_Free(g->nodes);
-    pr_symtab_free(g->syms);
+    PyMem_Free(g->loops);
+    PyMem_Free(g->lifted);
+    if (!g->shared_syms) pr_symtab_free(g->syms);
+    Py_CLEAR(g->parent);
     PyMem_Free(g->outputs);
     Py_TYPE(g)->tp_free((PyObject *)g);
 }
@@ -347,6 +410,20 @@ static int parse_dtype(PyObject *s, pr_dtype *d) {
         if (strcmp(name, pr_dtype_name((pr_dtype)k)) == 0) return *d = (pr_dtype)k, 0;
     PyErr_Format(PyExc_TypeError, "unknown dtype '%s'", name);
     return -1;
+}
+
+/* A new input value (an explicit one: not lifted from the parent). */
+static PyObject *new_input(pr_Graph *g, const pr_view *v) {
+    if (g->parent) {
+        int *lifted = PyMem_Realloc(g->lifted, sizeof(int) * ((size_t)g->n_inputs + 1));
+        if (!lifted) return PyErr_NoMemory();
+        g->lifted = lifted;
+        g->lifted[g->n_inputs] = -1;
+    }
+    int id = add_value(g, v, PR_VAL_INPUT, g->n_inputs);
+    if (id < 0) return NULL;
+    g->n_inputs++;
+    return new_symbolic(g, id);
 }
 
 /* placeholder(dtype, shape) -> symbolic Tensor.  Each entry of `shape` is a
@@ -387,10 +464,22 @@ static PyObject *Graph_placeholder(pr_Graph *g, PyObject *args) {
         }
     }
     Py_DECREF(seq);
-    int id = add_value(g, &v, PR_VAL_INPUT, g->n_inputs);
-    if (id < 0) return NULL;
-    g->n_inputs++;
-    return new_symbolic(g, id);
+    return new_input(g, &v);
+}
+
+/* placeholder_like(tensor) -> symbolic Tensor: an input of this graph with
+ * the tensor's dtype and traced shape (its unknown sizes are the same
+ * symbols: a loop body's loop variable). */
+static PyObject *Graph_placeholder_like(pr_Graph *g, PyObject *t) {
+    if (check_open(g) < 0) return NULL;
+    if (!pr_Tensor_Check(t)) {
+        PyErr_Format(PyExc_TypeError, "placeholder_like: expected a Tensor, got %.80s",
+                     Py_TYPE(t)->tp_name);
+        return NULL;
+    }
+    pr_view v = ((pr_Tensor *)t)->v;
+    v.data = NULL;
+    return new_input(g, &v);
 }
 
 /* begin(): trace into this graph in this thread (nests). */
@@ -452,6 +541,280 @@ static PyObject *Graph_host_call(pr_Graph *g, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) node->in[i] = ids[i];
     node->host = (int)PyList_GET_SIZE(g->callbacks) - 1;
     Py_RETURN_NONE;
+}
+
+/* ---- loops ------------------------------------------------------------------ */
+
+static int loop_gradient(PyObject *const *in, PyObject *const *out, const void *attrs,
+                         PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyErr_SetString(PyExc_NotImplementedError,
+                    "gradients through a loop (pyresnet.while_loop, fori_loop or a loop over a "
+                    "dataset in a compiled function) are not supported: take the gradient "
+                    "inside the loop body (a GradientTape there, as a training loop does), or "
+                    "write the loop in Python to unroll it");
+    return -1;
+}
+
+const pr_op pr_loop_op = {
+    .name = "loop", .n_in = -1, .flags = PR_OP_STATEFUL, .gradient = loop_gradient,
+    .doc = "A loop node: runs its body graph once per iteration (pyresnet.while_loop, "
+           "fori_loop, iterating a dataset in a compiled function)."};
+
+static int input_value(const pr_Graph *g, int index) {
+    for (int v = 0; v < g->n_vals; v++)
+        if (g->vals[v].kind == PR_VAL_INPUT && g->vals[v].index == index) return v;
+    return -1;
+}
+
+static int same_value_layout(const pr_gvalue *a, const pr_gvalue *b) {
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+static void layout_str(pr_Graph *g, const pr_gvalue *x, char *buf, size_t n) {
+    pr_view v = {.ndim = x->ndim};
+    memcpy(v.shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    char s[160];
+    snprintf(buf, n, "%s %s", pr_dtype_name(x->dtype), pr_shape_str_in(g->syms, &v, s, sizeof s));
+}
+
+/* An int list argument of add_loop; -1 and an exception when bad. */
+static int int_items(PyObject *seq, int *out, int cap, const char *what) {
+    PyObject *f = PySequence_Fast(seq, "add_loop: expected a sequence of ints");
+    if (!f) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(f);
+    if (n > cap) {
+        Py_DECREF(f);
+        PyErr_Format(PyExc_ValueError, "a loop may have at most %d %s, got %zd", cap, what, n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(f, i));
+        if (out[i] == -1 && PyErr_Occurred()) {
+            Py_DECREF(f);
+            return -1;
+        }
+    }
+    Py_DECREF(f);
+    return (int)n;
+}
+
+/* A bound of add_loop: an int (static) or a scalar Tensor (a node input). */
+static int loop_bound(pr_Graph *g, PyObject *o, int64_t *value, int *in_pos, int *in_ids,
+                      int *n_in) {
+    *in_pos = -1;
+    if (o == Py_None) return 0;
+    if (pr_Tensor_Check(o)) {
+        const pr_view *v = &((pr_Tensor *)o)->v;
+        if (v->ndim != 0) {
+            PyErr_SetString(PyExc_ValueError, "fori_loop: a bound must be a scalar");
+            return -1;
+        }
+        int id = value_of(g, &pr_loop_op, *n_in, o);
+        if (id < 0) return -1;
+        *in_pos = *n_in;
+        in_ids[(*n_in)++] = id;
+        return 0;
+    }
+    *value = PyLong_AsLongLong(o);
+    return *value == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* add_loop(body, inits, carry_in, carry_out, cond_out=-1, cond0=None,
+ *          lower=None, upper=None, iter_in=-1, max_iter=-1, feeder=None,
+ *          feed_in=(), feed_batch=0) -> [symbolic final values]
+ * Append a loop node running `body` (a finalized Graph whose parent is this
+ * graph).  Loop variable k starts as inits[k], is body input carry_in[k] and
+ * becomes body output carry_out[k] after each iteration.  Body inputs lifted
+ * from this graph are read unchanged.  The loop stops when body output
+ * cond_out is zero, or (cond0) before the first iteration, after max_iter
+ * iterations, after upper - lower (fori_loop: body input iter_in gets
+ * lower + iteration), and with a feeder (called at the loop's start: ->
+ * (BatchIterator, first batch, count)) after count batches, which fill the
+ * body inputs feed_in (batch dimension feed_batch: a size or a symbol name). */
+static PyObject *Graph_add_loop(pr_Graph *g, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"body", "inits", "carry_in", "carry_out", "cond_out", "cond0",
+                             "lower", "upper", "iter_in", "max_iter", "feeder", "feed_in",
+                             "feed_batch", NULL};
+    PyObject *body_obj, *inits, *carry_in, *carry_out, *cond0 = Py_None, *lower = Py_None;
+    PyObject *upper = Py_None, *feeder = Py_None, *feed_in = NULL, *feed_batch = NULL;
+    int cond_out = -1, iter_in = -1;
+    long long max_iter = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|iOOOiLOOO:add_loop", kwlist, &body_obj,
+                                     &inits, &carry_in, &carry_out, &cond_out, &cond0, &lower,
+                                     &upper, &iter_in, &max_iter, &feeder, &feed_in, &feed_batch))
+        return NULL;
+    if (check_open(g) < 0) return NULL;
+    if (!PyObject_TypeCheck(body_obj, &pr_GraphType) ||
+        ((pr_Graph *)body_obj)->parent != g || !((pr_Graph *)body_obj)->finalized) {
+        PyErr_SetString(PyExc_TypeError, "add_loop: body must be a finalized Graph(parent=this)");
+        return NULL;
+    }
+    pr_Graph *body = (pr_Graph *)body_obj;
+    pr_loop L;
+    memset(&L, 0, sizeof L);
+    L.iter_in = iter_in, L.cond_out = cond_out, L.cond0_in = -1, L.max_iter = max_iter;
+    L.upper = -1;
+    int in_ids[PR_NODE_MAX_IN], n_in = 0;
+    PyObject *init_seq = PySequence_Fast(inits, "add_loop: inits must be a sequence");
+    if (!init_seq) return NULL;
+    int n = (int)PySequence_Fast_GET_SIZE(init_seq);
+    int nci = int_items(carry_in, L.carry_in, PR_NODE_MAX_OUT, "loop variables");
+    int nco = nci < 0 ? -1 : int_items(carry_out, L.carry_out, PR_NODE_MAX_OUT, "loop variables");
+    L.n_feed = nco < 0 || !feed_in ? 0 : int_items(feed_in, L.feed_in, PR_MAX_INPUTS, "components");
+    if (nci < 0 || nco < 0 || L.n_feed < 0) goto fail;
+    if (n != nci || n != nco || n > PR_NODE_MAX_OUT) {
+        PyErr_Format(PyExc_ValueError, "add_loop: %d initial values, %d carried inputs and %d "
+                     "carried outputs (at most %d)", n, nci, nco, PR_NODE_MAX_OUT);
+        goto fail;
+    }
+    L.n_carry = n;
+    char *role = PyMem_Calloc((size_t)body->n_inputs + 1, 1);
+    if (!role) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (int k = 0; k < n; k++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(init_seq, k);
+        int ci = L.carry_in[k], co = L.carry_out[k];
+        if (!pr_Tensor_Check(t) || ci < 0 || ci >= body->n_inputs || role[ci] || co < 0 ||
+            co >= body->n_outputs) {
+            PyErr_Format(PyExc_ValueError, "add_loop: bad loop variable %d", k);
+            goto fail_role;
+        }
+        role[ci] = 1;
+        int id = value_of(g, &pr_loop_op, k, t);
+        if (id < 0) goto fail_role;
+        in_ids[n_in++] = id;
+        pr_gvalue *a = &g->vals[id], *b = &body->vals[body->outputs[co]];
+        if (!same_value_layout(a, &body->vals[input_value(body, ci)]) ||
+            !same_value_layout(a, b)) {
+            char sa[200], sb[200];
+            layout_str(g, a, sa, sizeof sa);
+            layout_str(g, b, sb, sizeof sb);
+            PyErr_Format(PyExc_ValueError,
+                         "loop variable %d enters the loop as %s but the body returns %s; a loop "
+                         "variable keeps its dtype and shape (pass a value of the final shape "
+                         "and dtype as the initial value)", k, sa, sb);
+            goto fail_role;
+        }
+    }
+    for (int k = 0; k < L.n_feed; k++) {
+        if (L.feed_in[k] < 0 || L.feed_in[k] >= body->n_inputs || role[L.feed_in[k]]) {
+            PyErr_Format(PyExc_ValueError, "add_loop: bad fed input %d", L.feed_in[k]);
+            goto fail_role;
+        }
+        role[L.feed_in[k]] = 1;
+    }
+    if (iter_in >= 0) {
+        if (iter_in >= body->n_inputs || role[iter_in]) {
+            PyErr_SetString(PyExc_ValueError, "add_loop: bad iteration input");
+            goto fail_role;
+        }
+        role[iter_in] = 1;
+    }
+    for (int i = 0; i < body->n_inputs; i++) {
+        if (role[i]) continue;
+        if (!body->lifted || body->lifted[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "add_loop: body input %d has no value", i);
+            goto fail_role;
+        }
+        if (n_in >= PR_NODE_MAX_IN - 3) {
+            PyErr_Format(PyExc_ValueError,
+                         "a loop body may read at most %d tensors of the enclosing function "
+                         "besides its loop variables", PR_NODE_MAX_IN - 3 - n);
+            goto fail_role;
+        }
+        L.const_in[L.n_const++] = i;
+        in_ids[n_in++] = body->lifted[i];
+    }
+    PyMem_Free(role);
+    role = NULL;
+    if (cond_out >= body->n_outputs) {
+        PyErr_SetString(PyExc_ValueError, "add_loop: bad cond_out");
+        goto fail;
+    }
+    if (cond0 != Py_None) {
+        int id = pr_Tensor_Check(cond0) ? value_of(g, &pr_loop_op, n_in, cond0) : -1;
+        if (id < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "add_loop: cond0 must be a Tensor");
+            goto fail;
+        }
+        L.cond0_in = n_in;
+        in_ids[n_in++] = id;
+    }
+    if (loop_bound(g, lower, &L.lower, &L.lower_in, in_ids, &n_in) < 0 ||
+        loop_bound(g, upper, &L.upper, &L.upper_in, in_ids, &n_in) < 0)
+        goto fail;
+    if (feeder != Py_None) {
+        if (!PyCallable_Check(feeder) || L.n_feed < 1) {
+            PyErr_SetString(PyExc_TypeError, "add_loop: feeder must be callable, with feed_in");
+            goto fail;
+        }
+        L.feed_batch = 0;
+        if (feed_batch && PyUnicode_Check(feed_batch)) {
+            const char *name = PyUnicode_AsUTF8(feed_batch);
+            if (!name) goto fail;
+            L.feed_batch = pr_symtab_symbol(g->syms, name);
+        } else if (feed_batch) {
+            L.feed_batch = PyLong_AsLongLong(feed_batch);
+            if (PyErr_Occurred()) goto fail;
+        }
+        Py_INCREF(feeder);
+        L.feeder = feeder;
+    }
+    pr_loop *loops = PyMem_Realloc(g->loops, sizeof(pr_loop) * ((size_t)g->n_loops + 1));
+    if (!loops) {
+        Py_XDECREF(L.feeder);
+        PyErr_NoMemory();
+        goto fail;
+    }
+    g->loops = loops;
+    Py_INCREF(body);
+    L.body = body;
+    g->loops[g->n_loops++] = L;
+    pr_gnode *node = add_node(g);
+    if (!node) goto fail; /* the loop entry stays, unused */
+    int j = (int)(node - g->nodes);
+    node->op = &pr_loop_op;
+    node->loop = g->n_loops - 1;
+    node->n_in = n_in;
+    memcpy(node->in, in_ids, sizeof(int) * (size_t)n_in);
+    node->n_out = n;
+    PyObject *outs = PyList_New(n);
+    if (!outs) goto fail;
+    for (int k = 0; k < n; k++) {
+        pr_view v;
+        value_view(&g->vals[in_ids[k]], &v);
+        int id = add_value(g, &v, PR_VAL_NODE, j);
+        PyObject *o = id < 0 ? NULL : new_symbolic(g, id);
+        if (!o) {
+            Py_DECREF(outs);
+            goto fail;
+        }
+        g->nodes[j].out[k] = id;
+        PyList_SET_ITEM(outs, k, o);
+    }
+    /* On the tapes, so a gradient asked through the loop raises (loop_gradient). */
+    PyObject *rec_in[PR_MAX_INPUTS], *rec_out[PR_MAX_OUTPUTS];
+    int n_rec_in = n < PR_MAX_INPUTS ? n : PR_MAX_INPUTS;
+    int n_rec_out = n < PR_MAX_OUTPUTS ? n : PR_MAX_OUTPUTS;
+    for (int k = 0; k < n_rec_in; k++) rec_in[k] = PySequence_Fast_GET_ITEM(init_seq, k);
+    for (int k = 0; k < n_rec_out; k++) rec_out[k] = PyList_GET_ITEM(outs, k);
+    char no_attrs[PR_ATTR_BYTES] = {0};
+    if (n_rec_in && pr_tape_record(&pr_loop_op, rec_in, n_rec_in, no_attrs, rec_out, n_rec_out) < 0) {
+        Py_DECREF(outs);
+        goto fail;
+    }
+    Py_DECREF(init_seq);
+    return outs;
+fail_role:
+    PyMem_Free(role);
+fail:
+    Py_DECREF(init_seq);
+    return NULL;
 }
 
 /* finalize(outputs, jit) -> None.  `outputs` are Tensors: symbolic ones of this
@@ -556,6 +919,16 @@ static PyObject *Graph_get_symbols(pr_Graph *g, void *c) {
     }
     return l;
 }
+static PyObject *Graph_get_bodies(pr_Graph *g, void *c) {
+    PyObject *l = PyList_New(g->n_loops);
+    for (int k = 0; l && k < g->n_loops; k++) {
+        PyObject *b = g->loops[k].body ? (PyObject *)g->loops[k].body : Py_None;
+        Py_INCREF(b);
+        PyList_SET_ITEM(l, k, b);
+    }
+    return l;
+}
+static PyObject *Graph_get_n_inputs(pr_Graph *g, void *c) { return PyLong_FromLong(g->n_inputs); }
 static PyObject *Graph_get_passes(pr_Graph *g, void *c) {
     return Py_BuildValue("{s:i,s:i}", "removed", g->n_removed, "fused", g->n_fused);
 }
@@ -585,6 +958,10 @@ static PyMethodDef Graph_methods[] = {
      "placeholder(dtype, shape) -> symbolic Tensor (a graph input); str entries are symbols."},
     {"begin", (PyCFunction)Graph_begin, METH_NOARGS, "Trace op calls of this thread into the graph."},
     {"end", (PyCFunction)Graph_end, METH_NOARGS, "Stop tracing into the graph."},
+    {"placeholder_like", (PyCFunction)Graph_placeholder_like, METH_O,
+     "placeholder_like(tensor) -> symbolic Tensor: an input of that dtype and traced shape."},
+    {"add_loop", (PyCFunction)(void (*)(void))Graph_add_loop, METH_VARARGS | METH_KEYWORDS,
+     "add_loop(body, inits, carry_in, carry_out, ...) -> final values: append a loop node."},
     {"host_call", (PyCFunction)Graph_host_call, METH_VARARGS,
      "host_call(fn, tensors): call fn(*arrays) on every run (with the GIL)."},
     {"finalize", (PyCFunction)Graph_finalize, METH_VARARGS,
@@ -597,6 +974,9 @@ static PyGetSetDef Graph_getset[] = {
     {"outputs", (getter)Graph_get_outputs, NULL, "Value ids of the outputs.", NULL},
     {"captures", (getter)Graph_get_captures, NULL, "Captured real tensors (by reference).", NULL},
     {"symbols", (getter)Graph_get_symbols, NULL, "Names of the unknown sizes, in binding order.",
+     NULL},
+    {"bodies", (getter)Graph_get_bodies, NULL, "The loop bodies (Graphs), in loop order.", NULL},
+    {"n_inputs", (getter)Graph_get_n_inputs, NULL, "Inputs (placeholders and lifted values).",
      NULL},
     {"passes", (getter)Graph_get_passes, NULL, "What the passes did: removed/fused/inplace.", NULL},
     {NULL}};

@@ -8,6 +8,13 @@
  * attribute bytes, the ids of its input and output values.  Ops that mutate
  * an input or are PR_OP_STATEFUL are side effects: kept in program order.
  *
+ * A loop node (pyresnet.while_loop, fori_loop, `for batch in dataset`) runs
+ * a body graph (a subgraph traced with this graph as its parent) over and
+ * over: its inputs are the loop variables' initial values and the outer
+ * values the body reads, its outputs the loop variables' final values.
+ * The body reads outer values as its own inputs (lifted), shares the
+ * parent's symbol table, and is planned once per binding like any graph.
+ *
  * Unknown dimensions (None in an input_signature, the batch dimension under
  * reduce_retracing) are symbols of the graph's table (symdim.h): shapes and
  * attributes hold their codes, and each call binds the symbols to its
@@ -30,26 +37,59 @@ typedef struct {
     int64_t known;
 } pr_gvalue;
 
+/* Inputs and outputs of one node: an op's are at most PR_MAX_INPUTS and
+ * PR_MAX_OUTPUTS; a loop node's are its loop variables and lifted values. */
+#define PR_NODE_MAX_IN 48
+#define PR_NODE_MAX_OUT 32
+
 typedef struct {
     const pr_op *op;
     int n_in, n_out;
-    int in[PR_MAX_INPUTS];
-    int out[PR_MAX_OUTPUTS];
+    int in[PR_NODE_MAX_IN];
+    int out[PR_NODE_MAX_OUT];
+    int loop;            /* >= 0: index of the loop (pr_loop) this node runs */
     int host;            /* >= 0: index of a Python callback run with the GIL (pyresnet.print) */
     int dyn_attrs;       /* attributes hold symbolic dimensions (evaluated per plan) */
     char attrs[PR_ATTR_BYTES];
 } pr_gnode;
 
 typedef struct pr_plan pr_plan;
+typedef struct pr_Graph pr_Graph;
 
+/* A loop node's body and how the node's values map onto the body's inputs
+ * and outputs.  The node's inputs are: the n_carry initial values, then the
+ * n_const outer values the body reads unchanged, then (when present) the
+ * initial continue flag and the fori_loop bounds. */
 typedef struct {
+    pr_Graph *body;      /* strong reference */
+    int n_carry, n_const, n_feed;
+    int carry_in[PR_NODE_MAX_OUT];  /* body input of loop variable k */
+    int carry_out[PR_NODE_MAX_OUT]; /* body output of loop variable k */
+    int const_in[PR_NODE_MAX_IN];   /* body input of outer value k */
+    int feed_in[PR_MAX_INPUTS];     /* body input of batch component k */
+    int64_t feed_batch;  /* the batch dimension as traced (a size or a symbol's code) */
+    int iter_in;         /* body input fed the iteration's index (int32), or -1 */
+    int cond_out;        /* body output: continue after this iteration (nonzero), or -1 */
+    int cond0_in;        /* node input: run the first iteration at all, or -1 */
+    int lower_in, upper_in; /* node inputs holding the bounds (fori_loop), or -1 */
+    int64_t lower, upper;   /* static bounds when those are -1 (upper < 0: none) */
+    int64_t max_iter;    /* at most this many iterations, or -1 */
+    PyObject *feeder;    /* callable -> (BatchIterator, first batch, count), or NULL */
+} pr_loop;
+
+struct pr_Graph {
     PyObject_HEAD
     pr_gvalue *vals;
     int n_vals, cap_vals;
     pr_gnode *nodes;
     int n_nodes, cap_nodes;
     int n_inputs;
-    pr_symtab *syms;      /* the symbolic dimensions of this graph */
+    pr_symtab *syms;      /* the symbolic dimensions of this graph (a body: its parent's) */
+    pr_Graph *parent;     /* a loop body: the graph it was traced in (strong), else NULL */
+    int *lifted;          /* a loop body: per input, the parent's value it reads, or -1 */
+    int shared_syms;      /* syms belongs to the parent */
+    pr_loop *loops;       /* the loop nodes' bodies */
+    int n_loops;
     PyObject *captures;   /* list of captured real tensors */
     PyObject *capture_ids;/* dict: id(tensor) -> value id */
     PyObject *callbacks;  /* list of host callables */
@@ -63,12 +103,22 @@ typedef struct {
     int n_plans;
     uint64_t plan_clock;  /* counts plan uses (least recently used goes first) */
     int n_fused, n_removed; /* what the passes did, for inspection */
-} pr_Graph;
+};
 
 /* executor.c */
 int pr_executor_init(PyObject *module, PyTypeObject *graph_type);
 void pr_plans_free(pr_Graph *g);
+/* The op of loop nodes (graph.c). */
+extern const pr_op pr_loop_op;
 /* Whether a node's attributes hold symbolic dimensions. */
 int pr_attrs_dynamic(const pr_gnode *n);
+
+/* pipeline.c, for loops over a dataset: whether `o` is a BatchIterator,
+ * and its batches and their component views (full and last batch). */
+int pr_batches_info(PyObject *o, int *n_comp, int64_t *n_batches, const pr_view **full,
+                    const pr_view **last);
+/* Compute batch b of the iterator into dst[k] (no GIL needed; no Python
+ * object touched).  A PR_* code; `error` (512 bytes) says why on failure. */
+int pr_batches_fill(PyObject *o, int64_t b, void *const *dst, char *error);
 
 #endif

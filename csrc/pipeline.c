@@ -20,7 +20,7 @@
 #include <numpy/arrayobject.h>
 
 #include "kernels/rng.h"
-#include "ops.h"
+#include "graph.h"
 
 #define MAX_COMP PR_MAX_INPUTS /* components of an element: (images, labels, ...) */
 #define IN_CONST (-1)
@@ -77,6 +77,8 @@ typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } BatchIterator;
+
+static PyTypeObject BatchIteratorType;
 
 /* ---- computing one batch (no GIL) ----------------------------------------- */
 
@@ -266,6 +268,32 @@ static PyObject *BatchIterator_next(BatchIterator *it) {
         return NULL;
     }
     return out;
+}
+
+/* ---- for loop nodes (executor.c) ------------------------------------------ */
+
+int pr_batches_info(PyObject *o, int *n_comp, int64_t *n_batches, const pr_view **full,
+                    const pr_view **last) {
+    if (!PyObject_TypeCheck(o, &BatchIteratorType)) return 0;
+    BatchIterator *it = (BatchIterator *)o;
+    *n_comp = it->n_comp;
+    *n_batches = it->n_batches;
+    *full = it->final[0];
+    *last = it->final[1];
+    return 1;
+}
+
+int pr_batches_fill(PyObject *o, int64_t b, void *const *dst, char *error) {
+    BatchIterator *it = (BatchIterator *)o;
+    if (b < 0 || b >= it->n_batches) {
+        snprintf(error, 512, "BatchIterator: batch %lld of a pass of %lld", (long long)b,
+                 (long long)it->n_batches);
+        return PR_ERR_VALUE;
+    }
+    pr_set_thread_limit(it->threads);
+    int rc = compute_batch(it, b, dst, error);
+    pr_set_thread_limit(0);
+    return rc;
 }
 
 /* ---- construction --------------------------------------------------------- */

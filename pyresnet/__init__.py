@@ -9,6 +9,7 @@ from .tensor import Tensor, Variable, convert_to_tensor
 from . import ops
 from .compile import compile, Function, ConcreteFunction, TensorSpec, init_scope
 from .compile import print  # noqa: A004  (pyresnet.print, as tf.print)
+from .loops import while_loop, fori_loop
 from . import activations, initializers, utils
 from . import layers, losses, metrics, optimizers, callbacks
 from . import models, saving

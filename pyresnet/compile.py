@@ -176,6 +176,7 @@ class _Trace:
         self.name = name
         self.first = first  # only the first trace of a Function may create variables
         self.created = []
+        self.jit = False  # jit_compile: loop bodies get the same passes
 
     def creation_error(self):
         names = ", ".join(getattr(v, "name", "?") for v in self.created[:5])
@@ -502,6 +503,7 @@ class Function:
     def _trace(self, args, kwargs, leaves, tensors, dims):
         graph = _C.Graph()
         trace = _Trace(graph, self.__name__, first=self.tracing_count == 0)
+        trace.jit = self.jit_compile
         traces = getattr(_local, "traces", None)
         if traces is None:
             traces = _local.traces = []
