@@ -321,7 +321,8 @@ static pr_plan *plan_make(pr_Graph *g, const int64_t *binding, const pr_view *in
         for (int k = 0; k < choices(n->op) / 2; k++)
             if (pr_variant_usable(n->op, kernel_of(n->op, 2 * k), iv, n->n_in, ov, attrs))
                 p->usable[j] |= 1u << k;
-        if (g->jit && (n->op->n_variants > 1 || pr_get_num_threads() > 1) && !n->op->mutates) {
+        if (g->jit && (n->op->n_variants > 1 || pr_get_num_threads() > 1) && !n->op->mutates &&
+            !(n->op->flags & PR_OP_COLLECTIVE)) {
             for (int k = 0; k < n->op->n_variants; k++) { /* room for every candidate */
                 size_t b = pr_variant_scratch(n->op, k, iv, n->n_in, ov, attrs, infer_scratch);
                 if (p->usable[j] >> k & 1 && b > p->scratch[j]) p->scratch[j] = b;

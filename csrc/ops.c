@@ -13,9 +13,11 @@ extern const pr_op *const pr_ops_conv[];
 extern const pr_op *const pr_ops_state[];
 extern const pr_op *const pr_ops_augment[];
 extern const pr_op *const pr_ops_fused[];
+extern const pr_op *const pr_ops_distribute[];
 
 static const pr_op *const *const families[] = {
     pr_ops_elementwise, pr_ops_nn, pr_ops_conv, pr_ops_state, pr_ops_augment, pr_ops_fused,
+    pr_ops_distribute,
 };
 
 static PyObject *op_table; /* name -> capsule(const pr_op *) */
@@ -289,6 +291,9 @@ int pr_kernel_status(const pr_op *op, int rc) {
         PyErr_Format(PyExc_ValueError, "%s: %s", op->name, pr_kernel_error_message());
         return -1;
     case PR_ERR_MEMORY: PyErr_NoMemory(); return -1;
+    case PR_ERR_RUNTIME:
+        PyErr_Format(PyExc_RuntimeError, "%s: %s", op->name, pr_kernel_error_message());
+        return -1;
     default:
         PyErr_Format(PyExc_RuntimeError, "%s: internal kernel error %d", op->name, rc);
         return -1;
@@ -603,7 +608,8 @@ int pr_ops_init(PyObject *module) {
             Py_DECREF(cap);
         }
     }
-    if (PyModule_AddFunctions(module, ops_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, ops_methods) < 0 || pr_distribute_init(module) < 0)
+        return -1;
     pr_set_num_threads(pr_get_num_threads());
     return 0;
 }

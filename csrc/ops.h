@@ -45,6 +45,8 @@ enum {
     PR_OP_ELEMENTWISE = 4, /* output element i reads only element i of every input of the
                             * output's shape (others broadcast): the output may share the
                             * buffer of such an input (in-place), and chains may be fused */
+    PR_OP_COLLECTIVE = 8,  /* communicates with other processes (MPI): every rank runs it
+                            * exactly once per call, so the jit never times it by rerunning */
 };
 
 typedef struct pr_op pr_op;
@@ -105,6 +107,7 @@ struct pr_op {
  * (NULL-terminated), listed once in ops.c. */
 const pr_op *pr_op_lookup(const char *name); /* NULL for an unknown (or NULL) name */
 int pr_ops_init(PyObject *module);
+int pr_distribute_init(PyObject *module); /* ops_distribute.c: mpi_bind, mpi_world */
 
 /* ---- calling ops ----------------------------------------------------------
  * Inputs are Tensors, NumPy arrays or numbers (converted).  On return,

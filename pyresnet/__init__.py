@@ -14,6 +14,7 @@ from . import activations, initializers, utils
 from . import layers, losses, metrics, optimizers, callbacks
 from . import models, saving
 from .models import Model, Sequential
+from . import distribute
 from . import applications
 from . import data, datasets
 from .config import show_config

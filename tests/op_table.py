@@ -774,6 +774,31 @@ add(Entry("moving_average_update",
           rtol=1e-6, atol=1e-6, kind="state", note="Keras BatchNormalization's formula"))
 
 
+
+# ---- collectives (MPI) ---------------------------------------------------------------------
+# In the test process MPI is a world of one rank (mpi4py's singleton init), so
+# the sum and the mean over the ranks are the input itself; the two-rank
+# values are checked by tests/test_distribute.py on real ranks.
+
+def _one_rank(make):
+    def made(r):
+        import pyresnet.distribute
+        pyresnet.distribute.init()
+        return make(r)
+    return made
+
+
+def _allreduce_cases():
+    return [Case(f"{s} average={a}", _one_rank(lambda r, s=s: [randn(r, *s)]), {"average": a})
+            for s, a in [((5,), False), ((3, 4), True), ((), False), ((2, 3, 4, 5), True),
+                         ((17, 33), False)]]
+
+
+add(Entry("allreduce", _allreduce_cases(), reference=lambda x, average: (x,), rtol=0, atol=0,
+          grad_wrt=(0,), note="one rank: the sum and the mean are x"))
+add(Entry("allreduce_inplace", _allreduce_cases(), reference=lambda v, average: (v,),
+          rtol=0, atol=0, kind="state"))
+
 def _sgd_ref(w, g, lr, weight_decay=0.0):
     """Keras 3 SGD without momentum and the base optimizer's weight decay
     (test_ops_state.keras_sgd_replay, one step in float64)."""

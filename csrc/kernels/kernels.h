@@ -13,7 +13,9 @@ enum {
     PR_OK = 0,
     PR_ERR_VALUE = 1,   /* data-dependent bad value (label out of range, ...) -> ValueError */
     PR_ERR_MEMORY = 2,  /* allocation failed -> MemoryError */
-    PR_ERR_INTERNAL = 3 /* should not happen -> RuntimeError */
+    PR_ERR_INTERNAL = 3, /* should not happen -> RuntimeError */
+    PR_ERR_RUNTIME = 4   /* an outside library failed (MPI) -> RuntimeError with the
+                          * pr_kernel_error message */
 };
 
 /* Element types.  Tensors are contiguous, row-major; images are NHWC. */

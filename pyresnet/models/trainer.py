@@ -10,6 +10,7 @@ unless ``run_eagerly=True`` (``jit_compile`` chooses the jit passes).
 import numpy as np
 
 from .. import callbacks as callbacks_module
+from .. import distribute
 from .. import losses as losses_module
 from .. import metrics as metrics_module
 from .. import ops
@@ -50,6 +51,7 @@ class Trainer:
         self.stop_training = False
         self.history = None
         self.train_function = self.test_function = self.predict_function = None
+        self._train_distribution = None  # the distribution train_function was made under
 
     # ---- configuration ------------------------------------------------------
 
@@ -162,8 +164,14 @@ class Trainer:
             loss, logs = self._compute_losses(y, y_pred)
         weights = self.trainable_weights
         grads = tape.gradient(loss, weights)
+        strategy = distribute.distribution()
+        if strategy is not None:
+            grads = distribute.average_gradients(grads)
         self.optimizer.apply_gradients(zip(grads, weights))
-        return {**logs, **self.compute_metrics(x, y, y_pred)}
+        logs = {**logs, **self.compute_metrics(x, y, y_pred)}
+        if strategy is not None:
+            logs = {k: ops.allreduce(v, op="mean") for k, v in logs.items()}
+        return logs
 
     def test_step(self, x, y):
         """Loss and metrics of a batch in inference mode (see train_step)."""
@@ -347,19 +355,27 @@ class Trainer:
                 val = self._batches(*validation_data, batch_size)
             else:
                 raise ValueError("validation_data must be (x_val, y_val) or a dataset")
+        strategy = distribute.distribution()
+        if strategy is not None:
+            data, callbacks, verbose = strategy._fit_begin(data, callbacks, verbose)
         cbs = self._callbacks(callbacks, data, verbose, add_history=True, epochs=epochs)
-        train_function = self.make_train_function()
+        train_function = self.make_train_function(force=strategy is not self._train_distribution)
+        self._train_distribution = strategy
         self.stop_training = False
         self.history = cbs.history
         self._fit_progress = progress = FitProgress(data, val, cbs.history, initial_epoch)
         try:
             cbs.on_train_begin()
+            if strategy is not None:
+                strategy._train_begin(self, progress)
             logs = None
             for epoch in range(progress.epoch, epochs):
                 progress.start_epoch(epoch)
                 cbs.on_epoch_begin(epoch)
                 logs = self._run(data, train_function, cbs, "train", model=self,
                                  progress=progress)
+                if strategy is not None:
+                    strategy._epoch_end(self)
                 if val is not None:
                     cbs.on_test_begin()
                     val_logs = self._run(val, self.make_test_function(), cbs, "test")

@@ -14,5 +14,6 @@ from .nn import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .state import *  # noqa: F401,F403
 from .augment import *  # noqa: F401,F403
+from .distribute import *  # noqa: F401,F403
 
 call = _C.call

@@ -1,0 +1,96 @@
+/* Registry entries of the distribute family: collectives over the MPI
+ * library that mpi4py loaded (kernels/comm.c), and the module function that
+ * binds it.  Collective ops are PR_OP_STATEFUL (never removed from a graph:
+ * every rank must make the same calls) and PR_OP_COLLECTIVE (the jit never
+ * times them by running them again). */
+#include "ops.h" /* Python.h first */
+
+#include "kernels/comm.h"
+
+typedef struct {
+    int average;
+} allreduce_attrs;
+
+static int infer_allreduce(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                           pr_view *out, size_t *ws) {
+    if (!pr_comm_bound())
+        return pr_fail(op, PyExc_RuntimeError,
+                       "MPI is not initialised in this process: call pyresnet.distribute.init() "
+                       "first (it needs mpi4py: pip install 'pyresnet[distributed]')");
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0) return -1;
+    if (op->n_out) pr_set_out(&out[0], PR_F32, in[0].ndim, in[0].shape);
+    else *ws = (size_t)in[0].size * sizeof(float); /* in place: the send copy */
+    return 0;
+}
+
+static int fw_allreduce(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_allreduce(in[0].data, out[0].data, in[0].size,
+                          ((const allreduce_attrs *)a)->average, NULL);
+}
+
+static int fw_allreduce_inplace(const pr_view *in, int n, pr_view *out, const void *a,
+                                void *ws) {
+    return pr_k_allreduce(in[0].data, in[0].data, in[0].size,
+                          ((const allreduce_attrs *)a)->average, ws);
+}
+
+/* y = sum_r x_r on every rank, so dL/dx_r = sum_r' dL/dy_r': the gradient
+ * is the same allreduce of the output gradients (Horovod's rule). */
+static int gr_allreduce(PyObject *const *in, PyObject *const *out, const void *attrs,
+                        PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = pr_call_by_name("allreduce", &gout[0], 1, attrs)) ? 0 : -1;
+}
+
+static const pr_attr_spec attrs_spec[] = {
+    {"average", PR_ATTR_BOOL, offsetof(allreduce_attrs, average), 0, 0}, {NULL}};
+
+static const pr_op op_allreduce = {
+    .name = "allreduce", .n_in = 1, .n_out = 1, .flags = PR_OP_STATEFUL | PR_OP_COLLECTIVE,
+    .attrs = attrs_spec, .attr_size = sizeof(allreduce_attrs), .infer = infer_allreduce,
+    .forward = fw_allreduce, .gradient = gr_allreduce,
+    .doc = "allreduce(x; average=False): the float32 sum of x over all MPI ranks (the mean "
+           "when average), on every rank.  Needs pyresnet.distribute.init()."};
+static const pr_op op_allreduce_inplace = {
+    .name = "allreduce_inplace", .n_in = 1, .n_out = 0, .mutates = 1,
+    .flags = PR_OP_STATEFUL | PR_OP_COLLECTIVE, .attrs = attrs_spec,
+    .attr_size = sizeof(allreduce_attrs), .infer = infer_allreduce,
+    .forward = fw_allreduce_inplace,
+    .doc = "allreduce_inplace(var; average=False): var = the sum (or mean) of var over all "
+           "MPI ranks, in place.  Needs pyresnet.distribute.init()."};
+
+const pr_op *const pr_ops_distribute[] = {&op_allreduce, &op_allreduce_inplace, NULL};
+
+/* ---- binding MPI ---------------------------------------------------------- */
+
+static PyObject *py_mpi_bind(PyObject *self, PyObject *args) {
+    const char *path;
+    int handle_bytes, size, rank;
+    long long comm, float_type, sum_op;
+    if (!PyArg_ParseTuple(args, "siLLLii:mpi_bind", &path, &handle_bytes, &comm, &float_type,
+                          &sum_op, &size, &rank))
+        return NULL;
+    int rc = pr_comm_bind(path, handle_bytes, comm, float_type, sum_op, size, rank);
+    if (rc != PR_OK) {
+        PyErr_Format(PyExc_RuntimeError, "mpi_bind: %s", pr_kernel_error_message());
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_mpi_world(PyObject *self, PyObject *noargs) {
+    return Py_BuildValue("(Oii)", pr_comm_bound() ? Py_True : Py_False, pr_comm_size(),
+                         pr_comm_rank());
+}
+
+static PyMethodDef distribute_methods[] = {
+    {"mpi_bind", py_mpi_bind, METH_VARARGS,
+     "mpi_bind(path, handle_bytes, comm, float_type, sum_op, size, rank): resolve "
+     "MPI_Allreduce from the MPI library the shared object at `path` (mpi4py's MPI module) "
+     "links, with mpi4py's handles of the communicator, MPI_FLOAT and MPI_SUM."},
+    {"mpi_world", py_mpi_world, METH_NOARGS,
+     "mpi_world() -> (bound, size, rank); (False, 1, 0) before mpi_bind."},
+    {NULL}};
+
+int pr_distribute_init(PyObject *module) {
+    return PyModule_AddFunctions(module, distribute_methods);
+}

@@ -1,0 +1,325 @@
+"""Data-parallel training over MPI ranks (``mpirun -n N python ...``).
+
+Two ways to use it, with the names users know:
+
+* Keras 3's ``keras.distribution.DataParallel``: ``strategy =
+  pyresnet.distribute.DataParallel()``, then ``with strategy.scope():
+  model.fit(...)`` (or ``set_distribution(strategy)``).  ``fit`` then gives
+  each rank its slice of every global batch, averages the gradients over
+  the ranks before the optimizer, broadcasts rank 0's weights and optimizer
+  state at the start, averages the logged loss and metrics, and lets only
+  rank 0 print progress and run the callbacks that write files.
+* Horovod's ``DistributedOptimizer`` + ``broadcast_variables`` for custom
+  (compiled) training steps, with :meth:`DataParallel.shard` for the data.
+
+Batch normalization: each rank normalises with its own batch statistics
+(the default of Keras's ``DataParallel``/``MirroredStrategy`` and of
+PyTorch's DDP without ``SyncBatchNorm``), so two ranks with half batches
+train as one process with the whole batch only for models without batch
+normalization.  The moving mean/variance (non-trainable weights) are
+averaged over the ranks at the end of every epoch, so all ranks hold the
+same weights when they validate and when rank 0 saves.
+
+The MPI library is the one mpi4py loads (``pip install
+"pyresnet[distributed]"`` installs mpi4py and MPICH); the C core resolves
+``MPI_Allreduce`` from it at run time (csrc/kernels/comm.c).
+"""
+import contextlib
+import sys
+import threading
+
+import numpy as np
+
+from .. import ops
+from .._loader import _C
+from ..tensor import Tensor, Variable
+
+__all__ = ["init", "is_initialized", "size", "rank", "allreduce", "broadcast_variables",
+           "DistributedOptimizer", "DataParallel", "set_distribution", "distribution"]
+
+_MPI = None
+
+
+def init():
+    """Initialise MPI through mpi4py (once; later calls return at once) and
+    bind the C core's collectives to ``MPI.COMM_WORLD``.
+
+    In a world of more than one rank it also installs a ``sys.excepthook``
+    that prints the traceback and calls ``MPI_Abort``, so a rank that
+    raises ends the whole job instead of leaving the others waiting in a
+    collective (as ``python -m mpi4py`` does).
+
+    Returns:
+        (size, rank) of ``MPI.COMM_WORLD``.
+    Raises:
+        ImportError: mpi4py (or an MPI library) is not installed, with the
+            pip command that installs both.
+    """
+    global _MPI
+    if _MPI is None:
+        try:
+            from mpi4py import MPI
+        except ImportError as e:
+            raise ImportError("pyresnet.distribute needs mpi4py and an MPI library: "
+                              "pip install 'pyresnet[distributed]' (" + str(e) + ")") from None
+        comm = MPI.COMM_WORLD
+        _C.mpi_bind(MPI.__file__, MPI._sizeof(MPI.Comm), MPI._handleof(comm),
+                    MPI._handleof(MPI.FLOAT), MPI._handleof(MPI.SUM), comm.Get_size(),
+                    comm.Get_rank())
+        _MPI = MPI
+        if comm.Get_size() > 1:
+            _install_abort_hook(comm)
+    return size(), rank()
+
+
+def _install_abort_hook(comm):
+    previous = sys.excepthook
+
+    def abort(kind, value, tb):
+        sys.stderr.write(f"[rank {comm.Get_rank()} of {comm.Get_size()}] ")
+        previous(kind, value, tb)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        comm.Abort(1)
+
+    sys.excepthook = abort
+    # an exception in another thread ends the job too
+    threading.excepthook = lambda args: abort(args.exc_type, args.exc_value,
+                                              args.exc_traceback)
+
+
+def is_initialized():
+    """Whether :func:`init` has bound MPI in this process."""
+    return bool(_C.mpi_world()[0])
+
+
+def size():
+    """The number of ranks (1 before :func:`init`)."""
+    return _C.mpi_world()[1]
+
+
+def rank():
+    """This process's rank in ``MPI.COMM_WORLD`` (0 before :func:`init`)."""
+    return _C.mpi_world()[2]
+
+
+def allreduce(x, op="mean"):
+    """The mean (or ``op="sum"``) of the float32 tensor ``x`` over all ranks
+    (:func:`pyresnet.ops.allreduce`, whose default is ``"sum"``; this one
+    defaults to ``"mean"`` as Horovod's ``hvd.allreduce``).  Initialises MPI
+    if needed."""
+    init()
+    return ops.allreduce(x, op=op)
+
+
+def broadcast_variables(variables, root_rank=0):
+    """Overwrite every Variable with its value on ``root_rank`` (Horovod's
+    ``broadcast_variables``), eagerly.  All ranks must pass Variables of the
+    same shapes and dtypes in the same order.
+
+    Raises:
+        TypeError: an item is not a Variable.
+        ValueError: ``root_rank`` is not a rank.
+    """
+    init()
+    if not 0 <= root_rank < size():
+        raise ValueError(f"broadcast_variables: root_rank must be in [0, {size()}), got "
+                         f"{root_rank!r}")
+    comm = _MPI.COMM_WORLD
+    for v in variables:
+        if not isinstance(v, Variable):
+            raise TypeError(f"broadcast_variables: expected Variables, got {type(v).__name__}")
+        value = np.array(v)  # a copy: the root sends it, the others receive into it
+        comm.Bcast(value, root=root_rank)
+        if comm.Get_rank() != root_rank:
+            v.assign(value)
+
+
+def _bcast_object(obj, root_rank=0):
+    init()
+    return _MPI.COMM_WORLD.bcast(obj, root=root_rank)
+
+
+def average_gradients(grads):
+    """Each gradient averaged over the ranks (None stays None): one
+    ``allreduce(op="mean")`` per gradient, eager or traced into a compiled
+    step.  With one rank the gradients are returned as they are."""
+    if size() == 1:
+        return list(grads)
+    return [None if g is None else ops.allreduce(g, op="mean") for g in grads]
+
+
+class DistributedOptimizer:
+    """Horovod's ``DistributedOptimizer``: wraps an optimizer so that
+    ``apply_gradients`` first averages every gradient over the ranks
+    (:func:`average_gradients`), then applies the wrapped optimizer's update.
+    Works eagerly and inside ``pyresnet.compile``d steps.  Every other
+    attribute (``learning_rate``, ``iterations``, ``variables``, ...) is the
+    wrapped optimizer's.
+
+    Args:
+        optimizer: e.g. :class:`pyresnet.optimizers.SGD`.
+    """
+
+    def __init__(self, optimizer):
+        init()
+        self.optimizer = optimizer
+
+    def apply_gradients(self, grads_and_vars):
+        """Average the gradients over the ranks, then apply them (arguments
+        and errors as the wrapped optimizer's ``apply_gradients``)."""
+        pairs = list(grads_and_vars)
+        grads = average_gradients([g for g, _ in pairs])
+        self.optimizer.apply_gradients(zip(grads, [v for _, v in pairs]))
+
+    def __getattr__(self, name):
+        return getattr(self.optimizer, name)
+
+
+_stack = []
+_global = None
+
+
+def set_distribution(value):
+    """Make ``value`` (a :class:`DataParallel` or None) the distribution
+    ``fit`` uses outside any ``scope()`` (Keras 3's
+    ``keras.distribution.set_distribution``)."""
+    global _global
+    if value is not None and not isinstance(value, DataParallel):
+        raise TypeError(f"set_distribution: expected a DataParallel or None, got "
+                        f"{type(value).__name__}")
+    _global = value
+
+
+def distribution():
+    """The distribution in force: the innermost ``scope()``, else the one
+    given to :func:`set_distribution`, else None."""
+    return _stack[-1] if _stack else _global
+
+
+class DataParallel:
+    """Synchronous data parallelism over all MPI ranks (Keras 3's
+    ``keras.distribution.DataParallel`` name; one replica per rank).
+
+    Under it, ``model.fit``:
+
+    * keeps ``batch_size`` as the global batch: each step, rank r trains on
+      rows ``[r*b, (r+1)*b)`` of the global batch, ``b = len(batch) // N``
+      (the ``len(batch) % N`` rows left over in an epoch's last batch are
+      not used; a batch with fewer rows than ranks is skipped), so every
+      epoch's data is split over the ranks;
+    * averages the gradients over the ranks before the optimizer, so a step
+      equals one step of one process on the whole global batch (up to batch
+      normalization, see the module's docstring, and float32 rounding);
+      with the global batch kept, the learning rate needs no scaling;
+    * broadcasts the weights, the optimizer's variables and the shuffling
+      seed from rank 0 at the start of ``fit``;
+    * averages the logged loss and metrics over the ranks, so callbacks that
+      decide (EarlyStopping, ReduceLROnPlateau, LearningRateScheduler) decide
+      alike on every rank;
+    * averages the moving statistics of batch normalization at every epoch's
+      end;
+    * on ranks other than 0, prints nothing and drops the callbacks that
+      write files (ModelCheckpoint, CSVLogger, TensorBoard, BackupAndRestore)
+      and the progress bar.
+
+    Raises:
+        ImportError: mpi4py missing (see :func:`init`).
+    """
+
+    def __init__(self):
+        self.num_replicas, self.rank = init()
+
+    @contextlib.contextmanager
+    def scope(self):
+        """A context in which ``fit`` (and :func:`distribution`) use this
+        strategy."""
+        _stack.append(self)
+        try:
+            yield self
+        finally:
+            _stack.pop()
+
+    def shard(self, batch):
+        """This rank's rows of a global batch (a Tensor/array or a list of
+        them, batch first) as Tensors/arrays of the same kind; see the class
+        docstring for the split.  Returns None when the batch has fewer rows
+        than there are ranks."""
+        items = batch if isinstance(batch, (list, tuple)) else [batch]
+        n = len(items[0]) // self.num_replicas
+        if n == 0:
+            return None
+        lo = self.rank * n
+        out = [_rows(a, lo, lo + n) for a in items]
+        return type(batch)(out) if isinstance(batch, (list, tuple)) else out[0]
+
+    def distribute_dataset(self, batches):
+        """Iterate ``(x, y)`` global batches of ``batches`` as this rank's
+        ``(x, y)`` shards (batches too small to split are skipped)."""
+        for x, y in batches:
+            xs = self.shard(x)
+            if xs is not None:
+                yield xs, (None if y is None else self.shard(y))
+
+    # ---- the hooks fit uses -------------------------------------------------------------
+
+    def _fit_begin(self, data, callbacks, verbose):
+        """(this rank's batches, its callbacks, its verbosity)."""
+        from .. import callbacks as cb
+        if self.rank != 0:
+            writers = (cb.ProgbarLogger, cb.ModelCheckpoint, cb.CSVLogger, cb.TensorBoard,
+                       cb.BackupAndRestore)
+            callbacks = [c for c in callbacks or [] if not isinstance(c, writers)]
+            verbose = 0
+        return _ShardedBatches(data, self), callbacks, verbose
+
+    def _train_begin(self, model, progress):
+        """After the callbacks' on_train_begin (a restored backup on rank 0):
+        rank 0's weights (trainable and not), optimizer state and place in
+        the run, on every rank."""
+        variables = [w for w in model.weights if w.dtype == "float32"]
+        opt = model.optimizer
+        if opt is not None:
+            variables += [v for v in opt.variables if v.dtype == "float32"]
+            variables.append(opt.iterations)
+        broadcast_variables(variables)
+        state = _bcast_object(progress.get_state())
+        if self.rank != 0:
+            progress.set_state(state)
+
+    def _epoch_end(self, model):
+        """Average the moving statistics (float32 non-trainable weights)."""
+        for w in model.non_trainable_weights:
+            if w.dtype == "float32":
+                ops.allreduce_inplace(w, op="mean")
+
+
+class _ShardedBatches:
+    """The batches of ``data`` (ArrayBatches or DatasetBatches) as this rank's
+    shards; ``len()``, ``num_samples`` and the state hooks are the global
+    data's, so progress bars and callbacks count global steps."""
+
+    def __init__(self, data, strategy):
+        self.data, self.strategy = data, strategy
+        self.num_samples = getattr(data, "num_samples", None)
+        self.batch_size = getattr(data, "batch_size", None)
+        if getattr(data, "shuffle", False):
+            data.seed = _bcast_object(data.seed)
+
+    def __len__(self):
+        return len(self.data)
+
+    def get_state(self):
+        return self.data.get_state()
+
+    def set_state(self, state):
+        self.data.set_state(state)
+
+    def __iter__(self):
+        return self.strategy.distribute_dataset(self.data)
+
+
+def _rows(a, lo, hi):
+    if isinstance(a, Tensor):
+        return Tensor(np.ascontiguousarray(np.asarray(a)[lo:hi]))
+    return a[lo:hi]

@@ -1,0 +1,43 @@
+"""distribute ops (csrc/ops_distribute.c): collectives over MPI ranks.
+
+They need :func:`pyresnet.distribute.init` first (mpi4py); every rank must
+make the same calls with the same shapes in the same order, eagerly or as
+nodes of a compiled step (the executor runs each exactly once per call, with
+the GIL released).
+"""
+from .._loader import _C
+
+call = _C.call
+
+__all__ = ["allreduce", "allreduce_inplace"]
+
+_AVERAGE = {"sum": False, "mean": True}
+
+
+def _average(op):
+    if op not in _AVERAGE:
+        raise ValueError(f"allreduce: op must be 'sum' or 'mean', got {op!r}")
+    return _AVERAGE[op]
+
+
+def allreduce(x, op="sum"):
+    """The sum (or mean) of ``x`` over all ranks, returned on every rank.
+
+    Args:
+        x: float32 Tensor or array, the same shape on every rank.
+        op (str): ``"sum"`` or ``"mean"`` (the sum divided by the number of
+            ranks, in float32).
+    Returns:
+        Tensor of x's shape.  Differentiable: the gradient is the same
+        allreduce of the output gradients (Horovod's rule).
+    Raises:
+        RuntimeError: MPI not initialised, or MPI_Allreduce failed (its
+            error string).  TypeError: x not float32.  ValueError: bad op.
+    """
+    return call("allreduce", x, average=_average(op))
+
+
+def allreduce_inplace(variable, op="sum"):
+    """``variable = allreduce(variable, op)`` in place (arguments and errors
+    as :func:`allreduce`; ``variable`` must be a float32 Variable)."""
+    call("allreduce_inplace", variable, average=_average(op))
