@@ -28,8 +28,25 @@ scalars of :class:`pyresnet.callbacks.TensorBoard`, when tensorboardX is
 installed) and, when training is over, ``model.keras``.  ``--resume RUN_DIR`` continues a killed run from its
 backup with the options of its ``config.json``, ending with the same
 weights as an uninterrupted run.  ``python -m pyresnet.runs`` lists the runs.
+
+Data-parallel over MPI ranks (``pip install "pyresnet[distributed]"``)::
+
+    mpirun -n 2 python -m pyresnet.train --distributed --epochs 30
+
+``--distributed`` trains under :class:`pyresnet.distribute.DataParallel`:
+``--batch-size`` stays the global batch (each of N ranks trains on a 1/N
+slice of it; every rank draws the same shuffled, augmented global batches
+from the same seed) and the gradients are averaged over the ranks, so the
+learning rate and its schedule are those of one process with that batch: no
+rescaling rule is needed.  (To train with a larger global batch instead,
+raise ``--batch-size`` and scale ``--lr`` with it, the linear rule of Goyal
+et al. 2017, "Accurate, Large Minibatch SGD", section 2.1.)  Only rank 0
+prints, creates the run folder and writes in it; a rank that fails ends the
+job.  Each rank runs its kernels on (cores / ranks on its machine) threads;
+OMP_NUM_THREADS, when set, gives the number instead.
 """
 import argparse
+import contextlib
 import csv
 import datetime
 import io
@@ -72,6 +89,8 @@ def build_parser():
     p.add_argument("--verbose", default="auto", help="fit's progress bar: auto, 0, 1 or 2")
     p.add_argument("--log-dir", default="runs", metavar="DIR",
                    help="parent folder of the run folders (default: ./runs)")
+    p.add_argument("--distributed", action="store_true",
+                   help="data-parallel over the ranks of mpirun (the batch size stays global)")
     p.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue the killed run in RUN_DIR from its backup, with the options "
                         "of its config.json")
@@ -109,6 +128,10 @@ def parse_args(argv=None):
             p.error(f"--resume takes the run's options from its config.json; drop "
                     f"{', '.join('--' + a.replace('_', '-') for a in given)}")
     return args
+
+
+def _ranks(strategy):
+    return "" if strategy is None else f" per rank, {strategy.num_replicas} ranks"
 
 
 def step_decay(initial, total_steps):
@@ -155,6 +178,12 @@ def main(argv=None):
     from .utils.atomic import write_text  # noqa: PLC0415
     args = parse_args(argv)
     t_start = time.perf_counter()
+    strategy = pr.distribute.DataParallel() if args.distributed else None
+    rank = strategy.rank if strategy is not None else 0
+    if strategy is not None:
+        threads = os.environ.get("OMP_NUM_THREADS")
+        pr.set_num_threads(int(threads) if threads else
+                           max(1, (os.cpu_count() or 1) // pr.distribute.local_size()))
     if args.resume is not None:
         args = _resumed_args(args)
         run_dir = args.resume
@@ -168,7 +197,7 @@ def main(argv=None):
     if args.test_subset is not None:
         x_test, y_test = x_test[:args.test_subset], y_test[:args.test_subset]
     num_classes = 10 if args.dataset == "cifar10" else 100
-    if run_dir is None:
+    if run_dir is None and rank == 0:
         run_dir = _run_folder(args)
         options = {k: v for k, v in vars(args).items() if k not in ("resume",)}
         config = {"options": options, "seed": args.seed, "pyresnet_version": pr.__version__,
@@ -178,9 +207,12 @@ def main(argv=None):
                   "command": "python -m pyresnet.train " + " ".join(argv if argv is not None
                                                                     else sys.argv[1:])}
         write_text(os.path.join(run_dir, "config.json"), json.dumps(config, indent=1) + "\n")
-    print(f"{args.dataset}: {len(x_train)} training, {len(x_test)} test images; "
+    if strategy is not None:
+        run_dir = pr.distribute._bcast_object(run_dir)
+    say = print if rank == 0 else (lambda *a, **k: None)
+    say(f"{args.dataset}: {len(x_train)} training, {len(x_test)} test images; "
           f"{args.model}, batch {args.batch_size}, {args.epochs} epochs, {pr.get_num_threads()} "
-          f"threads; run folder {run_dir}", flush=True)
+          f"threads{_ranks(strategy)}; run folder {run_dir}", flush=True)
 
     train = pr.data.recipes.cifar_train_dataset(x_train, y_train, batch_size=args.batch_size,
                                                 seed=args.seed, augment=not args.no_augment)
@@ -201,18 +233,23 @@ def main(argv=None):
     callbacks = [pr.callbacks.BackupAndRestore(os.path.join(run_dir, "backup"),
                                                delete_checkpoint=False),
                  pr.callbacks.ProgbarLogger(),  # closes its bar before the epoch line
-                 EpochLogger(schedule, steps_per_epoch, len(x_train)), metrics, best]
+                 EpochLogger(schedule, steps_per_epoch, len(x_train), say), metrics, best]
+    if rank != 0:  # the others only follow the schedule (DataParallel drops the file writers)
+        callbacks = [cb for cb in callbacks if isinstance(cb, EpochLogger)]
     try:
-        callbacks.append(pr.callbacks.TensorBoard(os.path.join(run_dir, "tensorboard")))
+        if rank == 0:
+            callbacks.append(pr.callbacks.TensorBoard(os.path.join(run_dir, "tensorboard")))
     except ImportError:  # the optional writer (pip install 'pyresnet[tensorboard]') is absent
         pass
-    history = model.fit(train, epochs=args.epochs, validation_data=test, callbacks=callbacks,
-                        verbose=verbose)
-    model.save(os.path.join(run_dir, "model.keras"))
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        history = model.fit(train, epochs=args.epochs, validation_data=test,
+                            callbacks=callbacks, verbose=verbose)
+    if rank == 0:
+        model.save(os.path.join(run_dir, "model.keras"))
     final = history.history["val_accuracy"][-1]
     wall = time.perf_counter() - t_start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    print(f"final test accuracy {final:.4f}  wall time {wall:.1f} s  peak RSS {peak:.2f} GiB",
+    say(f"final test accuracy {final:.4f}  wall time {wall:.1f} s  peak RSS {peak:.2f} GiB",
           flush=True)
     return 0
 
@@ -274,9 +311,10 @@ class EpochLogger(pr.callbacks.Callback):
     """Sets the learning rate before every step (``schedule(step)``) and prints
     one line per epoch; raises FloatingPointError on a non-finite loss."""
 
-    def __init__(self, schedule, steps_per_epoch, n_images):
+    def __init__(self, schedule, steps_per_epoch, n_images, say=print):
         super().__init__()
         self.schedule, self.steps, self.n = schedule, steps_per_epoch, n_images
+        self.say = say  # print, or nothing (ranks other than 0)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch, self.t0, self.train_time = epoch, time.perf_counter(), None
@@ -298,7 +336,7 @@ class EpochLogger(pr.callbacks.Callback):
         # for the callbacks after this one (metrics.csv)
         logs.update(learning_rate=float(self.model.optimizer.learning_rate),
                     images_per_s=self.n / train_time, seconds=seconds)
-        print(f"epoch {epoch + 1}: loss {logs['loss']:.4f}  accuracy "
+        self.say(f"epoch {epoch + 1}: loss {logs['loss']:.4f}  accuracy "
               f"{logs.get('accuracy', float('nan')):.4f}  test loss "
               f"{logs.get('val_loss', float('nan')):.4f}  test accuracy "
               f"{logs.get('val_accuracy', float('nan')):.4f}  {self.n / train_time:.0f} images/s  "
@@ -313,7 +351,11 @@ def cli(argv=None):
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - any failure is a non-zero exit with its reason
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        ranks = pr.distribute.size()
+        where = f"rank {pr.distribute.rank()} of {ranks}: " if ranks > 1 else ""
+        print(f"{where}error: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        if ranks > 1:
+            pr.distribute.abort(1)  # the other ranks would wait in their next allreduce
         return 1
 
 

@@ -135,7 +135,8 @@ RECIPE_RUNS = {
 }
 # options every run gives, or that have their own test below
 COVERED_ELSEWHERE = {"-h", "--help", "--model", "--subset", "--test-subset", "--batch-size",
-                     "--epochs", "--verbose", "--dataset", "--data", "--log-dir", "--resume"}
+                     "--epochs", "--verbose", "--dataset", "--data", "--log-dir", "--resume",
+                     "--distributed"}
 
 
 def test_every_option_of_the_command_is_run():
@@ -161,6 +162,28 @@ def test_same_seed_same_run_and_python_dash_m_pyresnet(env):
     c = check_success(*run(args[:-1] + ["6"], env), 48, 40)
     assert [m.group(2, 3, 4, 5) for m in a] == [m.group(2, 3, 4, 5) for m in b]
     assert [m.group(2, 4) for m in a] != [m.group(2, 4) for m in c]
+
+
+def test_distributed_on_two_ranks_equals_one_process(env):
+    """``mpiexec -n 2 python -m pyresnet.train --distributed``: one run folder,
+    rank 0's lines only, and (ResNet-8 has batch normalization, computed per
+    rank on half batches) losses near those of one process with the same
+    global batch; the same command without mpiexec is a world of one rank
+    and gives exactly the plain run's numbers."""
+    from test_distribute import mpiexec  # noqa: PLC0415
+    args = ["--model", "resnet8", *TINY, "--seed", "4"]
+    plain = check_success(*run(args, env), 48, 40)
+    one = check_success(*run(args + ["--distributed"], env), 48, 40)
+    assert [m.group(2, 3, 4, 5) for m in one] == [m.group(2, 3, 4, 5) for m in plain]
+    p = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "pyresnet.train", *args,
+                        "--distributed"], env=dict(env, OMP_NUM_THREADS="1"), cwd=env[CWD],
+                       capture_output=True, text=True, timeout=300)
+    lines = p.stdout.strip().splitlines()
+    two = check_success(p.returncode, lines, p.stderr, 48, 40)
+    assert "1 threads per rank, 2 ranks" in lines[0]
+    assert len(os.listdir(os.path.join(env[CWD], "runs"))) == 3
+    # BN statistics of half batches: close to, not equal to, the whole batch's
+    assert abs(float(two[0][2]) - float(plain[0][2])) < 0.1
 
 
 def _write_cifar100(folder, rng):

@@ -34,7 +34,7 @@ from .. import ops
 from .._loader import _C
 from ..tensor import Tensor, Variable
 
-__all__ = ["init", "is_initialized", "size", "rank", "allreduce", "broadcast_variables",
+__all__ = ["init", "is_initialized", "size", "rank", "local_size", "abort", "allreduce", "broadcast_variables",
            "DistributedOptimizer", "DataParallel", "set_distribution", "distribution"]
 
 _MPI = None
@@ -133,6 +133,26 @@ def broadcast_variables(variables, root_rank=0):
         comm.Bcast(value, root=root_rank)
         if comm.Get_rank() != root_rank:
             v.assign(value)
+
+
+def local_size():
+    """The number of ranks on this machine (sharing its memory)."""
+    init()
+    local = _MPI.COMM_WORLD.Split_type(_MPI.COMM_TYPE_SHARED)
+    try:
+        return local.Get_size()
+    finally:
+        local.Free()
+
+
+def abort(code=1):
+    """End every rank of the job now with exit status ``code``
+    (``MPI_Abort``); for a rank that cannot go on, so that the others do
+    not wait for it in a collective."""
+    init()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _MPI.COMM_WORLD.Abort(code)
 
 
 def _bcast_object(obj, root_rank=0):
