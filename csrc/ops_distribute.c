@@ -1,9 +1,14 @@
 /* Registry entries of the distribute family: collectives over the MPI
- * library that mpi4py loaded (kernels/comm.c), and the module function that
- * binds it.  Collective ops are PR_OP_STATEFUL (never removed from a graph:
- * every rank must make the same calls) and PR_OP_COLLECTIVE (the jit never
- * times them by running them again). */
+ * library that mpi4py loaded (kernels/comm.c), the module function that
+ * binds it, and the two copies that pack tensors into one flat buffer and
+ * out again (a bucket: one allreduce for many gradients, as Horovod's
+ * tensor fusion and PyTorch DDP's buckets).  Collective ops are
+ * PR_OP_STATEFUL (never removed from a graph: every rank must make the same
+ * calls) and PR_OP_COLLECTIVE (the jit never times them by running them
+ * again). */
 #include "ops.h" /* Python.h first */
+
+#include <string.h>
 
 #include "kernels/comm.h"
 
@@ -58,7 +63,79 @@ static const pr_op op_allreduce_inplace = {
     .doc = "allreduce_inplace(var; average=False): var = the sum (or mean) of var over all "
            "MPI ranks, in place.  Needs pyresnet.distribute.init()."};
 
-const pr_op *const pr_ops_distribute[] = {&op_allreduce, &op_allreduce_inplace, NULL};
+/* ---- flat buffers (buckets) ------------------------------------------------ */
+
+typedef struct {
+    int64_t offset;
+    pr_ints shape;
+} flat_attrs;
+
+/* Elements [offset, offset + count) must lie in a buffer of `size`; both sizes
+ * known (a bucket holds weight-shaped gradients). */
+static int check_range(const pr_op *op, int64_t offset, int64_t count, int64_t size) {
+    if (pr_dim_is_sym(count) || pr_dim_is_sym(size))
+        return pr_fail(op, PyExc_ValueError, "needs tensors of known sizes (no batch dimension)");
+    if (offset < 0 || count < 0 || offset > size || count > size - offset)
+        return pr_fail(op, PyExc_ValueError,
+                       "elements [%lld, %lld + %lld) do not lie in a buffer of %lld elements",
+                       (long long)offset, (long long)offset, (long long)count, (long long)size);
+    return 0;
+}
+
+static int infer_flat_assign(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                             pr_view *out, size_t *ws) {
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || pr_expect_dtype(op, in, 1, PR_F32) < 0)
+        return -1;
+    return check_range(op, ((const flat_attrs *)attrs)->offset, in[1].size, in[0].size);
+}
+
+static int infer_flat_slice(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                            pr_view *out, size_t *ws) {
+    const flat_attrs *a = attrs;
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0) return -1;
+    for (int d = 0; d < a->shape.n; d++)
+        if (a->shape.v[d] < 0)
+            return pr_fail(op, PyExc_ValueError, "shape must hold sizes >= 0, got %lld at %d",
+                           (long long)a->shape.v[d], d);
+    int64_t count = pr_shape_size(a->shape.n, a->shape.v, sizeof(float));
+    if (count < 0) return pr_fail(op, PyExc_ValueError, "shape too large");
+    if (check_range(op, a->offset, count, in[0].size) < 0) return -1;
+    pr_set_out(&out[0], PR_F32, a->shape.n, a->shape.v);
+    return 0;
+}
+
+static int fw_flat_assign(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    memcpy((float *)in[0].data + ((const flat_attrs *)a)->offset, in[1].data,
+           (size_t)in[1].size * sizeof(float));
+    return PR_OK;
+}
+
+static int fw_flat_slice(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    memcpy(out[0].data, (const float *)in[0].data + ((const flat_attrs *)a)->offset,
+           (size_t)out[0].size * sizeof(float));
+    return PR_OK;
+}
+
+static const pr_attr_spec flat_assign_spec[] = {
+    {"offset", PR_ATTR_INT, offsetof(flat_attrs, offset), 1, 0}, {NULL}};
+static const pr_attr_spec flat_slice_spec[] = {
+    {"offset", PR_ATTR_INT, offsetof(flat_attrs, offset), 1, 0},
+    {"shape", PR_ATTR_INTS, offsetof(flat_attrs, shape), 1, 0}, {NULL}};
+
+static const pr_op op_flat_assign = {
+    .name = "flat_assign", .n_in = 2, .n_out = 0, .mutates = 1, .flags = PR_OP_STATEFUL,
+    .attrs = flat_assign_spec, .attr_size = sizeof(flat_attrs), .infer = infer_flat_assign,
+    .forward = fw_flat_assign,
+    .doc = "flat_assign(var, value; offset): var.flat[offset:offset + value.size] = "
+           "value.flat, in place (float32; packs a bucket)."};
+static const pr_op op_flat_slice = {
+    .name = "flat_slice", .n_in = 1, .n_out = 1, .attrs = flat_slice_spec,
+    .attr_size = sizeof(flat_attrs), .infer = infer_flat_slice, .forward = fw_flat_slice,
+    .doc = "flat_slice(x; offset, shape): x.flat[offset:offset + prod(shape)] as a new tensor "
+           "of `shape` (float32; unpacks a bucket)."};
+
+const pr_op *const pr_ops_distribute[] = {&op_allreduce, &op_allreduce_inplace, &op_flat_assign,
+                                          &op_flat_slice, NULL};
 
 /* ---- binding MPI ---------------------------------------------------------- */
 

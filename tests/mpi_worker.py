@@ -5,11 +5,14 @@ the reference, calls in one process without any distribution.
 Scenarios:
   fit     -- three trainings, each saved per rank as OUT_DIR/<name>_rank<r>.npz:
              ``plain``  fit() of a model without batch normalization (global
-                        batch 16, shuffled, 2 epochs, SGD with momentum),
+                        batch 16, shuffled, 2 epochs, SGD with momentum;
+                        all gradients in one bucket),
              ``custom`` a pyresnet.compile'd step with DistributedOptimizer
-                        on DataParallel.shard()s of each global batch,
+                        on DataParallel.shard()s of each global batch
+                        (1 KiB buckets: some gradients packed, some alone),
              ``bn``     fit() of a model with batch normalization (weights
-                        must agree across ranks, moving statistics included);
+                        must agree across ranks, moving statistics included;
+                        one allreduce per gradient);
              fit prints its progress (verbose=2), rank 0 only.
   raise   -- rank 1 raises after one allreduce while rank 0 waits in the
              next one: the job must end, showing the error.
@@ -61,7 +64,7 @@ def train_custom(seed, x, y, strategy=None):
     model = make_model(seed, batch_norm=False)
     optimizer = pr.optimizers.SGD(0.05, momentum=0.9)
     if strategy is not None:
-        optimizer = pr.distribute.DistributedOptimizer(optimizer)
+        optimizer = pr.distribute.DistributedOptimizer(optimizer, bucket_bytes=1024)
         pr.distribute.broadcast_variables(model.weights)
     lossf = loss_fn()
 
@@ -93,6 +96,7 @@ def scenario_fit(out, seed):
         plain, history = train_fit(seed, x, y, batch_norm=False, verbose=2)
         np.savez(out / f"plain_rank{r}.npz", loss=np.array(history.history["loss"]),
                  **weights_of(plain))
+    with pr.distribute.DataParallel(bucket_bytes=0).scope():
         bn, _ = train_fit(seed, x, y, batch_norm=True)
         np.savez(out / f"bn_rank{r}.npz", **weights_of(bn))
     np.savez(out / f"custom_rank{r}.npz", **weights_of(train_custom(seed, x, y, strategy)))

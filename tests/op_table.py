@@ -799,6 +799,28 @@ add(Entry("allreduce", _allreduce_cases(), reference=lambda x, average: (x,), rt
 add(Entry("allreduce_inplace", _allreduce_cases(), reference=lambda v, average: (v,),
           rtol=0, atol=0, kind="state"))
 
+
+def _flat_assign_ref(var, value, offset):
+    out = var.copy().ravel()
+    out[offset:offset + value.size] = value.ravel()
+    return (out.reshape(var.shape),)
+
+
+add(Entry("flat_assign",
+          [Case(f"{sv} <- {s} at {o}", lambda r, sv=sv, s=s: [randn(r, *sv), randn(r, *s)],
+                {"offset": o}, grad=False)
+           for sv, s, o in [((10,), (3,), 0), ((10,), (2, 2), 6), ((3, 3, 2), (3, 2), 12),
+                            ((5,), (), 4), ((4,), (0,), 4), ((2400,), (3, 3, 16, 16), 0)]],
+          reference=_flat_assign_ref, rtol=0, atol=0, kind="state",
+          note="packs a gradient into a bucket"))
+add(Entry("flat_slice",
+          [Case(f"{sx} -> {s} at {o}", lambda r, sx=sx: [randn(r, *sx)], {"offset": o, "shape": s})
+           for sx, s, o in [((10,), (3,), 0), ((10,), (2, 2), 6), ((3, 3, 2), (3, 2), 12),
+                            ((5,), (), 4), ((4,), (0,), 4), ((2400,), (3, 3, 16, 16), 96)]],
+          reference=lambda x, offset, shape: (
+              x.ravel()[offset:offset + int(np.prod(shape))].reshape(shape),),
+          rtol=0, atol=0, note="unpacks a gradient from a bucket"))
+
 def _sgd_ref(w, g, lr, weight_decay=0.0):
     """Keras 3 SGD without momentum and the base optimizer's weight decay
     (test_ops_state.keras_sgd_replay, one step in float64)."""

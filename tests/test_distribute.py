@@ -117,6 +117,13 @@ def test_allreduce_errors():
         pr.distribute.broadcast_variables([np.ones(3, np.float32)])
     with pytest.raises(ValueError, match=r"root_rank must be in \[0, 1\), got 1"):
         pr.distribute.broadcast_variables([], root_rank=1)
+    with pytest.raises(ValueError, match="bucket_bytes must be an int >= 0, got -1"):
+        pr.distribute.DataParallel(bucket_bytes=-1)
+    bucket = pr.Variable(np.zeros(6, np.float32))
+    with pytest.raises(ValueError, match=r"flat_assign: elements \[4, 4 \+ 4\) do not lie in "
+                                         "a buffer of 6 elements"):
+        pr.ops.flat_assign(bucket, np.ones((2, 2), np.float32), 4)
+    np.testing.assert_array_equal(bucket, np.zeros(6, np.float32))
     assert (pr.distribute.size(), pr.distribute.rank()) == (1, 0)
     v = pr.Variable(np.arange(4, dtype=np.float32))
     pr.distribute.broadcast_variables([v])

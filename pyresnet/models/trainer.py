@@ -166,7 +166,7 @@ class Trainer:
         grads = tape.gradient(loss, weights)
         strategy = distribute.distribution()
         if strategy is not None:
-            grads = distribute.average_gradients(grads)
+            grads = strategy.average_gradients(grads)
         self.optimizer.apply_gradients(zip(grads, weights))
         logs = {**logs, **self.compute_metrics(x, y, y_pred)}
         if strategy is not None:

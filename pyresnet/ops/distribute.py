@@ -9,7 +9,7 @@ from .._loader import _C
 
 call = _C.call
 
-__all__ = ["allreduce", "allreduce_inplace"]
+__all__ = ["allreduce", "allreduce_inplace", "flat_assign", "flat_slice"]
 
 _AVERAGE = {"sum": False, "mean": True}
 
@@ -41,3 +41,30 @@ def allreduce_inplace(variable, op="sum"):
     """``variable = allreduce(variable, op)`` in place (arguments and errors
     as :func:`allreduce`; ``variable`` must be a float32 Variable)."""
     call("allreduce_inplace", variable, average=_average(op))
+
+
+def flat_assign(variable, value, offset):
+    """``variable.flat[offset:offset + value.size] = value.flat`` in place:
+    packs a tensor into a flat buffer (a bucket of gradients for one
+    allreduce).
+
+    Args:
+        variable: float32 Variable (any shape, read flat).
+        value: float32 tensor of known size.
+        offset (int): the first element written.
+    Raises:
+        ValueError: the range does not lie in the variable (nothing written).
+        TypeError: not float32, or ``variable`` not a Variable.
+    """
+    call("flat_assign", variable, value, offset=int(offset))
+
+
+def flat_slice(x, offset, shape):
+    """``x.flat[offset:offset + prod(shape)]`` as a new float32 tensor of
+    ``shape``: unpacks a tensor from a flat buffer (not differentiable).
+
+    Raises:
+        ValueError: the range does not lie in ``x``, or a negative size.
+        TypeError: x not float32.
+    """
+    return call("flat_slice", x, offset=int(offset), shape=tuple(int(d) for d in shape))
