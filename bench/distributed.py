@@ -5,8 +5,8 @@ What is measured, all on this machine (one process per core):
 
   allreduce    ``pyresnet.ops.allreduce(op="mean")`` between 2 ranks
                (``mpiexec -n 2``, MPICH shared memory) on float32 buffers of
-               the gradient sizes of ResNet-20 (272,474 weights, 1.09 MB) and
-               ResNet-56 (855,770 weights, 3.42 MB): once as one buffer (what
+               the gradient sizes of ResNet-20 (269,722 weights in 59 tensors,
+               1.08 MB) and ResNet-56 (853,018 in 167, 3.41 MB): once as one buffer (what
                a bucketed allreduce sends) and once as the model's gradients
                one tensor at a time (what DataParallel sends); median of
                --reps calls, each rank timing its own calls after a barrier.

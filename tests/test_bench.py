@@ -25,6 +25,9 @@ SMOKE = {
     "bench_norm.py": (["--repeats", "1", "--threads", "1"], []),
     "conv.py": (["--batch", "1", "--reps", "1", "--no-torch", "--peak-tries", "1", "--out", "{out}"],
                 ["conv.md", "conv.json"]),
+    "distributed.py": (["--rounds", "1", "--steps", "2", "--warmup", "1", "--block", "1",
+                        "--batch", "8", "--reps", "2", "--steps56", "1", "--out", "{out}"],
+                       ["distributed.md", "distributed.json"]),
     "eager_vs_compiled.py": (["--steps", "1", "--batches", "2", "--models", "MLP 784-128-10",
                               "--no-others", "--out", "{out}"],
                              ["eager_vs_compiled.md", "eager_vs_compiled.json"]),
@@ -78,3 +81,10 @@ def test_bench_script_runs_at_a_tiny_size(script, tmp_path, no_matplotlib):
         rows = json.loads((out / "eager_vs_compiled.json").read_text())
         assert [(r["model"], r["batch"]) for r in rows] == [("MLP 784-128-10", 2)]
         assert all(r[m] > 0 for r in rows for m in ("eager", "compiled", "jit"))
+    if script == "distributed.py":
+        res = json.loads((out / "distributed.json").read_text())
+        assert res["allreduce"]["resnet20 one buffer"]["bytes"] == 4 * 269722
+        assert res["allreduce"]["resnet56 one buffer"]["bytes"] == 4 * 853018
+        assert all(v["median_us"] > 0 for v in res["allreduce"].values())
+        assert [len(c) for c in res["loss_curves"].values()] == [2, 2, 2]
+        assert [r["machines"] for r in res["cost_model_resnet20"]] == [2, 4, 8, 16, 32, 64]
