@@ -16,6 +16,8 @@ Scenarios:
              fit prints its progress (verbose=2), rank 0 only.
   raise   -- rank 1 raises after one allreduce while rank 0 waits in the
              next one: the job must end, showing the error.
+  sum     -- 20 allreduces of ResNet-20's gradient size (269,722 floats of
+             rank + 1); rank 0 writes OUT_DIR/sum.npz with the first result.
 """
 import pathlib
 import sys
@@ -111,7 +113,15 @@ def scenario_raise(out, seed):
     print("rank 0 passed the second allreduce", flush=True)
 
 
+def scenario_sum(out, seed):
+    size, rank = pr.distribute.init()
+    x = np.full(269722, rank + 1, np.float32)
+    results = [np.array(pr.ops.allreduce(x)) for _ in range(20)]
+    if rank == 0:
+        np.savez(out / "sum.npz", first=results[0], last=results[-1])
+
+
 if __name__ == "__main__":
     pr.set_num_threads(1)
     scenario, out, seed = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3])
-    {"fit": scenario_fit, "raise": scenario_raise}[scenario](out, seed)
+    {"fit": scenario_fit, "raise": scenario_raise, "sum": scenario_sum}[scenario](out, seed)

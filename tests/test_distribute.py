@@ -13,7 +13,11 @@ in this process without distribution as the reference:
   each epoch's end);
 * only rank 0 prints progress;
 * a rank that raises ends the job with its traceback shown, well within
-  the timeout, instead of leaving the other rank in an allreduce.
+  the timeout, instead of leaving the other rank in an allreduce;
+* two ranks in separate network namespaces joined by a veth pair (made
+  here with ``ip netns``, as root, and removed after) allreduce over TCP
+  through the kernel's network stack, the veth's byte counters showing the
+  traffic.
 
 In this process MPI is a world of one rank (tests/op_table.py checks the
 ops there); the error paths are checked here too.
@@ -103,6 +107,54 @@ def test_a_rank_that_raises_ends_the_job_with_its_error(tmp_path, rng):
     assert "[rank 1 of 2]" in proc.stderr
     assert "rank 0 passed the second allreduce" not in proc.stdout
     assert seconds < 60, f"the job took {seconds:.0f} s to end"
+
+
+def ip(*args):
+    return subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=60)
+
+
+def rx_bytes(ns, dev):
+    out = ip("-n", ns, "-s", "link", "show", dev).stdout.splitlines()
+    return int(out[[i for i, line in enumerate(out) if "RX:" in line][0] + 1].split()[0])
+
+
+def test_ranks_in_separate_network_namespaces_allreduce_over_veth(tmp_path):
+    """Rank 0 in namespace A (10.77.0.1), rank 1 in B (10.77.0.2), a veth
+    pair between them.  MPIR_CVAR_NOLOCAL=1 makes MPICH treat every rank as
+    on another node (no shared memory) and UCX_TLS=tcp with UCX_NET_DEVICES
+    the veth makes UCX send over it."""
+    tag = f"prt{os.getpid() % 100000}"
+    ns, dev = (f"{tag}a", f"{tag}b"), (f"{tag}va", f"{tag}vb")
+    made = []
+    try:
+        for name in ns:
+            ip("netns", "add", name)
+            made.append(name)
+        ip("link", "add", dev[0], "type", "veth", "peer", "name", dev[1])
+        for k in (0, 1):
+            ip("link", "set", dev[k], "netns", ns[k])
+            ip("-n", ns[k], "addr", "add", f"10.77.0.{k + 1}/24", "dev", dev[k])
+            ip("-n", ns[k], "link", "set", dev[k], "up")
+            ip("-n", ns[k], "link", "set", "lo", "up")
+        before = rx_bytes(ns[0], dev[0])
+        cmd = [mpiexec(), "-genv", "MPIR_CVAR_NOLOCAL", "1", "-genv", "UCX_TLS", "tcp"]
+        for k in (0, 1):
+            cmd += [":"] * k + ["-n", "1", "-env", "UCX_NET_DEVICES", dev[k], "ip", "netns",
+                                "exec", ns[k], sys.executable, str(WORKER), "sum",
+                                str(tmp_path), "0"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT,
+                              env=dict(os.environ, OMP_NUM_THREADS="1"),
+                              cwd=tempfile.gettempdir())
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        with np.load(tmp_path / "sum.npz") as f:
+            for key in ("first", "last"):
+                np.testing.assert_array_equal(f[key], np.full(269722, 3, np.float32))
+        # 20 allreduces of 1.08 MB: a ring sends half of it each way per call
+        received = rx_bytes(ns[0], dev[0]) - before
+        assert received > 20 * 269722 * 4 / 2, f"only {received} bytes crossed the veth"
+    finally:
+        for name in made:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=60)
 
 
 def test_allreduce_errors():

@@ -143,6 +143,14 @@ def check_bench(words):
             assert w.split("=")[0] in options, f"{script} has no option {w}"
 
 
+def check_mpirun(words):
+    """``mpirun -n N python -m pyresnet.train ARGS``: N ranks of the main job;
+    the options parse and include --distributed."""
+    assert words[:2] == ["mpirun", "-n"] and int(words[2]) >= 1, words
+    assert "--distributed" in words, words
+    check_train(words[3:])
+
+
 RULES = [  # (pattern of the command, check)
     (r"pip install .*", check_pip),
     (r"python3? -m venv .*", check_venv),
@@ -152,6 +160,7 @@ RULES = [  # (pattern of the command, check)
     (r"python3? -m pyresnet\.train( .*)?", check_train),
     (r"python3? bench/\w+\.py( .*)?", check_bench),
     (r"python3? -m pyresnet\.runs( \S+)?", check_runs),
+    (r"mpirun -n \d+ python3? -m pyresnet\.train( .*)?", check_mpirun),
 ]
 
 
