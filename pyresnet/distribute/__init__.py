@@ -247,11 +247,17 @@ class DistributedOptimizer:
         self._buckets = _Buckets(bucket_bytes)
 
     def apply_gradients(self, grads_and_vars):
-        """Average the gradients over the ranks, then apply them (arguments
-        and errors as the wrapped optimizer's ``apply_gradients``)."""
+        """Average the gradients over the ranks, then apply them (arguments,
+        return value and errors as the wrapped optimizer's
+        ``apply_gradients``)."""
         pairs = list(grads_and_vars)
         grads = self._buckets.average([g for g, _ in pairs])
-        self.optimizer.apply_gradients(zip(grads, [v for _, v in pairs]))
+        return self.optimizer.apply_gradients(zip(grads, [v for _, v in pairs]))
+
+    def apply(self, grads, trainable_variables=None):
+        """Average the gradients over the ranks, then the wrapped optimizer's
+        ``apply(grads, trainable_variables)`` (Keras 3's form)."""
+        return self.optimizer.apply(self._buckets.average(list(grads)), trainable_variables)
 
     def __getattr__(self, name):
         return getattr(self.optimizer, name)
