@@ -237,7 +237,7 @@ def bench_training(x, y, steps, repeats):
                 waited += time.perf_counter() - t0
                 if batch is None:
                     break
-                float(train(*batch)["loss"])
+                float(train(batch)["loss"])
             epoch[name].append(time.perf_counter() - t_start)
             wait[name].append(waited)
             cpu[name].append(batches.cpu_seconds)

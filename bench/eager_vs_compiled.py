@@ -107,9 +107,9 @@ def bench_pyresnet(build, shape, n, steps):
     compiled = pr.compile(model.train_step)
     jit = pr.compile(model.train_step, jit_compile=True)
     fns = {"eager": model.train_step, "compiled": compiled, "jit": jit}
-    result = median_times({m: (lambda f=f: f(x, y)) for m, f in fns.items()}, steps)
+    result = median_times({m: (lambda f=f: f((x, y))) for m, f in fns.items()}, steps)
     result["params"] = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
-    result["flops"] = compiled.get_concrete_function(x, y).flops
+    result["flops"] = compiled.get_concrete_function((x, y)).flops
     return result
 
 

@@ -12,12 +12,13 @@ extern const pr_op *const pr_ops_nn[];
 extern const pr_op *const pr_ops_conv[];
 extern const pr_op *const pr_ops_state[];
 extern const pr_op *const pr_ops_augment[];
+extern const pr_op *const pr_ops_random[];
 extern const pr_op *const pr_ops_fused[];
 extern const pr_op *const pr_ops_distribute[];
 
 static const pr_op *const *const families[] = {
-    pr_ops_elementwise, pr_ops_nn, pr_ops_conv, pr_ops_state, pr_ops_augment, pr_ops_fused,
-    pr_ops_distribute,
+    pr_ops_elementwise, pr_ops_nn, pr_ops_conv, pr_ops_state, pr_ops_augment, pr_ops_random,
+    pr_ops_fused, pr_ops_distribute,
 };
 
 static PyObject *op_table; /* name -> capsule(const pr_op *) */

@@ -10,10 +10,11 @@ from . import ops
 from .compile import compile, Function, ConcreteFunction, TensorSpec, init_scope
 from .compile import print  # noqa: A004  (pyresnet.print, as tf.print)
 from .loops import while_loop, fori_loop
-from . import activations, initializers, utils
-from . import layers, losses, metrics, optimizers, callbacks
+from . import activations, initializers, regularizers, utils
+from . import layers, losses, metrics, optimizers, callbacks, random
 from . import models, saving
 from .models import Model, Sequential
+from .layers import Input
 from . import distribute
 from . import applications
 from . import data, datasets

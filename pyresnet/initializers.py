@@ -77,8 +77,83 @@ def ones(shape, dtype="float32"):
     return np.ones(tuple(shape), dtype)
 
 
+def lecun_normal(shape, dtype="float32"):
+    """Truncated normal with variance 1 / fan_in (LeCun et al. 1998, "Efficient BackProp")."""
+    return _variance_scaling(shape, dtype, 1.0, "fan_in", "normal")
+
+
+def lecun_uniform(shape, dtype="float32"):
+    """U(-l, l) with l = sqrt(3 / fan_in)."""
+    return _variance_scaling(shape, dtype, 1.0, "fan_in", "uniform")
+
+
+class RandomNormal:
+    """Normal draws N(mean, stddev**2) (``keras.initializers.RandomNormal``;
+    Keras's defaults mean 0, stddev 0.05).  ``seed`` (int) makes it draw
+    from its own generator, else from the one
+    :func:`pyresnet.utils.set_random_seed` seeds."""
+
+    def __init__(self, mean=0.0, stddev=0.05, seed=None):
+        self.mean, self.stddev, self.seed = float(mean), float(stddev), seed
+
+    def __call__(self, shape, dtype="float32"):
+        rng = get_rng() if self.seed is None else np.random.default_rng(self.seed)
+        return rng.normal(self.mean, self.stddev, tuple(shape)).astype(dtype)
+
+
+class RandomUniform:
+    """Uniform draws U(minval, maxval) (``keras.initializers.RandomUniform``;
+    Keras's defaults -0.05, 0.05); ``seed`` as :class:`RandomNormal`."""
+
+    def __init__(self, minval=-0.05, maxval=0.05, seed=None):
+        self.minval, self.maxval, self.seed = float(minval), float(maxval), seed
+
+    def __call__(self, shape, dtype="float32"):
+        rng = get_rng() if self.seed is None else np.random.default_rng(self.seed)
+        return rng.uniform(self.minval, self.maxval, tuple(shape)).astype(dtype)
+
+
+class TruncatedNormal:
+    """Normal draws N(mean, stddev**2) redrawn beyond two standard
+    deviations (``keras.initializers.TruncatedNormal``; defaults 0, 0.05).
+    As Keras, ``stddev`` is that of the normal before truncation."""
+
+    def __init__(self, mean=0.0, stddev=0.05, seed=None):
+        self.mean, self.stddev, self.seed = float(mean), float(stddev), seed
+
+    def __call__(self, shape, dtype="float32"):
+        z = _truncated_normal(tuple(int(d) for d in shape), _TRUNCATED_STD)
+        return (self.mean + self.stddev * z).astype(dtype)
+
+
+class Constant:
+    """Every element ``value`` (``keras.initializers.Constant``)."""
+
+    def __init__(self, value=0.0):
+        self.value = float(value)
+
+    def __call__(self, shape, dtype="float32"):
+        return np.full(tuple(shape), self.value, dtype)
+
+
+def random_normal(shape, dtype="float32"):
+    """:class:`RandomNormal` with Keras's defaults (stddev 0.05)."""
+    return RandomNormal()(shape, dtype)
+
+
+def random_uniform(shape, dtype="float32"):
+    """:class:`RandomUniform` with Keras's defaults (-0.05, 0.05)."""
+    return RandomUniform()(shape, dtype)
+
+
+def truncated_normal(shape, dtype="float32"):
+    """:class:`TruncatedNormal` with Keras's defaults (stddev 0.05)."""
+    return TruncatedNormal()(shape, dtype)
+
+
 _BY_NAME = {f.__name__: f for f in (glorot_uniform, glorot_normal, he_normal, he_uniform,
-                                    zeros, ones)}
+                                    lecun_normal, lecun_uniform, random_normal, random_uniform,
+                                    truncated_normal, zeros, ones)}
 
 
 def get(identifier):

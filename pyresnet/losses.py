@@ -95,8 +95,94 @@ def mean_squared_error(y_true, y_pred):
     Raises:
         ValueError/TypeError (from the ops): on shape/dtype mismatches.
     """
-    diff = ops.square(ops.subtract(y_pred, y_true))
+    diff = ops.square(ops.subtract(y_pred, _float(y_true)))
     return ops.mean(diff, axis=tuple(range(1, diff.ndim))) if diff.ndim > 1 else diff
+
+
+def _float(x):
+    """``x`` as float32 (integer 0/1 labels and NumPy become float32)."""
+    if isinstance(x, Tensor):
+        if x.dtype == "float32" or x.is_symbolic:
+            return x if x.dtype == "float32" else _cast_error(x)
+        x = np.asarray(x)
+    return convert_to_tensor(np.asarray(x, np.float32))
+
+
+def _cast_error(x):
+    raise TypeError(f"losses: expected float32 targets, got a symbolic {x.dtype} tensor; feed "
+                    "float32 targets to the compiled function")
+
+
+def _abs(x):
+    return ops.maximum(x, ops.negative(x))
+
+
+def mean_absolute_error(y_true, y_pred):
+    """Per-sample mean absolute error (``keras.losses.mean_absolute_error``).
+
+    Args:
+        y_true, y_pred: float32 of the same shape ``(batch, d1, ...)``.
+    Returns:
+        float32 Tensor ``(batch,)``: the mean over all axes but the first of
+        ``|y_true - y_pred|`` (Keras averages the last axis only; for the
+        usual ``(batch, d)`` targets the two agree, and so do the reduced
+        losses for any shape).
+    """
+    diff = _abs(ops.subtract(y_pred, _float(y_true)))
+    return ops.mean(diff, axis=tuple(range(1, diff.ndim))) if diff.ndim > 1 else diff
+
+
+def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+    """Binary cross-entropy averaged over the last axis
+    (``keras.losses.binary_crossentropy``).
+
+    With ``z`` the (smoothed) target and ``p`` the probability:
+    ``-(z log p + (1 - z) log(1 - p))``, ``p`` clipped to
+    ``[1e-7, 1 - 1e-7]`` as Keras.  From logits ``x`` it is computed stably as
+    ``max(x, 0) - x z + log(1 + exp(-|x|))`` (TensorFlow's
+    ``sigmoid_cross_entropy_with_logits``).
+
+    Args:
+        y_true: targets in [0, 1] of ``y_pred``'s shape (ints or floats).
+        y_pred: float32 ``(batch, ..., d)``: probabilities, or logits with
+            ``from_logits=True``.
+        from_logits (bool): see above.
+        label_smoothing (float): in [0, 1]: ``z = y (1 - s) + s / 2``.
+        axis: only -1.
+    Returns:
+        float32 Tensor ``(batch, ...)`` (the last axis averaged).
+    Raises:
+        ValueError: for another axis or a smoothing outside [0, 1];
+            ValueError/TypeError (from the ops) on shape/dtype mismatches.
+    """
+    if axis != -1:
+        raise ValueError(f"binary_crossentropy: only axis=-1 is supported, got {axis!r}")
+    ls = _check_smoothing(label_smoothing)
+    z = _float(y_true)
+    if ls:
+        z = ops.add(ops.scale(z, 1.0 - ls), 0.5 * ls)
+    if from_logits:
+        x = y_pred
+        values = ops.add(ops.subtract(ops.relu(x), ops.multiply(x, z)),
+                         ops.log(ops.add(ops.exp(ops.negative(_abs(x))), 1.0)))
+    else:
+        p = ops.clip(y_pred, 1e-7, 1.0 - 1e-7)
+        values = ops.negative(ops.add(ops.multiply(z, ops.log(p)),
+                                      ops.multiply(ops.subtract(1.0, z),
+                                                   ops.log(ops.subtract(1.0, p)))))
+    return ops.mean(values, axis=-1) if values.ndim > 1 else values
+
+
+def _weighted(values, sample_weight):
+    """``values * sample_weight`` with Keras's broadcasting: a ``(batch, 1)``
+    weight for ``(batch,)`` values is squeezed, a ``(batch,)`` weight for
+    ``(batch, ...)`` values gets trailing axes."""
+    weights = _float(sample_weight)
+    if weights.ndim == values.ndim + 1 and weights.shape[-1] == 1:
+        weights = ops.reshape(weights, ops.shape(weights)[:-1])
+    while weights.ndim < values.ndim:
+        weights = ops.reshape(weights, ops.shape(weights) + (1,))
+    return ops.multiply(values, weights)
 
 
 class Loss:
@@ -122,10 +208,15 @@ class Loss:
         """Per-sample losses, float32 ``(batch,)`` (override it)."""
         raise NotImplementedError
 
-    def __call__(self, y_true, y_pred):
+    def __call__(self, y_true, y_pred, sample_weight=None):
         """The reduced loss: a float32 scalar Tensor (``(batch,)`` for
-        reduction ``"none"``)."""
+        reduction ``"none"``).  ``sample_weight`` (``(batch,)`` or
+        ``(batch, 1)``, or the per-sample values' shape) multiplies the
+        per-sample losses before the reduction; ``"sum_over_batch_size"``
+        still divides by their number, as Keras."""
         values = self.call(y_true, y_pred)
+        if sample_weight is not None:
+            values = _weighted(values, sample_weight)
         if self.reduction == "sum_over_batch_size":
             return ops.mean(values)
         if self.reduction == "sum":
@@ -218,7 +309,41 @@ class MeanSquaredError(LossFunctionWrapper):
         super().__init__(mean_squared_error, name=name, reduction=reduction)
 
 
+class MeanAbsoluteError(LossFunctionWrapper):
+    """Mean absolute error (``keras.losses.MeanAbsoluteError``); see
+    :func:`mean_absolute_error` for shapes.  ``reduction``, ``name``: see
+    :class:`Loss`."""
+
+    def __init__(self, reduction="sum_over_batch_size", name="mean_absolute_error"):
+        super().__init__(mean_absolute_error, name=name, reduction=reduction)
+
+
+class BinaryCrossentropy(LossFunctionWrapper):
+    """Binary cross-entropy for 0/1 (or soft) targets
+    (``keras.losses.BinaryCrossentropy``); see :func:`binary_crossentropy`.
+
+    Args:
+        from_logits (bool): ``y_pred`` are logits (a final ``Dense(1)``
+            without activation) rather than probabilities.
+        label_smoothing (float): in [0, 1], see :func:`binary_crossentropy`.
+        axis: only -1.
+        reduction, name: see :class:`Loss`.
+    """
+
+    def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1,
+                 reduction="sum_over_batch_size", name="binary_crossentropy"):
+        super().__init__(binary_crossentropy, name=name, reduction=reduction,
+                         from_logits=from_logits, label_smoothing=label_smoothing, axis=axis)
+        self.from_logits, self.label_smoothing, self.axis = from_logits, label_smoothing, axis
+
+    def get_config(self):
+        return {**super().get_config(), "from_logits": self.from_logits,
+                "label_smoothing": self.label_smoothing, "axis": self.axis}
+
+
 _BY_NAME = {"mean_squared_error": MeanSquaredError, "mse": MeanSquaredError,
+            "mean_absolute_error": MeanAbsoluteError, "mae": MeanAbsoluteError,
+            "binary_crossentropy": BinaryCrossentropy,
             "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
             "categorical_crossentropy": CategoricalCrossentropy}
 
@@ -246,6 +371,12 @@ def is_sparse(loss):
     """Whether ``loss`` takes integer class labels (for label checks and the
     resolution of ``metrics=["accuracy"]``)."""
     return isinstance(loss, LossFunctionWrapper) and loss.fn is sparse_categorical_crossentropy
+
+
+def is_binary(loss):
+    """Whether ``loss`` is a binary cross-entropy (``"accuracy"`` then means
+    binary accuracy)."""
+    return isinstance(loss, LossFunctionWrapper) and loss.fn is binary_crossentropy
 
 
 def is_categorical(loss):

@@ -1198,6 +1198,36 @@ _random("mixup",
         _mixup_ref, _mixup_draws, (2, 3), rtol=1e-6, atol=1e-4)
 
 
+
+# ---- random draws (csrc/ops_random.c): the output is the draws ----------------------------
+
+def _random_values(draw):
+    """draws(state, shape=..., a, b): element i of stream 0, in order (philox_ref)."""
+    def draws(state, shape, **params):
+        stream = Stream(int(state[0]), int(state[1]), 0)
+        n = int(np.prod(shape, dtype=np.int64))
+        return [np.array([draw(stream, **params) for _ in range(n)], f32).reshape(shape)]
+    return draws
+
+
+_RANDOM_SHAPES = [[5], [3, 4], [2, 1, 3], [0, 3], [], [2, 2, 2, 7]]
+_random("random_normal",
+        [Case(f"{sh} mean {m} std {sd}", lambda r: [rng_state(21, 4)],
+              {"shape": sh, "mean": m, "stddev": sd}, grad=False)
+         for sh, m, sd in zip(_RANDOM_SHAPES, [0.0, 1.5, -2.0, 0.0, 0.5, 0.0],
+                              [1.0, 0.25, 3.0, 1.0, 2.0, 0.05])],
+        lambda inputs, draws, **a: (),
+        _random_values(lambda s, mean=0.0, stddev=1.0: mean + stddev * s.normal()), (0,),
+        note="the output is the draws: checked exactly against philox_ref's stream 0")
+_random("random_uniform",
+        [Case(f"{sh} [{lo}, {hi})", lambda r: [rng_state(2 ** 40 + 3, 2 ** 33)],
+              {"shape": sh, "minval": lo, "maxval": hi}, grad=False)
+         for sh, lo, hi in zip(_RANDOM_SHAPES, [0.0, -1.0, 2.0, 0.0, -0.05, 0.0],
+                               [1.0, 1.0, 7.5, 1.0, 0.05, 1e-3])],
+        lambda inputs, draws, **a: (),
+        _random_values(lambda s, minval=0.0, maxval=1.0: minval + (maxval - minval) * s.uniform()),
+        (0,), note="the output is the draws: checked exactly against philox_ref's stream 0")
+
 # ---- internal graph ops (not in the registry's op_names) ------------------------------------
 
 # the ops jit_compile fuses into one fused_elementwise node (csrc/ops_fused.c)

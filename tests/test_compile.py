@@ -522,21 +522,21 @@ def test_resnet_compiled_matches_eager(jit):
 
     step = pr.compile(comp.train_step, jit_compile=jit)
     if jit:  # BN + ReLU and the residual add + ReLU are fused
-        names = {n["op"] for n in step.get_concrete_function(x, y).nodes}
+        names = {n["op"] for n in step.get_concrete_function((x, y)).nodes}
         assert {"batch_norm_relu_train", "fused_elementwise"} <= names
         assert "relu" not in names
         assert "batch_norm_relu_infer" in {n["op"] for n in compiled_fwd.get_concrete_function(
             comp, x, y).nodes}
     for i in range(10):
         xb, yb = _resnet_batch(seed=i)
-        logs_e, logs_c = eager.train_step(xb, yb), step(xb, yb)
+        logs_e, logs_c = eager.train_step((xb, yb)), step((xb, yb))
         assert logs_e.keys() == logs_c.keys()
         for k in logs_e:
             np.testing.assert_allclose(float(logs_c[k]), float(logs_e[k]), rtol=1e-4, atol=1e-5)
     _assert_weights_close(eager, comp, 1e-4, 1e-5)
     assert step.tracing_count == 1
     if jit:  # every node's kernel (and thread count) has been chosen by timing
-        cf = step.get_concrete_function(x, y)
+        cf = step.get_concrete_function((x, y))
         variants = cf.graph.plan([x, y])["variants"]
         assert all(v >= 0 for v in variants)
         kernels = {n["kernel"] for n in cf.nodes if n["op"].startswith("conv2d")}
@@ -551,14 +551,14 @@ def test_kernel_error_raises_like_eager_and_leaves_weights():
     step = pr.compile(model.train_step)
     before = [w.numpy().copy() for w in model.weights]
     with pytest.raises(ValueError) as compiled_err:
-        step(x, bad)
+        step((x, bad))
     # The graph runs state updates (BN moving statistics, SGD) after the loss:
     # nothing changed.  (Eagerly, the forward pass has updated the BN moving
     # statistics before the loss raises.)
     for b, w in zip(before, model.weights):
         np.testing.assert_array_equal(w.numpy(), b)
     with pytest.raises(ValueError) as eager_err:
-        model.train_step(x, bad)
+        model.train_step((x, bad))
     assert str(compiled_err.value) == str(eager_err.value)
     assert "label 9" in str(compiled_err.value)
 

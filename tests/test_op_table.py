@@ -183,7 +183,7 @@ def test_random_op(name, label):
     state = pr.Variable(inputs[si], trainable=False)
     args = list(inputs)
     args[si] = state
-    out = [o.numpy() for o in _C.call(name, *args, **case.attrs)]
+    out = [o.numpy() for o in _tuple(_C.call(name, *args, **case.attrs))]
     draws = [out[k] for k in e.draw_outputs]
     for k, (got, want) in enumerate(zip(draws, e.draws(*inputs, **case.attrs))):
         assert_same(got, np.asarray(want, got.dtype), f"{name} [{label}] draw {k}")

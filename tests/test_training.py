@@ -325,7 +325,7 @@ def test_callbacks_see_every_hook_and_can_stop_training():
     spy = Spy()
     model = _conv_model()
     calls = []
-    model.train_function = lambda x, y: calls.append(len(x)) or model.train_step(x, y)
+    model.train_function = lambda data: calls.append(len(data[0])) or model.train_step(data)
     model.fit(X, Y, batch_size=5, epochs=3, callbacks=[spy], verbose=0)
     assert calls == [5, 3]  # fit goes through model.train_function: the compile hook
     assert spy.calls == ["train_begin", "epoch_begin 0", "batch_end 0 ['accuracy', 'loss']",

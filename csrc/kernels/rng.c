@@ -90,3 +90,20 @@ void pr_rng_buffer_shuffle(int64_t n, int64_t buffer_size, uint64_t seed, uint64
             scratch[k] = scratch[--len];
     }
 }
+
+int pr_k_random_normal(float *out, int64_t n, uint64_t seed, uint64_t counter, double mean,
+                       double stddev) {
+    pr_rng r;
+    pr_rng_init(&r, seed, counter, 0);
+    for (int64_t i = 0; i < n; i++) out[i] = (float)(mean + stddev * pr_rng_normal(&r));
+    return 0;
+}
+
+int pr_k_random_uniform(float *out, int64_t n, uint64_t seed, uint64_t counter, double minval,
+                        double maxval) {
+    pr_rng r;
+    pr_rng_init(&r, seed, counter, 0);
+    for (int64_t i = 0; i < n; i++)
+        out[i] = (float)(minval + (maxval - minval) * pr_rng_uniform(&r));
+    return 0;
+}

@@ -56,4 +56,13 @@ double pr_rng_beta(pr_rng *r, double a, double b);
 void pr_rng_buffer_shuffle(int64_t n, int64_t buffer_size, uint64_t seed, uint64_t counter,
                            int64_t *order, int64_t *scratch);
 
+/* Fill out[0..n) from stream 0 of (seed, counter), element i after element
+ * i - 1: random_normal writes mean + stddev * normal() (two words each),
+ * random_uniform minval + (maxval - minval) * uniform() (one word each), both
+ * computed in double and rounded to float32.  Return 0. */
+int pr_k_random_normal(float *out, int64_t n, uint64_t seed, uint64_t counter, double mean,
+                       double stddev);
+int pr_k_random_uniform(float *out, int64_t n, uint64_t seed, uint64_t counter, double minval,
+                        double maxval);
+
 #endif

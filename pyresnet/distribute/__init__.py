@@ -355,12 +355,17 @@ class DataParallel:
         return type(batch)(out) if isinstance(batch, (list, tuple)) else out[0]
 
     def distribute_dataset(self, batches):
-        """Iterate ``(x, y)`` global batches of ``batches`` as this rank's
-        ``(x, y)`` shards (batches too small to split are skipped)."""
-        for x, y in batches:
-            xs = self.shard(x)
-            if xs is not None:
-                yield xs, (None if y is None else self.shard(y))
+        """Iterate the global batches of ``batches`` (``(x, y)``, ``(x, y,
+        sample_weight)`` tuples or ``x`` alone, as ``fit`` hands them to the
+        steps) as this rank's shards of the same structure (batches too
+        small to split are skipped)."""
+        for batch in batches:
+            parts = batch if isinstance(batch, tuple) else (batch,)
+            xs = self.shard(parts[0])
+            if xs is None:
+                continue
+            rest = tuple(None if p is None else self.shard(p) for p in parts[1:])
+            yield (xs,) + rest if isinstance(batch, tuple) else xs
 
     # ---- the hooks fit uses -------------------------------------------------------------
 

@@ -9,13 +9,16 @@ from .add import Add
 from .average_pooling2d import AveragePooling2D
 from .batch_normalization import BatchNormalization
 from .conv2d import Conv2D
+from .conv2d_transpose import Conv2DTranspose
 from .cut_out import CutOut
 from .dense import Dense
 from .flatten import Flatten
 from .global_average_pooling2d import GlobalAveragePooling2D
+from .global_max_pooling2d import GlobalMaxPooling2D
 from .input_layer import Input, InputLayer
 from .input_spec import InputSpec
 from .layer import Layer
+from .leaky_re_lu import LeakyReLU
 from .max_pooling2d import MaxPooling2D
 from .mix_up import MixUp
 from .normalization import Normalization
@@ -26,8 +29,13 @@ from .random_resized_crop import RandomResizedCrop
 from .node import KerasTensor
 from .re_lu import ReLU
 from .residual_block import ResidualBlock
+from .up_sampling2d import UpSampling2D
+from .._unsupported import LAYERS as _UNSUPPORTED, getattr_for as _getattr_for
 
-__all__ = ["Activation", "Add", "AveragePooling2D", "BatchNormalization", "Conv2D", "CutOut", "Dense",
-           "Flatten", "GlobalAveragePooling2D", "Input", "InputLayer", "InputSpec", "KerasTensor",
-           "Layer", "MaxPooling2D", "MixUp", "Normalization", "RandomCrop", "RandomFlip",
+__all__ = ["Activation", "Add", "AveragePooling2D", "BatchNormalization", "Conv2D",
+           "Conv2DTranspose", "CutOut", "Dense", "Flatten", "GlobalAveragePooling2D",
+           "GlobalMaxPooling2D", "Input", "InputLayer", "InputSpec", "KerasTensor", "Layer",
+           "LeakyReLU", "UpSampling2D", "MaxPooling2D", "MixUp", "Normalization", "RandomCrop", "RandomFlip",
            "RandomLighting", "RandomResizedCrop", "ReLU", "ResidualBlock"]
+
+__getattr__ = _getattr_for(__name__, _UNSUPPORTED)  # Embedding, LSTM, Conv1D...: not provided

@@ -1,7 +1,7 @@
 """``Conv2D``: 2D convolution over NHWC images."""
 import numpy as np
 
-from .. import activations, ops
+from .. import activations, ops, regularizers
 from ._args import (pooled_shape, standardize_data_format, standardize_padding,
                     standardize_tuple)
 from .input_spec import InputSpec
@@ -26,6 +26,11 @@ class Conv2D(Layer):
         activation: None, a Keras name or a callable.
         use_bias (bool): add a bias.
         kernel_initializer, bias_initializer: Keras names or callables.
+        kernel_regularizer, bias_regularizer: None, a
+            :mod:`pyresnet.regularizers` object or name: the weight's
+            penalty joins ``layer.losses`` (and so the loss ``fit``
+            minimises); ``activity_regularizer=`` (a :class:`Layer`
+            argument) penalises the output.
         **kwargs: ``name``, ``trainable``, ... of :class:`Layer`.
     Raises:
         ValueError: for bad arguments; on call, for an input that is not
@@ -35,7 +40,8 @@ class Conv2D(Layer):
 
     def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
                  activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", **kwargs):
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
+                 **kwargs):
         super().__init__(**kwargs)
         if not isinstance(filters, (int, np.integer)) or filters < 1:
             raise ValueError(f"Conv2D: `filters` must be a positive int, got {filters!r}")
@@ -48,6 +54,8 @@ class Conv2D(Layer):
         self.use_bias = bool(use_bias)
         self.kernel_initializer = kernel_initializer
         self.bias_initializer = bias_initializer
+        self.kernel_regularizer = regularizers.get(kernel_regularizer)
+        self.bias_regularizer = regularizers.get(bias_regularizer)
         self.input_spec = InputSpec(ndim=4)
 
     def build(self, input_shape):
@@ -57,8 +65,10 @@ class Conv2D(Layer):
                              f"known, got input shape {input_shape}")
         self.compute_output_shape(input_shape)  # the kernel must fit the image
         self.kernel = self.add_weight(self.kernel_size + (channels, self.filters),
-                                      self.kernel_initializer, name="kernel")
-        self.bias = self.add_weight((self.filters,), self.bias_initializer, name="bias") \
+                                      self.kernel_initializer, name="kernel",
+                                      regularizer=self.kernel_regularizer)
+        self.bias = self.add_weight((self.filters,), self.bias_initializer, name="bias",
+                                    regularizer=self.bias_regularizer) \
             if self.use_bias else None
         self.input_spec = InputSpec(ndim=4, axes={-1: channels})
 

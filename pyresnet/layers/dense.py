@@ -1,7 +1,7 @@
 """``Dense``: a fully connected layer."""
 import numpy as np
 
-from .. import activations, ops
+from .. import activations, ops, regularizers
 from .input_spec import InputSpec
 from .layer import Layer
 
@@ -19,6 +19,11 @@ class Dense(Layer):
             or a callable.
         use_bias (bool): add a bias.
         kernel_initializer, bias_initializer: Keras names or callables.
+        kernel_regularizer, bias_regularizer: None, a
+            :mod:`pyresnet.regularizers` object or name: the weight's
+            penalty joins ``layer.losses`` (and so the loss ``fit``
+            minimises); ``activity_regularizer=`` (a :class:`Layer`
+            argument) penalises the output.
         **kwargs: ``name``, ``trainable``, ... of :class:`Layer`.
     Raises:
         ValueError: for units < 1; on call, for an input whose last axis is
@@ -26,7 +31,8 @@ class Dense(Layer):
     """
 
     def __init__(self, units, activation=None, use_bias=True,
-                 kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, **kwargs):
         super().__init__(**kwargs)
         if not isinstance(units, (int, np.integer)) or units < 1:
             raise ValueError(f"Dense: `units` must be a positive int, got {units!r}")
@@ -35,6 +41,8 @@ class Dense(Layer):
         self.use_bias = bool(use_bias)
         self.kernel_initializer = kernel_initializer
         self.bias_initializer = bias_initializer
+        self.kernel_regularizer = regularizers.get(kernel_regularizer)
+        self.bias_regularizer = regularizers.get(bias_regularizer)
         self.input_spec = InputSpec(min_ndim=2)
 
     def build(self, input_shape):
@@ -43,8 +51,9 @@ class Dense(Layer):
             raise ValueError(f'Layer "{self.name}": the last axis of the input must be known, '
                              f"got input shape {input_shape}")
         self.kernel = self.add_weight((input_dim, self.units), self.kernel_initializer,
-                                      name="kernel")
-        self.bias = self.add_weight((self.units,), self.bias_initializer, name="bias") \
+                                      name="kernel", regularizer=self.kernel_regularizer)
+        self.bias = self.add_weight((self.units,), self.bias_initializer, name="bias",
+                                    regularizer=self.bias_regularizer) \
             if self.use_bias else None
         self.input_spec = InputSpec(min_ndim=2, axes={-1: input_dim})
 

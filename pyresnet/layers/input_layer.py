@@ -27,8 +27,7 @@ class InputLayer(Layer):
                              f"(batch excluded), got {shape!r}")
         self.batch_shape = (batch_size,) + tuple(shape)
         self.built = True
-        self.output = KerasTensor(self.batch_shape, "float32", name=self.name)
-        Node(self, [], (), {}, self.output)
+        Node(self, [], (), {}, KerasTensor(self.batch_shape, "float32", name=self.name))
 
     def call(self, inputs):
         return inputs

@@ -14,6 +14,7 @@ from .input_spec import InputSpec, check_input_specs
 from .node import KerasTensor, Node
 
 _context = threading.local()  # .training: the value of the outermost layer call in progress
+# .depth: how many layer calls are in progress (0: the next call is an outermost one)
 
 
 @functools.lru_cache(maxsize=None)
@@ -117,6 +118,7 @@ class Layer:
 
     def __init__(self, name=None, trainable=True, dtype=None, **kwargs):
         input_shape = kwargs.pop("input_shape", None)
+        activity_regularizer = kwargs.pop("activity_regularizer", None)
         if kwargs:
             raise TypeError(f"Unrecognized keyword arguments passed to {type(self).__name__}: "
                             f"{kwargs}")
@@ -133,6 +135,10 @@ class Layer:
         self.name = name if name is not None else unique_name(self._default_name())
         self.built = False
         self.input_spec = None
+        self._added_losses = []
+        self._weight_regularizers = []  # (regularizer, variable)
+        from .. import regularizers  # noqa: PLC0415
+        self.activity_regularizer = regularizers.get(activity_regularizer)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -214,7 +220,7 @@ class Layer:
     # ---- weights -------------------------------------------------------------
 
     def add_weight(self, shape=(), initializer="glorot_uniform", trainable=True, name=None,
-                   dtype="float32"):
+                   dtype="float32", regularizer=None):
         """Create a weight, track it and return it.
 
         Args:
@@ -226,15 +232,19 @@ class Layer:
             trainable (bool): watched by tapes and updated by optimizers.
             name (str): e.g. ``"kernel"``; the Variable's ``path`` is
                 ``"<layer name>/<name>"``.
-            dtype: only ``"float32"``.
+            dtype: only ``"float32"`` (None means float32).
+            regularizer: None, a :mod:`pyresnet.regularizers` object, name or
+                callable: its penalty of the weight joins :attr:`losses`.
         Returns:
             Variable: float32, of ``shape``.
         Raises:
             ValueError: when the initializer returns another shape.
         """
-        if dtype != "float32":
+        if dtype not in ("float32", None):
             raise ValueError(f'Layer "{self.name}": add_weight supports float32 only, '
                              f"got {dtype!r}")
+        from .. import regularizers  # noqa: PLC0415
+        regularizer = regularizers.get(regularizer)
         shape = tuple(int(d) for d in shape)
         value = np.asarray(initializers.get(initializer)(shape, "float32"), np.float32)
         if value.shape != shape:
@@ -244,6 +254,8 @@ class Layer:
                             name=name or f"variable_{len(self.weights)}")
         variable.path = f"{self.name}/{variable.name}"
         (self._trainable_variables if trainable else self._non_trainable_variables).append(variable)
+        if regularizer is not None:
+            self._weight_regularizers.append((regularizer, variable))
         return variable
 
     @property
@@ -286,6 +298,21 @@ class Layer:
         """Weights not trained: BN moving statistics, and everything of a
         frozen layer."""
         return [w for w in self.weights if not w.trainable] if self.trainable else self.weights
+
+    @property
+    def trainable_variables(self):
+        """Keras 3's name for :attr:`trainable_weights`."""
+        return self.trainable_weights
+
+    @property
+    def non_trainable_variables(self):
+        """Keras 3's name for :attr:`non_trainable_weights`."""
+        return self.non_trainable_weights
+
+    @property
+    def variables(self):
+        """Keras 3's name for :attr:`weights`."""
+        return self.weights
 
     @property
     def trainable(self):
@@ -341,18 +368,103 @@ class Layer:
         for w, a in zip(weights, arrays):
             w.assign(a)
 
+    # ---- losses added by layers ------------------------------------------------------
+
+    def add_loss(self, loss):
+        """Add a scalar loss term computed in ``call`` (``keras.layers.Layer.add_loss``),
+        e.g. an activity regularizer or a VAE's KL divergence.  The terms
+        of the current outermost call are in :attr:`losses` (every call of
+        the outermost layer or model starts an empty list), and ``fit`` adds
+        their sum to the compiled loss.
+
+        Args:
+            loss: a float32 Tensor (reduced to its sum if not a scalar), a
+                NumPy value or a Python number.
+        """
+        if not isinstance(loss, Tensor):
+            loss = convert_to_tensor(np.asarray(loss, np.float32))
+        if loss.shape != ():
+            from .. import ops  # noqa: PLC0415
+            loss = ops.sum(loss)
+        self._added_losses.append(loss)
+
+    @property
+    def losses(self):
+        """The scalar loss terms of this layer and its sublayers: those added
+        with :meth:`add_loss` during the last outermost call, then the
+        weight regularizers' penalties of the weights' current values
+        (computed now, so that a tape records them), as float32 scalar
+        Tensors."""
+        found, seen = [], set()
+        stack = [self]
+        while stack:
+            layer = stack.pop(0)
+            if id(layer) in seen:
+                continue
+            seen.add(id(layer))
+            found.extend(getattr(layer, "_added_losses", []))
+            found.extend(regularizer(variable)
+                         for regularizer, variable in getattr(layer, "_weight_regularizers", []))
+            stack.extend(layer._sublayers)
+        return found
+
+    def _clear_losses(self):
+        """Empty the :meth:`add_loss` terms of this layer and its sublayers."""
+        stack, seen = [self], set()
+        while stack:
+            layer = stack.pop()
+            if id(layer) in seen:
+                continue
+            seen.add(id(layer))
+            if getattr(layer, "_added_losses", None):
+                layer._added_losses = []
+            stack.extend(layer._sublayers)
+
+    # ---- the functional graph ---------------------------------------------------------
+
+    def _first_node(self, what):
+        if not self._inbound_nodes:
+            raise AttributeError(f'Layer "{self.name}" has never been called on a symbolic '
+                                 f"input, so it has no {what}")
+        return self._inbound_nodes[0]
+
+    @property
+    def output(self):
+        """The KerasTensor(s) returned by this layer's first call on symbolic
+        inputs (``keras.layers.Layer.output``: node 0 of a shared layer),
+        e.g. to build a feature-extraction model.  Raises AttributeError for
+        a layer never called symbolically."""
+        return self._first_node("output").outputs
+
+    @property
+    def input(self):
+        """The KerasTensor(s) of this layer's first symbolic call (its own
+        output for an InputLayer).  Raises AttributeError as :attr:`output`."""
+        node = self._first_node("input")
+        return node.outputs if not node.input_tensors else node.inputs
+
     # ---- calling -----------------------------------------------------------------
 
     def __call__(self, inputs, *args, **kwargs):
         symbolic = any(isinstance(t, KerasTensor) for t in tree.flatten(inputs))
         if not symbolic:
             inputs = tree.map_structure(_to_tensor, inputs)
+        depth = getattr(_context, "depth", 0)
+        if depth == 0:
+            self._clear_losses()
+        _context.depth = depth + 1
         try:
             if symbolic:
                 return self._call_symbolic(inputs, args, kwargs)
-            return self._call_eager(inputs, args, kwargs)
+            outputs = self._call_eager(inputs, args, kwargs)
+            if self.activity_regularizer is not None:
+                for t in tree.flatten(outputs):
+                    self.add_loss(self.activity_regularizer(t))
+            return outputs
         except (ValueError, TypeError) as e:
             raise self._annotate(e, inputs).with_traceback(e.__traceback__) from None
+        finally:
+            _context.depth = depth
 
     def _call_eager(self, inputs, args, kwargs):
         kwargs = dict(kwargs)

@@ -4,10 +4,12 @@ checks, the validation split, batching) or a dataset of ready batches (a
 bookkeeping happens here (dtype conversion, slicing, shuffling); all math
 runs in the model's steps."""
 import math
+import warnings
 
 import numpy as np
 
 from ..tensor import Tensor
+from ..utils import tree
 from ..utils.rng import get_rng
 
 
@@ -60,14 +62,86 @@ def split(arrays, validation_split):
     return [a[:at] for a in arrays], [a[at:] for a in arrays]
 
 
-def is_dataset(x):
+def is_dataset(x, unsized=False):
     """Whether ``x`` is a dataset of batches rather than array data: a
-    re-iterable with ``len()`` that is not an array, Tensor, list, tuple or dict."""
-    return hasattr(x, "__iter__") and hasattr(x, "__len__") \
+    re-iterable with ``len()`` (or, with ``unsized``, any iterable, e.g. a
+    generator when ``steps_per_epoch`` is given) that is not an array,
+    Tensor, list, tuple or dict."""
+    return hasattr(x, "__iter__") and (unsized or hasattr(x, "__len__")) \
         and not isinstance(x, (np.ndarray, Tensor, list, tuple, dict))
 
 
+def num_samples(data):
+    """The batch size of a batch ``(x, ...)`` or ``x`` (its first input's
+    leading dimension)."""
+    x = data[0] if isinstance(data, tuple) else data
+    return len(tree.flatten(x)[0])
+
+
+def pack(x, y=None, sample_weight=None):
+    """One batch as the steps get it: ``x`` alone (no targets), ``(x, y)`` or
+    ``(x, y, sample_weight)``; each part a Tensor, or a list of them for
+    several inputs/outputs."""
+    x, y, sample_weight = (None if p is None else p[0] if len(p) == 1 else p
+                           for p in (x, y, sample_weight))
+    if y is None:
+        return x
+    return (x, y) if sample_weight is None else (x, y, sample_weight)
+
+
+class Steps:
+    """At most ``steps`` batches of ``data`` per pass (``steps_per_epoch``,
+    ``validation_steps``, ``steps``).
+
+    Args:
+        data: ArrayBatches, DatasetBatches or any iterable of batches.
+        steps (int): batches per pass.
+        persistent (bool): the batches continue from one pass to the next
+            (``fit``'s ``steps_per_epoch``, Keras's rule); when the data run
+            out, a warning says so, the pass ends there and the next pass
+            starts over.  Else every pass takes the first ``steps`` batches.
+    """
+
+    def __init__(self, data, steps, persistent):
+        self.data, self.steps, self.persistent = data, int(steps), persistent
+        self.batch_size = getattr(data, "batch_size", None)
+        self.num_samples = None
+        self._iterator = None
+
+    def __len__(self):
+        return self.steps
+
+    def get_state(self):
+        get = getattr(self.data, "get_state", None)
+        return None if get is None else get()
+
+    def set_state(self, state):
+        if hasattr(self.data, "set_state"):
+            self.data.set_state(state)
+
+    def __iter__(self):
+        iterator = self._iterator if self.persistent else None
+        if iterator is None:
+            iterator = iter(self.data)
+        self._iterator = iterator if self.persistent else None
+        for _ in range(self.steps):
+            try:
+                element = next(iterator)
+            except StopIteration:
+                self._iterator = None
+                if self.persistent:
+                    warnings.warn(f"the data ran out after fewer than steps_per_epoch="
+                                  f"{self.steps} batches; this epoch ends here. Give data for "
+                                  "at least steps_per_epoch * epochs batches (e.g. "
+                                  "Dataset.repeat()).", stacklevel=3)
+                return
+            yield element
+
+
 def _tensor(a, dtype):
+    """``a`` as a Tensor of ``dtype`` (None: float32 for floats, int32 for ints)."""
+    if dtype is None:
+        dtype = np.int32 if np.asarray(a).dtype.kind in "iub" else np.float32
     if isinstance(a, Tensor) and a.dtype == np.dtype(dtype).name:
         return a
     return Tensor(np.ascontiguousarray(a, dtype=dtype))
@@ -89,20 +163,23 @@ class ArrayBatches:
             :class:`pyresnet.callbacks.BackupAndRestore`) shuffles as the
             uninterrupted one.
         y_dtypes: NumPy dtype per y array.
+        sws: list of per-sample weight arrays (one, or one per output), or None.
         seed (int): the shuffling seed; None draws one from the generator
             seeded by :func:`pyresnet.utils.set_random_seed`.
     Attributes:
         passes (int): the passes started so far (the next pass's index).
-    Iterating yields ``(x, y)`` with x a Tensor (or a list of Tensors for
-    several inputs), y likewise (None for predict).
+    Iterating yields batches as :func:`pack` makes them: ``(x, y)``, ``(x,
+    y, sample_weight)``, or ``x`` alone without ``ys`` (predict, or fit
+    without targets), x a Tensor (or a list of Tensors for several inputs),
+    y and the weights likewise.
     """
 
-    def __init__(self, xs, ys, batch_size, shuffle=False, y_dtypes=None, seed=None):
+    def __init__(self, xs, ys, batch_size, shuffle=False, y_dtypes=None, seed=None, sws=None):
         batch_size = 32 if batch_size is None else batch_size
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
                 or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        self.xs, self.ys = xs, ys
+        self.xs, self.ys, self.sws = xs, ys, sws
         self.batch_size = int(batch_size)
         self.shuffle = shuffle
         self.y_dtypes = y_dtypes
@@ -132,32 +209,34 @@ class ArrayBatches:
             x = [_tensor(a[index], np.float32) for a in self.xs]
             y = None if self.ys is None else \
                 [_tensor(a[index], dt) for a, dt in zip(self.ys, self.y_dtypes)]
-            yield (x[0] if len(x) == 1 else x,
-                   y if y is None or len(y) > 1 else y[0])
+            sw = None if self.sws is None or y is None else \
+                [_tensor(a[index], np.float32) for a in self.sws]
+            yield pack(x, y, sw)
 
 
 class DatasetBatches:
     """The batches of a dataset, as Tensors: x as float32 (uint8 converted
-    as given), y in the dtypes ``check`` returns.
+    as given), y in the dtypes ``check`` returns, sample weights float32.
 
     Args:
-        dataset: re-iterable with ``len()`` (batches per pass) whose elements
-            are ``(x, y)`` batches (x and y a Tensor/array or a list of them
-            for several inputs/outputs); for predict, ``x`` or ``(x, ...)``.
-        check: ``check(xs, ys) -> y_dtypes`` run on the NumPy views of the
-            first batch before it is used (the data checks of the model); for
-            predict ``check(xs)``.
-        targets (bool): elements carry targets (fit/evaluate).
-    Raises (while iterating):
-        ValueError: for an element that is not an ``(x, y)`` pair.
+        dataset: an iterable (re-iterable with ``len()`` for several
+            epochs) whose elements are batches: ``(x, y)``, ``(x, y,
+            sample_weight)`` (tuples or lists), or ``x`` alone (a
+            Tensor/array, a dict, or a 1-tuple); x and y a Tensor/array or
+            a list of them for several inputs/outputs.
+        check: ``check(xs, ys, sws) -> y_dtypes`` run on the NumPy views of
+            the first batch before it is used (the data checks of the
+            model; ``ys``/``sws`` None when absent).
+        inputs_only (bool): keep only x (predict).
     """
 
-    def __init__(self, dataset, check, targets=True):
+    def __init__(self, dataset, check, inputs_only=False):
         self.dataset = dataset
         self._check = check
-        self.targets = targets
+        self.inputs_only = inputs_only
         self.y_dtypes = None
         self.num_samples = None
+        self.batch_size = None
 
     def __len__(self):
         return len(self.dataset)
@@ -173,24 +252,30 @@ class DatasetBatches:
         if state is not None and hasattr(self.dataset, "_passes"):
             self.dataset._passes = int(state["passes"])
 
+    @staticmethod
+    def _split(element):
+        if isinstance(element, (tuple, list)) and len(element) in (2, 3):
+            return element[0], element[1], element[2] if len(element) == 3 else None
+        if isinstance(element, tuple) and len(element) == 1:
+            return element[0], None, None
+        return element, None, None
+
     def __iter__(self):
         for element in self.dataset:
-            if self.targets and not (isinstance(element, (tuple, list)) and len(element) == 2):
-                raise ValueError("a dataset for fit/evaluate must yield (x, y) batches, got "
-                                 f"{type(element).__name__} elements")
-            if not self.targets and isinstance(element, tuple):
-                element = element[0]
-            x, y = element if self.targets else (element, None)
+            x, y, sw = self._split(element)
+            if self.inputs_only:
+                y = sw = None
             xs = list(x) if isinstance(x, (list, tuple)) else [x]
             ys = None if y is None else list(y) if isinstance(y, (list, tuple)) else [y]
+            sws = None if sw is None else list(sw) if isinstance(sw, (list, tuple)) else [sw]
             if self._check is not None:
                 views = [np.asarray(a) for a in xs]
-                if self.targets:
-                    self.y_dtypes = self._check(views, [np.asarray(a) for a in ys])
-                else:
-                    self._check(views)
+                self.y_dtypes = self._check(views, None if ys is None else
+                                            [np.asarray(a) for a in ys],
+                                            None if sws is None else [np.asarray(a) for a in sws])
                 self._check = None
             xt = [_tensor(a, np.float32) for a in xs]
-            yt = None if ys is None else [_tensor(a, dt) for a, dt in zip(ys, self.y_dtypes)]
-            yield (xt[0] if len(xt) == 1 else xt,
-                   yt if yt is None or len(yt) > 1 else yt[0])
+            yt = None if ys is None else [
+                _tensor(a, dt) for a, dt in zip(ys, self.y_dtypes or [None] * len(ys))]
+            st = None if sws is None else [_tensor(a, np.float32) for a in sws]
+            yield pack(xt, yt, st)

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..layers.input_spec import InputSpec
 from ..layers.layer import Layer, _call_params
+from ..tensor import Tensor
 from ..utils import tree
 from . import summary as summary_module
 from .functional import FunctionalGraph
@@ -12,7 +13,15 @@ from .trainer import Trainer
 
 
 def _as_float32(model_name, x):
-    """NumPy input -> float32 array (Keras converts to the Input dtype)."""
+    """NumPy input, or a concrete non-float32 Tensor (uint8 images) -> float32
+    (Keras converts inputs to the Input's dtype); a symbolic one is cast
+    with ``ops.cast`` where available."""
+    if isinstance(x, Tensor) and x.dtype != "float32":
+        if x.is_symbolic:
+            from .. import ops  # noqa: PLC0415
+            cast = getattr(ops, "cast", None)
+            return cast(x, "float32") if cast is not None else x
+        x = np.asarray(x)
     if not isinstance(x, np.ndarray):
         return x
     a = x
@@ -93,6 +102,18 @@ class Model(Trainer, Layer):
         self.built = True
 
     @property
+    def input(self):
+        """A functional model's input KerasTensor(s), as given to the
+        constructor (else :attr:`Layer.input`)."""
+        return self._graph.inputs if self._graph is not None else Layer.input.fget(self)
+
+    @property
+    def output(self):
+        """A functional model's output KerasTensor(s), as given to the
+        constructor (else :attr:`Layer.output`)."""
+        return self._graph.outputs if self._graph is not None else Layer.output.fget(self)
+
+    @property
     def layers(self):
         """The model's layers: in graph order for functional models (Inputs
         first), else the sublayers in attribute order."""
@@ -115,7 +136,25 @@ class Model(Trainer, Layer):
         raise ValueError(f'Model "{self.name}" has no layer named {name!r}; layers: '
                          f"{[layer.name for layer in layers]}")
 
+    def _by_input_name(self, inputs):
+        """A dict of inputs keyed by Input name -> the list in the model's
+        input order (Keras matches dict inputs by name).
+
+        Raises:
+            ValueError: for missing or unknown names.
+        """
+        if not isinstance(inputs, dict) or self._graph is None \
+                or isinstance(self._graph.inputs, dict):
+            return inputs
+        names = [t.name for t in self._graph.flat_inputs]
+        if set(inputs) != set(names):
+            raise ValueError(f'Model "{self.name}" has inputs {names}, got a dict with keys '
+                             f"{sorted(inputs)}")
+        ordered = [inputs[n] for n in names]
+        return ordered if len(ordered) > 1 else ordered[0]
+
     def __call__(self, inputs, *args, **kwargs):
+        inputs = self._by_input_name(inputs)
         inputs = tree.map_structure(lambda x: _as_float32(self.name, x), inputs)
         return super().__call__(inputs, *args, **kwargs)
 

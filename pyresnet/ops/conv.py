@@ -12,7 +12,7 @@ from .._loader import _C
 
 call = _C.call
 
-__all__ = ["matmul", "conv2d", "max_pool2d", "average_pool2d", "global_average_pool2d"]
+__all__ = ["matmul", "conv2d", "conv2d_transpose", "max_pool2d", "average_pool2d", "global_average_pool2d"]
 
 
 def _same(op, padding):
@@ -63,6 +63,51 @@ def conv2d(x, kernel, strides=1, padding="valid"):
     """
     same = _same("conv2d", padding)
     return call("conv2d", x, kernel, strides=strides, same=same)
+
+
+def _transposed_length(length, window, stride, same):
+    """Keras's ``deconv_output_length`` without output padding: ``same``:
+    L * s; ``valid``: L * s + max(k - s, 0)."""
+    return length * stride if same else length * stride + max(window - stride, 0)
+
+
+def conv2d_transpose(x, kernel, strides=1, padding="valid"):
+    """2D transposed convolution (``keras.ops.conv_transpose`` for NHWC, no
+    output padding or dilation): the adjoint of :func:`conv2d`, computed by
+    the registered ``conv2d_backprop_input`` op (the gradient of a
+    convolution with respect to its input), so its kernels and its
+    gradients (``conv2d`` and ``conv2d_backprop_filter``) are the
+    convolution's own.
+
+    Args:
+        x: float32 (N, H, W, C) images.
+        kernel: float32 (KH, KW, O, C): Keras's Conv2DTranspose layout
+            (output channels, then the input's C).
+        strides: int or pair of ints, positive.
+        padding: ``"valid"`` or ``"same"``.
+    Returns:
+        Tensor (N, HO, WO, O), float32: HO = H * sh for "same" and
+        H * sh + max(KH - sh, 0) for "valid" (WO alike), the sizes a
+        convolution with these arguments maps back to (H, W).
+    Raises:
+        ValueError: bad padding, ranks, strides, or ``x``'s channels not the
+            kernel's last axis (naming the shapes); TypeError for non-float32.
+    """
+    same = _same("conv2d_transpose", padding)
+    sh, sw = (strides, strides) if isinstance(strides, int) else tuple(strides)
+    kh, kw = kernel.shape[0], kernel.shape[1]
+    x_shape, k_shape = tuple(x.shape), tuple(kernel.shape)
+    if len(x_shape) != 4 or len(k_shape) != 4:
+        raise ValueError(f"conv2d_transpose: expected x (N, H, W, C) and kernel (KH, KW, O, C), "
+                         f"got shapes {x_shape} and {k_shape}")
+    if k_shape[3] != x_shape[3]:
+        raise ValueError(f"conv2d_transpose: x has {x_shape[3]} channels but the kernel "
+                         f"{k_shape} expects {k_shape[3]} (its last axis)")
+    from .nn import shape as dynamic_shape  # noqa: PLC0415
+    n = dynamic_shape(x)[0] if x_shape[0] is None else x_shape[0]
+    out = (n, _transposed_length(x_shape[1], kh, sh, same),
+           _transposed_length(x_shape[2], kw, sw, same), k_shape[2])
+    return call("conv2d_backprop_input", x, kernel, strides=[sh, sw], same=same, shape=out)
 
 
 def max_pool2d(x, pool_size=2, strides=None, padding="valid"):

@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from .. import activations, initializers
+from .. import activations, initializers, regularizers
 from ..utils import tree
 from .object_registration import (BUILTIN_MODULES, get_registered_name, get_registered_object,
                                   is_builtin)
@@ -62,6 +62,8 @@ def serialize_value(value, where="config", tensor_ref=None):
         return tensor_ref(value)
     if isinstance(value, Layer):
         return serialize_layer(value)
+    if type(value) in regularizers._CLASSES.values():
+        return {"class_name": "__regularizer__", "config": regularizers.serialize(value)}
     for module in (initializers, activations):
         if callable(value) and module._BY_NAME.get(getattr(value, "__name__", None)) is value:
             return value.__name__
@@ -80,6 +82,8 @@ def deserialize_value(data, tensor_of=None):
         return tuple(deserialize_value(v, tensor_of) for v in data["config"]["value"])
     if kind == "__numpy__":
         return np.asarray(data["config"]["value"], dtype=_plain_dtype(data["config"]["dtype"]))
+    if kind == "__regularizer__":
+        return regularizers.get(data["config"])
     if kind == "__keras_tensor__":
         if tensor_of is None:
             raise ValueError("a symbolic tensor reference outside a functional model's nodes")
@@ -318,7 +322,7 @@ def functional_from_config(cls, config):
 
 def _serialize_loss(loss):
     from .. import losses  # noqa: PLC0415
-    if isinstance(loss, str):
+    if loss is None or isinstance(loss, str):
         return loss
     if isinstance(loss, (list, tuple)):
         return [_serialize_loss(item) for item in loss]
@@ -344,36 +348,24 @@ def _deserialize_loss(data):
         return [_deserialize_loss(item) for item in data]
     if isinstance(data, dict):
         return {k: _deserialize_loss(v) for k, v in data.items()}
-    if not isinstance(data, str):
+    if data is not None and not isinstance(data, str):
         raise ValueError(f"malformed saved loss {data!r}")
     return data
 
 
 def _serialize_metrics(metrics):
     from .. import metrics as metrics_module  # noqa: PLC0415
-    if metrics is None or isinstance(metrics, str):
-        return metrics
     if isinstance(metrics, (list, tuple)):
         return [_serialize_metrics(m) for m in metrics]
     if isinstance(metrics, dict):
         return {k: _serialize_metrics(v) for k, v in metrics.items()}
-    if type(metrics) in (metrics_module.SparseCategoricalAccuracy,
-                         metrics_module.CategoricalAccuracy):
-        return {"class_name": type(metrics).__name__, "config": {"name": metrics.name}}
-    name = getattr(metrics, "__name__", None)
-    if metrics_module._BY_NAME.get(name) is metrics:
-        return name
-    raise TypeError(f"metric {metrics!r}")
+    return metrics_module.serialize(metrics)
 
 
 def _deserialize_metrics(data):
     from .. import metrics as metrics_module  # noqa: PLC0415
     if isinstance(data, dict) and "class_name" in data:
-        known = {"SparseCategoricalAccuracy": metrics_module.SparseCategoricalAccuracy,
-                 "CategoricalAccuracy": metrics_module.CategoricalAccuracy}
-        if data["class_name"] not in known:
-            raise ValueError(f"unknown saved metric class {data['class_name']!r}")
-        return known[data["class_name"]](**data["config"])
+        return metrics_module.deserialize(data)
     if isinstance(data, list):
         return [_deserialize_metrics(m) for m in data]
     if isinstance(data, dict):
@@ -396,6 +388,7 @@ def compile_config(model):
                               "config": serialize_value(model.optimizer.get_config())},
                 "loss": _serialize_loss(args["loss"]),
                 "metrics": _serialize_metrics(args["metrics"]),
+                "loss_weights": args.get("loss_weights"),
                 "run_eagerly": args["run_eagerly"], "jit_compile": args["jit_compile"]}
     except (TypeError, ValueError) as e:
         warnings.warn(f'Model "{model.name}": its compile() arguments cannot be saved ({e} is '
@@ -413,6 +406,7 @@ def compile_from_config(model, config):
                                                     "config": deserialize_value(opt["config"])}),
                   loss=_deserialize_loss(config["loss"]),
                   metrics=_deserialize_metrics(config.get("metrics")),
+                  loss_weights=config.get("loss_weights"),
                   run_eagerly=config.get("run_eagerly"),
                   jit_compile=config.get("jit_compile", "auto"))
 

@@ -26,6 +26,8 @@ def set_random_seed(seed):
     random.seed(int(seed))
     np.random.seed(int(seed) % 2**32)
     _rng = np.random.default_rng(int(seed))
+    from .. import random as pr_random  # noqa: PLC0415
+    pr_random._reseed_global(seed)
 
 
 def get_rng():

@@ -1,0 +1,41 @@
+"""``GlobalMaxPooling2D``."""
+from .. import ops
+from ._args import standardize_data_format
+from .input_spec import InputSpec
+from .layer import Layer
+
+
+class GlobalMaxPooling2D(Layer):
+    """The maximum over the spatial axes, as ``keras.layers.GlobalMaxPooling2D``:
+    float32 ``(batch, H, W, C)`` -> ``(batch, C)``, or ``(batch, 1, 1, C)``
+    with ``keepdims=True``.  Computed as one ``max_pool2d`` whose window is
+    the whole image (the gradient goes to the first maximum of each channel).
+
+    Args:
+        data_format: only None/``"channels_last"``.
+        keepdims (bool): keep the spatial axes as size 1.
+        **kwargs: ``name``, ... of :class:`Layer`.
+    Raises:
+        ValueError: on call, for an input that is not rank 4 or whose height
+            or width is unknown.
+    """
+
+    def __init__(self, data_format=None, keepdims=False, **kwargs):
+        super().__init__(**kwargs)
+        self.data_format = standardize_data_format(data_format, "GlobalMaxPooling2D")
+        self.keepdims = bool(keepdims)
+        self.input_spec = InputSpec(ndim=4)
+
+    def call(self, inputs):
+        h, w = inputs.shape[1], inputs.shape[2]
+        if h is None or w is None:
+            raise ValueError(f'Layer "{self.name}": the height and width of the input must be '
+                             f"known, got input shape {tuple(inputs.shape)}")
+        y = ops.max_pool2d(inputs, pool_size=(h, w), strides=(h, w))
+        if not self.keepdims:
+            y = ops.reshape(y, (-1, ops.shape(y)[3]))
+        return y
+
+    def compute_output_shape(self, input_shape):
+        n, c = input_shape[0], input_shape[-1]
+        return (n, 1, 1, c) if self.keepdims else (n, c)
