@@ -18,6 +18,7 @@ import numpy as np
 
 from . import initializers, losses, ops
 from .tensor import Tensor, Variable, convert_to_tensor
+from .utils.masks import greater_equal_mask
 from .utils.naming import to_snake_case
 
 
@@ -79,7 +80,7 @@ def binary_accuracy(y_true, y_pred, threshold=0.5):
     Returns:
         float32 Tensor ``(batch, ...)`` (the last axis averaged).
     """
-    above = ops.subtract(1.0, ops.greater_equal(threshold, y_pred))  # y_pred > threshold
+    above = ops.subtract(1.0, greater_equal_mask(threshold, y_pred))  # y_pred > threshold
     hit = ops.subtract(1.0, _abs(ops.subtract(above, _float(y_true))))
     return ops.mean(hit, axis=-1) if len(hit.shape) > 1 else hit
 
@@ -88,7 +89,7 @@ def accuracy(y_true, y_pred):
     """Per-sample mean over the last axis of 1.0 where ``y_pred == y_true``
     exactly (``keras.metrics.Accuracy``: predictions that are labels)."""
     y_true, y_pred = _float(y_true), _float(y_pred)
-    equal = ops.multiply(ops.greater_equal(y_true, y_pred), ops.greater_equal(y_pred, y_true))
+    equal = ops.multiply(greater_equal_mask(y_true, y_pred), greater_equal_mask(y_pred, y_true))
     return ops.mean(equal, axis=-1) if len(equal.shape) > 1 else equal
 
 
@@ -114,8 +115,8 @@ def top_k_categorical_accuracy(y_true, y_pred, k=5):
     y_pred = _float(y_pred)
     classes = y_pred.shape[-1]
     true_score = ops.sum(ops.multiply(_float(y_true), y_pred), axis=-1, keepdims=True)
-    at_most = ops.sum(ops.greater_equal(true_score, y_pred), axis=-1)  # scores <= the true one
-    return ops.greater_equal(at_most, float(classes - k + 1))
+    at_most = ops.sum(greater_equal_mask(true_score, y_pred), axis=-1)  # scores <= the true one
+    return greater_equal_mask(at_most, float(classes - k + 1))
 
 
 # ---- metric objects ------------------------------------------------------------------
@@ -227,7 +228,7 @@ class Mean(Metric):
 
     def result(self):
         # count + (count == 0) avoids 0/0 before the first update: the result is 0 then.
-        return ops.divide(self.total, ops.add(self.count, ops.greater_equal(0.0, self.count)))
+        return ops.divide(self.total, ops.add(self.count, greater_equal_mask(0.0, self.count)))
 
 
 class Sum(Metric):

@@ -13,6 +13,7 @@ import numpy as np
 from . import ops
 from .compile import init_scope
 from .tensor import Variable
+from .utils.masks import greater_equal_mask
 
 
 class SeedGenerator:
@@ -129,7 +130,7 @@ def dropout(inputs, rate, noise_shape=None, seed=None):
     if rate == 0.0:
         return inputs
     shape = ops.shape(inputs) if noise_shape is None else tuple(noise_shape)
-    keep = ops.greater_equal(uniform(shape, seed=seed), rate)
+    keep = greater_equal_mask(uniform(shape, seed=seed), rate)
     return ops.scale(ops.multiply(inputs, keep), 1.0 / (1.0 - rate))
 
 
