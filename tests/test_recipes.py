@@ -70,3 +70,77 @@ def test_label_smoothing_compiles_and_saves(tmp_path, rng):
     loaded = pr.models.load_model(tmp_path / "m.keras")
     assert loaded._losses[0].label_smoothing == 0.2
     assert loaded.evaluate(x, y, verbose=0) == pytest.approx(compiled, rel=1e-6)
+
+
+# ---- NaN and Inf are never hidden ------------------------------------------------------------
+
+def _special(rng, shape):
+    """Normal values with NaN, +Inf and -Inf planted in different channels."""
+    x = rng.standard_normal(shape).astype(f32)
+    x[..., 0].flat[1] = np.nan
+    x[..., 1].flat[0] = np.inf      # in the first row: the statistics' shift
+    x[..., 2].flat[2] = -np.inf
+    x[..., 3].flat[[0, 3]] = [np.inf, -np.inf]
+    return x
+
+
+@pytest.mark.parametrize("shape", [(4, 3, 5, 6), (40, 17)], ids=["nhwc", "wide"])
+def test_relu_and_batch_norm_propagate_nan_as_numpy(rng, shape):
+    """relu, batch_norm_train's statistics and output, and the fused
+    BN+ReLU kernels (train and inference) give NumPy's NaN/Inf pattern."""
+    x = _special(rng, shape)
+    c = shape[-1]
+    gamma, beta = np.ones(c, f32), np.zeros(c, f32)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(pr.ops.relu(x).numpy(), np.maximum(x, 0))
+        axes = tuple(range(x.ndim - 1))
+        mean, var = x.astype(np.float64).mean(axes), x.astype(np.float64).var(axes)
+        y = (x - mean) / np.sqrt(var + 1e-3)
+    for op, relu in (("batch_norm_train", False), ("batch_norm_relu_train", True)):
+        out = [t.numpy() for t in pr._C.call(op, x, gamma, beta, epsilon=1e-3)]
+        np.testing.assert_allclose(out[1], mean, rtol=1e-5, atol=1e-6, equal_nan=True)
+        np.testing.assert_allclose(out[2], var, rtol=1e-5, atol=1e-6, equal_nan=True)
+        want = np.maximum(y, 0) if relu else y
+        np.testing.assert_allclose(out[0], want, rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert np.isnan(mean[:4]).tolist() == [True, False, False, True] and np.isinf(mean[1:3]).all()
+    mv = np.full(c, np.nan, f32)
+    out = pr._C.call("batch_norm_relu_infer", x[..., :c], gamma, beta, np.zeros(c, f32), mv,
+                     epsilon=1e-3).numpy()
+    assert np.isnan(out).all()  # NaN moving variance: every output NaN, none clipped to 0
+    g = rng.standard_normal(shape).astype(f32)
+    np.testing.assert_array_equal(pr._C.call("relu_backward", g, np.maximum(x, 0)).numpy(),
+                                  np.where(np.maximum(x, 0) <= 0, 0, g))
+
+
+@pytest.mark.parametrize("mode", ["eager", "compiled", "jit"])
+def test_nan_batch_gives_nan_loss_and_terminate_on_nan_stops(rng, mode, capsys):
+    """A conv-BN-ReLU net: one NaN image in the second batch makes that
+    batch's loss NaN (fit reports it), TerminateOnNaN stops after it; without
+    the callback the epoch's loss is NaN and so are the weights."""
+    x = rng.standard_normal((32, 6, 6, 3)).astype(f32)
+    y = rng.integers(0, 3, 32)
+    x[9, 2, 3, 1] = np.nan
+
+    def model():
+        pr.utils.set_random_seed(0)
+        m = pr.Sequential([layers.Input((6, 6, 3)), layers.Conv2D(4, 3, padding="same"),
+                           layers.BatchNormalization(), layers.ReLU(),
+                           layers.GlobalAveragePooling2D(), layers.Dense(3)])
+        m.compile(pr.optimizers.SGD(0.1, momentum=0.9),
+                  pr.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  run_eagerly=mode == "eager", jit_compile=mode == "jit")
+        return m
+
+    m = model()
+    losses = []
+    rec = pr.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: losses.append(
+        logs["loss"]))
+    history = m.fit(x, y, batch_size=8, epochs=3, shuffle=False, verbose=0,
+                    callbacks=[rec, pr.callbacks.TerminateOnNaN()])
+    assert np.isfinite(losses[0]) and np.isnan(losses[1]) and len(losses) == 2
+    assert int(m.optimizer.iterations) == 2 and np.isnan(history.history["loss"][0])
+    assert "Batch 1: Invalid loss, terminating training" in capsys.readouterr().out
+    m = model()
+    history = m.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    assert all(np.isnan(history.history["loss"]))
+    assert all(np.isnan(w).any() for w in m.get_weights())  # BN statistics included

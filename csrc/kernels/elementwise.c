@@ -172,9 +172,11 @@ int pr_k_fill(float *out, int64_t n, float value) {
     return PR_OK;
 }
 
+/* relu and its gradient let NaN through, as NumPy's maximum(x, 0) does (and
+ * PyTorch's threshold_backward): a NaN activation is never hidden as 0. */
 int pr_k_relu(const float *x, float *y, int64_t n) {
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] <= 0.0f ? 0.0f : x[i];
     return PR_OK;
 }
 
@@ -182,7 +184,7 @@ int pr_k_relu_backward(const float *dy, const float *y, float *dx, int64_t n) {
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++) {
         float g = dy[i]; /* an unconditional load lets the loop vectorize */
-        dx[i] = y[i] > 0.0f ? g : 0.0f;
+        dx[i] = y[i] <= 0.0f ? 0.0f : g;
     }
     return PR_OK;
 }

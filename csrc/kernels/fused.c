@@ -42,11 +42,12 @@ static void block(const pr_fused_attrs *p, const float *const *in, float *out, i
             for (int t = 0; t < len; t++) d[t] = a[t] * s;
             break;
         }
-        case PR_FI_RELU: for (int t = 0; t < len; t++) d[t] = a[t] > 0.0f ? a[t] : 0.0f; break;
+        /* relu lets NaN through (pr_k_relu) */
+        case PR_FI_RELU: for (int t = 0; t < len; t++) d[t] = a[t] <= 0.0f ? 0.0f : a[t]; break;
         case PR_FI_RELU_BWD:
             for (int t = 0; t < len; t++) {
                 float g = a[t]; /* unconditional load: vectorizes */
-                d[t] = b[t] > 0.0f ? g : 0.0f;
+                d[t] = b[t] <= 0.0f ? 0.0f : g;
             }
             break;
         }

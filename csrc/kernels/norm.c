@@ -133,7 +133,7 @@ static void affine_rows(const float *restrict x, const float *restrict a,
         for (int64_t r = lo; r < hi; r++)
             for (int64_t j = 0; j < c; j++) {
                 float v = x[r * c + j] * a[j] + b[j];
-                y[r * c + j] = v > 0.0f ? v : 0.0f;
+                y[r * c + j] = v <= 0.0f ? 0.0f : v; /* NaN passes, as pr_k_relu */
             }
         return;
     }
@@ -171,15 +171,18 @@ int pr_k_bn_train_act(const float *x, const float *gamma, const float *beta, int
                       int relu) {
     int64_t nc = n_chunks(m);
     double *part = scratch;
-    const float *shift = x; /* sums of x - x[row 0]: no cancellation in E[d^2] - E[d]^2 */
+    float *a = coefs(scratch, m, c), *b = a + c, *shift = b + c;
+    /* sums of x - x[row 0]: no cancellation in E[d^2] - E[d]^2.  A
+     * non-finite first row shifts by 0 instead, so that NaN and Inf reach
+     * the statistics as in NumPy (an Inf gives mean Inf, variance NaN). */
+    for (int64_t j = 0; j < c; j++) shift[j] = isfinite(x[j]) ? x[j] : 0.0f;
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
     for (int64_t k = 0; k < nc; k++)
         stats_rows(x, shift, CHUNK_LO(k), CHUNK_HI(k), c, part + k * 2 * c, part + k * 2 * c + c);
     combine(part, nc, c);
-    float *a = coefs(scratch, m, c), *b = a + c;
     for (int64_t j = 0; j < c; j++) {
         double mu = part[j] / m, v = part[c + j] / m - mu * mu;
-        v = v > 0.0 ? v : 0.0;
+        v = v < 0.0 ? 0.0 : v; /* rounding may go below 0; NaN stays NaN */
         double mean_j = shift[j] + mu, gi = gamma[j] / sqrt(v + eps);
         mean[j] = (float)mean_j;
         var[j] = (float)v;
