@@ -144,3 +144,49 @@ def test_nan_batch_gives_nan_loss_and_terminate_on_nan_stops(rng, mode, capsys):
     history = m.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
     assert all(np.isnan(history.history["loss"]))
     assert all(np.isnan(w).any() for w in m.get_weights())  # BN statistics included
+
+
+# ---- pre-activation ResNets ---------------------------------------------------------------
+
+@pytest.mark.parametrize("shortcut,strides,filters", [("zero_pad", 2, 8), ("projection", 2, 8),
+                                                       ("zero_pad", 1, 4)])
+def test_pre_activation_block_against_numpy(rng, shortcut, strides, filters):
+    """He et al. 2016 fig. 4(e) in NumPy float64 from the block's own weights
+    (training mode: batch statistics), and its input gradient is finite."""
+    from test_ops_conv import conv_ref
+    x = rng.standard_normal((2, 7, 6, 4)).astype(f32)
+    block = layers.PreActivationResidualBlock(filters, strides=strides, shortcut=shortcut)
+    y = block(x, training=True).numpy()
+
+    def bn_relu(v, bn):
+        v = (v - v.mean((0, 1, 2))) / np.sqrt(v.var((0, 1, 2)) + 1e-3)
+        return np.maximum(v * bn.gamma.numpy() + bn.beta.numpy(), 0)
+
+    a = bn_relu(x.astype(np.float64), block.bn1)
+    h = conv_ref(a, block.conv1.kernel.numpy(), strides, same=True)
+    h = conv_ref(bn_relu(h, block.bn2), block.conv2.kernel.numpy(), 1, same=True)
+    if shortcut == "projection" and strides == 2:
+        short = conv_ref(a, block.shortcut_conv.kernel.numpy(), strides, same=True)
+    elif strides == 2:
+        short = np.zeros(h.shape)
+        short[..., :4] = a[:, ::2, ::2, :]
+    else:
+        short = x
+    np.testing.assert_allclose(y, h + short, rtol=1e-4, atol=1e-4)
+    assert y.shape == block.compute_output_shape(x.shape)
+
+
+def test_preact_resnets_count_and_train(rng):
+    for depth in (20, 32, 44, 56, 110):
+        fn = getattr(pr.applications, f"preact_resnet{depth}")
+        assert fn().count_params() == pr.applications.resnet_cifar(depth).count_params()
+    with pytest.raises(ValueError, match="6n \\+ 2"):
+        pr.applications.preact_resnet_cifar(21)
+    model = pr.applications.preact_resnet_cifar(8, input_shape=(8, 8, 3), num_classes=3,
+                                                width=4)
+    x = rng.standard_normal((16, 8, 8, 3)).astype(f32)
+    y = (x.mean((1, 2, 3)) > 0).astype(np.int32)
+    model.compile(pr.optimizers.SGD(0.05, momentum=0.9),
+                  pr.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(x, y, batch_size=8, epochs=8, verbose=0)
+    assert history.history["loss"][-1] < 0.7 * history.history["loss"][0]

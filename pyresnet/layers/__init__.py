@@ -27,6 +27,7 @@ from .random_flip import RandomFlip
 from .random_lighting import RandomLighting
 from .random_resized_crop import RandomResizedCrop
 from .node import KerasTensor
+from .pre_activation_residual_block import PreActivationResidualBlock
 from .re_lu import ReLU
 from .residual_block import ResidualBlock
 from .up_sampling2d import UpSampling2D
@@ -35,7 +36,8 @@ from .._unsupported import LAYERS as _UNSUPPORTED, getattr_for as _getattr_for
 __all__ = ["Activation", "Add", "AveragePooling2D", "BatchNormalization", "Conv2D",
            "Conv2DTranspose", "CutOut", "Dense", "Flatten", "GlobalAveragePooling2D",
            "GlobalMaxPooling2D", "Input", "InputLayer", "InputSpec", "KerasTensor", "Layer",
-           "LeakyReLU", "UpSampling2D", "MaxPooling2D", "MixUp", "Normalization", "RandomCrop", "RandomFlip",
+           "LeakyReLU", "UpSampling2D", "MaxPooling2D", "MixUp", "Normalization",
+           "PreActivationResidualBlock", "RandomCrop", "RandomFlip",
            "RandomLighting", "RandomResizedCrop", "ReLU", "ResidualBlock"]
 
 __getattr__ = _getattr_for(__name__, _UNSUPPORTED)  # Embedding, LSTM, Conv1D...: not provided
