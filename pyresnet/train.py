@@ -3,15 +3,49 @@
     python -m pyresnet.train                      # ResNet-20 on the full CIFAR-10
     python -m pyresnet.train --epochs 1 --model resnet20 --dataset cifar10
     python -m pyresnet.train --subset 2000 --epochs 3 --model resnet8
+    python -m pyresnet.train --recipe regnet --epochs 15
     python -m pyresnet.train --subset 64 --test-subset 64 --epochs 1   # a smoke test
 
-Recipe (He et al. 2015, "Deep Residual Learning for Image Recognition",
-section 4.2): SGD with momentum 0.9, batch 128, learning rate 0.1 divided by
-10 at 50% and 75% of the steps (the paper's 32k and 48k of 64k iterations),
-4-pixel zero padding + random 32x32 crop + horizontal flip, per-channel
-normalisation.  The paper's L2 weight decay of 1e-4 is applied the Keras way
-(decoupled, ``w -= lr * wd * w`` per step); with momentum 0.9 the per-step
-shrink of the paper's coupled 1e-4 equals a decoupled 1e-3, the default here.
+Two recipes; every option below overrides its recipe's value.
+
+``--recipe cifar`` (the default) is the recipe of the best public ResNet-20
+reproduction (chenyaofo/pytorch-cifar-models: SGD with Nesterov momentum
+0.9, learning rate 0.1 at batch 128, weight decay 5e-4 coupled, cosine
+decay to 0; 92.6% after 200 epochs), with a one-epoch linear warmup (Goyal
+et al. 2017, section 2.2) and the budget of this machine: 45 epochs, which
+take about 55 minutes on 2 Sapphire Rapids cores, evaluation included.  The
+data pipeline is He et al. 2015's (section 4.2): 4-pixel zero padding +
+random 32x32 crop + horizontal flip, per-channel normalisation.
+
+``--recipe regnet`` is the pipeline the RegNet reproduction for
+tf.keras.applications used (Radosavovic et al. 2020 as in pycls, trained
+with AdamW), at CIFAR size: Inception crop (area in ``[--area-factor, 1]``,
+resized to 32x32), horizontal flip, PCA lighting (Krizhevsky et al. 2012,
+the training set's eigenvectors or ImageNet's), mixup 0.2 (Zhang et al.
+2018), AdamW (learning rate 2e-3) with decoupled weight decay 5e-5 off the
+batch-norm parameters and biases, cosine decay with a one-epoch warmup, 15
+epochs.
+
+Weight decay (``--weight-decay WD``) comes in two forms
+(``--weight-decay-form``):
+
+* ``coupled``: the L2 term ``WD * w`` added to the gradient (He et al. 2015,
+  PyTorch's SGD).  Keras's optimizers decay decoupled only; with SGD and
+  momentum m the coupled term, which passes through the momentum, shrinks
+  the weights per step as a decoupled ``WD / (1 - m)`` does once the rate
+  changes slowly, so the command gives SGD ``weight_decay = WD / (1 - m)``
+  (SGD only).
+* ``decoupled``: Loshchilov & Hutter 2019's lambda: ``w -= (lr_t / lr) *
+  WD * w`` per step, the schedule's multiplier times WD (tfa's AdamW, the
+  RegNet reproduction's); Keras multiplies its ``weight_decay`` by the
+  current rate, so the command passes ``weight_decay = WD / lr``.
+
+Schedules (``--schedule``): ``cosine`` (Keras ``CosineDecay`` to 0 after a
+linear warmup of ``--warmup-epochs`` from 0), ``step`` (He et al.: the rate
+/ 10 at 50% and 75% of the steps, ``PiecewiseConstantDecay``), ``onecycle``
+(``OneCycle``: linear from lr / 25 up to lr over ``--warmup-epochs``,
+default 30% of the epochs, then linear to 0).  All are computed from the
+optimizer's step count inside the compiled step.
 
 Prints one line per epoch (training loss and accuracy, test loss and
 accuracy, training images/s, seconds) and a final line with the test
@@ -61,20 +95,63 @@ import pyresnet as pr
 
 DEPTHS = {"resnet8": 8, "resnet14": 14, "resnet20": 20, "resnet32": 32, "resnet44": 44,
           "resnet56": 56, "resnet110": 110}
+"""The post-activation CIFAR ResNets (He et al. 2015) of ``--model``."""
+PREACT_DEPTHS = {f"preact_resnet{d}": d for d in (20, 32, 44, 56, 110)}
+"""The pre-activation CIFAR ResNets (He et al. 2016) of ``--model``."""
+MODELS = {**{name: (pr.applications.resnet_cifar, d) for name, d in DEPTHS.items()},
+          **{name: (pr.applications.preact_resnet_cifar, d) for name, d in PREACT_DEPTHS.items()}}
+"""``--model`` name -> (builder, depth)."""
+
+RECIPES = {
+    "cifar": {"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "nesterov": True,
+              "weight_decay": 5e-4, "weight_decay_form": "coupled", "schedule": "cosine",
+              "warmup_epochs": 1.0, "label_smoothing": 0.0, "mixup": 0.0, "epochs": 45,
+              "area_factor": None, "pca": None},
+    "regnet": {"optimizer": "adamw", "lr": 2e-3, "momentum": 0.9, "nesterov": False,
+               "weight_decay": 5e-5, "weight_decay_form": "decoupled", "schedule": "cosine",
+               "warmup_epochs": 1.0, "label_smoothing": 0.0, "mixup": 0.2, "epochs": 15,
+               "area_factor": 0.25, "pca": "train"},
+}
+"""Each recipe's values of the options left unset (see the module docstring)."""
+OPTIMIZER_LR = {"sgd": 0.1, "adam": 2e-3, "adamw": 2e-3, "rmsprop": 1e-3}
+"""The --lr default of an optimizer other than the recipe's."""
+NO_DECAY = ["gamma", "beta", "bias"]
+"""Variable names the regnet recipe excludes from weight decay (batch norm, biases)."""
 
 
 def build_parser():
-    """The command line's ``argparse.ArgumentParser`` (every option, its default)."""
+    """The command line's ``argparse.ArgumentParser`` (every option, its
+    default; None means "the recipe's value")."""
     p = argparse.ArgumentParser(prog="python -m pyresnet.train",
                                 description="Train a CIFAR ResNet (He et al. 2015, 4.2).")
-    p.add_argument("--model", default="resnet20", choices=sorted(DEPTHS, key=DEPTHS.get))
+    p.add_argument("--model", default="resnet20", choices=list(MODELS))
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100"])
-    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--recipe", default="cifar", choices=sorted(RECIPES),
+                   help="the defaults of the options below (see the module docstring)")
+    p.add_argument("--epochs", type=int, default=None, help="cifar 45, regnet 15")
     p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=0.1, help="initial learning rate")
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--weight-decay", type=float, default=1e-3,
-                   help="decoupled (Keras) weight decay; 1e-3 matches the paper's L2 1e-4")
+    p.add_argument("--optimizer", default=None, choices=["sgd", "adam", "adamw", "rmsprop"],
+                   help="cifar: sgd, regnet: adamw")
+    p.add_argument("--lr", type=float, default=None,
+                   help="peak learning rate (cifar 0.1, regnet 2e-3)")
+    p.add_argument("--momentum", type=float, default=None, help="sgd and rmsprop (0.9)")
+    p.add_argument("--nesterov", action=argparse.BooleanOptionalAction, default=None,
+                   help="Nesterov momentum for sgd (cifar: on)")
+    p.add_argument("--weight-decay", type=float, default=None, metavar="WD",
+                   help="cifar 5e-4 coupled, regnet 5e-5 decoupled")
+    p.add_argument("--weight-decay-form", default=None, choices=["coupled", "decoupled"],
+                   help="coupled: L2 term in the gradient (sgd only); decoupled: "
+                        "Loshchilov & Hutter's per-step lambda")
+    p.add_argument("--schedule", default=None, choices=["cosine", "step", "onecycle"])
+    p.add_argument("--warmup-epochs", type=float, default=None,
+                   help="linear warmup (cosine: 1, at most 10%% of the epochs; onecycle: 30%%)")
+    p.add_argument("--label-smoothing", type=float, default=None, help="in [0, 1] (0)")
+    p.add_argument("--mixup", type=float, default=None, metavar="ALPHA",
+                   help="mixup with Beta(ALPHA, ALPHA) (cifar 0: off, regnet 0.2)")
+    p.add_argument("--area-factor", type=float, default=None,
+                   help="regnet: the Inception crop's smallest area fraction (0.25)")
+    p.add_argument("--pca", default=None, choices=["train", "imagenet"],
+                   help="regnet: PCA lighting from the training set or ImageNet's (train)")
     p.add_argument("--subset", type=int, default=None, metavar="N",
                    help="train on the first N training images (all test images are used)")
     p.add_argument("--test-subset", type=int, default=None, metavar="N",
@@ -83,7 +160,8 @@ def build_parser():
     p.add_argument("--data", default=None,
                    help="folder holding cifar-10-batches-py/ or cifar-100-python/ "
                         "(default: $PYRESNET_DATA, then ~/.pyresnet/datasets, else download)")
-    p.add_argument("--no-augment", action="store_true", help="train without augmentation")
+    p.add_argument("--no-augment", action="store_true",
+                   help="train without augmentation (and without mixup)")
     p.add_argument("--run-eagerly", action="store_true", help="do not compile the steps")
     p.add_argument("--jit-compile", action="store_true", help="compile with fusion and tuning")
     p.add_argument("--verbose", default="auto", help="fit's progress bar: auto, 0, 1 or 2")
@@ -99,10 +177,53 @@ def build_parser():
 
 # options that do not change what is computed: a resumed run may give them anew
 RUNTIME_OPTIONS = ("data", "verbose", "log_dir", "resume")
+# the options of runs made before the recipes, for resuming them
+LEGACY = {"recipe": "cifar", "optimizer": "sgd", "nesterov": False, "weight_decay": 1e-4,
+          "weight_decay_form": "decoupled", "schedule": "step", "warmup_epochs": 0.0,
+          "label_smoothing": 0.0, "mixup": 0.0, "area_factor": None, "pca": None}
+
+
+def resolve_recipe(args, error):
+    """Fill the options left None with the recipe's values and check them
+    together; ``error(message)`` reports a bad combination (it raises)."""
+    recipe = dict(RECIPES[args.recipe])
+    if args.optimizer is not None and args.optimizer != recipe["optimizer"]:
+        # another optimizer than the recipe's: its own usual rate, decoupled decay
+        recipe.update(lr=OPTIMIZER_LR[args.optimizer], weight_decay_form="coupled"
+                      if args.optimizer == "sgd" else "decoupled")
+    for key, value in recipe.items():
+        if getattr(args, key) is None and key != "warmup_epochs":
+            setattr(args, key, value)
+    if args.warmup_epochs is None:  # at most 10% of a short run; onecycle: 30% (PyTorch's)
+        args.warmup_epochs = {"cosine": min(recipe["warmup_epochs"], 0.1 * args.epochs),
+                              "step": 0.0, "onecycle": 0.3 * args.epochs}[args.schedule]
+    if args.recipe != "regnet" and (args.area_factor is not None or args.pca is not None):
+        error("--area-factor and --pca belong to --recipe regnet")
+    if not args.lr > 0:
+        error(f"--lr must be > 0, got {args.lr}")
+    checks = [("momentum", 0 <= args.momentum <= 1, "in [0, 1]"),
+              ("weight_decay", args.weight_decay >= 0, ">= 0"),
+              ("label_smoothing", 0 <= args.label_smoothing <= 1, "in [0, 1]"),
+              ("mixup", args.mixup >= 0, ">= 0"),
+              ("warmup_epochs", 0 <= args.warmup_epochs < args.epochs,
+               f"in [0, --epochs = {args.epochs})")]
+    if args.area_factor is not None:
+        checks.append(("area_factor", 0 < args.area_factor <= 1, "in (0, 1]"))
+    for name, ok, what in checks:
+        if not ok:
+            error(f"--{name.replace('_', '-')} must be {what}, got {getattr(args, name)}")
+    if args.schedule == "step" and args.warmup_epochs:
+        error("--warmup-epochs applies to --schedule cosine and onecycle")
+    if args.weight_decay_form == "coupled" and args.weight_decay and args.optimizer != "sgd":
+        error(f"--weight-decay-form coupled is offered for sgd only (Keras's {args.optimizer} "
+              "decays decoupled, and a coupled L2 term through its adaptive step has no "
+              "decoupled equivalent); use --weight-decay-form decoupled")
+    return args
 
 
 def parse_args(argv=None):
-    """Parse and check ``argv`` (default ``sys.argv[1:]``).
+    """Parse and check ``argv`` (default ``sys.argv[1:]``), filling the
+    options left unset from ``--recipe``.
 
     Returns:
         argparse.Namespace of the options.
@@ -113,32 +234,84 @@ def parse_args(argv=None):
     p = build_parser()
     args = p.parse_args(argv)
     for name in ("epochs", "batch_size"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     for name in ("subset", "test_subset"):
         value = getattr(args, name)
         if value is not None and value < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    if not args.lr > 0:
-        p.error(f"--lr must be > 0, got {args.lr}")
     if args.resume is not None:
         given = [a for a in vars(args) if a not in RUNTIME_OPTIONS
                  and getattr(args, a) != p.get_default(a)]
         if given:
             p.error(f"--resume takes the run's options from its config.json; drop "
                     f"{', '.join('--' + a.replace('_', '-') for a in given)}")
-    return args
+        return args
+    return resolve_recipe(args, p.error)
 
 
 def _ranks(strategy):
     return "" if strategy is None else f" per rank, {strategy.num_replicas} ranks"
 
 
-def step_decay(initial, total_steps):
-    """He et al. 2015 section 4.2: lr / 10 at 50% and 75% of training."""
-    def lr_at(step):
-        return initial * (0.1 ** ((step >= total_steps // 2) + (step >= (3 * total_steps) // 4)))
-    return lr_at
+def make_schedule(args, steps_per_epoch):
+    """The learning-rate schedule of ``--schedule`` over the whole run."""
+    total = steps_per_epoch * args.epochs
+    warmup = int(round(args.warmup_epochs * steps_per_epoch))
+    schedules = pr.optimizers.schedules
+    if args.schedule == "step":  # He et al. 2015: / 10 at 50% and 75% of the steps
+        return schedules.PiecewiseConstantDecay(
+            [total // 2 - 1, (3 * total) // 4 - 1], [args.lr, args.lr / 10, args.lr / 100])
+    if args.schedule == "onecycle":
+        return schedules.OneCycle(args.lr, total, warmup_steps=warmup,
+                                  initial_learning_rate=args.lr / 25)
+    if warmup:
+        return schedules.CosineDecay(0.0, total - warmup, warmup_target=args.lr,
+                                     warmup_steps=warmup)
+    return schedules.CosineDecay(args.lr, total)
+
+
+def keras_weight_decay(args):
+    """The Keras ``weight_decay`` argument of ``--weight-decay`` in its form
+    (see the module docstring), or None."""
+    if not args.weight_decay:
+        return None
+    if args.weight_decay_form == "coupled":
+        return args.weight_decay / (1.0 - args.momentum) if args.momentum < 1 else None
+    return args.weight_decay / args.lr
+
+
+def make_optimizer(args, steps_per_epoch):
+    """The optimizer of ``--optimizer`` with the schedule and weight decay."""
+    lr, wd = make_schedule(args, steps_per_epoch), keras_weight_decay(args)
+    if args.optimizer == "sgd":
+        opt = pr.optimizers.SGD(lr, momentum=args.momentum, nesterov=args.nesterov,
+                                weight_decay=wd)
+    elif args.optimizer == "rmsprop":
+        opt = pr.optimizers.RMSprop(lr, momentum=args.momentum, weight_decay=wd)
+    elif args.optimizer == "adamw":
+        opt = pr.optimizers.AdamW(lr, weight_decay=wd or 0.0)
+    else:
+        opt = pr.optimizers.Adam(lr, weight_decay=wd)
+    if args.recipe == "regnet":
+        opt.exclude_from_weight_decay(var_names=NO_DECAY)
+    return opt
+
+
+def describe(args):
+    """One line naming the recipe's choices (printed at the start)."""
+    wd = "no weight decay" if not args.weight_decay else (
+        f"weight decay {args.weight_decay:g} {args.weight_decay_form} (Keras weight_decay "
+        f"{keras_weight_decay(args):.4g})")
+    nesterov = " nesterov" if args.nesterov and args.optimizer == "sgd" else ""
+    mom = f", momentum {args.momentum:g}{nesterov}" if args.optimizer in ("sgd", "rmsprop") \
+        else ""
+    extra = "".join([f", label smoothing {args.label_smoothing:g}" if args.label_smoothing
+                     else "", f", mixup {args.mixup:g}" if args.mixup and not args.no_augment
+                     else "", f", crop area [{args.area_factor:g}, 1], PCA {args.pca}"
+                     if args.recipe == "regnet" else ""])
+    return (f"recipe {args.recipe}: {args.optimizer} lr {args.lr:g}{mom}, {wd}, {args.schedule} "
+            f"schedule, warmup {args.warmup_epochs:g} epochs{extra}")
 
 
 def _run_folder(args):
@@ -165,7 +338,7 @@ def _resumed_args(args):
         raise FileNotFoundError(f"--resume {args.resume}: no run there ({path} is missing)")
     with open(path) as f:
         saved = json.load(f)["options"]
-    for key, value in saved.items():
+    for key, value in {**LEGACY, **saved}.items():
         if key not in RUNTIME_OPTIONS:
             setattr(args, key, value)
     return args
@@ -213,28 +386,38 @@ def main(argv=None):
     say(f"{args.dataset}: {len(x_train)} training, {len(x_test)} test images; "
           f"{args.model}, batch {args.batch_size}, {args.epochs} epochs, {pr.get_num_threads()} "
           f"threads{_ranks(strategy)}; run folder {run_dir}", flush=True)
+    say(describe(args), flush=True)
 
-    train = pr.data.recipes.cifar_train_dataset(x_train, y_train, batch_size=args.batch_size,
-                                                seed=args.seed, augment=not args.no_augment)
-    test = pr.data.recipes.eval_dataset(x_test, y_test, batch_size=256)
-
-    model = pr.applications.resnet_cifar(DEPTHS[args.model], num_classes=num_classes)
-    optimizer = pr.optimizers.SGD(args.lr, momentum=args.momentum,
-                                  weight_decay=args.weight_decay or None)
-    model.compile(optimizer=optimizer,
-                  loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True),
+    mixup = args.mixup if not args.no_augment else 0.0
+    recipes = pr.data.recipes
+    if args.recipe == "regnet" and not args.no_augment:
+        train = recipes.regnet_train_dataset(
+            x_train, y_train, num_classes, batch_size=args.batch_size, seed=args.seed,
+            mixup_alpha=mixup, area_factor=(args.area_factor, 1.0), pca=args.pca)
+    else:
+        train = recipes.cifar_train_dataset(x_train, y_train, batch_size=args.batch_size,
+                                            seed=args.seed, augment=not args.no_augment,
+                                            mixup_alpha=mixup, num_classes=num_classes)
+    test = recipes.eval_dataset(x_test, y_test, batch_size=256,
+                                num_classes=num_classes if mixup else None)
+    builder, depth = MODELS[args.model]
+    model = builder(depth, num_classes=num_classes)
+    steps_per_epoch = len(train)
+    # mixup's soft labels need the categorical loss; the test labels are one-hot then
+    loss = (pr.losses.CategoricalCrossentropy if mixup else
+            pr.losses.SparseCategoricalCrossentropy)(from_logits=True,
+                                                     label_smoothing=args.label_smoothing)
+    model.compile(optimizer=make_optimizer(args, steps_per_epoch), loss=loss,
                   metrics=["accuracy"], run_eagerly=args.run_eagerly,
                   jit_compile=args.jit_compile)
-    steps_per_epoch = len(train)
-    schedule = step_decay(args.lr, steps_per_epoch * args.epochs)
     verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
     metrics = MetricsCSV(os.path.join(run_dir, "metrics.csv"))
     best = BestCheckpoint(os.path.join(run_dir, "best.keras"), metrics)
     callbacks = [pr.callbacks.BackupAndRestore(os.path.join(run_dir, "backup"),
                                                delete_checkpoint=False),
                  pr.callbacks.ProgbarLogger(),  # closes its bar before the epoch line
-                 EpochLogger(schedule, steps_per_epoch, len(x_train), say), metrics, best]
-    if rank != 0:  # the others only follow the schedule (DataParallel drops the file writers)
+                 EpochLogger(len(x_train), say), metrics, best]
+    if rank != 0:  # the others only check the loss (DataParallel drops the file writers)
         callbacks = [cb for cb in callbacks if isinstance(cb, EpochLogger)]
     try:
         if rank == 0:
@@ -308,19 +491,17 @@ class BestCheckpoint(pr.callbacks.ModelCheckpoint):
 
 
 class EpochLogger(pr.callbacks.Callback):
-    """Sets the learning rate before every step (``schedule(step)``) and prints
-    one line per epoch; raises FloatingPointError on a non-finite loss."""
+    """Prints one line per epoch (the optimizer's schedule sets the rate of
+    every step inside the compiled step); raises FloatingPointError on a
+    non-finite loss."""
 
-    def __init__(self, schedule, steps_per_epoch, n_images, say=print):
+    def __init__(self, n_images, say=print):
         super().__init__()
-        self.schedule, self.steps, self.n = schedule, steps_per_epoch, n_images
+        self.n = n_images
         self.say = say  # print, or nothing (ranks other than 0)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch, self.t0, self.train_time = epoch, time.perf_counter(), None
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self.model.optimizer.learning_rate = self.schedule(self.epoch * self.steps + batch)
 
     def on_test_begin(self, logs=None):
         if self.train_time is None:  # validation starts: the training part is over

@@ -64,8 +64,10 @@ def cifar_augmentation(seed=None, padding=4, mean=CIFAR10_MEAN, std=CIFAR10_STD)
 
 
 def cifar_train_dataset(x, y, batch_size=128, seed=None, prefetch=2, mean=CIFAR10_MEAN,
-                        std=CIFAR10_STD, drop_remainder=False, augment=True):
-    """Shuffled, augmented CIFAR training batches.
+                        std=CIFAR10_STD, drop_remainder=False, augment=True, mixup_alpha=0.0,
+                        num_classes=None):
+    """Shuffled, augmented CIFAR training batches (:func:`cifar_augmentation`,
+    then mixup when ``mixup_alpha > 0``).
 
     Args:
         x: uint8 images (N, 32, 32, 3).
@@ -76,29 +78,49 @@ def cifar_train_dataset(x, y, batch_size=128, seed=None, prefetch=2, mean=CIFAR1
         mean, std: normalisation statistics on [0, 1] (CIFAR-10's; use the
             CIFAR-100 ones for CIFAR-100).
         drop_remainder (bool): drop the last, smaller batch.
-        augment (bool): False only shuffles and normalises.
+        augment (bool): False only shuffles and normalises (no mixup either).
+        mixup_alpha (float): > 0 adds :class:`~pyresnet.layers.MixUp` (Zhang
+            et al. 2018) with Beta(alpha, alpha): the labels become soft
+            (B, num_classes) float32.
+        num_classes (int): the soft labels' width (needed with mixup).
     Returns:
-        Dataset of ``(float32 (B, 32, 32, 3), int32 (B,))``, reshuffled every pass.
+        Dataset of ``(float32 (B, 32, 32, 3), int32 (B,))`` (soft labels with
+        mixup), reshuffled every pass.
     Raises:
-        ValueError: images not (N, 32, 32, 3) or labels not integers.
+        ValueError: images not (N, 32, 32, 3), labels not integers, mixup
+            without num_classes.
     """
     x = np.asarray(x)
     if x.ndim != 4 or x.shape[1:] != (32, 32, 3):
         raise ValueError(f"cifar_train_dataset: expected images (N, 32, 32, 3), got {x.shape}")
+    if mixup_alpha and not num_classes:
+        raise ValueError("cifar_train_dataset: mixup needs num_classes")
     shuffle_seed, aug_seed = _seeds(seed, 2)
     ds = Dataset.from_tensor_slices((x, _labels(y))).shuffle(len(x), seed=shuffle_seed)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     steps = cifar_augmentation(aug_seed, mean=mean, std=std) if augment \
         else [normalization(mean, std)]
+    if augment and mixup_alpha:
+        steps.append(MixUp(mixup_alpha, num_classes=num_classes, seed=_seeds(aug_seed, 3)[2]))
     for layer in steps:
         ds = ds.map(layer)
     return ds.prefetch(prefetch)
 
 
-def eval_dataset(x, y, batch_size=256, mean=CIFAR10_MEAN, std=CIFAR10_STD):
+def eval_dataset(x, y, batch_size=256, mean=CIFAR10_MEAN, std=CIFAR10_STD, num_classes=None):
     """Evaluation batches: normalisation only, in order.
-    Returns a Dataset of ``(float32 images, int32 labels)``."""
-    ds = Dataset.from_tensor_slices((np.asarray(x), _labels(y))).batch(batch_size)
+
+    Args:
+        num_classes (int or None): give it to get one-hot float32 labels
+            (B, num_classes), for a model trained on soft (mixup) labels.
+    Returns:
+        a Dataset of ``(float32 images, int32 labels)`` (one-hot labels with
+        ``num_classes``).
+    """
+    labels = _labels(y)
+    if num_classes:
+        labels = np.eye(num_classes, dtype=np.float32)[labels]
+    ds = Dataset.from_tensor_slices((np.asarray(x), labels)).batch(batch_size)
     return ds.map(normalization(mean, std)).prefetch(2)
 
 
@@ -108,8 +130,9 @@ def regnet_augmentation(num_classes, size=32, seed=None, eigval=None, eigvec=Non
     """The recipe used to reproduce RegNets (Radosavovic et al. 2020, as in
     pycls: Inception crop, flip, PCA lighting) plus mixup, as layers:
     ``[RandomResizedCrop(size), RandomFlip("horizontal"), RandomLighting,
-    normalisation, MixUp(mixup_alpha)]``.  The last one turns the labels into
-    soft labels (N, num_classes): train with ``CategoricalCrossentropy``.
+    normalisation, MixUp(mixup_alpha)]``.  The last one (left out when
+    ``mixup_alpha`` is 0) turns the labels into soft labels (N, num_classes):
+    train with ``CategoricalCrossentropy``.
 
     Args:
         num_classes (int): for the soft labels.
@@ -119,40 +142,51 @@ def regnet_augmentation(num_classes, size=32, seed=None, eigval=None, eigvec=Non
             training images); default ImageNet's.
         area_factor: the crop's area range.
         lighting_stddev (float): alpha's standard deviation.
-        mixup_alpha (float): Beta(alpha, alpha) for mixup.
+        mixup_alpha (float): Beta(alpha, alpha) for mixup; 0: no mixup.
         mean, std: normalisation statistics on [0, 1].
     """
     seeds = _seeds(seed, 4)
     lighting = {} if eigval is None else {"eigval": eigval, "eigvec": eigvec}
-    return [RandomResizedCrop((size, size), crop_area_factor=area_factor, seed=seeds[0]),
-            RandomFlip("horizontal", seed=seeds[1]),
-            RandomLighting(stddev=lighting_stddev, seed=seeds[2], **lighting),
-            normalization(mean, std),
-            MixUp(mixup_alpha, num_classes=num_classes, seed=seeds[3])]
+    steps = [RandomResizedCrop((size, size), crop_area_factor=area_factor, seed=seeds[0]),
+             RandomFlip("horizontal", seed=seeds[1]),
+             RandomLighting(stddev=lighting_stddev, seed=seeds[2], **lighting),
+             normalization(mean, std)]
+    if mixup_alpha:
+        steps.append(MixUp(mixup_alpha, num_classes=num_classes, seed=seeds[3]))
+    return steps
 
 
 def regnet_train_dataset(x, y, num_classes, batch_size=128, seed=None, prefetch=2, size=None,
                          mixup_alpha=0.2, mean=CIFAR10_MEAN, std=CIFAR10_STD,
-                         drop_remainder=False):
-    """Shuffled batches augmented with :func:`regnet_augmentation`, the PCA
-    lighting statistics computed from ``x`` (:func:`rgb_pca`).
+                         drop_remainder=False, area_factor=(0.08, 1.0), pca="train"):
+    """Shuffled batches augmented with :func:`regnet_augmentation`.
 
     Args:
         x: uint8 images (N, H, W, 3); y: integer labels (N,) or (N, 1).
         num_classes (int): for the soft labels.
         size (int): output side (default: the images' height).
+        area_factor: the Inception crop's area range (a fraction of the image).
+        pca (str): the PCA lighting's eigenvalues and eigenvectors:
+            ``"train"`` computes them from ``x`` (:func:`rgb_pca`),
+            ``"imagenet"`` takes ImageNet's (AlexNet's, as pycls).
         others: as :func:`cifar_train_dataset` and :func:`regnet_augmentation`.
     Returns:
-        Dataset of ``(float32 (B, size, size, 3), float32 soft labels (B, num_classes))``.
+        Dataset of ``(float32 (B, size, size, 3), float32 soft labels (B, num_classes))``
+        (int32 labels (B,) when ``mixup_alpha`` is 0).
+    Raises:
+        ValueError: for images that are not (N, H, W, 3) or an unknown ``pca``.
     """
     x = np.asarray(x)
     if x.ndim != 4 or x.shape[-1] != 3:
         raise ValueError(f"regnet_train_dataset: expected images (N, H, W, 3), got {x.shape}")
-    eigval, eigvec = rgb_pca(x)
+    if pca not in ("train", "imagenet"):
+        raise ValueError(f"regnet_train_dataset: pca must be 'train' or 'imagenet', got {pca!r}")
+    eigval, eigvec = rgb_pca(x) if pca == "train" else (None, None)
     shuffle_seed, aug_seed = _seeds(seed, 2)
     ds = Dataset.from_tensor_slices((x, _labels(y))).shuffle(len(x), seed=shuffle_seed)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     for layer in regnet_augmentation(num_classes, size or x.shape[1], aug_seed, eigval, eigvec,
-                                     mixup_alpha=mixup_alpha, mean=mean, std=std):
+                                     area_factor=area_factor, mixup_alpha=mixup_alpha,
+                                     mean=mean, std=std):
         ds = ds.map(layer)
     return ds.prefetch(prefetch)
