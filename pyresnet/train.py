@@ -9,13 +9,15 @@
 Two recipes; every option below overrides its recipe's value.
 
 ``--recipe cifar`` (the default) is the recipe of the best public ResNet-20
-reproduction (chenyaofo/pytorch-cifar-models: SGD with Nesterov momentum
-0.9, learning rate 0.1 at batch 128, weight decay 5e-4 coupled, cosine
-decay to 0; 92.6% after 200 epochs), with a one-epoch linear warmup (Goyal
-et al. 2017, section 2.2) and the budget of this machine: 45 epochs, which
-take about 55 minutes on 2 Sapphire Rapids cores, evaluation included.  The
-data pipeline is He et al. 2015's (section 4.2): 4-pixel zero padding +
-random 32x32 crop + horizontal flip, per-channel normalisation.
+reproduction (chenyaofo/pytorch-cifar-models: projection shortcuts (1x1
+conv + BN, He et al.'s option B), SGD with Nesterov momentum 0.9, learning
+rate 0.1, weight decay 5e-4 coupled, cosine decay to 0; 92.6% after 200
+epochs at batch 256), at batch 128 (He et al.'s, twice the steps per epoch),
+with a one-epoch linear warmup (Goyal et al. 2017, section 2.2) and the
+budget of this machine: 45 epochs, which take about 55 minutes on 2 Sapphire
+Rapids cores, evaluation included.  The data pipeline is He et al. 2015's
+(section 4.2): 4-pixel zero padding + random 32x32 crop + horizontal flip,
+per-channel normalisation.
 
 ``--recipe regnet`` is the pipeline the RegNet reproduction for
 tf.keras.applications used (Radosavovic et al. 2020 as in pycls, trained
@@ -106,11 +108,11 @@ RECIPES = {
     "cifar": {"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "nesterov": True,
               "weight_decay": 5e-4, "weight_decay_form": "coupled", "schedule": "cosine",
               "warmup_epochs": 1.0, "label_smoothing": 0.0, "mixup": 0.0, "epochs": 45,
-              "area_factor": None, "pca": None},
+              "shortcut": "projection", "area_factor": None, "pca": None},
     "regnet": {"optimizer": "adamw", "lr": 2e-3, "momentum": 0.9, "nesterov": False,
                "weight_decay": 5e-5, "weight_decay_form": "decoupled", "schedule": "cosine",
                "warmup_epochs": 1.0, "label_smoothing": 0.0, "mixup": 0.2, "epochs": 15,
-               "area_factor": 0.25, "pca": "train"},
+               "shortcut": "projection", "area_factor": 0.25, "pca": "train"},
 }
 """Each recipe's values of the options left unset (see the module docstring)."""
 OPTIMIZER_LR = {"sgd": 0.1, "adam": 2e-3, "adamw": 2e-3, "rmsprop": 1e-3}
@@ -125,6 +127,9 @@ def build_parser():
     p = argparse.ArgumentParser(prog="python -m pyresnet.train",
                                 description="Train a CIFAR ResNet (He et al. 2015, 4.2).")
     p.add_argument("--model", default="resnet20", choices=list(MODELS))
+    p.add_argument("--shortcut", default=None, choices=["projection", "zero_pad"],
+                   help="where a block changes shape: 1x1 conv + BN (option B, the recipes') "
+                        "or the paper's zero-padded identity (option A)")
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100"])
     p.add_argument("--recipe", default="cifar", choices=sorted(RECIPES),
                    help="the defaults of the options below (see the module docstring)")
@@ -178,7 +183,7 @@ def build_parser():
 # options that do not change what is computed: a resumed run may give them anew
 RUNTIME_OPTIONS = ("data", "verbose", "log_dir", "resume")
 # the options of runs made before the recipes, for resuming them
-LEGACY = {"recipe": "cifar", "optimizer": "sgd", "nesterov": False, "weight_decay": 1e-4,
+LEGACY = {"recipe": "cifar", "shortcut": "zero_pad", "optimizer": "sgd", "nesterov": False, "weight_decay": 1e-4,
           "weight_decay_form": "decoupled", "schedule": "step", "warmup_epochs": 0.0,
           "label_smoothing": 0.0, "mixup": 0.0, "area_factor": None, "pca": None}
 
@@ -311,7 +316,7 @@ def describe(args):
                      else "", f", crop area [{args.area_factor:g}, 1], PCA {args.pca}"
                      if args.recipe == "regnet" else ""])
     return (f"recipe {args.recipe}: {args.optimizer} lr {args.lr:g}{mom}, {wd}, {args.schedule} "
-            f"schedule, warmup {args.warmup_epochs:g} epochs{extra}")
+            f"schedule, warmup {args.warmup_epochs:g} epochs, {args.shortcut} shortcuts{extra}")
 
 
 def _run_folder(args):
@@ -401,7 +406,7 @@ def main(argv=None):
     test = recipes.eval_dataset(x_test, y_test, batch_size=256,
                                 num_classes=num_classes if mixup else None)
     builder, depth = MODELS[args.model]
-    model = builder(depth, num_classes=num_classes)
+    model = builder(depth, num_classes=num_classes, shortcut=args.shortcut)
     steps_per_epoch = len(train)
     # mixup's soft labels need the categorical loss; the test labels are one-hot then
     loss = (pr.losses.CategoricalCrossentropy if mixup else

@@ -32,6 +32,8 @@ SMOKE = {
                               "--no-others", "--out", "{out}"],
                              ["eager_vs_compiled.md", "eager_vs_compiled.json"]),
     "fma_peak.py": (["--tries", "1"], []),
+    "time_to_accuracy.py": (["{run}", "--target", "0.5", "--out", "{out}"],
+                            ["run_time_to_accuracy.md"]),
     "peers.py": (["--batch", "2", "--rounds", "1", "--steps", "1", "--warmup", "1",
                   "--modes", "pyresnet_compiled", "--peak-tries", "1",
                   "--pyresnet-python", sys.executable, "--out", "{out}"],
@@ -56,14 +58,29 @@ def no_matplotlib(tmp_path):
     return stub.parent
 
 
+def _fake_run(folder):
+    """A run folder as ``python -m pyresnet.train`` writes it (config.json,
+    metrics.csv of two epochs), for bench/time_to_accuracy.py."""
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "options": {"epochs": 2}, "command": "python -m pyresnet.train --epochs 2",
+        "cpu": "test", "threads": 2, "started": "2026-12-01T00:00:00"}))
+    (folder / "metrics.csv").write_text(
+        "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate,images_per_s,seconds\n"
+        "1,1.5,0.4,1.4,0.45,0.1,700,60\n2,1.0,0.6,0.9,0.62,0.0,700,90\n")
+    return folder
+
+
 @pytest.mark.parametrize("script", sorted(SMOKE))
 def test_bench_script_runs_at_a_tiny_size(script, tmp_path, no_matplotlib):
     args, writes = SMOKE[script]
     out = tmp_path / "out"
     out.mkdir()
+    run = _fake_run(tmp_path / "run")
     env = dict(os.environ, PYRESNET_DATA=str(data_root()), PYTHONPATH=os.pathsep.join(
         filter(None, [str(no_matplotlib), os.environ.get("PYTHONPATH")])))
-    p = subprocess.run([sys.executable, str(BENCH / script), *[a.format(out=out) for a in args]],
+    p = subprocess.run([sys.executable, str(BENCH / script),
+                        *[a.format(out=out, run=run) for a in args]],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, f"{script} exited {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
     assert "Traceback" not in p.stderr, p.stderr[-3000:]
@@ -75,6 +92,9 @@ def test_bench_script_runs_at_a_tiny_size(script, tmp_path, no_matplotlib):
             json.loads(path.read_text())
         else:
             assert "|---" in path.read_text(), f"{name} holds no table"
+    if script == "time_to_accuracy.py":
+        assert "first reached after epoch 2, 2.5 minutes" in p.stdout
+        assert "| 1 | 1.0 | 0.1 | 1.5000 | 0.4500 |" in p.stdout
     if script == "eager_vs_compiled.py":
         assert "plot skipped: matplotlib is not installed" in p.stdout
         assert not (out / "eager_vs_compiled.png").exists()

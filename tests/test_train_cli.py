@@ -35,7 +35,7 @@ EPOCH = re.compile(r"epoch (\d+): loss (\S+)  accuracy (\S+)  test loss (\S+)  t
 RECIPE_LINE = re.compile(r"recipe (cifar|regnet): (sgd|adam|adamw|rmsprop) lr \S+(, momentum "
                          r"\S+( nesterov)?)?, (no weight decay|weight decay \S+ (coupled|"
                          r"decoupled) \(Keras weight_decay \S+\)), (cosine|step|onecycle) "
-                         r"schedule, warmup \S+ epochs.*")
+                         r"schedule, warmup \S+ epochs, (projection|zero_pad) shortcuts.*")
 TINY = ["--subset", "48", "--test-subset", "40", "--batch-size", "16", "--epochs", "1",
         "--verbose", "0"]
 
@@ -148,7 +148,7 @@ RECIPE_RUNS = {
     "jit, mixup, label smoothing": ["--jit-compile", "--mixup", "1.0", "--nesterov",
                                     "--label-smoothing", "0.1"],
     "plain SGD": ["--momentum", "0", "--weight-decay", "0", "--lr", "0.05", "--seed", "3",
-                  "--no-nesterov"],
+                  "--no-nesterov", "--shortcut", "zero_pad"],
     "regnet": ["--recipe", "regnet", "--area-factor", "0.3", "--pca", "imagenet", "--optimizer",
                "adamw"],
 }
@@ -351,8 +351,8 @@ def test_recipes_fill_the_unset_options_and_check_them():
     a = train.parse_args([])
     assert (a.recipe, a.optimizer, a.lr, a.momentum, a.nesterov, a.schedule, a.epochs) == \
         ("cifar", "sgd", 0.1, 0.9, True, "cosine", 45)
-    assert (a.weight_decay, a.weight_decay_form, a.warmup_epochs, a.mixup) == \
-        (5e-4, "coupled", 1.0, 0.0)
+    assert (a.weight_decay, a.weight_decay_form, a.warmup_epochs, a.mixup, a.shortcut) == \
+        (5e-4, "coupled", 1.0, 0.0, "projection")
     assert train.keras_weight_decay(a) == pytest.approx(5e-3)  # 5e-4 / (1 - 0.9)
     opt = train.make_optimizer(a, 100)
     assert isinstance(opt, pr.optimizers.SGD) and opt.nesterov

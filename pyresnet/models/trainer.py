@@ -126,7 +126,9 @@ class Trainer:
         """Configure training, as ``keras.Model.compile``.
 
         Args:
-            optimizer: an optimizer name (``"sgd"``, ...) or object.
+            optimizer: a name (``"sgd"``, ``"adam"``, ``"adamw"``,
+                ``"rmsprop"``) or an optimizer object
+                (:mod:`pyresnet.optimizers`).
             loss: a Keras loss name, a :class:`pyresnet.losses.Loss` or a
                 function ``(y_true, y_pred) -> per-sample losses``; for several
                 outputs one loss for all, a list (one per output) or a dict by
