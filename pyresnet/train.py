@@ -183,7 +183,7 @@ def build_parser():
 # options that do not change what is computed: a resumed run may give them anew
 RUNTIME_OPTIONS = ("data", "verbose", "log_dir", "resume")
 # the options of runs made before the recipes, for resuming them
-LEGACY = {"recipe": "cifar", "shortcut": "zero_pad", "optimizer": "sgd", "nesterov": False, "weight_decay": 1e-4,
+LEGACY = {"recipe": "cifar", "shortcut": "zero_pad", "optimizer": "sgd", "nesterov": False,
           "weight_decay_form": "decoupled", "schedule": "step", "warmup_epochs": 0.0,
           "label_smoothing": 0.0, "mixup": 0.0, "area_factor": None, "pca": None}
 
@@ -343,6 +343,8 @@ def _resumed_args(args):
         raise FileNotFoundError(f"--resume {args.resume}: no run there ({path} is missing)")
     with open(path) as f:
         saved = json.load(f)["options"]
+    if "recipe" not in saved:  # a run from before the recipes: its decay was Keras's argument
+        saved["weight_decay"] = saved.get("weight_decay", 1e-3) * saved.get("lr", 0.1)
     for key, value in {**LEGACY, **saved}.items():
         if key not in RUNTIME_OPTIONS:
             setattr(args, key, value)

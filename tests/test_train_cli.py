@@ -389,3 +389,18 @@ def test_recipes_fill_the_unset_options_and_check_them():
                         "--weight-decay-form", "coupled"], capture_output=True, text=True,
                        timeout=120, cwd=tempfile.gettempdir())
     assert p.returncode == 2 and "coupled is offered for sgd only" in p.stderr
+
+
+def test_a_run_from_before_the_recipes_resumes_with_its_recipe(tmp_path):
+    """config.json of a run made before --recipe: He et al.'s step schedule,
+    Keras's decoupled weight_decay 1e-3 at lr 0.05 (now 5e-5 decoupled)."""
+    old = {"model": "resnet8", "dataset": "cifar10", "epochs": 3, "batch_size": 16, "lr": 0.05,
+           "momentum": 0.9, "weight_decay": 1e-3, "subset": 96, "test_subset": 40, "seed": 2,
+           "data": None, "no_augment": False, "run_eagerly": False, "jit_compile": False,
+           "verbose": "0", "log_dir": "runs"}
+    (tmp_path / "config.json").write_text(json.dumps({"options": old}))
+    args = train._resumed_args(train.parse_args(["--resume", str(tmp_path)]))
+    assert (args.recipe, args.schedule, args.warmup_epochs, args.nesterov, args.shortcut) == \
+        ("cifar", "step", 0.0, False, "zero_pad")
+    assert train.keras_weight_decay(args) == pytest.approx(1e-3)
+    assert isinstance(train.make_schedule(args, 6), pr.optimizers.schedules.PiecewiseConstantDecay)

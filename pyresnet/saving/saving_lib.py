@@ -362,7 +362,8 @@ def restore_optimizer(model, paths, arrays, where):
     """Restore the optimizer state saved in ``arrays`` (``optimizer/*``
     entries): iterations, learning rate, and a slot per entry
     ``optimizer/<slot name>/<weight path>`` (created, then assigned).  A file
-    saved without optimizer state leaves the optimizer fresh.
+    saved without optimizer state leaves the optimizer fresh; a saved rate is
+    ignored by an optimizer whose rate is a schedule.
 
     Raises:
         ValueError: for an entry naming no weight or a slot the optimizer
@@ -376,9 +377,8 @@ def restore_optimizer(model, paths, arrays, where):
     targets = [("optimizer/iterations", opt.iterations)]
     if isinstance(opt._learning_rate, Variable):
         targets.append(("optimizer/learning_rate", opt._learning_rate))
-    elif "optimizer/learning_rate" in saved:
-        raise ValueError(f"{where}: a learning-rate value is saved for an optimizer with a "
-                         "learning-rate schedule")
+    # (a rate saved for a float-rate optimizer is dropped by one with a schedule: the
+    # schedule computes the rate from the restored iterations)
     slots = []
     for key in saved:
         if key in ("optimizer/iterations", "optimizer/learning_rate"):
