@@ -228,11 +228,15 @@ class DatasetBatches:
             the first batch before it is used (the data checks of the
             model; ``ys``/``sws`` None when absent).
         inputs_only (bool): keep only x (predict).
+        arrange: ``arrange(x, y, sample_weight) -> (x, y, sample_weight)``
+            applied to every batch first (the model orders dicts keyed by
+            input and output names).
     """
 
-    def __init__(self, dataset, check, inputs_only=False):
+    def __init__(self, dataset, check, inputs_only=False, arrange=None):
         self.dataset = dataset
         self._check = check
+        self._arrange = arrange
         self.inputs_only = inputs_only
         self.y_dtypes = None
         self.num_samples = None
@@ -265,6 +269,8 @@ class DatasetBatches:
             x, y, sw = self._split(element)
             if self.inputs_only:
                 y = sw = None
+            if self._arrange is not None:
+                x, y, sw = self._arrange(x, y, sw)
             xs = list(x) if isinstance(x, (list, tuple)) else [x]
             ys = None if y is None else list(y) if isinstance(y, (list, tuple)) else [y]
             sws = None if sw is None else list(sw) if isinstance(sw, (list, tuple)) else [sw]

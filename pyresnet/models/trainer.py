@@ -235,7 +235,7 @@ class Trainer:
         """
         return self._compute_losses(y, y_pred, sample_weight)
 
-    def _compute_losses(self, y, y_pred, sample_weight=None):
+    def _compute_losses(self, y, y_pred, sample_weight=None, track=True):
         preds = tree.flatten(y_pred)
         total = None
         if any(loss is not None for loss in self._losses):
@@ -250,7 +250,7 @@ class Trainer:
                     continue
                 sw = None if weights is None else weights[i] if len(weights) > 1 else weights[0]
                 value = loss(ys[i], preds[i], sample_weight=sw)
-                if self._output_loss_trackers:
+                if self._output_loss_trackers and track:
                     self._output_loss_trackers[i].update_state(
                         value, sample_weight=_batch_size(preds[i]))
                 if w != 1.0:
@@ -440,7 +440,7 @@ class Trainer:
         y_dtypes = [self._check_labels(i, a, loss, tuple(pred.shape))
                     for i, (a, loss, pred) in enumerate(zip(ys, self._losses, y_pred))]
         y1 = [Tensor(np.ascontiguousarray(a[:1], dt)) for a, dt in zip(ys, y_dtypes)]
-        self._compute_losses(y1 if len(y1) > 1 else y1[0], y_pred)
+        self._compute_losses(y1 if len(y1) > 1 else y1[0], y_pred, track=False)
         return xs, ys, sws, y_dtypes
 
     def _dataset_batches(self, dataset):
@@ -452,7 +452,13 @@ class Trainer:
             return self._check_arrays(xs if len(xs) > 1 else xs[0],
                                       None if ys is None else ys if len(ys) > 1 else ys[0],
                                       None if sws is None else sws if len(sws) > 1 else sws[0])[3]
-        return data_adapter.DatasetBatches(dataset, check)
+        return data_adapter.DatasetBatches(dataset, check, arrange=self._by_name)
+
+    def _by_name(self, x, y, sample_weight):
+        """Dict inputs and targets (keyed by Input and output names) as lists
+        in the model's order."""
+        return (self._by_input_name(x), self._by_output_name(y),
+                self._by_output_name(sample_weight))
 
     def _batches(self, x, y, batch_size, shuffle=False, sample_weight=None, class_weight=None):
         """Checked batches of arrays or of a dataset (whose first batch is
@@ -778,7 +784,7 @@ class Trainer:
         verbose = _verbosity(verbose)
         if data_adapter.is_dataset(x, steps is not None):
             data = data_adapter.DatasetBatches(x, lambda xs, ys, sws: self._check_x(xs),
-                                               inputs_only=True)
+                                               inputs_only=True, arrange=self._by_name)
         else:
             xs = self._check_x(x)
             data_adapter.check_lengths(self.name, xs, [])

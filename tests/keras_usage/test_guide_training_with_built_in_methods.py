@@ -276,6 +276,20 @@ def test_multi_input_multi_output(cifar10, rng, tmp_path):
     assert logs["loss"] == pytest.approx(2.0 * logs["score_output_loss"]
                                          + logs["class_output_loss"], rel=1e-5)
 
+    class DictBatches(keras.utils.PyDataset):  # a dataset of dicts keyed by name
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            rows = slice(25 * i, 25 * (i + 1))
+            return ({"vec_input": vec_data[rows], "img_input": img_data[rows]},
+                    {"class_output": class_targets[rows], "score_output": score_targets[rows]})
+
+    by_dict = model.evaluate(DictBatches(), verbose=0, return_dict=True)
+    for key, value in logs.items():
+        assert by_dict[key] == pytest.approx(value, rel=1e-5), key
+    model.fit(DictBatches(), epochs=1, verbose=0)
+
 
 def test_callbacks(mnist_like, tmp_path):
     (x_train, y_train), _, _ = mnist(mnist_like)
