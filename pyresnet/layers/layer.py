@@ -394,7 +394,10 @@ class Layer:
         with :meth:`add_loss` during the last outermost call, then the
         weight regularizers' penalties of the weights' current values
         (computed now, so that a tape records them), as float32 scalar
-        Tensors."""
+        Tensors.  Terms recorded while a compiled step was being traced
+        belong to that trace and are left out once it is over."""
+        from .._loader import _C  # noqa: PLC0415
+        tracing = _C.tracing()
         found, seen = [], set()
         stack = [self]
         while stack:
@@ -402,7 +405,8 @@ class Layer:
             if id(layer) in seen:
                 continue
             seen.add(id(layer))
-            found.extend(getattr(layer, "_added_losses", []))
+            found.extend(t for t in getattr(layer, "_added_losses", [])
+                         if tracing or not t.is_symbolic)
             found.extend(regularizer(variable)
                          for regularizer, variable in getattr(layer, "_weight_regularizers", []))
             stack.extend(layer._sublayers)

@@ -163,6 +163,9 @@ def test_losses_in_a_training_loop_and_in_fit(rng):
     model.compile(optimizer="adam")
     history = model.fit(x, y, batch_size=8, epochs=1, verbose=0)
     assert history.history["loss"][0] == pytest.approx(1e-2 * x.mean(), rel=1e-5)
+    assert model.losses == []  # the compiled step's terms are not kept after its trace
+    model(x)
+    assert float(model.losses[0]) == pytest.approx(1e-2 * x.mean(), rel=1e-5)
 
     model = keras.Sequential([keras.Input((3,)), layers.Dense(1)])
     model.compile(optimizer=keras.optimizers.SGD(1e-2))
