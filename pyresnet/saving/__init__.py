@@ -14,6 +14,8 @@ from .object_registration import (custom_object_scope, get_registered_name,
 from .saving_lib import load_model, load_weights, model_from_config, save_model, save_weights
 from .serialization import deserialize_layer, serialize_layer
 
+register_keras_serializable = register_serializable  # Keras's name for the same decorator
+
 
 def model_from_json(json_string, custom_objects=None):
     """A new, unbuilt-weights model from :meth:`pyresnet.Model.to_json`'s
@@ -33,5 +35,5 @@ def model_from_json(json_string, custom_objects=None):
 
 __all__ = ["custom_object_scope", "deserialize_layer", "get_registered_name",
            "get_registered_object", "load_model", "load_weights", "model_from_config",
-           "model_from_json", "register_serializable", "save_model", "save_weights",
-           "serialize_layer"]
+           "model_from_json", "register_keras_serializable", "register_serializable",
+           "save_model", "save_weights", "serialize_layer"]

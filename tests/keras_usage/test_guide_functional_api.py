@@ -207,7 +207,7 @@ def test_several_outputs_with_loss_weights(rng):
     assert history.history["loss"][0] == pytest.approx(logs["loss"], rel=0.05)
 
 
-@keras.saving.register_serializable(package="guide")
+@keras.saving.register_keras_serializable(package="guide")
 class CustomDense(layers.Layer):
     def __init__(self, units=32, **kwargs):
         super().__init__(**kwargs)
