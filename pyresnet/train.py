@@ -52,7 +52,8 @@ optimizer's step count inside the compiled step.
 Prints one line per epoch (training loss and accuracy, test loss and
 accuracy, training images/s, seconds) and a final line with the test
 accuracy, the wall time and the peak resident memory; exits non-zero on
-failure (missing data, a non-finite loss, bad arguments).
+failure (missing data, bad arguments, a non-finite loss: training stops
+after the batch that gave it, ``TerminateOnNaN``).
 
 Each run gets a folder ``<--log-dir>/<YYYYmmdd-HHMMSS>_<model>_<dataset>/``
 holding ``config.json`` (every option, the seed, the pyresnet version, the
@@ -423,9 +424,11 @@ def main(argv=None):
     callbacks = [pr.callbacks.BackupAndRestore(os.path.join(run_dir, "backup"),
                                                delete_checkpoint=False),
                  pr.callbacks.ProgbarLogger(),  # closes its bar before the epoch line
-                 EpochLogger(len(x_train), say), metrics, best]
+                 EpochLogger(len(x_train), say), metrics, best,
+                 pr.callbacks.TerminateOnNaN()]  # a NaN loss ends the epoch at once
     if rank != 0:  # the others only check the loss (DataParallel drops the file writers)
-        callbacks = [cb for cb in callbacks if isinstance(cb, EpochLogger)]
+        callbacks = [cb for cb in callbacks
+                     if isinstance(cb, (EpochLogger, pr.callbacks.TerminateOnNaN))]
     try:
         if rank == 0:
             callbacks.append(pr.callbacks.TensorBoard(os.path.join(run_dir, "tensorboard")))

@@ -404,3 +404,14 @@ def test_a_run_from_before_the_recipes_resumes_with_its_recipe(tmp_path):
         ("cifar", "step", 0.0, False, "zero_pad")
     assert train.keras_weight_decay(args) == pytest.approx(1e-3)
     assert isinstance(train.make_schedule(args, 6), pr.optimizers.schedules.PiecewiseConstantDecay)
+
+
+def test_a_diverging_run_stops_after_the_nan_batch_and_exits_1(env):
+    """A rate of 1e38 overflows the weights in the first step: the second
+    batch's loss is NaN, TerminateOnNaN ends the epoch there and the command
+    exits 1 naming the loss."""
+    status, lines, err = run(["--model", "resnet8", *TINY, "--lr", "1e38", "--epochs", "2",
+                              "--warmup-epochs", "0"], env)
+    assert status == 1 and "Batch 1: Invalid loss, terminating training" in lines
+    assert "error: FloatingPointError: epoch 1: training loss is nan; lower --lr" in err
+    assert not any(line.startswith("epoch 2") for line in lines)
