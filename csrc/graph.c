@@ -406,7 +406,7 @@ static int check_open(pr_Graph *g) {
 static int parse_dtype(PyObject *s, pr_dtype *d) {
     const char *name = PyUnicode_AsUTF8(s);
     if (!name) return -1;
-    for (int k = PR_F32; k <= PR_U8; k++)
+    for (int k = 0; k < PR_N_DTYPES; k++)
         if (strcmp(name, pr_dtype_name((pr_dtype)k)) == 0) return *d = (pr_dtype)k, 0;
     PyErr_Format(PyExc_TypeError, "unknown dtype '%s'", name);
     return -1;

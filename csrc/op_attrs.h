@@ -44,11 +44,13 @@ typedef struct {
  * `strides` holds 1 or 2 ints (n == 0 means 1).  `same` is 1 for
  * padding="same" (TensorFlow's split: extra pad at the end), 0 for "valid".
  * `shape` is the shape the backprop op produces (the input's for
- * backprop_input, the filter's for backprop_filter), unused otherwise. */
+ * backprop_input, the filter's for backprop_filter), unused otherwise.
+ * With `groups` > 1 the filter is (KH, KW, C / groups, O) (kernels/conv.h). */
 typedef struct {
     pr_ints strides;
     int same;
     pr_ints shape;
+    int64_t groups; /* grouped convolution: C and O split in `groups` parts (default 1) */
 } pr_conv_attrs;
 
 /* max/average pooling 2D (NHWC).  `strides` with n == 0 means pool_size.

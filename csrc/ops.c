@@ -15,10 +15,11 @@ extern const pr_op *const pr_ops_augment[];
 extern const pr_op *const pr_ops_random[];
 extern const pr_op *const pr_ops_fused[];
 extern const pr_op *const pr_ops_distribute[];
+extern const pr_op *const pr_ops_array[];
 
 static const pr_op *const *const families[] = {
     pr_ops_elementwise, pr_ops_nn, pr_ops_conv, pr_ops_state, pr_ops_augment, pr_ops_random,
-    pr_ops_fused, pr_ops_distribute,
+    pr_ops_fused, pr_ops_distribute, pr_ops_array,
 };
 
 static PyObject *op_table; /* name -> capsule(const pr_op *) */

@@ -204,11 +204,18 @@ static int check_conv(const pr_op *op, const pr_conv_attrs *a, const pr_view *x,
         if (!pr_dim_is_sym(k->shape[d]) && k->shape[d] < 1)
             return pr_fail(op, PyExc_ValueError, "%s must have positive dimensions, got %s",
                            kname, pr_shape_str(k, sk, sizeof sk));
-    if (!pr_dim_maybe_equal(x->shape[3], k->shape[2])) {
+    if (a->groups < 1 || (!pr_dim_is_sym(k->shape[3]) && k->shape[3] % a->groups))
+        return pr_fail(op, PyExc_ValueError,
+                       "groups must be >= 1 and divide the output channels, got groups=%lld "
+                       "for %s %s",
+                       (long long)a->groups, kname, pr_shape_str(k, sk, sizeof sk));
+    int64_t in_ch = pr_dim_mul(k->shape[2], a->groups);
+    if (in_ch == PR_DIM_ERROR) return -1;
+    if (!pr_dim_maybe_equal(x->shape[3], in_ch)) {
         char cx[64], ck[64];
         return pr_fail(op, PyExc_ValueError, "%s has %s channels but %s expects %s: %s %s, %s %s",
                        xname, pr_dim_str(pr_symtab_current(), x->shape[3], cx, sizeof cx), kname,
-                       pr_dim_str(pr_symtab_current(), k->shape[2], ck, sizeof ck), xname,
+                       pr_dim_str(pr_symtab_current(), in_ch, ck, sizeof ck), xname,
                        pr_shape_str(x, sx, sizeof sx), kname, pr_shape_str(k, sk, sizeof sk));
     }
     if (check_pair(op, "strides", &a->strides, 1) < 0) return -1;
@@ -228,7 +235,8 @@ static int check_conv(const pr_op *op, const pr_conv_attrs *a, const pr_view *x,
 }
 
 /* The kernel's scratch, or 0 while sizes are unknown (the plan asks again). */
-static size_t conv_scratch(const pr_window *g, pr_conv_pass kind) {
+static size_t conv_scratch(const pr_window *g, const pr_conv_attrs *a, pr_conv_pass kind) {
+    if (a->groups > 1) return 0; /* the grouped kernels need none */
     if (pr_dims_symbolic(4, (int64_t[]){g->n, g->h, g->w, g->ho}) ||
         pr_dims_symbolic(3, (int64_t[]){g->wo, g->c, g->o}) ||
         pr_dims_symbolic(2, (int64_t[]){g->kh, g->kw}))
@@ -244,7 +252,7 @@ static int infer_conv2d(const pr_op *op, const pr_view *in, int n, const void *a
         return -1;
     int64_t shape[4] = {g.n, g.ho, g.wo, g.o};
     pr_set_out(out, PR_F32, 4, shape);
-    *ws = conv_scratch(&g, PR_CONV_FORWARD);
+    *ws = conv_scratch(&g, attrs, PR_CONV_FORWARD);
     return 0;
 }
 
@@ -260,7 +268,7 @@ static int infer_conv2d_bpi(const pr_op *op, const pr_view *in, int n, const voi
     int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
     if (check_dy(op, in, 0, 4, dy) < 0) return -1;
     *out = x;
-    *ws = conv_scratch(&g, PR_CONV_BACKPROP_INPUT);
+    *ws = conv_scratch(&g, a, PR_CONV_BACKPROP_INPUT);
     return 0;
 }
 
@@ -276,25 +284,34 @@ static int infer_conv2d_bpf(const pr_op *op, const pr_view *in, int n, const voi
     int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
     if (check_dy(op, in, 1, 4, dy) < 0) return -1;
     *out = k;
-    *ws = conv_scratch(&g, PR_CONV_BACKPROP_FILTER);
+    *ws = conv_scratch(&g, a, PR_CONV_BACKPROP_FILTER);
     return 0;
 }
 
+/* The reference kernels: im2col + OpenBLAS, or direct loops for groups > 1. */
 static int fw_conv2d(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
     pr_window g;
+    int64_t groups = ((const pr_conv_attrs *)attrs)->groups;
     conv_window(attrs, in[0].shape, in[1].shape, &g);
+    if (groups > 1) return pr_conv2d_grouped_forward(&g, groups, in[0].data, in[1].data, out->data);
     return pr_conv2d_forward(&g, in[0].data, in[1].data, out->data, ws);
 }
 
 static int fw_conv2d_bpi(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
     pr_window g;
+    int64_t groups = ((const pr_conv_attrs *)attrs)->groups;
     conv_window(attrs, out->shape, in[1].shape, &g);
+    if (groups > 1)
+        return pr_conv2d_grouped_backprop_input(&g, groups, in[0].data, in[1].data, out->data);
     return pr_conv2d_backprop_input(&g, in[0].data, in[1].data, out->data, ws);
 }
 
 static int fw_conv2d_bpf(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
     pr_window g;
+    int64_t groups = ((const pr_conv_attrs *)attrs)->groups;
     conv_window(attrs, in[0].shape, out->shape, &g);
+    if (groups > 1)
+        return pr_conv2d_grouped_backprop_filter(&g, groups, in[0].data, in[1].data, out->data);
     return pr_conv2d_backprop_filter(&g, in[0].data, in[1].data, out->data, ws);
 }
 
@@ -316,7 +333,7 @@ static void window_bpf(const pr_view *in, const pr_view *out, const void *a, pr_
                                       const void *a) {                                          \
         pr_window g;                                                                            \
         window_##pass(in, out, a, &g);                                                          \
-        return pr_conv_direct_supports(&g, PASS);                                               \
+        return ((const pr_conv_attrs *)a)->groups == 1 && pr_conv_direct_supports(&g, PASS);    \
     }                                                                                           \
     static size_t direct_scratch_##pass(const pr_view *in, int n, const pr_view *out,           \
                                         const void *a) {                                        \
@@ -544,7 +561,8 @@ static const pr_attr_spec matmul_attrs[] = {
 
 #define CONV_ATTRS                                                      \
     {"strides", PR_ATTR_INTS, offsetof(pr_conv_attrs, strides), 0, 0}, \
-    {"same", PR_ATTR_BOOL, offsetof(pr_conv_attrs, same), 0, 0}
+    {"same", PR_ATTR_BOOL, offsetof(pr_conv_attrs, same), 0, 0}, \
+    {"groups", PR_ATTR_INT, offsetof(pr_conv_attrs, groups), 0, 1}
 static const pr_attr_spec conv_attrs[] = {CONV_ATTRS, {NULL}};
 static const pr_attr_spec conv_bp_attrs[] = {
     CONV_ATTRS, {"shape", PR_ATTR_INTS, offsetof(pr_conv_attrs, shape), 1, 0}, {NULL}};

@@ -1,7 +1,8 @@
 /* Registry entries for elementwise ops: add, subtract, multiply, divide,
- * maximum, minimum, greater_equal (NumPy broadcasting), negative, scale, relu,
- * exp, log, sqrt, square, clip, ones_like, zeros_like, broadcast_to,
- * sum_to_shape. */
+ * maximum, minimum, power (NumPy broadcasting), negative, scale, relu, exp,
+ * log, sqrt, square, abs, sign, sigmoid, tanh, erf, clip, ones_like,
+ * zeros_like, broadcast_to, sum_to_shape.  Comparisons (bool results) and
+ * where are in ops_array.c. */
 #include "ops.h" /* Python.h first */
 
 #include "kernels/elementwise.h"
@@ -132,21 +133,22 @@ static int fw_max(const pr_view *in, int n, pr_view *out, const void *a, void *w
 static int fw_min(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
     return binary(PR_BIN_MIN, in, out);
 }
-static int fw_ge(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return binary(PR_BIN_GE, in, out);
+static int fw_pow(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return binary(PR_BIN_POW, in, out);
 }
-static int fw_exp(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_unary(PR_UN_EXP, in[0].data, out->data, out->size);
-}
-static int fw_log(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_unary(PR_UN_LOG, in[0].data, out->data, out->size);
-}
-static int fw_sqrt(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_unary(PR_UN_SQRT, in[0].data, out->data, out->size);
-}
-static int fw_square(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_unary(PR_UN_SQUARE, in[0].data, out->data, out->size);
-}
+#define FW_UNARY(fn, kind)                                                              \
+    static int fn(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {   \
+        return pr_k_unary(kind, in[0].data, out->data, out->size);                      \
+    }
+FW_UNARY(fw_exp, PR_UN_EXP)
+FW_UNARY(fw_log, PR_UN_LOG)
+FW_UNARY(fw_sqrt, PR_UN_SQRT)
+FW_UNARY(fw_square, PR_UN_SQUARE)
+FW_UNARY(fw_abs, PR_UN_ABS)
+FW_UNARY(fw_sign, PR_UN_SIGN)
+FW_UNARY(fw_sigmoid, PR_UN_SIGMOID)
+FW_UNARY(fw_tanh, PR_UN_TANH)
+FW_UNARY(fw_erf, PR_UN_ERF)
 static int fw_clip(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
     const pr_clip_attrs *c = a;
     return pr_k_clip(in[0].data, out->data, out->size, (float)c->min, (float)c->max);
@@ -253,11 +255,24 @@ static int gr_relu(PyObject *const *in, PyObject *const *out, const void *attrs,
     return (gin[0] = call1("relu_backward", gout[0], out[0])) ? 0 : -1;
 }
 
+/* A float32 scalar tensor (a constant of a gradient rule); NULL on error. */
+static PyObject *scalar(float v) { return (PyObject *)pr_tensor_scalar(v); }
+
+/* where(cond, a, b) for a float constant b. */
+static PyObject *where_else(PyObject *cond, PyObject *a, float b) {
+    PyObject *k = scalar(b);
+    if (!k) return NULL;
+    PyObject *args[3] = {cond, a, k};
+    PyObject *r = pr_call_by_name("where", args, 3, NULL);
+    Py_DECREF(k);
+    return r;
+}
+
 /* maximum/minimum: the gradient goes to x where mask (x >= y for maximum,
  * y >= x for minimum; ties go to x, as in TensorFlow), to y elsewhere. */
 static int grad_select(PyObject *const *in, PyObject *mask, PyObject *g, const int *needs,
                        PyObject **gin) {
-    PyObject *gx = mask ? call1("multiply", g, mask) : NULL;
+    PyObject *gx = mask ? where_else(mask, g, 0.0f) : NULL;
     if (!gx) return -1;
     if (needs[1]) {
         PyObject *gy = call1("subtract", g, gx);
@@ -270,7 +285,7 @@ static int grad_select(PyObject *const *in, PyObject *mask, PyObject *g, const i
 
 static int gr_max(PyObject *const *in, PyObject *const *out, const void *attrs,
                   PyObject *const *gout, const int *needs, PyObject **gin) {
-    PyObject *mask = call1("greater_equal", in[0], in[1]);
+    PyObject *mask = call1("greater_equal", in[0], in[1]); /* bool */
     int rc = grad_select(in, mask, gout[0], needs, gin);
     Py_XDECREF(mask);
     return rc;
@@ -312,6 +327,100 @@ static int gr_square(PyObject *const *in, PyObject *const *out, const void *attr
     gin[0] = call1("multiply", gout[0], t);
     Py_DECREF(t);
     return gin[0] ? 0 : -1;
+}
+
+/* g * f, steals f. */
+static PyObject *times(PyObject *g, PyObject *f) {
+    if (!f) return NULL;
+    PyObject *r = call1("multiply", g, f);
+    Py_DECREF(f);
+    return r;
+}
+
+/* c - x for a float constant c. */
+static PyObject *rsub(float c, PyObject *x) {
+    PyObject *k = scalar(c);
+    PyObject *r = k ? call1("subtract", k, x) : NULL;
+    Py_XDECREF(k);
+    return r;
+}
+
+static int gr_abs(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = times(gout[0], call1("sign", in[0], NULL))) ? 0 : -1;
+}
+
+/* sign is piecewise constant: its derivative is 0 wherever it exists
+ * (tf.sign's registered gradient). */
+static int gr_sign(PyObject *const *in, PyObject *const *out, const void *attrs,
+                   PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = call1("zeros_like", in[0], NULL)) ? 0 : -1;
+}
+
+static int gr_sigmoid(PyObject *const *in, PyObject *const *out, const void *attrs,
+                      PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *gy = call1("multiply", gout[0], out[0]); /* g * y * (1 - y) */
+    if (!gy) return -1;
+    gin[0] = times(gy, rsub(1.0f, out[0]));
+    Py_DECREF(gy);
+    return gin[0] ? 0 : -1;
+}
+
+static int gr_tanh(PyObject *const *in, PyObject *const *out, const void *attrs,
+                   PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *y2 = call1("square", out[0], NULL); /* g * (1 - y**2) */
+    PyObject *d = y2 ? rsub(1.0f, y2) : NULL;
+    Py_XDECREF(y2);
+    return (gin[0] = times(gout[0], d)) ? 0 : -1;
+}
+
+static int gr_erf(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *x2 = call1("square", in[0], NULL); /* g * 2/sqrt(pi) * exp(-x**2) */
+    pr_scale_attrs s = {-1.0, 1};
+    PyObject *nx2 = x2 ? pr_call_by_name("scale", &x2, 1, &s) : NULL;
+    Py_XDECREF(x2);
+    PyObject *e = nx2 ? call1("exp", nx2, NULL) : NULL;
+    Py_XDECREF(nx2);
+    s.value = 1.1283791670955126; /* 2 / sqrt(pi) */
+    PyObject *d = e ? pr_call_by_name("scale", &e, 1, &s) : NULL;
+    Py_XDECREF(e);
+    return (gin[0] = times(gout[0], d)) ? 0 : -1;
+}
+
+/* d(a**b)/da = b * a**(b - 1); d(a**b)/db = a**b * log(a) where a > 0, else 0
+ * (tf.pow's gradient: no NaN from the log of a non-positive base). */
+static int gr_pow(PyObject *const *in, PyObject *const *out, const void *attrs,
+                  PyObject *const *gout, const int *needs, PyObject **gin) {
+    if (needs[0]) {
+        PyObject *one = scalar(1.0f);
+        PyObject *bm1 = one ? call1("subtract", in[1], one) : NULL;
+        Py_XDECREF(one);
+        PyObject *p = bm1 ? call1("power", in[0], bm1) : NULL;
+        Py_XDECREF(bm1);
+        PyObject *d = times(in[1], p);
+        if (!(gin[0] = reduce_to(times(gout[0], d), in[0]))) return -1;
+    }
+    if (needs[1]) {
+        PyObject *zero = scalar(0.0f);
+        PyObject *pos = zero ? call1("greater", in[0], zero) : NULL;
+        Py_XDECREF(zero);
+        PyObject *safe = NULL;
+        if (pos) {
+            PyObject *k = scalar(1.0f);
+            PyObject *args[3] = {pos, in[0], k};
+            safe = k ? pr_call_by_name("where", args, 3, NULL) : NULL;
+            Py_XDECREF(k);
+        }
+        PyObject *lg = safe ? call1("log", safe, NULL) : NULL;
+        Py_XDECREF(safe);
+        PyObject *d = lg ? where_else(pos, lg, 0.0f) : NULL;
+        Py_XDECREF(pos);
+        Py_XDECREF(lg);
+        PyObject *t = times(out[0], d);
+        if (!(gin[1] = reduce_to(times(gout[0], t), in[1]))) return -1;
+    }
+    return 0;
 }
 
 static int gr_clip(PyObject *const *in, PyObject *const *out, const void *attrs,
@@ -357,17 +466,28 @@ BINARY(op_max, "maximum", fw_max, gr_max,
        "Elementwise max(x, y) with NumPy broadcasting; NaN propagates (float32).");
 BINARY(op_min, "minimum", fw_min, gr_min,
        "Elementwise min(x, y) with NumPy broadcasting; NaN propagates (float32).");
-BINARY(op_ge, "greater_equal", fw_ge, NULL,
-       "1.0 where x >= y else 0.0, NumPy broadcasting (float32 mask; not differentiable).");
+BINARY(op_pow, "power", fw_pow, gr_pow,
+       "x ** y with NumPy broadcasting (float32, C99 powf: NaN for a negative base and a "
+       "non-integer exponent).");
 
 #define UNARY(var, nm, fw, gr, d) \
-    static const pr_op var = {.name = nm, .n_in = 1, .n_out = 1, .infer = infer_same, \
+    static const pr_op var = {.name = nm, .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, \
+                              .infer = infer_same, \
                               .forward = fw, .gradient = gr, .doc = d}
 
 UNARY(op_exp, "exp", fw_exp, gr_exp, "e**x (float32).");
 UNARY(op_log, "log", fw_log, gr_log, "Natural logarithm (float32; -inf at 0, NaN below).");
 UNARY(op_sqrt, "sqrt", fw_sqrt, gr_sqrt, "Square root (float32; NaN below 0).");
 UNARY(op_square, "square", fw_square, gr_square, "x * x (float32).");
+UNARY(op_abs, "abs", fw_abs, gr_abs, "|x| (float32); gradient sign(x) * g (0 at 0, as TensorFlow).");
+UNARY(op_sign, "sign", fw_sign, gr_sign,
+      "-1, 0 or 1 by the sign of x (float32; 0 and NaN stay as they are, as np.sign); "
+      "gradient 0.");
+UNARY(op_sigmoid, "sigmoid", fw_sigmoid, gr_sigmoid,
+      "1 / (1 + exp(-x)) (float32); gradient g * y * (1 - y).");
+UNARY(op_tanh, "tanh", fw_tanh, gr_tanh, "Hyperbolic tangent (float32); gradient g * (1 - y**2).");
+UNARY(op_erf, "erf", fw_erf, gr_erf,
+      "Error function (float32, C99 erff); gradient g * 2/sqrt(pi) * exp(-x**2).");
 
 static const pr_op op_clip = {
     .name = "clip", .n_in = 1, .n_out = 1, .attrs = clip_attrs,
@@ -406,6 +526,7 @@ static const pr_op op_sum_to = {
     .doc = "Sum x over broadcast dimensions down to `shape` (the adjoint of broadcast_to)."};
 
 const pr_op *const pr_ops_elementwise[] = {
-    &op_add, &op_sub, &op_mul, &op_div, &op_max, &op_min, &op_ge, &op_neg, &op_scale,
-    &op_relu, &op_relu_backward, &op_exp, &op_log, &op_sqrt, &op_square, &op_clip,
+    &op_add, &op_sub, &op_mul, &op_div, &op_max, &op_min, &op_pow, &op_neg, &op_scale,
+    &op_relu, &op_relu_backward, &op_exp, &op_log, &op_sqrt, &op_square, &op_abs, &op_sign,
+    &op_sigmoid, &op_tanh, &op_erf, &op_clip,
     &op_clip_backward, &op_ones, &op_zeros, &op_broadcast_to, &op_sum_to, NULL};

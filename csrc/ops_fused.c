@@ -1,7 +1,8 @@
 /* Fused ops made by the jit_compile passes, and the pass that makes them.
  *
  * fused_elementwise: a chain of elementwise nodes (add, subtract, multiply,
- * divide, negative, scale, relu, relu_backward; bias-add + ReLU and a
+ * divide, negative, scale, relu, relu_backward, and the unary exp, log, sqrt,
+ * square, abs, sign, sigmoid, tanh, erf; bias-add + ReLU and a
  * residual add + ReLU are such chains) becomes one node running a short
  * program (kernels/fused.c).  The pass runs after tracing, when the backward
  * nodes exist already, so fused ops need no gradient rule.
@@ -10,6 +11,7 @@
 
 #include <string.h>
 
+#include "kernels/elementwise.h"
 #include "kernels/fused.h"
 #include "kernels/norm.h"
 #include "op_attrs.h"
@@ -114,6 +116,20 @@ static int single_program(const pr_gnode *n, pr_fused_attrs *p) {
     } table[] = {{"add", PR_FI_ADD},   {"subtract", PR_FI_SUB}, {"multiply", PR_FI_MUL},
                  {"divide", PR_FI_DIV}, {"negative", PR_FI_NEG}, {"scale", PR_FI_SCALE},
                  {"relu", PR_FI_RELU},  {"relu_backward", PR_FI_RELU_BWD}};
+    static const struct {
+        const char *name;
+        pr_unary_kind kind;
+    } unary[] = {{"exp", PR_UN_EXP},   {"log", PR_UN_LOG},         {"sqrt", PR_UN_SQRT},
+                 {"square", PR_UN_SQUARE}, {"abs", PR_UN_ABS},     {"sign", PR_UN_SIGN},
+                 {"sigmoid", PR_UN_SIGMOID}, {"tanh", PR_UN_TANH}, {"erf", PR_UN_ERF}};
+    for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) {
+        if (strcmp(n->op->name, unary[i].name) != 0) continue;
+        p->n_in = 1;
+        p->n_instr = 1;
+        p->ins[0].code = PR_FI_UNARY;
+        p->ins[0].pad = (uint8_t)unary[i].kind;
+        return 0;
+    }
     for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
         if (strcmp(n->op->name, table[i].name) != 0) continue;
         p->n_in = n->n_in;

@@ -112,9 +112,10 @@ static int numpy_to_dtype(PyArrayObject *a, pr_dtype *out) {
     PyArray_Descr *d = PyArray_DESCR(a);
     npy_intp size = PyArray_ITEMSIZE(a);
     if (PyDataType_ISFLOAT(d)) return *out = PR_F32, NPY_FLOAT;
+    if (PyDataType_ISBOOL(d)) return *out = PR_BOOL, NPY_BOOL;
     if (PyDataType_ISUNSIGNED(d) && size == 1) return *out = PR_U8, NPY_UINT8;
-    if (PyDataType_ISBOOL(d) || (PyDataType_ISINTEGER(d) && size <= 2))
-        return *out = PR_I32, NPY_INT32; /* bool, int8, int16, uint16 */
+    if (PyDataType_ISINTEGER(d) && size <= 2)
+        return *out = PR_I32, NPY_INT32; /* int8, int16, uint16 */
     if (PyDataType_ISSIGNED(d) && size == 4) return *out = PR_I32, NPY_INT32;
     if (PyDataType_ISSIGNED(d) && size == 8) return *out = PR_I64, NPY_INT64;
     return -1; /* uint32, uint64 (values may not fit), complex, str, object, ... */
@@ -260,6 +261,7 @@ static int npy_type(pr_dtype d) {
     case PR_I32: return NPY_INT32;
     case PR_I64: return NPY_INT64;
     case PR_U8: return NPY_UINT8;
+    case PR_BOOL: return NPY_BOOL;
     }
     return NPY_FLOAT;
 }
@@ -387,25 +389,45 @@ static int Tensor_bool(pr_Tensor *t) {
     case PR_F32: return *(float *)t->v.data != 0.0f;
     case PR_I32: return *(int32_t *)t->v.data != 0;
     case PR_I64: return *(int64_t *)t->v.data != 0;
-    case PR_U8: return *(uint8_t *)t->v.data != 0;
+    case PR_U8:
+    case PR_BOOL: return *(uint8_t *)t->v.data != 0;
     }
     return 0;
 }
 
-/* == and != on a symbolic tensor (a size from pyresnet.ops.shape, say) would
- * be an identity test, silently False: raise as bool() does.  Real tensors
- * keep identity comparison. */
+/* Methods written in Python (pyresnet/tensor.py: reshape, sum, astype, T,
+ * __getitem__, ...), installed once by _C._set_tensor_methods. */
+static PyObject *py_methods;
+
+static PyObject *py_method(const char *name) {
+    PyObject *f = py_methods ? PyDict_GetItemString(py_methods, name) : NULL;
+    if (!f) PyErr_Format(PyExc_TypeError, "Tensor.%s: pyresnet's tensor methods are not loaded "
+                         "(import pyresnet)", name);
+    return f;
+}
+
+static PyObject *Tensor_getitem(PyObject *t, PyObject *key) {
+    PyObject *f = py_method("__getitem__");
+    return f ? PyObject_CallFunctionObjArgs(f, t, key, NULL) : NULL;
+}
+
+/* Comparisons are elementwise registry ops giving bool tensors (as NumPy
+ * and Keras tensors).  == and != with an object that is no array-like (None,
+ * a string, a layer) fall back to identity, as Python's default.  Hashing
+ * stays by identity, so tensors still key dicts and sets; a symbolic
+ * comparison used as a Python bool raises the tracing error. */
+static int array_like(PyObject *o) {
+    return pr_Tensor_Check(o) || PyFloat_Check(o) || PyLong_Check(o) || PyArray_Check(o) ||
+           PyArray_IsScalar(o, Generic);
+}
+
 static PyObject *Tensor_richcompare(PyObject *a, PyObject *b, int op) {
-    if (op == Py_EQ || op == Py_NE) {
-        PyObject *sym = pr_Tensor_Check(a) && ((pr_Tensor *)a)->sym   ? a
-                        : pr_Tensor_Check(b) && ((pr_Tensor *)b)->sym ? b
-                                                                      : NULL;
-        if (sym) {
-            check_real((pr_Tensor *)sym, op == Py_EQ ? "Tensor == ..." : "Tensor != ...");
-            return NULL;
-        }
-    }
-    Py_RETURN_NOTIMPLEMENTED;
+    static const char *const names[] = {"less", "less_equal", "equal", "not_equal", "greater",
+                                        "greater_equal"}; /* Py_LT .. Py_GE */
+    if ((op == Py_EQ || op == Py_NE) && !(array_like(a) && array_like(b)))
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *inputs[2] = {a, b};
+    return pr_call_by_name(names[op], inputs, 2, NULL);
 }
 
 /* Hash by identity, as object's (a type with its own richcompare must say so). */
@@ -434,7 +456,8 @@ static PyObject *Tensor_float(pr_Tensor *t) {
     case PR_F32: return PyFloat_FromDouble(*(float *)t->v.data);
     case PR_I32: return PyFloat_FromDouble(*(int32_t *)t->v.data);
     case PR_I64: return PyFloat_FromDouble((double)*(int64_t *)t->v.data);
-    case PR_U8: return PyFloat_FromDouble(*(uint8_t *)t->v.data);
+    case PR_U8:
+    case PR_BOOL: return PyFloat_FromDouble(*(uint8_t *)t->v.data);
     }
     return NULL;
 }
@@ -446,7 +469,8 @@ static PyObject *Tensor_int(pr_Tensor *t) {
     switch (t->v.dtype) { /* exact for integer data (int64 does not fit a double) */
     case PR_I32: return PyLong_FromLong(*(int32_t *)t->v.data);
     case PR_I64: return PyLong_FromLongLong(*(int64_t *)t->v.data);
-    case PR_U8: return PyLong_FromLong(*(uint8_t *)t->v.data);
+    case PR_U8:
+    case PR_BOOL: return PyLong_FromLong(*(uint8_t *)t->v.data);
     case PR_F32: return PyLong_FromDouble(*(float *)t->v.data);
     }
     return NULL;
@@ -479,6 +503,12 @@ static PyObject *Tensor_floordiv(PyObject *a, PyObject *b) {
 static PyObject *Tensor_div(PyObject *a, PyObject *b) { return binary("divide", a, b); }
 static PyObject *Tensor_matmul(PyObject *a, PyObject *b) { return binary("matmul", a, b); }
 static PyObject *Tensor_neg(PyObject *a) { return pr_call_by_name("negative", &a, 1, NULL); }
+static PyObject *Tensor_pos(PyObject *a) { return Py_NewRef(a); }
+static PyObject *Tensor_abs(PyObject *a) { return pr_call_by_name("abs", &a, 1, NULL); }
+static PyObject *Tensor_pow(PyObject *a, PyObject *b, PyObject *mod) {
+    if (mod != Py_None) Py_RETURN_NOTIMPLEMENTED;
+    return binary("power", a, b);
+}
 
 static PyNumberMethods Tensor_as_number = {
     .nb_add = Tensor_add,
@@ -488,6 +518,9 @@ static PyNumberMethods Tensor_as_number = {
     .nb_floor_divide = Tensor_floordiv,
     .nb_matrix_multiply = Tensor_matmul,
     .nb_negative = Tensor_neg,
+    .nb_positive = Tensor_pos,
+    .nb_absolute = Tensor_abs,
+    .nb_power = Tensor_pow,
     .nb_bool = (inquiry)Tensor_bool,
     .nb_float = (unaryfunc)Tensor_float,
     .nb_int = (unaryfunc)Tensor_int,
@@ -495,6 +528,11 @@ static PyNumberMethods Tensor_as_number = {
 
 static PySequenceMethods Tensor_as_sequence = {
     .sq_length = (lenfunc)Tensor_len,
+};
+
+static PyMappingMethods Tensor_as_mapping = {
+    .mp_length = (lenfunc)Tensor_len,
+    .mp_subscript = Tensor_getitem,
 };
 
 static int Tensor_getbuffer(pr_Tensor *t, Py_buffer *view, int flags) {
@@ -511,7 +549,7 @@ static int Tensor_getbuffer(pr_Tensor *t, Py_buffer *view, int flags) {
         view->obj = NULL;
         return -1;
     }
-    static char *formats[] = {"f", "i", "q", "B"};
+    static char *formats[PR_N_DTYPES] = {"f", "i", "q", "B", "?"};
     view->buf = t->v.data;
     view->obj = (PyObject *)t;
     Py_INCREF(t);
@@ -546,7 +584,7 @@ static PyMethodDef Tensor_methods[] = {
 
 static PyGetSetDef Tensor_getset[] = {
     {"shape", (getter)Tensor_get_shape, NULL, "Shape as a tuple of ints (NHWC for images).", NULL},
-    {"dtype", (getter)Tensor_get_dtype, NULL, "'float32', 'int32', 'int64' or 'uint8'.", NULL},
+    {"dtype", (getter)Tensor_get_dtype, NULL, "'float32', 'int32', 'int64', 'uint8' or 'bool'.", NULL},
     {"ndim", (getter)Tensor_get_ndim, NULL, "Rank.", NULL},
     {"size", (getter)Tensor_get_size, NULL, "Number of elements.", NULL},
     {"nbytes", (getter)Tensor_get_nbytes, NULL, "Buffer size in bytes.", NULL},
@@ -569,12 +607,13 @@ PyTypeObject pr_TensorType = {
     .tp_richcompare = Tensor_richcompare,
     .tp_hash = Tensor_hash,
     .tp_as_sequence = &Tensor_as_sequence,
+    .tp_as_mapping = &Tensor_as_mapping,
     .tp_as_buffer = &Tensor_as_buffer,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Tensor(value)\n\n"
-              "A contiguous array of float32, int32, int64 or uint8 (images are NHWC).\n"
+              "A contiguous array of float32, int32, int64, uint8 or bool (images are NHWC).\n"
               "`value` is a Tensor, NumPy array, nested list or Python number; it is copied.\n"
-              "Floating input becomes float32; bool, int8/16 and uint16 become int32.\n"
+              "Floating input becomes float32; bool stays bool; int8/16 and uint16 become int32.\n"
               "Exposes the buffer protocol, __array__ and a zero-copy .numpy().\n"
               "Raises TypeError for other dtypes or objects.",
     .tp_traverse = (traverseproc)Tensor_traverse,
@@ -586,7 +625,27 @@ PyTypeObject pr_TensorType = {
     .tp_new = Tensor_new,
 };
 
+/* _C._set_tensor_methods(dict): the Python-written methods.  Entries are
+ * added to the type (functions become methods, properties attributes);
+ * __getitem__ is called by the mapping slot. */
+static PyObject *set_tensor_methods(PyObject *mod, PyObject *d) {
+    if (!PyDict_Check(d)) return PyErr_Format(PyExc_TypeError, "expected a dict");
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &key, &value))
+        if (PyDict_SetItem(pr_TensorType.tp_dict, key, value) < 0) return NULL;
+    PyType_Modified(&pr_TensorType);
+    Py_XSETREF(py_methods, Py_NewRef(d));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"_set_tensor_methods", set_tensor_methods, METH_O,
+     "Install Tensor methods written in Python (pyresnet/tensor.py)."},
+    {NULL}};
+
 int pr_tensor_init_type(PyObject *module) {
+    if (PyModule_AddFunctions(module, module_methods) < 0) return -1;
     if (PyType_Ready(&pr_TensorType) < 0) return -1;
     /* NumPy defers binary operators with a Tensor to the Tensor. */
     if (PyDict_SetItemString(pr_TensorType.tp_dict, "__array_ufunc__", Py_None) < 0) return -1;

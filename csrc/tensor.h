@@ -33,7 +33,7 @@ pr_Tensor *pr_tensor_new_symbolic(pr_dtype dtype, int ndim, const int64_t *shape
 pr_Tensor *pr_tensor_scalar(float value);
 /* Any Tensor (new reference), NumPy array, Python number or nested list ->
  * Tensor.  Floating input becomes float32; int32/int64/uint8 stay as they
- * are; bool, int8, int16 and uint16 become int32.  Raises TypeError for
+ * are; bool stays bool (PR_BOOL); int8, int16 and uint16 become int32.  Raises TypeError for
  * anything else (uint32/uint64, complex, strings, objects, ragged lists). */
 pr_Tensor *pr_tensor_from_object(PyObject *obj);
 /* The same for an argument: a TypeError/ValueError gets the prefix

@@ -8,9 +8,9 @@ def relu(x):
     return ops.relu(x)
 
 
-def softmax(x):
-    """Softmax over the last axis; float32 Tensor of x's shape."""
-    return ops.softmax(x)
+def softmax(x, axis=-1):
+    """Softmax along ``axis`` (default the last); float32 Tensor of x's shape."""
+    return ops.softmax(x, axis=axis)
 
 
 def linear(x):
@@ -18,7 +18,39 @@ def linear(x):
     return x
 
 
-_BY_NAME = {"relu": relu, "softmax": softmax, "linear": linear}
+def sigmoid(x):
+    """``1 / (1 + exp(-x))`` (``keras.activations.sigmoid``)."""
+    return ops.sigmoid(x)
+
+
+def tanh(x):
+    """Hyperbolic tangent (``keras.activations.tanh``)."""
+    return ops.tanh(x)
+
+
+def gelu(x, approximate=False):
+    """GELU (``keras.activations.gelu``: exact erf form by default, unlike
+    ``keras.ops.gelu``; Hendrycks & Gimpel 2016)."""
+    return ops.gelu(x, approximate=approximate)
+
+
+def silu(x):
+    """``x * sigmoid(x)`` (``keras.activations.silu``)."""
+    return ops.silu(x)
+
+
+def swish(x):
+    """``x * sigmoid(x)`` (``keras.activations.swish``, the same as silu)."""
+    return ops.silu(x)
+
+
+def softplus(x):
+    """``log(1 + exp(x))`` (``keras.activations.softplus``)."""
+    return ops.softplus(x)
+
+
+_BY_NAME = {"relu": relu, "softmax": softmax, "linear": linear, "sigmoid": sigmoid,
+            "tanh": tanh, "gelu": gelu, "silu": silu, "swish": swish, "softplus": softplus}
 
 
 def get(identifier):

@@ -117,7 +117,8 @@ def dropout(inputs, rate, noise_shape=None, seed=None):
         inputs: float32 Tensor.
         rate (float): in [0, 1).
         noise_shape: shape of the keep mask, broadcast to the input's
-            (default: the input's own; a 1 shares the draw along that axis).
+            (default: the input's own; a 1 shares the draw along that axis;
+            a None entry takes the input's size, as Keras).
         seed: as :func:`normal`.
     Returns:
         float32 Tensor of the input's shape.
@@ -129,7 +130,9 @@ def dropout(inputs, rate, noise_shape=None, seed=None):
         raise ValueError(f"random.dropout: rate must be in [0, 1), got {rate!r}")
     if rate == 0.0:
         return inputs
-    shape = ops.shape(inputs) if noise_shape is None else tuple(noise_shape)
+    full = ops.shape(inputs)
+    shape = full if noise_shape is None else tuple(
+        full[i] if d is None else d for i, d in enumerate(noise_shape))
     keep = greater_equal_mask(uniform(shape, seed=seed), rate)
     return ops.scale(ops.multiply(inputs, keep), 1.0 / (1.0 - rate))
 

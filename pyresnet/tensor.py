@@ -92,3 +92,81 @@ class Variable(Tensor):
 
     def __repr__(self):
         return f"<Variable '{self.name}' shape={self.shape} dtype={self.dtype}>"
+
+
+# ---- Tensor methods written in Python ---------------------------------------------------------
+# Installed on the C type by pyresnet/__init__.py (_C._set_tensor_methods).  Operators are C
+# slots calling registry ops (+ - * / ** @, comparisons giving bool tensors, abs, unary
+# minus); these are the methods NumPy users reach for.
+
+def _shape_args(shape):
+    return shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+
+
+def _no_out(name, out):
+    if out is not None:
+        raise TypeError(f"Tensor.{name}: out= is not supported (tensors are immutable values)")
+
+
+def _tensor_getitem(self, key):
+    """``x[key]``: ints, slices, ``...``, ``None`` and one integer array
+    (``pyresnet.ops.getitem``)."""
+    from .ops import getitem
+    return getitem(self, key)
+
+
+def _tensor_reshape(self, *shape):
+    """``x.reshape(2, 3)`` or ``x.reshape((2, 3))`` (``pyresnet.ops.reshape``)."""
+    from .ops import reshape
+    return reshape(self, tuple(_shape_args(shape)))
+
+
+def _tensor_transpose(self, *axes):
+    """``x.transpose()`` reverses the axes; ``x.transpose(1, 0, 2)`` permutes them."""
+    from .ops import transpose
+    axes = _shape_args(axes)
+    return transpose(self, tuple(axes) if axes else None)
+
+
+def _reduction(name):
+    def method(self, axis=None, keepdims=False, dtype=None, out=None, **kwargs):
+        _no_out(name, out)
+        from . import ops
+        y = getattr(ops, name)(self, axis=axis, keepdims=keepdims)
+        return y if dtype is None else ops.cast(y, dtype)
+    method.__name__ = name
+    method.__doc__ = (f"``pyresnet.ops.{name}(x, axis, keepdims)`` as a method (NumPy's "
+                      f"``dtype`` casts the result; ``out`` is not supported).")
+    return method
+
+
+def _arg_reduction(name):
+    def method(self, axis=None, keepdims=False, out=None):
+        _no_out(name, out)
+        from . import ops
+        return getattr(ops, name)(self, axis=axis, keepdims=keepdims)
+    method.__name__ = name
+    method.__doc__ = f"``pyresnet.ops.{name}(x, axis, keepdims)`` as a method (int32 result)."
+    return method
+
+
+def _tensor_astype(self, dtype):
+    """``x`` converted to ``dtype`` (``pyresnet.ops.cast``)."""
+    from .ops import cast
+    return cast(self, dtype)
+
+
+_METHODS = {
+    "__getitem__": _tensor_getitem,
+    "reshape": _tensor_reshape,
+    "transpose": _tensor_transpose,
+    "T": property(lambda self: _tensor_transpose(self), doc="The axes reversed (``x.T``)."),
+    "sum": _reduction("sum"),
+    "mean": _reduction("mean"),
+    "max": _reduction("max"),
+    "min": _reduction("min"),
+    "argmax": _arg_reduction("argmax"),
+    "argmin": _arg_reduction("argmin"),
+    "astype": _tensor_astype,
+}
+_C._set_tensor_methods(_METHODS)

@@ -186,11 +186,9 @@ for _name, _fn in [("maximum", np.maximum), ("minimum", np.minimum)]:
     add(Entry(_name, _binary_cases(lambda r, sa, sb: list(distinct_pair(r, sa, sb))),
               reference=_fn, rtol=0, atol=0, grad_wrt=(0, 1),
               note="distinct values 0.05 apart: no ties, differences stay on one side"))
-add(Entry("greater_equal",
-          _binary_cases(lambda r, sa, sb: [r.integers(0, 3, sa).astype(f32),
-                                           r.integers(0, 3, sb).astype(f32)]),
-          reference=lambda a, b: (a >= b).astype(np.float64), rtol=0, atol=0,
-          note="small integers: many ties, which count as >="))
+add(Entry("power", _binary_cases(lambda r, sa, sb: [uniform(r, 0.5, 2.0, *sa), randn(r, *sb)]),
+          reference=np.power, rtol=2e-6, atol=1e-6, grad_wrt=(0, 1),
+          note="positive bases: the exponent's gradient needs log(x1)"))
 
 UNARY_SHAPES = [(3, 5), (1,), (), (2, 4, 1)]
 UNARY_LARGE = [(3, 17, 33), (65, 1031)]
@@ -208,6 +206,19 @@ for _name, _fn, _lo, _hi in [("exp", np.exp, -3.0, 3.0), ("log", np.log, 0.2, 4.
                              ("sqrt", np.sqrt, 0.2, 4.0), ("square", np.square, -3.0, 3.0)]:
     add(Entry(_name, _unary_cases(lambda r, s, lo=_lo, hi=_hi: uniform(r, lo, hi, *s)),
               reference=_fn, rtol=2e-6, atol=1e-6, grad_wrt=(0,)))
+add(Entry("abs", _unary_cases(lambda r, s: away_from_zero(r, *s)), reference=np.abs,
+          rtol=0, atol=0, grad_wrt=(0,), note="no value within 1e-2 of the kink"))
+add(Entry("sign", _unary_cases(lambda r, s: away_from_zero(r, *s))
+          + [Case("zeros", lambda r: [np.array([0.0, -0.0, 1.5, -2.0], f32)], grad=False)],
+          reference=np.sign, rtol=0, atol=0, grad_wrt=(0,),
+          note="gradient 0 away from 0 (central differences agree)"))
+for _name, _fn, _lo, _hi in [
+        ("sigmoid", lambda x: 1 / (1 + np.exp(-x)), -6.0, 6.0), ("tanh", np.tanh, -3.0, 3.0),
+        ("erf", lambda x: np.vectorize(__import__("math").erf)(x), -2.5, 2.5)]:
+    add(Entry(_name, _unary_cases(lambda r, s, lo=_lo, hi=_hi: uniform(r, lo, hi, *s))
+              + [Case("saturated", lambda r: [np.array([-100.0, -20.0, 0.0, 20.0, 100.0], f32)],
+                      grad=False)],
+              reference=_fn, rtol=2e-6, atol=2e-7, grad_wrt=(0,)))
 add(Entry("negative", _unary_cases(lambda r, s: randn(r, *s)), reference=np.negative,
           rtol=0, atol=0, grad_wrt=(0,)))
 add(Entry("relu", _unary_cases(lambda r, s: away_from_zero(r, *s)),
@@ -621,6 +632,41 @@ CONV_SHAPES = [
 ]
 
 
+# grouped convolutions (label, x shape, kernel (KH, KW, C / groups, O), strides, same, grad,
+# groups): ResNeXt/RegNet groups and depthwise (groups = C), awkward sizes
+GROUPED_SHAPES = [
+    ("3x3 s1 same c4 o6 groups 2", (1, 5, 4, 4), (3, 3, 2, 6), [1], True, True, 2),
+    ("3x3 s2 same c6 o3 groups 3", (2, 5, 5, 6), (3, 3, 2, 3), [2], True, True, 3),
+    ("depthwise 3x3 s1 same c3 o3", (1, 4, 5, 3), (3, 3, 1, 3), [1], True, True, 3),
+    ("depthwise x2 3x3 s2 valid c2 o4", (1, 5, 6, 2), (3, 3, 1, 4), [2], False, True, 2),
+    ("1x1 c8 o8 groups 4", (2, 3, 3, 8), (1, 1, 2, 8), [1], False, True, 4),
+    ("3x3 s2 same c48 o48 groups 6 (RegNet)", (2, 9, 9, 48), (3, 3, 8, 48), [2], True, False, 6),
+    ("depthwise 5x5 c17 o17", (1, 7, 6, 17), (5, 5, 1, 17), [1], True, False, 17),
+]
+
+
+def _per_group(fn, a, b, groups, a_axis_in, b_axis_in):
+    """fn on each group's slices of a and b (channel axis 3), joined on axis 3."""
+    ca, cb = a.shape[3] // groups, b.shape[3] // groups
+    return np.concatenate([fn(a[..., i * ca:(i + 1) * ca], b[..., i * cb:(i + 1) * cb])
+                           for i in range(groups)], 3)
+
+
+def _grouped_conv_ref(x, k, strides, same, groups=1):
+    return _per_group(lambda a, b: conv_ref(a, b, st2(strides), same), x, k, groups, 3, 3)
+
+
+def _grouped_bpi_ref(dy, k, strides, same, shape, groups=1):
+    cg = shape[3] // groups
+    return _per_group(lambda a, b: conv_bpi_ref(a, b, tuple(shape[:3]) + (cg,), st2(strides),
+                                                same), dy, k, groups, 3, 3)
+
+
+def _grouped_bpf_ref(x, dy, strides, same, shape, groups=1):
+    return _per_group(lambda a, b: conv_bpf_ref(a, b, tuple(shape[:3]) + (b.shape[3],),
+                                                st2(strides), same), x, dy, groups, 3, 3)
+
+
 def _conv_out(x_shape, k_shape, strides, same):
     return conv_ref(np.zeros((1,) + tuple(x_shape[1:3]) + (1,)), np.zeros(k_shape[:2] + (1, 1)),
                     st2(strides), same).shape[1:3]
@@ -628,9 +674,11 @@ def _conv_out(x_shape, k_shape, strides, same):
 
 def _conv_cases(kind):
     cases = []
-    for label, xs, ks, strides, same, grad in CONV_SHAPES:
+    for label, xs, ks, strides, same, grad, *groups in CONV_SHAPES + GROUPED_SHAPES:
         ys = (xs[0],) + _conv_out(xs, ks, strides, same) + (ks[3],)
         attrs = {"strides": strides, "same": same}
+        if groups:
+            attrs["groups"] = groups[0]
         if kind == "fw":
             make = lambda r, xs=xs, ks=ks: [randn(r, *xs), randn(r, *ks)]
         elif kind == "bpi":
@@ -643,16 +691,11 @@ def _conv_cases(kind):
     return cases
 
 
-add(Entry("conv2d", _conv_cases("fw"),
-          reference=lambda x, k, strides, same: conv_ref(x, k, st2(strides), same),
-          rtol=1e-4, atol=1e-4, grad_wrt=(0, 1)))
-add(Entry("conv2d_backprop_input", _conv_cases("bpi"),
-          reference=lambda dy, k, strides, same, shape:
-          conv_bpi_ref(dy, k, tuple(shape), st2(strides), same),
+add(Entry("conv2d", _conv_cases("fw"), reference=_grouped_conv_ref,
+          rtol=1e-4, atol=1e-4, grad_wrt=(0, 1), note="groups: NumPy convs per group, joined"))
+add(Entry("conv2d_backprop_input", _conv_cases("bpi"), reference=_grouped_bpi_ref,
           rtol=1e-4, atol=1e-4, grad_wrt=(0, 1), note="differentiable: second-order gradients"))
-add(Entry("conv2d_backprop_filter", _conv_cases("bpf"),
-          reference=lambda x, dy, strides, same, shape:
-          conv_bpf_ref(x, dy, tuple(shape), st2(strides), same),
+add(Entry("conv2d_backprop_filter", _conv_cases("bpf"), reference=_grouped_bpf_ref,
           rtol=1e-4, atol=2e-4, grad_wrt=(0, 1), note="differentiable: second-order gradients"))
 
 # test_ops_conv.POOL_CASES (pool, strides, same, x shape), then batch 1 at 16/17/64 channels
@@ -1228,11 +1271,232 @@ _random("random_uniform",
         _random_values(lambda s, minval=0.0, maxval=1.0: minval + (maxval - minval) * s.uniform()),
         (0,), note="the output is the draws: checked exactly against philox_ref's stream 0")
 
+
+# ---- array ops (csrc/ops_array.c) ------------------------------------------------------------
+
+def _small_ints(r, shape, dtype=f32):
+    return r.integers(0, 3, shape).astype(dtype)
+
+
+_COMPARE = {"greater": np.greater, "greater_equal": np.greater_equal, "less": np.less,
+            "less_equal": np.less_equal, "equal": np.equal, "not_equal": np.not_equal}
+for _name, _fn in _COMPARE.items():
+    add(Entry(_name, _binary_cases(lambda r, sa, sb: [_small_ints(r, sa), _small_ints(r, sb)])
+              + [Case("int32 vs float32", lambda r: [_small_ints(r, (3, 4), np.int32),
+                                                     _small_ints(r, (4,)) + 0.5], grad=False),
+                 Case("int64 past 2**53", lambda r: [np.array([2 ** 60, 2 ** 60 + 1], np.int64),
+                                                     np.array([2 ** 60 + 1], np.int64)],
+                      grad=False),
+                 Case("NaN", lambda r: [np.array([np.nan, 1.0, np.nan], f32),
+                                        np.array([np.nan, np.nan, 2.0], f32)], grad=False),
+                 Case("bool", lambda r: [np.array([True, False, True]), np.array([True])],
+                      grad=False)],
+              reference=_fn, rtol=0, atol=0, note="small integers: many ties"))
+
+
+def _bool_mask(r, shape):
+    return r.random(shape) < 0.5
+
+
+add(Entry("where", [
+    Case("(3, 4) all", lambda r: [_bool_mask(r, (3, 4)), randn(r, 3, 4), randn(r, 3, 4)]),
+    Case("broadcast cond (4,)", lambda r: [_bool_mask(r, (4,)), randn(r, 3, 4), randn(r, 3, 1)]),
+    Case("scalar y", lambda r: [_bool_mask(r, (2, 3)), randn(r, 2, 3), randn(r)]),
+    Case("float cond with NaN", lambda r: [np.array([0.0, np.nan, -1.0], f32), randn(r, 3),
+                                           randn(r, 3)]),
+    Case("int32 cond (1, 5)", lambda r: [r.integers(0, 2, (1, 5)).astype(np.int32),
+                                        randn(r, 4, 1), randn(r, 5)]),
+    Case("(33, 1025) large", lambda r: [_bool_mask(r, (33, 1025)), randn(r, 33, 1025),
+                                        randn(r, 1025)], grad=False),
+], reference=lambda c, x, y: np.where(c != 0, x, y), rtol=0, atol=0, grad_wrt=(1, 2)))
+
+_DT = {"float32": 0, "int32": 1, "int64": 2, "uint8": 3, "bool": 4}
+
+
+def _cast_ref(x, dtype):
+    name = [k for k, v in _DT.items() if v == dtype][0]
+    if name == "float32":
+        return np.asarray(x, np.float64) if x.dtype.kind != "f" else x
+    if x.dtype.kind == "f" and name != "bool":
+        return np.trunc(x).astype(np.int64).astype(name)
+    return x.astype(name)
+
+
+add(Entry("cast", [
+    Case("float32 -> float32", lambda r: [randn(r, 3, 4)], {"dtype": 0}),
+    Case("float32 -> int32", lambda r: [randn(r, 17, 5, scale=50)], {"dtype": 1}, grad=False),
+    Case("float32 -> int64", lambda r: [randn(r, 6, scale=1e6)], {"dtype": 2}, grad=False),
+    Case("float32 -> uint8", lambda r: [uniform(r, 0, 255, 4, 4)], {"dtype": 3}, grad=False),
+    Case("float32 -> bool", lambda r: [np.array([0.0, -0.0, 0.5, np.nan, -3], f32)],
+         {"dtype": 4}, grad=False),
+    Case("int64 -> float32", lambda r: [r.integers(-2 ** 40, 2 ** 40, 7)], {"dtype": 0},
+         grad=False),
+    Case("int64 -> int32 wraps", lambda r: [np.array([2 ** 31, -2 ** 31 - 1, 5], np.int64)],
+         {"dtype": 1}, grad=False),
+    Case("int32 -> uint8 wraps", lambda r: [np.array([-1, 256, 300, 7], np.int32)],
+         {"dtype": 3}, grad=False),
+    Case("bool -> int32", lambda r: [np.array([True, False])], {"dtype": 1}, grad=False),
+    Case("uint8 -> float32", lambda r: [r.integers(0, 256, (2, 3), dtype=np.uint8)],
+         {"dtype": 0}, grad=False),
+], reference=_cast_ref, rtol=0, atol=0, grad_wrt=(0,),
+    note="in-range values: NumPy leaves out-of-range float to int undefined"))
+add(Entry("stop_gradient", [Case(str(s), lambda r, s=s: [randn(r, *s)]) for s in UNARY_SHAPES]
+          + [Case("int64", lambda r: [np.arange(5)])],
+          reference=lambda x: x, rtol=0, atol=0))
+add(Entry("transpose", [
+    Case("(2, 3, 4) (2, 0, 1)", lambda r: [randn(r, 2, 3, 4)], {"perm": [2, 0, 1]}),
+    Case("(3, 5) (1, 0)", lambda r: [randn(r, 3, 5)], {"perm": [1, 0]}),
+    Case("identity", lambda r: [randn(r, 2, 3)], {"perm": [0, 1]}),
+    Case("scalar", lambda r: [randn(r)], {"perm": []}),
+    Case("NHWC -> NCHW (2, 5, 7, 3)", lambda r: [randn(r, 2, 5, 7, 3)], {"perm": [0, 3, 1, 2]}),
+    Case("uint8 (4, 1, 3)", lambda r: [r.integers(0, 256, (4, 1, 3), dtype=np.uint8)],
+         {"perm": [2, 1, 0]}, grad=False),
+    Case("(64, 33, 17) large", lambda r: [randn(r, 64, 33, 17)], {"perm": [1, 2, 0]},
+         grad=False),
+], reference=lambda x, perm: np.transpose(x, perm), rtol=0, atol=0, grad_wrt=(0,)))
+
+# (shape, begin, strides, size) and the NumPy slices they mean
+SLICES = [((5, 4), [1, 0], [1, 1], [3, -1], np.s_[1:4, :]),
+          ((5, 4), [4, 3], [-1, -2], [5, 2], np.s_[::-1, 3::-2]),
+          ((3, 7, 2), [0, 1, 1], [2, 3, 1], [2, 2, 1], np.s_[::2, 1::3, 1:]),
+          ((6,), [5], [-4], [2], np.s_[5::-4]),
+          ((4, 3), [0, 0], [1, 1], [0, -1], np.s_[0:0, :]),
+          ((2, 9, 9, 3), [0, 1, 0, 0], [1, 2, 2, 1], [-1, 4, 5, -1], np.s_[:, 1::2, ::2, :])]
+
+
+def _slice_ref(x, begin, strides, size):
+    return x[next(sl for sh, b, st, sz, sl in SLICES if b == begin and st == strides
+                  and sz == size and sh == x.shape)]
+
+
+add(Entry("strided_slice", [Case(f"{sh} {sl}", lambda r, sh=sh: [randn(r, *sh)],
+                                 {"begin": b, "strides": st, "size": sz})
+                            for sh, b, st, sz, sl in SLICES]
+          + [Case("int64 (5, 4)", lambda r: [np.arange(20).reshape(5, 4)],
+                  {"begin": [4, 3], "strides": [-1, -2], "size": [5, 2]}, grad=False)],
+          reference=_slice_ref, rtol=0, atol=0, grad_wrt=(0,)))
+
+
+def _slice_bw_ref(g, begin, strides, shape):
+    out = np.zeros(shape)
+    out[next(sl for sh, b, st, sz, sl in SLICES if b == begin and st == strides
+             and sh == tuple(shape))] = g
+    return out
+
+
+add(Entry("strided_slice_backward",
+          [Case(f"{sh} {sl}", lambda r, sh=sh, sl=sl: [randn(r, *np.zeros(sh)[sl].shape)],
+                {"begin": b, "strides": st, "shape": list(sh)})
+           for sh, b, st, sz, sl in SLICES],
+          reference=_slice_bw_ref, rtol=0, atol=0, grad_wrt=(0,)))
+
+
+def _pad_ref(x, before, after, value=0.0):
+    return np.pad(x, list(zip(before, after)), constant_values=value)
+
+
+add(Entry("pad", [
+    Case("(2, 3) 1,0/2,1", lambda r: [randn(r, 2, 3)], {"before": [1, 2], "after": [0, 1]}),
+    Case("NHWC spatial (2, 5, 4, 3)", lambda r: [randn(r, 2, 5, 4, 3)],
+         {"before": [0, 1, 2, 0], "after": [0, 1, 0, 0], "value": -1.5}),
+    Case("nothing", lambda r: [randn(r, 3)], {"before": [0], "after": [0]}),
+    Case("empty input", lambda r: [randn(r, 0, 2)], {"before": [1, 0], "after": [1, 1]}),
+    Case("uint8", lambda r: [r.integers(0, 256, (2, 2), dtype=np.uint8)],
+         {"before": [1, 1], "after": [1, 1], "value": 7}, grad=False),
+], reference=_pad_ref, rtol=0, atol=0, grad_wrt=(0,)))
+add(Entry("concatenate", [
+    Case("(2, 3)+(4, 3) axis 0", lambda r: [randn(r, 2, 3), randn(r, 4, 3)], {"axis": 0}),
+    Case("(2, 3)+(2, 1) axis -1", lambda r: [randn(r, 2, 3), randn(r, 2, 1)], {"axis": -1}),
+    Case("NHWC channels (2, 3, 3, 5)+(2, 3, 3, 4)",
+         lambda r: [randn(r, 2, 3, 3, 5), randn(r, 2, 3, 3, 4)], {"axis": 3}),
+    Case("empty part", lambda r: [randn(r, 0, 3), randn(r, 2, 3)], {"axis": 0}),
+    Case("int32", lambda r: [np.arange(6, dtype=np.int32).reshape(2, 3),
+                             np.arange(3, dtype=np.int32).reshape(1, 3)], {"axis": 0},
+         grad=False),
+], reference=lambda a, b, axis=0: np.concatenate([a, b], axis), rtol=0, atol=0,
+    grad_wrt=(0, 1)))
+add(Entry("take", [
+    Case("(5, 3) axis 0 [4, 0, 4]", lambda r: [randn(r, 5, 3), np.array([4, 0, 4])], {"axis": 0}),
+    Case("(2, 6, 3) axis 1 negative", lambda r: [randn(r, 2, 6, 3),
+                                                 np.array([[-1, 2], [0, -6]], np.int32)],
+         {"axis": 1}),
+    Case("(4,) scalar index", lambda r: [randn(r, 4), np.array(2)], {"axis": 0}),
+    Case("axis -1 empty indices", lambda r: [randn(r, 3, 2), np.zeros(0, np.int64)],
+         {"axis": -1}),
+    Case("uint8 rows", lambda r: [r.integers(0, 256, (4, 2), dtype=np.uint8), np.array([3, 3])],
+         {"axis": 0}, grad=False),
+], reference=lambda x, i, axis=0: np.take(x, i, axis=axis), rtol=0, atol=0, grad_wrt=(0,)))
+
+
+def _take_bw_ref(g, idx, axis, dim):
+    shape = list(g.shape[:axis]) + [dim] + list(g.shape[axis + idx.ndim:])
+    out = np.zeros(shape)
+    moved = np.moveaxis(out, axis, 0)
+    gm = g.reshape(g.shape[:axis] + (-1,) + g.shape[axis + idx.ndim:])
+    np.add.at(moved, idx.reshape(-1) % dim, np.moveaxis(gm, axis, 0))
+    return out
+
+
+add(Entry("take_backward", [
+    Case("repeats axis 0", lambda r: [randn(r, 3, 3), np.array([4, 0, 4])], {"axis": 0, "dim": 5}),
+    Case("(2, 2, 2, 3) axis 1", lambda r: [randn(r, 2, 2, 2, 3),
+                                           np.array([[-1, 2], [0, -6]], np.int32)],
+         {"axis": 1, "dim": 6}),
+    Case("scalar index", lambda r: [randn(r), np.array(2)], {"axis": 0, "dim": 4}),
+], reference=_take_bw_ref, rtol=1e-6, atol=1e-6, grad_wrt=(0,)))
+add(Entry("one_hot", [
+    Case("int32 (4,)", lambda r: [np.array([0, 2, 1, 2], np.int32)], {"num_classes": 3}),
+    Case("int64 (2, 3) out of range", lambda r: [np.array([[0, 5, -1], [3, 3, 1]])],
+         {"num_classes": 4}),
+    Case("uint8 scalar", lambda r: [np.array(1, np.uint8)], {"num_classes": 2}),
+], reference=lambda i, num_classes: (np.arange(num_classes) == i[..., None]).astype(np.float64),
+    rtol=0, atol=0))
+
+EXTREME_CASES = [((2, 3, 4), [], False), ((2, 3, 4), [1], False), ((2, 3, 4), [-1], True),
+                 ((2, 3, 4), [0, 2], False), ((3, 1, 5), [1], False), ((7,), [0], True),
+                 ((), [], False)]
+for _name, _fn in [("max", np.max), ("min", np.min)]:
+    add(Entry(_name, [Case(f"{s} axes={a} keepdims={k}", lambda r, s=s: [distinct(r, s)],
+                           {"axes": a, "keepdims": k}) for s, a, k in EXTREME_CASES]
+              + [Case("ties", lambda r: [np.array([[1, 3, 3], [2, 2, 0]], f32)],
+                      {"axes": [1], "keepdims": False}, grad=False),
+                 Case("NaN", lambda r: [np.array([[1, np.nan, 3], [2, 2, 0]], f32)],
+                      {"axes": [1], "keepdims": False}, grad=False),
+                 Case("(64, 33, 17) axes [0, 2]", lambda r: [randn(r, 64, 33, 17)],
+                      {"axes": [0, 2], "keepdims": False}, grad=False)],
+              reference=_reduce_ref(_fn), rtol=0, atol=0, grad_wrt=(0,),
+              note="distinct values for gradients; ties share the gradient (forward only)"))
+
+
+def _arg_ref(fn):
+    def ref(x, axes, keepdims):
+        y = fn(x, axis=axes[0] if axes else None, keepdims=keepdims)
+        return np.asarray(y, np.int32)
+    return ref
+
+
+for _name, _fn in [("argmax", np.argmax), ("argmin", np.argmin)]:
+    add(Entry(_name, [Case(f"{s} axes={a} keepdims={k}", lambda r, s=s: [distinct(r, s)],
+                           {"axes": a, "keepdims": k})
+                      for s, a, k in [((2, 3, 4), [], False), ((2, 3, 4), [1], False),
+                                      ((2, 3, 4), [-1], True), ((5,), [0], False),
+                                      ((2, 3, 4), [], True)]]
+              + [Case("ties: the first", lambda r: [np.array([[1, 3, 3], [2, 2, 0]], f32)],
+                      {"axes": [1], "keepdims": False}),
+                 Case("NaN: the first", lambda r: [np.array([[1, np.nan, np.nan], [2, 2, 0]],
+                                                            f32)],
+                      {"axes": [1], "keepdims": False}),
+                 Case("(64, 33, 17) axes [0]", lambda r: [randn(r, 64, 33, 17)],
+                      {"axes": [0], "keepdims": False})],
+              reference=_arg_ref(_fn), rtol=0, atol=0))
+
+
 # ---- internal graph ops (not in the registry's op_names) ------------------------------------
 
 # the ops jit_compile fuses into one fused_elementwise node (csrc/ops_fused.c)
 FUSED_OPS = ("add", "subtract", "multiply", "divide", "negative", "scale", "relu",
-             "relu_backward")
+             "relu_backward", "exp", "log", "sqrt", "square", "abs", "sign", "sigmoid", "tanh",
+             "erf")
 
 add(Entry("fused_elementwise", kind="internal",
           skip={"all": "made only by jit_compile's fusion pass from chains of the FUSED_OPS "

@@ -67,7 +67,7 @@ def assert_unchanged(tensors, before):
 @pytest.mark.parametrize("dtype, want", [
     (np.float16, "float32"), (np.float32, "float32"), (np.float64, "float32"),
     (np.longdouble, "float32"), (">f4", "float32"),
-    (np.bool_, "int32"), (np.int8, "int32"), (np.int16, "int32"), (np.uint16, "int32"),
+    (np.bool_, "bool"), (np.int8, "int32"), (np.int16, "int32"), (np.uint16, "int32"),
     (np.int32, "int32"), (np.intc, "int32"),
     (np.int64, "int64"), (np.longlong, "int64"), (">i8", "int64"),
     (np.uint8, "uint8"),
@@ -120,7 +120,7 @@ def test_tensor_rank_and_size_limits():
         pr.Tensor(np.ones([0] * 9, f32))
     # Zero-stride views NumPy allows, whose int32 copy would need 2^64 bytes.
     with pytest.raises(ValueError, match=r"Tensor: shape \(2147483648, 2147483648\) is too large"):
-        pr.Tensor(np.broadcast_to(np.bool_(True), (2 ** 31, 2 ** 31)))
+        pr.Tensor(np.broadcast_to(np.int8(1), (2 ** 31, 2 ** 31)))
     with pytest.raises(MemoryError):
         pr.Tensor(np.broadcast_to(np.uint8(1), (2 ** 31, 2 ** 30)))
 

@@ -351,7 +351,49 @@ def conv_direct_weight_bytes(rng):
 
 # ---- the list of every constant --------------------------------------------------------
 
+def array_parallel(rng):
+    """array.c PARALLEL_MIN = 32768 elements: strided copies (transpose,
+    slice), comparisons, where, casts, gathers and max/argmax reductions."""
+    for rows in (4681, 2048, 10923):  # x 7, 16, 3 = 32767, 32768, 32769
+        cols = {4681: 7, 2048: 16, 10923: 3}[rows]
+        x = randn(rng, rows, cols)
+        x64 = x.astype(np.float64)
+        close(_C.call("transpose", x, perm=[1, 0]), x.T, 0, 0, f"transpose {rows}x{cols}")
+        close(_C.call("strided_slice", x, begin=[rows - 1, 0], strides=[-1, 1],
+                      size=[rows, -1]), x[::-1], 0, 0, f"reversed {rows}x{cols}")
+        np.testing.assert_array_equal(_C.call("greater", x, 0.0).numpy(), x > 0)
+        close(_C.call("where", x > 0, x, 0.0), np.where(x > 0, x, 0), 0, 0, f"where {rows}")
+        np.testing.assert_array_equal(_C.call("cast", x * 10, dtype=1).numpy(),
+                                      np.trunc(x * 10).astype(np.int32))
+        idx = rng.integers(0, rows, rows)
+        close(_C.call("take", x, idx, axis=0), x[idx], 0, 0, f"take {rows}")
+        for axes in ([], [0], [1]):
+            ax = axes[0] if axes else None
+            close(_C.call("max", x, axes=axes, keepdims=False), x64.max(axis=ax), 0, 0,
+                  f"max {rows}x{cols} {axes}")
+            np.testing.assert_array_equal(_C.call("argmax", x, axes=axes, keepdims=False).numpy(),
+                                          x.argmax(axis=ax))
+
+
+def conv_grouped_parallel(rng):
+    """conv_grouped.c PARALLEL_MIN = 4096 output (forward) or input
+    (backprop_input) elements: grouped convolutions of 4095, 4096, 4097."""
+    from test_ops_conv import conv_ref as ref
+    for n, hw, c in ((1, 45, 2), (1, 32, 4), (1, 4097, 1)):  # 4050, 4096, 4097 values
+        h, w = (hw, hw) if hw != 4097 else (1, 4097)
+        x = randn(rng, n, h, w, c)
+        k = randn(rng, 1, 1, 1, c)  # depthwise 1x1: groups = c
+        want = np.concatenate([ref(x[..., g:g + 1].astype(np.float64), k[..., g:g + 1], (1, 1),
+                                   False) for g in range(c)], -1)
+        close(_C.call("conv2d", x, k, groups=c), want, 1e-6, 1e-6, f"grouped fw {x.shape}")
+        close(_C.call("conv2d_backprop_input", x, k, groups=c, shape=list(x.shape)),
+              x * k.reshape(-1), 1e-6, 1e-6, f"grouped bpi {x.shape}")
+
+
 THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no size
+    ("array.c", "PARALLEL_MIN"): array_parallel,
+    ("conv_grouped.c", "PARALLEL_MIN"): conv_grouped_parallel,
+    ("kernels.h", "PR_N_DTYPES"): "the number of tensor dtypes",
     ("augment.c", "PARALLEL_MIN"): augment_parallel,
     ("augment.c", "block = 4096"): augment_parallel,
     ("elementwise.c", "PARALLEL_MIN"): elementwise_parallel,

@@ -18,6 +18,7 @@ size_t pr_dtype_size(pr_dtype t) {
     case PR_I32: return 4;
     case PR_I64: return 8;
     case PR_U8: return 1;
+    case PR_BOOL: return 1;
     }
     return 0;
 }
@@ -28,6 +29,7 @@ const char *pr_dtype_name(pr_dtype t) {
     case PR_I32: return "int32";
     case PR_I64: return "int64";
     case PR_U8: return "uint8";
+    case PR_BOOL: return "bool";
     }
     return "?";
 }

@@ -51,4 +51,20 @@ int pr_conv2d_backprop_input(const pr_window *g, const float *dy, const float *w
 int pr_conv2d_backprop_filter(const pr_window *g, const float *x, const float *dy, float *dw,
                               void *scratch);
 
+/* Grouped convolution (Krizhevsky et al. 2012, section 3.5; Xie et al. 2017,
+ * "Aggregated Residual Transformations", ResNeXt): the C input channels and
+ * O output channels are split into `groups` equal parts; output channel o
+ * reads only input group o / (O / groups), through the filter
+ * w (KH, KW, C / groups, O).  g->c is the input's C.  Direct loops, no
+ * scratch (depthwise convolutions are groups == C); the work split depends
+ * on the shapes only (deterministic for any thread count): forward and
+ * backprop_input per image, backprop_filter per output channel, summing in
+ * double in (n, oh, ow) order.  Tested against a NumPy per-group conv2d. */
+int pr_conv2d_grouped_forward(const pr_window *g, int64_t groups, const float *x, const float *w,
+                              float *y);
+int pr_conv2d_grouped_backprop_input(const pr_window *g, int64_t groups, const float *dy,
+                                     const float *w, float *dx);
+int pr_conv2d_grouped_backprop_filter(const pr_window *g, int64_t groups, const float *x,
+                                      const float *dy, float *dw);
+
 #endif

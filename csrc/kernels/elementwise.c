@@ -17,6 +17,7 @@ static inline float apply(pr_binary_kind k, float a, float b) {
     case PR_BIN_MAX: return a >= b || a != a ? a : b;
     case PR_BIN_MIN: return a <= b || a != a ? a : b;
     case PR_BIN_GE: return a >= b ? 1.0f : 0.0f;
+    case PR_BIN_POW: return powf(a, b);
     }
     return 0.0f;
 }
@@ -195,24 +196,24 @@ int pr_k_scale(const float *x, float *y, int64_t n, float s) {
     return PR_OK;
 }
 
+/* The kind is a constant inside each loop, so each loop compiles to its own
+ * function call or instruction sequence. */
+#define UNARY_LOOP(kind)                                                               \
+    _Pragma("omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)") \
+    for (int64_t i = 0; i < n; i++) y[i] = pr_unary_apply(kind, x[i]);                \
+    break
+
 int pr_k_unary(pr_unary_kind k, const float *x, float *y, int64_t n) {
     switch (k) {
-    case PR_UN_EXP:
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
-        for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]);
-        break;
-    case PR_UN_LOG:
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
-        for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]);
-        break;
-    case PR_UN_SQRT:
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
-        for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
-        break;
-    case PR_UN_SQUARE:
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
-        for (int64_t i = 0; i < n; i++) y[i] = x[i] * x[i];
-        break;
+    case PR_UN_EXP: UNARY_LOOP(PR_UN_EXP);
+    case PR_UN_LOG: UNARY_LOOP(PR_UN_LOG);
+    case PR_UN_SQRT: UNARY_LOOP(PR_UN_SQRT);
+    case PR_UN_SQUARE: UNARY_LOOP(PR_UN_SQUARE);
+    case PR_UN_ABS: UNARY_LOOP(PR_UN_ABS);
+    case PR_UN_SIGN: UNARY_LOOP(PR_UN_SIGN);
+    case PR_UN_SIGMOID: UNARY_LOOP(PR_UN_SIGMOID);
+    case PR_UN_TANH: UNARY_LOOP(PR_UN_TANH);
+    case PR_UN_ERF: UNARY_LOOP(PR_UN_ERF);
     }
     return PR_OK;
 }

@@ -2,15 +2,40 @@
 #ifndef PR_K_ELEMENTWISE_H
 #define PR_K_ELEMENTWISE_H
 
+#include <math.h>
+
 #include "kernels.h"
 
 /* MAX/MIN propagate NaN as NumPy's maximum/minimum; GE gives 1.0f where a >= b,
  * else 0.0f. */
 typedef enum {
-    PR_BIN_ADD, PR_BIN_SUB, PR_BIN_MUL, PR_BIN_DIV, PR_BIN_MAX, PR_BIN_MIN, PR_BIN_GE
+    PR_BIN_ADD, PR_BIN_SUB, PR_BIN_MUL, PR_BIN_DIV, PR_BIN_MAX, PR_BIN_MIN, PR_BIN_GE,
+    PR_BIN_POW /* C99 powf (NumPy's float32 power on every value tested) */
 } pr_binary_kind;
 
-typedef enum { PR_UN_EXP, PR_UN_LOG, PR_UN_SQRT, PR_UN_SQUARE } pr_unary_kind;
+typedef enum {
+    PR_UN_EXP, PR_UN_LOG, PR_UN_SQRT, PR_UN_SQUARE, PR_UN_ABS, PR_UN_SIGN, PR_UN_SIGMOID,
+    PR_UN_TANH, PR_UN_ERF
+} pr_unary_kind;
+
+/* One element of a unary op: the elementwise kernel and the fused kernel
+ * (fused.c) both call this, so fused chains give the unfused bits.
+ * sign: -1, 0 or 1 (NaN stays NaN, as np.sign); sigmoid: 1 / (1 + e**-x)
+ * (0 for x below about -88 where e**-x overflows, as the limit). */
+static inline float pr_unary_apply(pr_unary_kind k, float x) {
+    switch (k) {
+    case PR_UN_EXP: return expf(x);
+    case PR_UN_LOG: return logf(x);
+    case PR_UN_SQRT: return sqrtf(x);
+    case PR_UN_SQUARE: return x * x;
+    case PR_UN_ABS: return fabsf(x);
+    case PR_UN_SIGN: return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x; /* 0, -0 and NaN as they are */
+    case PR_UN_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case PR_UN_TANH: return tanhf(x);
+    case PR_UN_ERF: return erff(x);
+    }
+    return 0.0f;
+}
 
 /* Element strides of `in` broadcast to `out_shape` (rank ndim): 0 on
  * broadcast dimensions. */
@@ -30,7 +55,7 @@ int pr_k_relu(const float *x, float *y, int64_t n);
 /* dx = dy where y > 0 else 0 (y is relu's output). */
 int pr_k_relu_backward(const float *dy, const float *y, float *dx, int64_t n);
 int pr_k_scale(const float *x, float *y, int64_t n, float s);
-/* y = f(x) for exp, log, sqrt, square (C99 expf/logf/sqrtf semantics). */
+/* y = pr_unary_apply(k, x) elementwise (C99 expf/logf/sqrtf/tanhf/erff semantics). */
 int pr_k_unary(pr_unary_kind k, const float *x, float *y, int64_t n);
 /* y = min(max(x, lo), hi) (NumPy clip: hi wins when lo > hi; NaN stays NaN). */
 int pr_k_clip(const float *x, float *y, int64_t n, float lo, float hi);

@@ -4,6 +4,8 @@
  * same order, so results equal the unfused graph exactly. */
 #include "fused.h"
 
+#include "elementwise.h"
+
 #define BLOCK 512
 #define PARALLEL_MIN 32768
 
@@ -40,6 +42,11 @@ static void block(const pr_fused_attrs *p, const float *const *in, float *out, i
         case PR_FI_SCALE: {
             float s = x->imm;
             for (int t = 0; t < len; t++) d[t] = a[t] * s;
+            break;
+        }
+        case PR_FI_UNARY: {
+            pr_unary_kind k = (pr_unary_kind)x->pad;
+            for (int t = 0; t < len; t++) d[t] = pr_unary_apply(k, a[t]);
             break;
         }
         /* relu lets NaN through (pr_k_relu) */

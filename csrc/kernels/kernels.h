@@ -19,7 +19,9 @@ enum {
 };
 
 /* Element types.  Tensors are contiguous, row-major; images are NHWC. */
-typedef enum { PR_F32 = 0, PR_I32 = 1, PR_I64 = 2, PR_U8 = 3 } pr_dtype;
+/* PR_BOOL: one byte, 0 or 1 (NumPy's bool_): comparisons' results. */
+typedef enum { PR_F32 = 0, PR_I32 = 1, PR_I64 = 2, PR_U8 = 3, PR_BOOL = 4 } pr_dtype;
+#define PR_N_DTYPES 5
 
 #define PR_MAX_DIMS 8
 

@@ -24,6 +24,7 @@ static inline int64_t int_at(const void *p, pr_dtype t, int64_t i) {
     case PR_I32: return ((const int32_t *)p)[i];
     case PR_I64: return ((const int64_t *)p)[i];
     case PR_U8: return ((const uint8_t *)p)[i];
+    case PR_BOOL: return ((const uint8_t *)p)[i];
     case PR_F32: return (int64_t)((const float *)p)[i];
     }
     return 0;

@@ -15,5 +15,6 @@ from .conv import *  # noqa: F401,F403
 from .state import *  # noqa: F401,F403
 from .augment import *  # noqa: F401,F403
 from .distribute import *  # noqa: F401,F403
+from .array import *  # noqa: F401,F403
 
 call = _C.call

@@ -9,10 +9,12 @@ Padding follows TensorFlow: ``"valid"`` uses only full windows;
 before and the larger half after (tf.nn.convolution docs, "padding").
 """
 from .._loader import _C
+from ..tensor import convert_to_tensor
 
 call = _C.call
 
-__all__ = ["matmul", "conv2d", "conv2d_transpose", "max_pool2d", "average_pool2d", "global_average_pool2d"]
+__all__ = ["matmul", "conv2d", "conv2d_transpose", "depthwise_conv2d", "max_pool2d",
+           "average_pool2d", "global_average_pool2d"]
 
 
 def _same(op, padding):
@@ -40,7 +42,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
     return call("matmul", a, b, transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
 
 
-def conv2d(x, kernel, strides=1, padding="valid"):
+def conv2d(x, kernel, strides=1, padding="valid", groups=None):
     """2D convolution (cross-correlation, as Keras/TensorFlow), no bias.
 
     ``y[n, i, j, o] = sum_{di, dj, c} x[n, i*sh + di - ph, j*sw + dj - pw, c]
@@ -48,7 +50,11 @@ def conv2d(x, kernel, strides=1, padding="valid"):
 
     Args:
         x: float32 (N, H, W, C) images; N may be 0.
-        kernel: float32 (KH, KW, C, O) filter, any positive size.
+        kernel: float32 (KH, KW, C / groups, O) filter, any positive size.
+        groups: grouped convolution (Xie et al. 2017, ResNeXt, section 3.3):
+            C and O split into ``groups`` parts, output part g reading input
+            part g only.  None infers it as ``C // kernel.shape[2]``, as
+            ``keras.ops.conv`` does.
         strides: int or pair of ints ``(sh, sw)``, positive.
         padding: ``"valid"`` or ``"same"`` (case-insensitive; TensorFlow's
             split, see the module docstring).
@@ -62,7 +68,33 @@ def conv2d(x, kernel, strides=1, padding="valid"):
         TypeError: for non-float32 inputs.
     """
     same = _same("conv2d", padding)
-    return call("conv2d", x, kernel, strides=strides, same=same)
+    if groups is None:
+        channels, k_in = convert_to_tensor(x).shape[-1], convert_to_tensor(kernel).shape[2:3]
+        groups = channels // k_in[0] if channels and k_in and k_in[0] else 1
+    return call("conv2d", x, kernel, strides=strides, same=same, groups=int(groups))
+
+
+def depthwise_conv2d(x, kernel, strides=1, padding="valid"):
+    """Depthwise 2D convolution (``keras.ops.depthwise_conv``; Howard et al.
+    2017, MobileNets, section 3.1): every input channel c convolved with its
+    own ``depth_multiplier`` filters; output channel ``c * M + m``.
+
+    Args:
+        x: float32 (N, H, W, C).
+        kernel: float32 (KH, KW, C, M), as ``keras.layers.DepthwiseConv2D``
+            stores it.
+    Returns:
+        (N, HO, WO, C * M): the grouped conv2d with groups = C of the kernel
+        reshaped to (KH, KW, 1, C * M) (exactly the same sums).
+    Raises:
+        ValueError: as :func:`conv2d`, or a kernel whose C differs from x's.
+    """
+    k = convert_to_tensor(kernel)
+    if k.ndim != 4:
+        raise ValueError(f"depthwise_conv2d: kernel must be (KH, KW, C, M), got {k.shape}")
+    kh, kw, c, m = k.shape
+    from .nn import reshape
+    return conv2d(x, reshape(k, (kh, kw, 1, c * m)), strides, padding, groups=c)
 
 
 def _transposed_length(length, window, stride, same):

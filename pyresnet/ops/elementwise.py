@@ -39,16 +39,6 @@ def relu(x):
     return call("relu", x)
 
 
-def ones_like(x):
-    """float32 ones of x's shape."""
-    return call("ones_like", x)
-
-
-def zeros_like(x):
-    """float32 zeros of x's shape."""
-    return call("zeros_like", x)
-
-
 def broadcast_to(x, shape):
     """Broadcast x to ``shape`` (NumPy rules)."""
     return call("broadcast_to", x, shape=tuple(shape))
@@ -77,15 +67,6 @@ def minimum(x1, x2):
     included) and to ``x2`` elsewhere.  Errors as :func:`maximum`.
     """
     return call("minimum", x1, x2)
-
-
-def greater_equal(x1, x2):
-    """``x1 >= x2`` as a float32 mask (1.0 / 0.0), NumPy broadcasting.
-
-    Unlike ``keras.ops.greater_equal`` the result is float32, not bool (the
-    core has no bool dtype).  Not differentiable.
-    """
-    return call("greater_equal", x1, x2)
 
 
 def exp(x):
@@ -123,3 +104,83 @@ def clip(x, x_min, x_max):
         TypeError: x is not float32 or a bound is not a number.
     """
     return call("clip", x, min=float(x_min), max=float(x_max))
+
+
+def power(x1, x2):
+    """``x1 ** x2`` elementwise, float32, NumPy broadcasting (``keras.ops.power``).
+
+    C99 ``powf``: NaN for a negative base with a non-integer exponent.
+    Gradients ``x2 * x1 ** (x2 - 1)`` and ``x1 ** x2 * log(x1)`` (0 where
+    ``x1 <= 0``, as TensorFlow's pow).
+    """
+    return call("power", x1, x2)
+
+
+def abs(x):  # noqa: A001 (the Keras name)
+    """``|x|``, float32 (``keras.ops.abs``); gradient ``sign(x) * g``."""
+    return call("abs", x)
+
+
+absolute = abs
+
+
+def sign(x):
+    """-1, 0 or 1 by the sign of x, float32 (``keras.ops.sign``); gradient 0."""
+    return call("sign", x)
+
+
+def sigmoid(x):
+    """``1 / (1 + exp(-x))``, float32 (``keras.ops.sigmoid``); gradient ``y (1 - y) g``."""
+    return call("sigmoid", x)
+
+
+def tanh(x):
+    """Hyperbolic tangent, float32 (``keras.ops.tanh``); gradient ``(1 - y**2) g``."""
+    return call("tanh", x)
+
+
+def erf(x):
+    """The error function, float32 (``keras.ops.erf``, C99 ``erff``)."""
+    return call("erf", x)
+
+
+def silu(x):
+    """``x * sigmoid(x)`` (``keras.ops.silu``; Ramachandran et al. 2017 "swish",
+    Elfwing et al. 2018 "SiLU"); a composition of registry ops."""
+    return call("multiply", x, call("sigmoid", x))
+
+
+swish = silu
+
+_SQRT_2_OVER_PI = 0.7978845608028654
+_INV_SQRT_2 = 0.7071067811865476
+
+
+def gelu(x, approximate=True):
+    """Gaussian error linear unit (``keras.ops.gelu``; Hendrycks & Gimpel
+    2016, "Gaussian Error Linear Units", section 2).
+
+    Args:
+        approximate (bool): True (the ``keras.ops.gelu`` default):
+            ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``; False:
+            ``0.5 x (1 + erf(x / sqrt(2)))`` (``keras.activations.gelu``'s
+            default).
+    Returns:
+        float32 of x's shape; a composition of registry ops, so gradients of
+        every order follow.
+    """
+    if approximate:
+        x3 = call("multiply", call("square", x), x)
+        inner = call("scale", call("add", x, call("scale", x3, value=0.044715)),
+                     value=_SQRT_2_OVER_PI)
+        t = call("tanh", inner)
+    else:
+        t = call("erf", call("scale", x, value=_INV_SQRT_2))
+    return call("multiply", call("scale", x, value=0.5), call("add", t, 1.0))
+
+
+def softplus(x):
+    """``log(1 + exp(x))`` computed stably as ``relu(x) + log(1 + exp(-|x|))``
+    (``keras.ops.softplus``), float32."""
+    return call("add", call("relu", x),
+                call("log", call("add", call("exp", call("negative", call("abs", x))), 1.0)))

@@ -114,21 +114,104 @@ def _last_axis(name, x, axis):
         raise ValueError(f"{name}: only the last axis is supported, got axis={axis} for rank {nd}")
 
 
+def _on_last_axis(op, x, axis):
+    """Run a last-axis op along ``axis`` by moving that axis last and back
+    (two exact transposes)."""
+    x = convert_to_tensor(x)
+    nd = x.ndim
+    if nd == 0:
+        raise ValueError(f"{op}: needs rank >= 1, got a scalar")
+    a = axis + nd if axis < 0 else axis
+    if not 0 <= a < nd:
+        raise ValueError(f"{op}: axis {axis} is out of bounds for rank {nd}")
+    if a == nd - 1:
+        return call(op, x)
+    perm = [d for d in range(nd) if d != a] + [a]
+    back = [0] * nd
+    for i, p in enumerate(perm):
+        back[p] = i
+    y = call(op, call("transpose", x, perm=perm))
+    return call("transpose", y, perm=back)
+
+
 def softmax(x, axis=-1):
-    """Softmax over the last axis, float32 (as ``keras.ops.softmax``).
+    """Softmax along ``axis`` (default the last), float32 (as ``keras.ops.softmax``).
 
     ``exp(x - max) / sum(exp(x - max))`` (max-shifted, so large logits do not
-    overflow).  Raises ValueError for another axis or a scalar input.
+    overflow); another axis than the last is moved last and back.  Raises
+    ValueError for an axis out of range or a scalar input.
     """
-    _last_axis("softmax", x, axis)
-    return call("softmax", x)
+    return _on_last_axis("softmax", x, axis)
 
 
 def log_softmax(x, axis=-1):
-    """Log-softmax over the last axis, float32 (as ``keras.ops.log_softmax``):
+    """Log-softmax along ``axis``, float32 (as ``keras.ops.log_softmax``):
     ``x - max - log(sum(exp(x - max)))``.  Errors as :func:`softmax`."""
-    _last_axis("log_softmax", x, axis)
-    return call("log_softmax", x)
+    return _on_last_axis("log_softmax", x, axis)
+
+
+def var(x, axis=None, keepdims=False):
+    """Biased variance ``mean((x - mean(x))**2)`` over ``axis`` (``keras.ops.var``,
+    ``np.var``); float32, a composition of registry ops."""
+    m = mean(x, axis=axis, keepdims=True)
+    return mean(call("square", call("subtract", x, m)), axis=axis, keepdims=keepdims)
+
+
+def std(x, axis=None, keepdims=False):
+    """``sqrt(var(x))`` over ``axis`` (``keras.ops.std``, ``np.std``)."""
+    return call("sqrt", var(x, axis=axis, keepdims=keepdims))
+
+
+def moments(x, axes, keepdims=False):
+    """``(mean, variance)`` over ``axes`` (``keras.ops.moments``; biased variance)."""
+    return mean(x, axis=axes, keepdims=keepdims), var(x, axis=axes, keepdims=keepdims)
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    """``log(sum(exp(x)))`` over ``axis``, shifted by the max so large values
+    do not overflow (``keras.ops.logsumexp``); float32."""
+    from .array import max as _max, stop_gradient
+    m = stop_gradient(_max(x, axis=axis, keepdims=True))
+    y = call("add", call("log", sum(call("exp", call("subtract", x, m)), axis=axis,
+                                      keepdims=True)), m)
+    return y if keepdims else reshape(y, shape(sum(y, axis=axis, keepdims=False)))
+
+
+def layer_normalization(x, gamma=None, beta=None, axis=-1, epsilon=None):
+    """Layer normalization (Ba, Kiros & Hinton 2016, "Layer Normalization",
+    eq. 4), as ``keras.ops.layer_normalization``:
+    ``(x - mean) / sqrt(var + epsilon) * gamma + beta`` with the mean and
+    biased variance over ``axis`` of each sample.
+
+    Args:
+        x: float32 tensor.
+        gamma, beta: optional float32 tensors broadcasting against the
+            normalized axes (e.g. ``(C,)`` for ``axis=-1``).
+        axis: int or tuple of ints.
+        epsilon (float): default 1e-7 (``keras.config.epsilon()``, as
+            ``keras.ops``; the LayerNormalization layer's default is 1e-3).
+    Returns:
+        float32 of x's shape; a composition of registry ops (gradients of
+        every order).
+    """
+    eps = 1e-7 if epsilon is None else float(epsilon)
+    m = mean(x, axis=axis, keepdims=True)
+    d = call("subtract", x, m)
+    v = mean(call("square", d), axis=axis, keepdims=True)
+    y = call("divide", d, call("sqrt", call("add", v, eps)))
+    if gamma is not None:
+        y = call("multiply", y, gamma)
+    if beta is not None:
+        y = call("add", y, beta)
+    return y
+
+
+def dropout(inputs, rate, noise_shape=None, seed=None):
+    """Inverted dropout: :func:`pyresnet.random.dropout` (``keras.random.dropout``)
+    under the ``pyresnet.ops`` name; see it for the arguments (``seed``: a
+    ``SeedGenerator``, an int or None) and errors."""
+    from .. import random
+    return random.dropout(inputs, rate, noise_shape=noise_shape, seed=seed)
 
 
 def _squeeze_labels(target, output):
