@@ -174,8 +174,11 @@ def test_softmax_is_stable_for_large_logits():
     np.testing.assert_allclose(ops.softmax(x).numpy(), np_softmax(x.astype(np.float64)), atol=1e-7)
     np.testing.assert_allclose(ops.log_softmax(x).numpy()[0], np_log_softmax(x.astype(np.float64))[0],
                                rtol=1e-6)
-    with pytest.raises(ValueError, match="only the last axis"):
-        ops.softmax(x, axis=0)
+    y = np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]], np.float32)  # another axis: moved last
+    np.testing.assert_allclose(ops.softmax(y, axis=0).numpy(), np_softmax(y.T.astype(np.float64)).T,
+                               atol=1e-7)
+    with pytest.raises(ValueError, match="axis 2 is out of bounds for rank 2"):
+        ops.softmax(x, axis=2)
 
 
 # ---- losses ----------------------------------------------------------------------
