@@ -97,8 +97,9 @@ static int used(const pr_view *v) { return !(v->ndim == 1 && v->shape[0] == 0); 
 
 /* The step count: one integer (int32/int64) or float32 number. */
 static int expect_step(const pr_op *op, const pr_view *in, int i) {
-    if (in[i].dtype == PR_U8)
-        return pr_fail(op, PyExc_TypeError, "the step must be int32, int64 or float32, got uint8");
+    if (in[i].dtype == PR_U8 || in[i].dtype == PR_BOOL)
+        return pr_fail(op, PyExc_TypeError, "the step must be int32, int64 or float32, got %s",
+                       pr_dtype_name(in[i].dtype));
     if (in[i].size != 1) {
         char s[128];
         return pr_fail(op, PyExc_ValueError, "the step must hold one number, got shape %s",
@@ -112,7 +113,8 @@ static double step_value(const pr_view *v) {
     case PR_I32: return *(const int32_t *)v->data;
     case PR_I64: return (double)*(const int64_t *)v->data;
     case PR_F32: return *(const float *)v->data;
-    case PR_U8: return *(const uint8_t *)v->data;
+    case PR_U8:
+    case PR_BOOL: return *(const uint8_t *)v->data;
     }
     return 0;
 }
