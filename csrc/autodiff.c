@@ -276,6 +276,15 @@ static PyObject *Tape_gradient(pr_Tape *tape, PyObject *args) {
         }
         if (!any_need) continue;
         if (check_versions(e) < 0) goto done;
+        if (!e->op->gradient) { /* PR_OP_NO_GRADIENT_RULE */
+            PyErr_Format(PyExc_NotImplementedError,
+                         "GradientTape.gradient: the gradient must pass through '%s', a backward "
+                         "op without a gradient rule of its own (a higher-order derivative of "
+                         "it is not implemented); differentiate once, or use ops with "
+                         "second-order rules",
+                         e->op->name);
+            goto done;
+        }
         /* The borrowed gout may be replaced in `grads` by accumulate below. */
         for (int i = 0; i < e->n_out; i++) Py_XINCREF(gout[i]);
         int rc = e->op->gradient(e->in, e->out, e->attrs, gout, needs, gin);

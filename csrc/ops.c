@@ -352,7 +352,9 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
         for (int i = 0; i < n_in; i++)
             if (op->mutates >> i & 1) ((pr_Tensor *)t[i])->version++;
     }
-    if (op->gradient && pr_tape_record(op, t, n_in, attrs, outputs, op->n_out) < 0) goto done;
+    if ((op->gradient || (op->flags & PR_OP_NO_GRADIENT_RULE)) &&
+        pr_tape_record(op, t, n_in, attrs, outputs, op->n_out) < 0)
+        goto done;
     rc = 0;
 done:
     if (rc < 0)

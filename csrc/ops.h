@@ -47,6 +47,10 @@ enum {
                             * buffer of such an input (in-place), and chains may be fused */
     PR_OP_COLLECTIVE = 8,  /* communicates with other processes (MPI): every rank runs it
                             * exactly once per call, so the jit never times it by rerunning */
+    PR_OP_NO_GRADIENT_RULE = 16, /* a backward op whose own gradient is not implemented: it is
+                                  * recorded on tapes, and a gradient that must pass through it
+                                  * (a second derivative) raises NotImplementedError naming it,
+                                  * instead of silently giving None */
 };
 
 typedef struct pr_op pr_op;

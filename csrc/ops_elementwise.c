@@ -423,6 +423,24 @@ static int gr_pow(PyObject *const *in, PyObject *const *out, const void *attrs,
     return 0;
 }
 
+/* relu_backward(dy, y) = dy * [y > 0]: linear in dy; the mask is piecewise
+ * constant in y, so its derivative there is 0 (TensorFlow's ReluGrad rule). */
+static int gr_relu_backward(PyObject *const *in, PyObject *const *out, const void *attrs,
+                            PyObject *const *gout, const int *needs, PyObject **gin) {
+    if (needs[0] && !(gin[0] = call1("relu_backward", gout[0], in[1]))) return -1;
+    if (needs[1] && !(gin[1] = call1("zeros_like", in[1], NULL))) return -1;
+    return 0;
+}
+
+/* clip_backward(dy, x) = dy * [min <= x <= max]: as relu_backward. */
+static int gr_clip_backward(PyObject *const *in, PyObject *const *out, const void *attrs,
+                            PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *args[2] = {gout[0], in[1]};
+    if (needs[0] && !(gin[0] = pr_call_by_name("clip_backward", args, 2, attrs))) return -1;
+    if (needs[1] && !(gin[1] = call1("zeros_like", in[1], NULL))) return -1;
+    return 0;
+}
+
 static int gr_clip(PyObject *const *in, PyObject *const *out, const void *attrs,
                    PyObject *const *gout, const int *needs, PyObject **gin) {
     PyObject *args[2] = {gout[0], in[0]};
@@ -497,6 +515,7 @@ static const pr_op op_clip = {
 static const pr_op op_clip_backward = {
     .name = "clip_backward", .n_in = 2, .n_out = 1, .attrs = clip_attrs,
     .attr_size = sizeof(pr_clip_attrs), .infer = infer_two_same, .forward = fw_clip_backward,
+    .gradient = gr_clip_backward,
     .doc = "clip_backward(dy, x): dy where min <= x <= max, else 0."};
 
 static const pr_op op_neg = {.name = "negative", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_same,
@@ -510,7 +529,8 @@ static const pr_op op_relu = {.name = "relu", .n_in = 1, .n_out = 1, .flags = PR
                               .forward = fw_relu, .gradient = gr_relu, .doc = "max(x, 0)."};
 static const pr_op op_relu_backward = {
     .name = "relu_backward", .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_two_same,
-    .forward = fw_relu_backward, .doc = "relu_backward(dy, y): dy where y > 0, else 0."};
+    .forward = fw_relu_backward, .gradient = gr_relu_backward,
+    .doc = "relu_backward(dy, y): dy where y > 0, else 0."};
 static const pr_op op_ones = {.name = "ones_like", .n_in = 1, .n_out = 1, .infer = infer_like,
                               .forward = fw_ones, .doc = "float32 ones of x's shape."};
 static const pr_op op_zeros = {.name = "zeros_like", .n_in = 1, .n_out = 1, .infer = infer_like,

@@ -381,6 +381,62 @@ static int gr_log_softmax(PyObject *const *in, PyObject *const *out, const void 
     return (gin[0] = call2("log_softmax_backward", gout[0], out[0])) ? 0 : -1;
 }
 
+/* Second-order rules.  Last-axis sums with keepdims, as the forward formulas. */
+static PyObject *sum_last(PyObject *x) { /* steals x (NULL after an error) */
+    if (!x) return NULL;
+    pr_reduce_attrs a = {{0}};
+    a.axes.n = 1, a.axes.v[0] = -1, a.keepdims = 1;
+    PyObject *r = pr_call_by_name("sum", &x, 1, &a);
+    Py_DECREF(x);
+    return r;
+}
+
+/* Steals a and b (either may be NULL after an error). */
+static PyObject *steal2(const char *name, PyObject *a, PyObject *b) {
+    PyObject *r = a && b ? call2(name, a, b) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return r;
+}
+
+/* dx = y * (dy - s), s = sum(dy * y):  d/d dy = softmax_backward(g, y);
+ * d/dy = g * (dy - s) - dy * sum(g * y). */
+static int gr_softmax_backward(PyObject *const *in, PyObject *const *out, const void *attrs,
+                               PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *dy = in[0], *y = in[1], *g = gout[0];
+    if (needs[0] && !(gin[0] = call2("softmax_backward", g, y))) return -1;
+    if (needs[1]) {
+        PyObject *s = sum_last(steal2("multiply", Py_NewRef(dy), Py_NewRef(y)));
+        PyObject *t = sum_last(steal2("multiply", Py_NewRef(g), Py_NewRef(y)));
+        PyObject *a = steal2("multiply", Py_NewRef(g), steal2("subtract", Py_NewRef(dy), s));
+        PyObject *b = steal2("multiply", Py_NewRef(dy), t);
+        if (!(gin[1] = steal2("subtract", a, b))) return -1;
+    }
+    return 0;
+}
+
+/* dx = dy - p * S, p = exp(y), S = sum(dy):  d/d dy = g - sum(g * p);
+ * d/dy = -(g * p) * S. */
+static int gr_log_softmax_backward(PyObject *const *in, PyObject *const *out, const void *attrs,
+                                   PyObject *const *gout, const int *needs, PyObject **gin) {
+    PyObject *dy = in[0], *g = gout[0];
+    PyObject *p = pr_call_by_name("exp", &in[1], 1, NULL);
+    if (!p) return -1;
+    PyObject *gp = call2("multiply", g, p);
+    Py_DECREF(p);
+    if (!gp) return -1;
+    if (needs[0] && !(gin[0] = steal2("subtract", Py_NewRef(g), sum_last(Py_NewRef(gp))))) {
+        Py_DECREF(gp);
+        return -1;
+    }
+    if (needs[1]) {
+        PyObject *neg = pr_call_by_name("negative", &gp, 1, NULL);
+        gin[1] = steal2("multiply", neg, sum_last(Py_NewRef(dy)));
+    }
+    Py_DECREF(gp);
+    return needs[1] && !gin[1] ? -1 : 0;
+}
+
 /* ---- losses and accuracies ------------------------------------------------ */
 
 /* (prediction, int labels) -> per-row float32. */
@@ -688,11 +744,11 @@ static const pr_op op_log_softmax = {
     .doc = "log_softmax(x) over the last axis (max-shifted)."};
 static const pr_op op_softmax_backward = {
     .name = "softmax_backward", .n_in = 2, .n_out = 1, .infer = infer_softmax_backward,
-    .forward = fw_softmax_backward,
+    .forward = fw_softmax_backward, .gradient = gr_softmax_backward,
     .doc = "softmax_backward(dy, y): y * (dy - sum(dy * y, -1)) for y = softmax(x)."};
 static const pr_op op_log_softmax_backward = {
     .name = "log_softmax_backward", .n_in = 2, .n_out = 1, .infer = infer_softmax_backward,
-    .forward = fw_log_softmax_backward,
+    .forward = fw_log_softmax_backward, .gradient = gr_log_softmax_backward,
     .doc = "log_softmax_backward(dy, y): dy - exp(y) * sum(dy, -1) for y = log_softmax(x)."};
 
 #define LOSS(var, nm, inf, fw, gr, d) \
@@ -700,7 +756,7 @@ static const pr_op op_log_softmax_backward = {
                               .gradient = gr, .doc = d}
 #define LOSS_BW(var, nm, inf, fw, d) \
     static const pr_op var = {.name = nm, .n_in = 3, .n_out = 1, .infer = inf, .forward = fw, \
-                              .doc = d}
+                              .flags = PR_OP_NO_GRADIENT_RULE, .doc = d}
 
 LOSS(op_sparse_softmax_ce, "sparse_softmax_cross_entropy", infer_sparse, fw_sparse_softmax_ce,
      gr_sparse_softmax_ce,
@@ -745,7 +801,8 @@ static const pr_op op_bn_train = {
            "batch_var): normalise with the batch statistics over all axes but the last "
            "(biased variance)."};
 static const pr_op op_bn_train_backward = {
-    .name = "batch_norm_train_backward", .n_in = 5, .n_out = 3, .attrs = bn_attrs,
+    .name = "batch_norm_train_backward", .n_in = 5, .n_out = 3, .flags = PR_OP_NO_GRADIENT_RULE,
+    .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_backward, .forward = fw_bn_train_backward,
     .doc = "batch_norm_train_backward(dy, x, gamma, batch_mean, batch_var; epsilon) -> "
            "(dx, dgamma, dbeta) (Ioffe & Szegedy 2015, section 3)."};
@@ -756,7 +813,8 @@ static const pr_op op_bn_infer = {
     .doc = "batch_norm_infer(x (..., C), gamma, beta, moving_mean, moving_var (C); epsilon) -> "
            "gamma * (x - mean) / sqrt(var + epsilon) + beta."};
 static const pr_op op_bn_infer_backward = {
-    .name = "batch_norm_infer_backward", .n_in = 5, .n_out = 3, .attrs = bn_attrs,
+    .name = "batch_norm_infer_backward", .n_in = 5, .n_out = 3, .flags = PR_OP_NO_GRADIENT_RULE,
+    .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_backward, .forward = fw_bn_infer_backward,
     .doc = "batch_norm_infer_backward(dy, x, gamma, moving_mean, moving_var; epsilon) -> "
            "(dx, dgamma, dbeta) with fixed statistics."};

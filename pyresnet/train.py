@@ -104,6 +104,8 @@ PREACT_DEPTHS = {f"preact_resnet{d}": d for d in (20, 32, 44, 56, 110)}
 MODELS = {**{name: (pr.applications.resnet_cifar, d) for name, d in DEPTHS.items()},
           **{name: (pr.applications.preact_resnet_cifar, d) for name, d in PREACT_DEPTHS.items()}}
 """``--model`` name -> (builder, depth)."""
+REGNETS = ("regnetx002", "regnetx004", "regnety002", "regnety004")
+"""The RegNets (Radosavovic et al. 2020) of ``--model``, built at the data's image size."""
 
 RECIPES = {
     "cifar": {"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "nesterov": True,
@@ -122,15 +124,26 @@ NO_DECAY = ["gamma", "beta", "bias"]
 """Variable names the regnet recipe excludes from weight decay (batch norm, biases)."""
 
 
+def build_model(name, num_classes, shortcut=None, input_shape=(32, 32, 3)):
+    """The --model ``name`` for images of ``input_shape``, with logits out
+    (``shortcut`` applies to the ResNets)."""
+    if name in REGNETS:
+        return pr.applications.regnet(name, input_shape=input_shape, classes=num_classes,
+                                      classifier_activation=None)
+    builder, depth = MODELS[name]
+    return builder(depth, input_shape=input_shape, num_classes=num_classes, shortcut=shortcut)
+
+
 def build_parser():
     """The command line's ``argparse.ArgumentParser`` (every option, its
     default; None means "the recipe's value")."""
     p = argparse.ArgumentParser(prog="python -m pyresnet.train",
-                                description="Train a CIFAR ResNet (He et al. 2015, 4.2).")
-    p.add_argument("--model", default="resnet20", choices=list(MODELS))
+                                description="Train a CIFAR ResNet (He et al. 2015, 4.2) or a RegNet "
+                                            "(Radosavovic et al. 2020).")
+    p.add_argument("--model", default="resnet20", choices=list(MODELS) + list(REGNETS))
     p.add_argument("--shortcut", default=None, choices=["projection", "zero_pad"],
                    help="where a block changes shape: 1x1 conv + BN (option B, the recipes') "
-                        "or the paper's zero-padded identity (option A)")
+                        "or the paper's zero-padded identity (option A); ResNets only")
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100"])
     p.add_argument("--recipe", default="cifar", choices=sorted(RECIPES),
                    help="the defaults of the options below (see the module docstring)")
@@ -408,8 +421,7 @@ def main(argv=None):
                                             mixup_alpha=mixup, num_classes=num_classes)
     test = recipes.eval_dataset(x_test, y_test, batch_size=256,
                                 num_classes=num_classes if mixup else None)
-    builder, depth = MODELS[args.model]
-    model = builder(depth, num_classes=num_classes, shortcut=args.shortcut)
+    model = build_model(args.model, num_classes, args.shortcut, tuple(x_train.shape[1:]))
     steps_per_epoch = len(train)
     # mixup's soft labels need the categorical loss; the test labels are one-hot then
     loss = (pr.losses.CategoricalCrossentropy if mixup else

@@ -273,13 +273,19 @@ def _relu_outputs(r, s):
     return y
 
 
-add(Entry("relu_backward", _mask_cases(_relu_outputs),
-          reference=lambda dy, y: np.where(y > 0, dy, 0.0), rtol=0, atol=0))
+add(Entry("relu_backward", _mask_cases(_relu_outputs)
+          + [Case("(3, 5) y away from 0", lambda r: [randn(r, 3, 5), away_from_zero(r, 3, 5)])],
+          reference=lambda dy, y: np.where(y > 0, dy, 0.0), rtol=0, atol=0, grad_wrt=(0, 1),
+          note="second order: linear in dy, 0 in y (the mask is piecewise constant)"))
 add(Entry("clip_backward",
           [Case(c.label, c.make, {"min": -0.5, "max": 0.75}, grad=False)
-           for c in _mask_cases(_with_bounds)],
+           for c in _mask_cases(_with_bounds)]
+          + [Case("(3, 5) x away from the bounds",
+                  lambda r: [randn(r, 3, 5), _clip_values(r, 3, 5, lo=-0.5, hi=0.75)],
+                  {"min": -0.5, "max": 0.75})],
           reference=lambda dy, x, min, max: np.where((x >= min) & (x <= max), dy, 0.0),
-          rtol=0, atol=0, note="x exactly on the bounds: inclusive"))
+          rtol=0, atol=0, grad_wrt=(0, 1),
+          note="x exactly on the bounds: inclusive; second order as relu_backward"))
 
 
 def sum_to_shape_ref(x, shape):
@@ -368,17 +374,18 @@ add(Entry("log_softmax", _softmax_cases()[:-1], reference=np_log_softmax, rtol=1
                               "-2e30, beyond a relative tolerance: left to test_ops_nn"))
 add(Entry("softmax_backward",
           [Case(str(s), lambda r, s=s: [randn(r, *s), np_softmax(randn(r, *s, scale=2)
-                                                                 .astype(np.float64)).astype(f32)])
+                                                                 .astype(np.float64)).astype(f32)],
+                grad=s[-1] < 30)
            for s in [(1, 1), (3, 7), (2, 3, 5), (5, 37), (129, 1001)]],
           reference=lambda dy, y: y * (dy - (dy * y).sum(-1, keepdims=True)),
-          rtol=1e-5, atol=1e-6))
+          rtol=1e-5, atol=1e-6, grad_wrt=(0, 1), note="second-order rules"))
 add(Entry("log_softmax_backward",
           [Case(str(s), lambda r, s=s: [randn(r, *s),
                                         np_log_softmax(randn(r, *s, scale=2).astype(np.float64))
-                                        .astype(f32)])
+                                        .astype(f32)], grad=s[-1] < 30)
            for s in [(1, 1), (3, 7), (2, 3, 5), (5, 37), (129, 1001)]],
           reference=lambda dy, y: dy - np.exp(y) * dy.sum(-1, keepdims=True),
-          rtol=1e-5, atol=1e-5))
+          rtol=1e-5, atol=1e-5, grad_wrt=(0, 1), note="second-order rules"))
 
 LOSS_SHAPES = [(1, 3), (5, 7), (2, 3, 4)]  # test_ops_nn's loss shapes
 

@@ -107,16 +107,20 @@ def _resnet_params(depth, classes=10):
     return total + 64 * classes + classes
 
 
-# the command's families, depth 6n + 2: post-activation (He et al. 2015) and
-# pre-activation (He et al. 2016) CIFAR ResNets
-FAMILIES = {"cifar_resnet": "resnet8", "preact_resnet": "preact_resnet20"}
+# the command's families: depth 6n + 2 post-activation (He et al. 2015) and pre-activation
+# (He et al. 2016) CIFAR ResNets, and RegNets (Radosavovic et al. 2020)
+FAMILIES = {"cifar_resnet": "resnet8", "preact_resnet": "preact_resnet20", "regnet": "regnety002"}
 
 
 def test_every_model_choice_is_a_family_member_of_the_right_size():
-    """Each --model choice parses and builds the CIFAR ResNet of its depth;
-    a choice outside the families would fail here."""
+    """Each --model choice parses and builds the CIFAR ResNet of its depth
+    or a RegNet at CIFAR size; a choice outside the families would fail here."""
     choices = next(a.choices for a in train.build_parser()._actions if a.dest == "model")
-    assert set(choices) == set(train.DEPTHS) | set(train.PREACT_DEPTHS)
+    assert set(choices) == set(train.DEPTHS) | set(train.PREACT_DEPTHS) | set(train.REGNETS)
+    for name in train.REGNETS:
+        assert train.parse_args(["--model", name]).model == name
+        model = train.build_model(name, 10)
+        assert model.name == name and model.compute_output_shape((None, 32, 32, 3)) == (None, 10)
     for name, depth in {**train.DEPTHS, **train.PREACT_DEPTHS}.items():
         assert re.fullmatch(r"(preact_)?resnet\d+", name) and name.endswith(f"resnet{depth}")
         assert (depth - 2) % 6 == 0, name
@@ -131,8 +135,10 @@ def test_every_model_choice_is_a_family_member_of_the_right_size():
 def test_train_each_family_one_epoch(family, env):
     status, lines, err = run(["--model", FAMILIES[family], *TINY], env)
     # after 3 steps the BN moving statistics are still mostly their initial values: the
-    # pre-activation trunk's unnormalised sum then gives large (finite) inference logits
-    check_success(status, lines, err, 48, 40, test_loss_below=1e4)
+    # pre-activation trunk's unnormalised sum then gives large (finite) inference logits, and
+    # an untrained RegNet's residual stream larger ones still: its test loss need only be finite
+    check_success(status, lines, err, 48, 40,
+                  test_loss_below=np.inf if family == "regnet" else 1e4)
     assert f"; {FAMILIES[family]}, batch 16, 1 epochs" in lines[0]
 
 

@@ -5,23 +5,31 @@ Every layer computes with pyresnet ops, so it runs eagerly, under a
 float32.
 """
 from .activation import Activation
-from .add import Add
+from .add import Add, add
+from .average import Average, average
 from .average_pooling2d import AveragePooling2D
 from .batch_normalization import BatchNormalization
+from .concatenate import Concatenate, concatenate
 from .conv2d import Conv2D
 from .conv2d_transpose import Conv2DTranspose
 from .cut_out import CutOut
 from .dense import Dense
+from .depthwise_conv2d import DepthwiseConv2D
+from .dropout import Dropout
 from .flatten import Flatten
 from .global_average_pooling2d import GlobalAveragePooling2D
 from .global_max_pooling2d import GlobalMaxPooling2D
 from .input_layer import Input, InputLayer
 from .input_spec import InputSpec
+from .lambda_layer import Lambda
 from .layer import Layer
+from .layer_normalization import LayerNormalization
 from .leaky_re_lu import LeakyReLU
 from .max_pooling2d import MaxPooling2D
 from .mix_up import MixUp
+from .multiply import Multiply, multiply
 from .normalization import Normalization
+from .permute import Permute
 from .random_crop import RandomCrop
 from .random_flip import RandomFlip
 from .random_lighting import RandomLighting
@@ -29,15 +37,20 @@ from .random_resized_crop import RandomResizedCrop
 from .node import KerasTensor
 from .pre_activation_residual_block import PreActivationResidualBlock
 from .re_lu import ReLU
+from .reshape import Reshape
 from .residual_block import ResidualBlock
+from .subtract import Subtract, subtract
 from .up_sampling2d import UpSampling2D
+from .zero_padding2d import ZeroPadding2D
 from .._unsupported import LAYERS as _UNSUPPORTED, getattr_for as _getattr_for
 
-__all__ = ["Activation", "Add", "AveragePooling2D", "BatchNormalization", "Conv2D",
-           "Conv2DTranspose", "CutOut", "Dense", "Flatten", "GlobalAveragePooling2D",
-           "GlobalMaxPooling2D", "Input", "InputLayer", "InputSpec", "KerasTensor", "Layer",
-           "LeakyReLU", "UpSampling2D", "MaxPooling2D", "MixUp", "Normalization",
-           "PreActivationResidualBlock", "RandomCrop", "RandomFlip",
-           "RandomLighting", "RandomResizedCrop", "ReLU", "ResidualBlock"]
+__all__ = ["Activation", "Add", "Average", "AveragePooling2D", "BatchNormalization",
+           "Concatenate", "Conv2D", "Conv2DTranspose", "CutOut", "Dense", "DepthwiseConv2D",
+           "Dropout", "Flatten", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "Input",
+           "InputLayer", "InputSpec", "KerasTensor", "Lambda", "Layer", "LayerNormalization",
+           "LeakyReLU", "MaxPooling2D", "MixUp", "Multiply", "Normalization", "Permute", "PreActivationResidualBlock",
+           "RandomCrop", "RandomFlip", "RandomLighting", "RandomResizedCrop", "ReLU",
+           "Reshape", "ResidualBlock", "Subtract", "UpSampling2D", "ZeroPadding2D", "add",
+           "average", "concatenate", "multiply", "subtract"]
 
 __getattr__ = _getattr_for(__name__, _UNSUPPORTED)  # Embedding, LSTM, Conv1D...: not provided

@@ -24,6 +24,10 @@ class Conv2D(Layer):
         padding (str): ``"valid"`` or ``"same"``.
         data_format: only None/``"channels_last"``.
         activation: None, a Keras name or a callable.
+        groups (int): grouped convolution (Xie et al. 2017, ResNeXt): input
+            and output channels split into ``groups`` parts, the kernel
+            ``(kh, kw, C / groups, filters)`` (Keras's); both counts must
+            divide.
         use_bias (bool): add a bias.
         kernel_initializer, bias_initializer: Keras names or callables.
         kernel_regularizer, bias_regularizer: None, a
@@ -41,11 +45,15 @@ class Conv2D(Layer):
     def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
                  activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
-                 **kwargs):
+                 groups=1, **kwargs):
         super().__init__(**kwargs)
         if not isinstance(filters, (int, np.integer)) or filters < 1:
             raise ValueError(f"Conv2D: `filters` must be a positive int, got {filters!r}")
         self.filters = int(filters)
+        if not isinstance(groups, (int, np.integer)) or groups < 1 or self.filters % groups:
+            raise ValueError(f"Conv2D: `groups` must be a positive int dividing filters="
+                             f"{self.filters}, got {groups!r}")
+        self.groups = int(groups)
         self.kernel_size = standardize_tuple(kernel_size, 2, "kernel_size", "Conv2D")
         self.strides = standardize_tuple(strides, 2, "strides", "Conv2D")
         self.padding = standardize_padding(padding, "Conv2D")
@@ -63,8 +71,11 @@ class Conv2D(Layer):
         if channels is None:
             raise ValueError(f'Layer "{self.name}": the channel axis (last) of the input must be '
                              f"known, got input shape {input_shape}")
+        if channels % self.groups:
+            raise ValueError(f'Layer "{self.name}": groups={self.groups} does not divide the '
+                             f"{channels} input channels (input shape {input_shape})")
         self.compute_output_shape(input_shape)  # the kernel must fit the image
-        self.kernel = self.add_weight(self.kernel_size + (channels, self.filters),
+        self.kernel = self.add_weight(self.kernel_size + (channels // self.groups, self.filters),
                                       self.kernel_initializer, name="kernel",
                                       regularizer=self.kernel_regularizer)
         self.bias = self.add_weight((self.filters,), self.bias_initializer, name="bias",
@@ -73,7 +84,8 @@ class Conv2D(Layer):
         self.input_spec = InputSpec(ndim=4, axes={-1: channels})
 
     def call(self, inputs):
-        y = ops.conv2d(inputs, self.kernel, strides=self.strides, padding=self.padding)
+        y = ops.conv2d(inputs, self.kernel, strides=self.strides, padding=self.padding,
+                       groups=self.groups)
         if self.use_bias:
             y = ops.add(y, self.bias)
         return self.activation(y)
