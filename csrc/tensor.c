@@ -406,10 +406,20 @@ static PyObject *py_method(const char *name) {
     return f;
 }
 
-static PyObject *Tensor_getitem(PyObject *t, PyObject *key) {
-    PyObject *f = py_method("__getitem__");
-    return f ? PyObject_CallFunctionObjArgs(f, t, key, NULL) : NULL;
+static PyObject *call_py1(const char *name, PyObject *a) {
+    PyObject *f = py_method(name);
+    return f ? PyObject_CallOneArg(f, a) : NULL;
 }
+static PyObject *call_py2(const char *name, PyObject *a, PyObject *b) {
+    PyObject *f = py_method(name);
+    return f ? PyObject_CallFunctionObjArgs(f, a, b, NULL) : NULL;
+}
+static PyObject *Tensor_getitem(PyObject *t, PyObject *key) { return call_py2("__getitem__", t, key); }
+static PyObject *Tensor_iter(PyObject *t) { return call_py1("__iter__", t); }
+static PyObject *Tensor_and(PyObject *a, PyObject *b) { return call_py2("__and__", a, b); }
+static PyObject *Tensor_or(PyObject *a, PyObject *b) { return call_py2("__or__", a, b); }
+static PyObject *Tensor_xor(PyObject *a, PyObject *b) { return call_py2("__xor__", a, b); }
+static PyObject *Tensor_invert(PyObject *a) { return call_py1("__invert__", a); }
 
 /* Comparisons are elementwise registry ops giving bool tensors (as NumPy
  * and Keras tensors).  == and != with an object that is no array-like (None,
@@ -521,6 +531,10 @@ static PyNumberMethods Tensor_as_number = {
     .nb_positive = Tensor_pos,
     .nb_absolute = Tensor_abs,
     .nb_power = Tensor_pow,
+    .nb_and = Tensor_and,
+    .nb_or = Tensor_or,
+    .nb_xor = Tensor_xor,
+    .nb_invert = Tensor_invert,
     .nb_bool = (inquiry)Tensor_bool,
     .nb_float = (unaryfunc)Tensor_float,
     .nb_int = (unaryfunc)Tensor_int,
@@ -608,6 +622,7 @@ PyTypeObject pr_TensorType = {
     .tp_hash = Tensor_hash,
     .tp_as_sequence = &Tensor_as_sequence,
     .tp_as_mapping = &Tensor_as_mapping,
+    .tp_iter = Tensor_iter,
     .tp_as_buffer = &Tensor_as_buffer,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Tensor(value)\n\n"

@@ -95,9 +95,10 @@ class Variable(Tensor):
 
 
 # ---- Tensor methods written in Python ---------------------------------------------------------
-# Installed on the C type by pyresnet/__init__.py (_C._set_tensor_methods).  Operators are C
-# slots calling registry ops (+ - * / ** @, comparisons giving bool tensors, abs, unary
-# minus); these are the methods NumPy users reach for.
+# Installed on the C type by _C._set_tensor_methods.  Operators are C slots calling registry
+# ops (+ - * / ** @, comparisons giving bool tensors, abs, unary minus); the slots of
+# indexing, iteration and & | ^ ~ call the dunder functions below (operands in the order
+# Python gives them); the rest are the methods NumPy users reach for.
 
 def _shape_args(shape):
     return shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
@@ -156,8 +157,36 @@ def _tensor_astype(self, dtype):
     return cast(self, dtype)
 
 
+def _tensor_iter(self):
+    """Iterate over the first axis (``x[0], x[1], ...``), as NumPy; a symbolic
+    tensor raises the tracing error (its length is not a Python int then)."""
+    n = len(self)  # raises now (0-d, symbolic), not at the first next()
+    return (self[i] for i in range(n))
+
+
+def _logical(name):
+    def method(x1, x2):
+        from . import ops
+        return getattr(ops, name)(x1, x2)
+    method.__name__ = name
+    method.__doc__ = (f"``pyresnet.ops.{name}`` (a bool tensor; operands of any dtype by "
+                      "their truth value).")
+    return method
+
+
+def _tensor_invert(self):
+    """``~x``: ``pyresnet.ops.logical_not`` (a bool tensor)."""
+    from .ops import logical_not
+    return logical_not(self)
+
+
 _METHODS = {
     "__getitem__": _tensor_getitem,
+    "__iter__": _tensor_iter,
+    "__and__": _logical("logical_and"),
+    "__or__": _logical("logical_or"),
+    "__xor__": _logical("logical_xor"),
+    "__invert__": _tensor_invert,
     "reshape": _tensor_reshape,
     "transpose": _tensor_transpose,
     "T": property(lambda self: _tensor_transpose(self), doc="The axes reversed (``x.T``)."),

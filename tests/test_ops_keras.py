@@ -299,3 +299,29 @@ def test_depthwise_and_grouped_conv_match_per_channel_convs(rng):
                     [x[:1, :4, :4], k], rtol=5e-3, atol=5e-3)
     with pytest.raises(ValueError, match="groups must be >= 1 and divide the output channels"):
         ops.conv2d(x, randn(rng, 3, 3, 1, 4), groups=3)
+
+
+def test_logical_ops_operators_and_iteration(rng):
+    a, b = randn(rng, 3, 4), randn(rng, 3, 4)
+    ta, tb = pr.Tensor(a), pr.Tensor(b)
+    for got, want in [((ta > 0) & (tb > 0), (a > 0) & (b > 0)),
+                      ((ta > 0) | (tb < 0), (a > 0) | (b < 0)),
+                      ((ta > 0) ^ (tb > 0), (a > 0) ^ (b > 0)), (~(ta > 0), ~(a > 0)),
+                      (ops.logical_and(a, 0.0), np.logical_and(a, 0.0)),
+                      (ops.logical_not(np.array([0, 3, -1])), np.logical_not([0, 3, -1])),
+                      (ops.any(ta > 1, axis=1), (a > 1).any(1)),
+                      (ops.all(ta > -3, axis=0, keepdims=True), (a > -3).all(0, keepdims=True)),
+                      (ops.any(ta > 100), np.array(False))]:
+        assert got.dtype == "bool"
+        np.testing.assert_array_equal(got.numpy(), want)
+    rows = list(ta)
+    assert len(rows) == 3 and all(np.array_equal(r.numpy(), a[i]) for i, r in enumerate(rows))
+    with pytest.raises(TypeError, match="0-d"):
+        iter(pr.Tensor(np.float32(1)))
+
+    @pr.compile
+    def f(x):
+        return [r for r in x]
+
+    with pytest.raises(TypeError, match="len\\(Tensor\\)"):
+        f(a)

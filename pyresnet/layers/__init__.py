@@ -48,7 +48,8 @@ __all__ = ["Activation", "Add", "Average", "AveragePooling2D", "BatchNormalizati
            "Concatenate", "Conv2D", "Conv2DTranspose", "CutOut", "Dense", "DepthwiseConv2D",
            "Dropout", "Flatten", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "Input",
            "InputLayer", "InputSpec", "KerasTensor", "Lambda", "Layer", "LayerNormalization",
-           "LeakyReLU", "MaxPooling2D", "MixUp", "Multiply", "Normalization", "Permute", "PreActivationResidualBlock",
+           "LeakyReLU", "MaxPooling2D", "MixUp", "Multiply", "Normalization", "Permute",
+           "PreActivationResidualBlock",
            "RandomCrop", "RandomFlip", "RandomLighting", "RandomResizedCrop", "ReLU",
            "Reshape", "ResidualBlock", "Subtract", "UpSampling2D", "ZeroPadding2D", "add",
            "average", "concatenate", "multiply", "subtract"]

@@ -16,7 +16,8 @@ from ..tensor import Tensor, convert_to_tensor
 
 call = _C.call
 
-__all__ = ["greater", "greater_equal", "less", "less_equal", "equal", "not_equal", "where",
+__all__ = ["greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
+           "logical_and", "logical_or", "logical_xor", "logical_not", "any", "all", "where",
            "cast", "stop_gradient", "transpose", "slice", "strided_slice", "getitem",
            "concatenate", "stack", "split", "expand_dims", "squeeze", "pad", "take", "one_hot",
            "max", "min", "argmax", "argmin", "ones", "zeros", "full", "ones_like", "zeros_like",
@@ -78,6 +79,45 @@ def equal(x1, x2):
 def not_equal(x1, x2):
     """``x1 != x2`` as a bool tensor (``keras.ops.not_equal``); NaN differs from all."""
     return call("not_equal", x1, x2)
+
+
+def logical_not(x):
+    """``x == 0`` elementwise as a bool tensor (``keras.ops.logical_not``; any dtype)."""
+    return call("equal", x, False)
+
+
+def _truth(x):
+    """float32 1.0 where x is nonzero (true), else 0.0."""
+    return cast(call("not_equal", x, False), "float32")
+
+
+def logical_and(x1, x2):
+    """Both nonzero, elementwise, as a bool tensor (``keras.ops.logical_and``;
+    any dtypes, NumPy broadcasting).  Not differentiable."""
+    return call("not_equal", call("multiply", _truth(x1), _truth(x2)), 0.0)
+
+
+def logical_or(x1, x2):
+    """Either nonzero, as a bool tensor (``keras.ops.logical_or``)."""
+    return call("not_equal", call("maximum", _truth(x1), _truth(x2)), 0.0)
+
+
+def logical_xor(x1, x2):
+    """Exactly one nonzero, as a bool tensor (``keras.ops.logical_xor``)."""
+    return call("not_equal", _truth(x1), _truth(x2))
+
+
+def any(x, axis=None, keepdims=False):  # noqa: A001 (the Keras name)
+    """Whether any element over ``axis`` is nonzero, bool (``keras.ops.any``):
+    ``max(x != 0) > 0``; an empty reduction raises ValueError (NumPy gives
+    False)."""
+    return call("greater", max(_truth(x), axis=axis, keepdims=keepdims), 0.0)
+
+
+def all(x, axis=None, keepdims=False):  # noqa: A001 (the Keras name)
+    """Whether every element over ``axis`` is nonzero, bool (``keras.ops.all``):
+    ``min(x != 0) > 0``; an empty reduction raises ValueError (NumPy gives True)."""
+    return call("greater", min(_truth(x), axis=axis, keepdims=keepdims), 0.0)
 
 
 def where(condition, x1=None, x2=None):
