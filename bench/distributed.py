@@ -43,7 +43,12 @@ Derived:
   images/s     batch / median step seconds (and / the 10th percentile: the
                steps least disturbed by other processes);
   ratio        two_ranks images/s over one_process images/s;
-  allreduce share  (two_ranks - two_ranks_no_allreduce) / two_ranks_no_allreduce.
+  allreduce share  (two_ranks - two_ranks_no_allreduce) / two_ranks_no_allreduce;
+  images per CPU-second  batch / (CPU seconds of the one process per step), and
+               (batch / 2) / (CPU seconds of rank 0 per step): what the
+               throughputs would be with every core to ourselves, if threads
+               and ranks wasted no CPU time (a rank's busy-polling in MPI and
+               idle OpenMP threads count against them).
 
 Command: python bench/distributed.py --out bench/results
 (needs the 'distributed' extra: mpi4py and MPICH; CIFAR-10 under
@@ -135,6 +140,7 @@ def worker_steps(args):
                 ("two_ranks_no_allreduce", alone, alone.make_train_function(), strategy.shard)]
         barrier = MPI.COMM_WORLD.Barrier
     losses = {name: [] for name, *_ in runs}
+    cpu = {name: [] for name, *_ in runs}  # CPU seconds of this process (all its threads)
     for name, *_ in runs:
         times[name] = []
     for start in range(0, len(batches), args.block):
@@ -144,13 +150,14 @@ def worker_steps(args):
                 xb, yb = batches[i]
                 for metric in model.metrics:  # the step reports this batch's loss alone
                     metric.reset_state()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 loss = float(step((pr.Tensor(np.ascontiguousarray(shard(xb))),
                                    pr.Tensor(np.ascontiguousarray(shard(yb)))))["loss"])
-                dt = time.perf_counter() - t0
+                dt, dc = time.perf_counter() - t0, time.process_time() - c0
                 losses[name].append(loss)
                 if i >= args.warmup:
                     times[name].append(dt)
+                    cpu[name].append(dc)
     if args.worker == "one_process":  # the compute of a ResNet-56 step, for the cost model
         model = resnet(56)
         step = model.make_train_function()
@@ -162,7 +169,8 @@ def worker_steps(args):
             if i >= args.warmup:
                 times["one_process_resnet56"].append(time.perf_counter() - t0)
     if pr.distribute.rank() == 0:
-        pathlib.Path(args.result).write_text(json.dumps({"times": times, "losses": losses}))
+        pathlib.Path(args.result).write_text(json.dumps({"times": times, "losses": losses,
+                                                         "cpu": cpu}))
 
 
 # ---- the driver -------------------------------------------------------------------------------
@@ -252,10 +260,17 @@ def main():
     ar = {k: {"bytes": allreduce[0][k]["bytes"], "messages": allreduce[0][k]["messages"],
               "median_us": statistics.median(a[k]["median_us"] for a in allreduce)}
           for k in allreduce[0]}
-    times = {}
+    times, cpu = {}, {}
     for _, res in runs:
         for name, ts in res["times"].items():
             times.setdefault(name, []).extend(ts)
+        for name, ts in res["cpu"].items():
+            cpu.setdefault(name, []).extend(ts)
+    # images per CPU-second: the one process's CPU time covers the whole batch,
+    # a rank's covers its half
+    per_cpu = {"one_process": args.batch / statistics.median(cpu["one_process"])}
+    for name in ("two_ranks", "two_ranks_no_allreduce"):
+        per_cpu[name] = args.batch / 2 / statistics.median(cpu[name])
     step = {k: statistics.median(v) for k, v in times.items()}
     fast = {k: float(np.percentile(v, 10)) for k, v in times.items()}
     ips = {k: args.batch / v for k, v in step.items()}
@@ -273,6 +288,8 @@ def main():
         "allreduce": ar, "step_s": step, "images_per_s": ips, "step_s_p10": fast,
         "ratio_two_ranks_vs_one_process": ips["two_ranks"] / ips["one_process"],
         "ratio_p10": fast["one_process"] / fast["two_ranks"],
+        "images_per_cpu_s": per_cpu,
+        "ratio_per_cpu_s": per_cpu["two_ranks"] / per_cpu["one_process"],
         "allreduce_share": step["two_ranks"] / step["two_ranks_no_allreduce"] - 1,
         "loss_curves": curves, "loss_max_abs_diff": diff,
         "cost_model_resnet20": model,
@@ -310,7 +327,11 @@ def report(res, args):
               f"{res['ratio_two_ranks_vs_one_process']:.3f}x (medians), {res['ratio_p10']:.3f}x "
               "(10th percentiles, the steps least disturbed by other processes); the allreduce "
               "adds "
-              f"{100 * res['allreduce_share']:.1f}% to a two-rank step; loss curves over "
+              f"{100 * res['allreduce_share']:.1f}% to a two-rank step.  Images per CPU-second "
+              f"(less sensitive to the neighbours' load): one process "
+              f"{res['images_per_cpu_s']['one_process']:.0f}, a rank "
+              f"{res['images_per_cpu_s']['two_ranks']:.0f} "
+              f"({res['ratio_per_cpu_s']:.3f}x).  Loss curves over "
               f"{args.steps} steps differ by at most {res['loss_max_abs_diff']:.2e} "
               "(batch-norm statistics per rank).", "",
               "## Ring-allreduce cost model", "",
