@@ -237,6 +237,10 @@ def main():
     ap.add_argument("--latency-us", type=float, default=25.0,
                     help="per-message latency of the cost model (default 25 us: TCP over "
                          "10/25 GbE)")
+    ap.add_argument("--quiet-step-s", type=float, default=0.180,
+                    help="ResNet-20 step seconds (batch 128, 2 threads) on a quiet machine, for "
+                         "a second cost model (default 0.180: bench/results/"
+                         "peers_resnet20_b128.md, pyresnet compiled); ResNet-56 = 3x (FLOPs)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per process")
     ap.add_argument("--out", metavar="DIR", help="write distributed.json/.md here")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -297,6 +301,16 @@ def main():
                                           ar["resnet56 one buffer"]["bytes"],
                                           ar["resnet56 per tensor"]["messages"],
                                           args.latency_us * 1e-6),
+        # the same against a quiet machine's compute: ResNet-56's convolutions
+        # have (56 - 2) / (20 - 2) = 3x ResNet-20's FLOPs
+        "cost_model_quiet_resnet20": cost_model(args.quiet_step_s,
+                                                ar["resnet20 one buffer"]["bytes"],
+                                                ar["resnet20 per tensor"]["messages"],
+                                                args.latency_us * 1e-6),
+        "cost_model_quiet_resnet56": cost_model(3 * args.quiet_step_s,
+                                                ar["resnet56 one buffer"]["bytes"],
+                                                ar["resnet56 per tensor"]["messages"],
+                                                args.latency_us * 1e-6),
     }
     md = report(result, args)
     print(md)
@@ -341,9 +355,14 @@ def report(res, args):
               f"ResNet-20 {res['step_s']['one_process']:.3f} s measured (one process, 2 threads, "
               f"batch {args.batch} per machine); ResNet-56 "
               f"{res['step_s']['one_process_resnet56']:.3f} s measured likewise.", ""]
-    for name in ("resnet20", "resnet56"):
+    tables = [("resnet20", "ResNet-20, compute measured in this run"),
+              ("resnet56", "ResNet-56, compute measured in this run"),
+              ("quiet_resnet20", f"ResNet-20, quiet-machine compute {args.quiet_step_s:.3f} s"),
+              ("quiet_resnet56", f"ResNet-56, quiet-machine compute "
+                                 f"{3 * args.quiet_step_s:.3f} s (3x ResNet-20's FLOPs)")]
+    for name, title in tables:
         rows = res[f"cost_model_{name}"]
-        lines += [f"### {name}", "",
+        lines += [f"### {title}", "",
                   "| machines | 10G bucketed | 10G per tensor | 25G bucketed | 25G per tensor |",
                   "|---|---|---|---|---|"]
         for row in rows:
