@@ -314,3 +314,23 @@ def test_layer_output_and_input():
     assert dense.output is out and dense.input is inputs
     with pytest.raises(AttributeError, match="never been called"):
         layers.Dense(2).output  # noqa: B018
+
+
+def test_generators_with_steps(rng):
+    x = rng.standard_normal((64, 4)).astype("float32")
+    y = rng.integers(0, 3, 64)
+    drawn = []
+
+    def batches():
+        while True:  # an endless generator: the steps say when an epoch ends
+            i = len(drawn) % 4
+            drawn.append(i)
+            yield x[16 * i:16 * (i + 1)], y[16 * i:16 * (i + 1)]
+
+    model = pr.Sequential([layers.Input((4,)), layers.Dense(3)])
+    model.compile(optimizer="sgd", loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(batches(), steps_per_epoch=3, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2 and len(drawn) == 6  # one generator, 3 per epoch
+    drawn.clear()
+    loss = model.evaluate(batches(), steps=4, verbose=0)
+    assert len(drawn) == 4 and loss == pytest.approx(model.evaluate(x, y, verbose=0), rel=1e-5)

@@ -460,10 +460,12 @@ class Trainer:
         return (self._by_input_name(x), self._by_output_name(y),
                 self._by_output_name(sample_weight))
 
-    def _batches(self, x, y, batch_size, shuffle=False, sample_weight=None, class_weight=None):
+    def _batches(self, x, y, batch_size, shuffle=False, sample_weight=None, class_weight=None,
+                 unsized=False):
         """Checked batches of arrays or of a dataset (whose first batch is
-        checked the same way when it arrives)."""
-        if data_adapter.is_dataset(x):
+        checked the same way when it arrives; ``unsized``: an iterable
+        without ``len()`` counts as a dataset, when steps are given)."""
+        if data_adapter.is_dataset(x, unsized):
             if y is not None or sample_weight is not None:
                 raise ValueError(f'Model "{self.name}": `y` and `sample_weight` must be None when '
                                  "`x` is a dataset (it yields (x, y[, sample_weight]) batches)")
@@ -617,7 +619,7 @@ class Trainer:
                 raise ValueError("validation_split is not supported for a dataset; pass "
                                  "validation_data")
             data = self._batches(x, y, batch_size, sample_weight=sample_weight,
-                                 class_weight=class_weight)
+                                 class_weight=class_weight, unsized=True)
         else:
             xs, ys, sws, y_dtypes = self._check_arrays(x, y, sample_weight)
             if class_weight is not None:
@@ -634,7 +636,7 @@ class Trainer:
                                              y_dtypes=y_dtypes, sws=sws)
         if validation_data is not None:
             if data_adapter.is_dataset(validation_data, validation_steps is not None):
-                val = self._batches(validation_data, None, val_batch_size)
+                val = self._batches(validation_data, None, val_batch_size, unsized=True)
             elif isinstance(validation_data, (list, tuple)) and len(validation_data) in (2, 3):
                 val = self._batches(validation_data[0], validation_data[1], val_batch_size,
                                     sample_weight=validation_data[2]
@@ -755,9 +757,8 @@ class Trainer:
             as :meth:`fit`.
         """
         verbose = _verbosity(verbose)
-        data = self._batches(x, y, batch_size, sample_weight=sample_weight) \
-            if data_adapter.is_dataset(x, steps is not None) or x is not None \
-            else self._batches(x, y, batch_size)
+        data = self._batches(x, y, batch_size, sample_weight=sample_weight,
+                             unsized=steps is not None)
         if steps is not None:
             data = data_adapter.Steps(data, steps, persistent=False)
         cbs = self._callbacks(callbacks, data, verbose)
