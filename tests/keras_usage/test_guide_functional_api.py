@@ -14,18 +14,6 @@ import pyresnet as keras
 from pyresnet import layers, ops
 
 
-class Reshape(layers.Layer):  # (until layers.Reshape lands from the ops issue)
-    def __init__(self, target_shape, **kwargs):
-        super().__init__(**kwargs)
-        self.target_shape = tuple(target_shape)
-
-    def call(self, inputs):
-        return ops.reshape(inputs, (-1,) + self.target_shape)
-
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0],) + self.target_shape
-
-
 def mnist_model():
     inputs = keras.Input(shape=(784,))
     x = layers.Dense(64, activation="relu")(inputs)
@@ -81,12 +69,28 @@ def encoder_layers(encoder_input):
 
 
 def decoder_layers(x):
-    x = Reshape((4, 4, 1))(x)
+    x = layers.Reshape((4, 4, 1))(x)
     x = layers.Conv2DTranspose(16, 3, activation="relu")(x)
     x = layers.Conv2DTranspose(32, 3, activation="relu")(x)
     x = layers.UpSampling2D(3)(x)
     x = layers.Conv2DTranspose(16, 3, activation="relu")(x)
     return layers.Conv2DTranspose(1, 3, activation="relu")(x)
+
+
+def test_ensembling(rng):
+    def get_model():
+        inputs = keras.Input(shape=(128,))
+        outputs = layers.Dense(1)(inputs)
+        return keras.Model(inputs, outputs)
+
+    model1, model2, model3 = get_model(), get_model(), get_model()
+    inputs = keras.Input(shape=(128,))
+    y1, y2, y3 = model1(inputs), model2(inputs), model3(inputs)
+    outputs = layers.average([y1, y2, y3])
+    ensemble_model = keras.Model(inputs=inputs, outputs=outputs)
+    x = rng.random((4, 128)).astype("float32")
+    want = (np.asarray(model1(x)) + np.asarray(model2(x)) + np.asarray(model3(x))) / 3
+    np.testing.assert_allclose(np.asarray(ensemble_model(x)), want, rtol=1e-5, atol=1e-6)
 
 
 def test_one_graph_two_models_and_models_as_layers(mnist_like):
@@ -122,13 +126,14 @@ def toy_resnet():
     block_1_output = layers.MaxPooling2D(3)(x)
     x = layers.Conv2D(64, 3, activation="relu", padding="same")(block_1_output)
     x = layers.Conv2D(64, 3, activation="relu", padding="same")(x)
-    block_2_output = layers.Add()([x, block_1_output])
+    block_2_output = layers.add([x, block_1_output])
     x = layers.Conv2D(64, 3, activation="relu", padding="same")(block_2_output)
     x = layers.Conv2D(64, 3, activation="relu", padding="same")(x)
-    block_3_output = layers.Add()([x, block_2_output])
+    block_3_output = layers.add([x, block_2_output])
     x = layers.Conv2D(64, 3, activation="relu")(block_3_output)
     x = layers.GlobalAveragePooling2D()(x)
     x = layers.Dense(256, activation="relu")(x)
+    x = layers.Dropout(0.5)(x)
     outputs = layers.Dense(10)(x)
     return keras.Model(inputs, outputs, name="toy_resnet")
 
@@ -170,7 +175,7 @@ def test_several_outputs_with_loss_weights(rng):
     image_input = keras.Input(shape=(8, 8, 3), name="image")
     tags_input = keras.Input(shape=(12,), name="tags")
     x = layers.GlobalMaxPooling2D()(layers.Conv2D(4, 3, activation="relu")(image_input))
-    x = layers.Add()([layers.Dense(8)(x), layers.Dense(8)(tags_input)])
+    x = layers.concatenate([x, tags_input])
     priority_pred = layers.Dense(1, name="priority")(x)
     department_pred = layers.Dense(4, name="department")(x)
     model = keras.Model(inputs=[image_input, tags_input], outputs=[priority_pred, department_pred])

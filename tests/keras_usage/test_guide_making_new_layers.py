@@ -32,7 +32,7 @@ class Linear(layers.Layer):
 
 
 def test_linear_layer_weights_and_deferred_build():
-    x = np.ones((2, 2), "float32")
+    x = ops.ones((2, 2))
     linear_layer = Linear(4)
     assert linear_layer.weights == []  # created lazily, by build
     y = linear_layer(x)
@@ -118,9 +118,9 @@ class OuterLayerWithKernelRegularizer(layers.Layer):
 def test_add_loss_and_losses():
     layer = OuterLayer()
     assert len(layer.losses) == 0  # no losses yet: never called
-    layer(np.zeros((1, 1), "float32"))
+    layer(ops.zeros((1, 1)))
     assert len(layer.losses) == 1
-    layer(np.full((1, 1), 3.0, "float32"))
+    layer(ops.full((1, 1), 3.0))
     assert len(layer.losses) == 1  # reset at the start of every outermost call
     assert float(layer.losses[0]) == pytest.approx(0.03)
 

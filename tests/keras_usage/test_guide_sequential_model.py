@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import pyresnet as keras
-from pyresnet import layers
+from pyresnet import layers, ops
 
 
 def test_a_stack_of_layers(rng):
@@ -18,7 +18,7 @@ def test_a_stack_of_layers(rng):
         layers.Dense(3, activation="relu", name="layer2"),
         layers.Dense(4, name="layer3"),
     ])
-    x = np.ones((3, 3), "float32")
+    x = ops.ones((3, 3))
     y = model(x)
     assert y.shape == (3, 4)
     # ... the same as calling the layers in turn
@@ -38,7 +38,7 @@ def test_a_stack_of_layers(rng):
 def test_weights_exist_after_the_first_call():
     layer = layers.Dense(3)
     assert layer.weights == []  # no weights before the layer sees its input
-    layer(np.ones((1, 4), "float32"))
+    layer(ops.ones((1, 4)))
     assert [tuple(w.shape) for w in layer.weights] == [(4, 3), (3,)]
 
     model = keras.Sequential([layers.Dense(2, activation="relu"),

@@ -149,22 +149,14 @@ def gan_models(latent_dim):
         keras.Input(shape=(latent_dim,)),
         layers.Dense(7 * 7 * 16),
         layers.LeakyReLU(negative_slope=0.2),
-        _Reshape7(),
+        layers.Reshape((7, 7, 16)),
         layers.Conv2DTranspose(16, 4, strides=2, padding="same"),
         layers.LeakyReLU(negative_slope=0.2),
         layers.Conv2DTranspose(16, 4, strides=2, padding="same"),
         layers.LeakyReLU(negative_slope=0.2),
-        layers.Conv2D(1, 7, padding="same"),
+        layers.Conv2D(1, 7, padding="same", activation="sigmoid"),
     ], name="generator")
     return discriminator, generator
-
-
-class _Reshape7(layers.Layer):
-    def call(self, inputs):
-        return ops.reshape(inputs, (-1, 7, 7, 16))
-
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0], 7, 7, 16)
 
 
 def test_gan_training_loop(mnist_like):
@@ -181,18 +173,21 @@ def test_gan_training_loop(mnist_like):
         batch_size = ops.shape(real_images)[0]
         random_latent_vectors = keras.random.normal((batch_size, latent_dim), seed=seed_generator)
         generated_images = generator(random_latent_vectors)
-        with keras.GradientTape() as tape:  # the discriminator: real -> 1, fake -> 0
-            real_logits = discriminator(real_images)
-            fake_logits = discriminator(generated_images)
-            d_loss = loss_fn(ops.ones_like(real_logits), real_logits) + \
-                loss_fn(ops.zeros_like(fake_logits), fake_logits)
+        combined_images = ops.concatenate([generated_images, real_images], axis=0)
+        # labels: 1 for the fake images, 0 for the real ones, plus a little noise
+        labels = ops.concatenate([ops.ones((batch_size, 1)), ops.zeros((batch_size, 1))], axis=0)
+        labels += 0.05 * keras.random.uniform(ops.shape(labels), seed=seed_generator)
+        with keras.GradientTape() as tape:
+            predictions = discriminator(combined_images)
+            d_loss = loss_fn(labels, predictions)
         grads = tape.gradient(d_loss, discriminator.trainable_weights)
         d_optimizer.apply_gradients(zip(grads, discriminator.trainable_weights))
 
         random_latent_vectors = keras.random.normal((batch_size, latent_dim), seed=seed_generator)
-        with keras.GradientTape() as tape:  # the generator: fool the discriminator
-            fake_logits = discriminator(generator(random_latent_vectors))
-            g_loss = loss_fn(ops.ones_like(fake_logits), fake_logits)
+        misleading_labels = ops.zeros((batch_size, 1))  # "all real images"
+        with keras.GradientTape() as tape:
+            predictions = discriminator(generator(random_latent_vectors))
+            g_loss = loss_fn(misleading_labels, predictions)
         grads = tape.gradient(g_loss, generator.trainable_weights)
         g_optimizer.apply(grads, generator.trainable_weights)
         return d_loss, g_loss, generated_images
@@ -205,6 +200,6 @@ def test_gan_training_loop(mnist_like):
     assert generated.shape == (64, 28, 28, 1)
     assert np.isfinite(float(d_loss)) and np.isfinite(float(g_loss))
     assert train_step.tracing_count == 1
-    assert np.asarray(seed_generator.state).tolist() == [1337, 8]  # two draws per step
+    assert np.asarray(seed_generator.state).tolist() == [1337, 12]  # three draws per step
     for before, model in ((d_before, discriminator), (g_before, generator)):
         assert all(not np.array_equal(b, np.array(w)) for b, w in zip(before, model.weights))
