@@ -1,4 +1,5 @@
-"""Eager vs compiled vs jit_compile training steps over a ladder of model sizes.
+"""Eager vs compiled vs jit_compile training steps, and whole compiled training
+loops, over a ladder of model sizes.
 
 Models (all on random data of CIFAR's shape unless noted):
   * MLP 784-128-10 (input 784 floats),
@@ -7,8 +8,29 @@ Models (all on random data of CIFAR's shape unless noted):
     6n+2 layers, stages of 16/32/64 filters),
 at batch sizes 32 and 128.  One training step = forward, loss
 (SparseCategoricalCrossentropy from logits), backward and an SGD-momentum
-update.  For each model/batch the three modes run side by side in this one
-process; each reports the median of ``--steps`` timed steps after warm-up.
+update.  For each model/batch the modes run side by side in this one
+process, round-robin; each reports the median of ``--steps`` timed rounds
+after warm-up:
+
+  * eager: ``model.train_step`` called from Python,
+  * compiled / jit: the step compiled (``pyresnet.compile``, without and with
+    ``jit_compile``), called from Python on one batch,
+  * loop: a compiled function whose ``for x, y in dataset:`` runs
+    ``--loop-steps`` training steps in one call (one loop node: the batches
+    come from the C input pipeline, no return to Python between steps);
+    its time is per step.
+
+Then the epoch comparison (``--epoch-rounds``, 0 skips it), the
+contenders interleaved round by round:
+
+  * MLP 784-128-10, batch 32, one epoch of ``--epoch-images`` (60,000)
+    random images in MNIST's shape from a shuffled Dataset: eager steps,
+    the compiled step called from Python for each batch, and the compiled
+    loop running the whole epoch in one call;
+  * ResNet-20, batch 128, ``--resnet-steps`` steps per round from a
+    shuffled Dataset with the CIFAR augmentation (pad 4 + random crop +
+    flip, made by the C pipeline): the compiled step called from Python
+    against the compiled loop (the augmentation inside the loop).
 
 When PyTorch is installed the same ladder runs in PyTorch (eager vs
 torch.compile), and when TensorFlow is, in TF (eager vs tf.function vs
@@ -33,7 +55,7 @@ import numpy as np
 import pyresnet as pr
 from pyresnet import layers
 
-MODES = ("eager", "compiled", "jit")
+MODES = ("eager", "compiled", "jit", "loop")
 
 
 # ---- pyresnet models ---------------------------------------------------------------
@@ -97,7 +119,16 @@ def median_times(fns, steps, warmup=2):
     return {m: statistics.median(t) for m, t in times.items()}
 
 
-def bench_pyresnet(build, shape, n, steps):
+def compiled_loop(step, data):
+    """One call runs ``step`` on every batch of ``data`` (a loop node)."""
+    @pr.compile
+    def loop(data):
+        for xb, yb in data:
+            step(xb, yb)
+    return lambda: loop(data)
+
+
+def bench_pyresnet(build, shape, n, steps, loop_steps):
     """Median step seconds per mode, parameter count and FLOPs per step."""
     model = build()
     model.compile(optimizer=pr.optimizers.SGD(0.01, momentum=0.9),
@@ -106,8 +137,13 @@ def bench_pyresnet(build, shape, n, steps):
     x, y = pr.Tensor(x), pr.Tensor(y)
     compiled = pr.compile(model.train_step)
     jit = pr.compile(model.train_step, jit_compile=True)
-    fns = {"eager": model.train_step, "compiled": compiled, "jit": jit}
-    result = median_times({m: (lambda f=f: f((x, y))) for m, f in fns.items()}, steps)
+    fns = {m: (lambda f=f: f((x, y))) for m, f in (("eager", model.train_step),
+                                                   ("compiled", compiled), ("jit", jit))}
+    xs, ys = batch(shape, n * loop_steps, seed=1)
+    fns["loop"] = compiled_loop(lambda xb, yb: model.train_step((xb, yb)),
+                                pr.data.Dataset.from_tensor_slices((xs, ys)).batch(n))
+    result = median_times(fns, steps)
+    result["loop"] /= loop_steps
     result["params"] = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
     result["flops"] = compiled.get_concrete_function((x, y)).flops
     return result
@@ -236,12 +272,101 @@ def fmt_ms(s):
 
 def table(rows):
     head = ("| model | batch | params | GFLOP/step | eager ms | compiled ms | jit ms | "
-            "compiled speedup | jit speedup |")
-    lines = [head, "|" + "---|" * 9]
+            "loop ms | compiled speedup | jit speedup | loop speedup | loop / compiled |")
+    lines = [head, "|" + "---|" * 12]
     for r in rows:
         lines.append(f"| {r['model']} | {r['batch']} | {r['params']:,} | {r['flops'] / 1e9:.3f} | "
                      f"{fmt_ms(r['eager'])} | {fmt_ms(r['compiled'])} | {fmt_ms(r['jit'])} | "
-                     f"{r['eager'] / r['compiled']:.2f}x | {r['eager'] / r['jit']:.2f}x |")
+                     f"{fmt_ms(r['loop'])} | {r['eager'] / r['compiled']:.2f}x | "
+                     f"{r['eager'] / r['jit']:.2f}x | {r['eager'] / r['loop']:.2f}x | "
+                     f"{r['compiled'] / r['loop']:.2f}x |")
+    return "\n".join(lines)
+
+
+# ---- whole epochs: the compiled loop against steps called from Python ----------------
+
+def interleaved(fns, rounds):
+    """Median seconds per call of each function, one call of each per round
+    (after one warm-up call each), and every round's times."""
+    for f in fns.values():
+        f()
+    times = {m: [] for m in fns}
+    for _ in range(rounds):
+        for m, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[m].append(time.perf_counter() - t0)
+    return {m: statistics.median(t) for m, t in times.items()}, times
+
+
+def bench_epochs(images, rounds, resnet_steps):
+    """The issue-11 comparisons (see the module docstring).  Returns rows
+    ``{"case", "steps", "mode", "seconds", "ms_per_step"}``."""
+    rows = []
+    loss_fn = pr.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def trainer(model):
+        optimizer = pr.optimizers.SGD(0.01, momentum=0.9)
+
+        def step(xb, yb):
+            with pr.GradientTape() as tape:
+                loss = loss_fn(yb, model(xb, training=True))
+            grads = tape.gradient(loss, model.trainable_weights)
+            optimizer.apply_gradients(zip(grads, model.trainable_weights))
+            return loss
+        return step
+
+    # MLP 784-128-10, batch 32, one epoch.
+    x, y = batch((784,), images, seed=2)
+    data = pr.data.Dataset.from_tensor_slices((x, y)).shuffle(images, seed=3).batch(32)
+    step = trainer(mlp())
+    compiled = pr.compile(step, reduce_retracing=True)
+
+    def eager_epoch():
+        for xb, yb in data:
+            step(xb, yb)
+
+    def stepwise_epoch():
+        for xb, yb in data:
+            compiled(xb, yb)
+
+    fns = {"eager": eager_epoch, "compiled step from Python": stepwise_epoch,
+           "compiled loop": compiled_loop(step, data)}
+    medians, _ = interleaved(fns, rounds)
+    for mode, sec in medians.items():
+        rows.append({"case": f"MLP 784-128-10, batch 32, one epoch of {images:,} images",
+                     "steps": len(data), "mode": mode, "seconds": sec,
+                     "ms_per_step": sec / len(data) * 1e3})
+    # ResNet-20, batch 128, CIFAR augmentation in the pipeline.
+    n = 128 * resnet_steps
+    x, y = batch((32, 32, 3), n, seed=4)
+    data = (pr.data.Dataset.from_tensor_slices((x, y)).shuffle(n, seed=5).batch(128)
+            .map(layers.RandomCrop(32, 32, padding=4, seed=6)).map(layers.RandomFlip(seed=7)))
+    step = trainer(resnet(20))
+    compiled = pr.compile(step, reduce_retracing=True)
+
+    def stepwise():
+        for xb, yb in data:
+            compiled(xb, yb)
+
+    medians, _ = interleaved({"compiled step from Python": stepwise,
+                              "compiled loop": compiled_loop(step, data)}, rounds)
+    for mode, sec in medians.items():
+        rows.append({"case": f"ResNet-20, batch 128, {resnet_steps} steps with augmentation",
+                     "steps": len(data), "mode": mode, "seconds": sec,
+                     "ms_per_step": sec / len(data) * 1e3})
+    return rows
+
+
+def epoch_table(rows, rounds):
+    lines = [f"\n\nWhole epochs (median of {rounds} interleaved rounds):\n",
+             "| case | mode | seconds | ms/step | speedup over the first mode |",
+             "|---|---|---|---|---|"]
+    first = {}
+    for r in rows:
+        base = first.setdefault(r["case"], r["seconds"])
+        lines.append(f"| {r['case']} | {r['mode']} | {r['seconds']:.3f} | "
+                     f"{r['ms_per_step']:.3f} | {base / r['seconds']:.2f}x |")
     return "\n".join(lines)
 
 
@@ -272,13 +397,14 @@ def plot(rows, path):
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     styles = {("compiled", 32): ("o", "tab:blue"), ("compiled", 128): ("o", "tab:cyan"),
-              ("jit", 32): ("s", "tab:red"), ("jit", 128): ("s", "tab:orange")}
+              ("jit", 32): ("s", "tab:red"), ("jit", 128): ("s", "tab:orange"),
+              ("loop", 32): ("^", "tab:green"), ("loop", 128): ("^", "tab:olive")}
     for ax, key, label in ((axes[0], "params", "trainable parameters"),
                            (axes[1], "flops", "FLOPs per training step")):
         for (mode, b), (marker, color) in styles.items():
             pts = [(r[key], r["eager"] / r[mode]) for r in rows if r["batch"] == b]
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color,
-                       label=f"{'jit_compile' if mode == 'jit' else mode}, batch {b}")
+                       label=f"{'jit_compile' if mode == 'jit' else 'compiled loop' if mode == 'loop' else mode}, batch {b}")
         for r in rows:
             if r["batch"] == 128:
                 ax.annotate(r["model"], (r[key], r["eager"] / r["jit"]), fontsize=7,
@@ -289,7 +415,7 @@ def plot(rows, path):
         ax.set_ylabel("speedup over eager (x)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle("pyresnet: compiled training step vs eager (median step time ratio)")
+    fig.suptitle("pyresnet: compiled step and compiled loop vs eager (median step time ratio)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return True
@@ -303,6 +429,14 @@ def main():
     parser.add_argument("--models", nargs="+", help="subset of model names (e.g. ResNet-20)")
     parser.add_argument("--no-others", action="store_true", help="skip PyTorch/TensorFlow")
     parser.add_argument("--threads", type=int, help="kernel threads (default: all cores)")
+    parser.add_argument("--loop-steps", type=int, default=4,
+                        help="training steps per call of the compiled loop (ladder)")
+    parser.add_argument("--epoch-rounds", type=int, default=3,
+                        help="interleaved rounds of the epoch comparison (0: skip it)")
+    parser.add_argument("--epoch-images", type=int, default=60000,
+                        help="images in the MLP epoch")
+    parser.add_argument("--resnet-steps", type=int, default=4,
+                        help="ResNet-20 steps per round in the epoch comparison")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -316,13 +450,19 @@ def main():
           f"{os.getloadavg()[0]:.1f}")
     for name, build, shape in ladder:
         for n in args.batches:
-            r = bench_pyresnet(build, shape, n, args.steps)
+            r = bench_pyresnet(build, shape, n, args.steps, args.loop_steps)
             r.update(model=name, batch=n)
             rows.append(r)
             print(f"  {name:15s} batch {n:4d}: eager {fmt_ms(r['eager'])} ms, compiled "
                   f"{fmt_ms(r['compiled'])} ms ({r['eager'] / r['compiled']:.2f}x), jit "
-                  f"{fmt_ms(r['jit'])} ms ({r['eager'] / r['jit']:.2f}x)", flush=True)
+                  f"{fmt_ms(r['jit'])} ms ({r['eager'] / r['jit']:.2f}x), loop "
+                  f"{fmt_ms(r['loop'])} ms ({r['eager'] / r['loop']:.2f}x)", flush=True)
     report = table(rows)
+    epochs = []
+    if args.epoch_rounds > 0:
+        epochs = bench_epochs(args.epoch_images, args.epoch_rounds, args.resnet_steps)
+        report += epoch_table(epochs, args.epoch_rounds)
+        print(epoch_table(epochs, args.epoch_rounds), flush=True)
     for framework, fn, modes in (("PyTorch (eager vs torch.compile)", bench_torch,
                                   ("eager", "compiled")),
                                  ("TensorFlow (eager vs tf.function vs jit_compile)", bench_tf,
@@ -348,7 +488,8 @@ def main():
     with open(os.path.join(args.out, "eager_vs_compiled.md"), "w") as f:
         f.write(report + "\n")
     with open(os.path.join(args.out, "eager_vs_compiled.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+        json.dump({"ladder": rows, "epochs": epochs,
+                   "load_average": os.getloadavg()[0]}, f, indent=1)
     plot(rows, os.path.join(args.out, "eager_vs_compiled.png"))
     bars = {(r["model"], r["batch"]): r for r in rows}
     if ("MLP 784-128-10", 32) in bars:
@@ -359,6 +500,17 @@ def main():
         r = bars["ResNet-20", 128]
         print(f"bar: ResNet-20 batch 128 compiled {r['eager'] / r['compiled']:.2f}x (want >= 1), "
               f"jit {r['eager'] / r['jit']:.2f}x (want >= 1.15)")
+    cases = {}
+    for r in epochs:
+        cases.setdefault(r["case"], {})[r["mode"]] = r["seconds"]
+    for case, t in cases.items():
+        if "eager" in t:
+            print(f"bar: {case}: compiled loop {t['eager'] / t['compiled loop']:.2f}x eager "
+                  f"(want >= 5), {t['compiled step from Python'] / t['compiled loop']:.2f}x the "
+                  f"compiled step from Python (want >= 2)")
+        else:
+            print(f"bar: {case}: compiled loop {t['compiled step from Python'] / t['compiled loop']:.2f}x "
+                  f"the compiled step from Python (want >= 1, within noise)")
 
 
 if __name__ == "__main__":

@@ -691,7 +691,7 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
     int64_t lower = L->lower, upper = L->upper, trip = -1, first = 0, n_batches = 0;
     size_t *bytes = NULL;
     void **cur = NULL, **nxt = NULL, *feed[PR_MAX_INPUTS] = {0};
-    char *direct = NULL;
+    char *direct = NULL, *same = NULL;
     PyObject *fed = NULL, *source = NULL;
     const pr_view *full = NULL, *last = NULL;
     body_run runs[2];
@@ -721,7 +721,8 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
     cur = PyMem_Calloc((size_t)nc + 1, sizeof(void *));
     nxt = PyMem_Calloc((size_t)nc + 1, sizeof(void *));
     direct = PyMem_Calloc((size_t)nc + 1, 1);
-    if (!in || !bytes || !cur || !nxt || !direct) {
+    same = PyMem_Calloc((size_t)nc + 1, 1);
+    if (!in || !bytes || !cur || !nxt || !direct || !same) {
         PyErr_NoMemory();
         goto setup_failed;
     }
@@ -810,6 +811,8 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
         int v = b->outputs[L->carry_out[k]];
         bytes[k] = view_bytes(&p->views[n->out[k]]);
         direct[k] = b->vals[v].kind == PR_VAL_NODE;
+        /* The body returns the variable unchanged: it stays in its buffer. */
+        same[k] = b->vals[v].kind == PR_VAL_INPUT && b->vals[v].index == L->carry_in[k];
         for (int m = 0; m < k && direct[k]; m++) direct[k] = b->outputs[L->carry_out[m]] != v;
         if (!(cur[k] = pr_alloc(bytes[k])) || !(nxt[k] = pr_alloc(bytes[k]))) {
             PyErr_NoMemory();
@@ -857,14 +860,17 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
         run_ctx sub = {b, br->plan, ptr, br->arena, br->binding, br->tune, br->timed, NULL, c->ts};
         if (run_nodes(&sub, st) < 0) goto run_failed;
         for (int k = 0; k < nc; k++)
-            if (!direct[k]) memcpy(nxt[k], ptr[b->outputs[L->carry_out[k]]], bytes[k]);
+            if (!direct[k] && !same[k]) memcpy(nxt[k], ptr[b->outputs[L->carry_out[k]]], bytes[k]);
         int go = 1;
         if (L->cond_out >= 0) {
             int v = b->outputs[L->cond_out];
             go = scalar_true(&br->plan->views[v], ptr[v]);
         }
-        void **swap = cur;
-        cur = nxt, nxt = swap;
+        for (int k = 0; k < nc; k++) {
+            if (same[k]) continue;
+            void *swap = cur[k];
+            cur[k] = nxt[k], nxt[k] = swap;
+        }
         if (!go) break;
     }
     for (int k = 0; k < nc; k++) memcpy(c->ptr[n->out[k]], cur[k], bytes[k]);
@@ -885,6 +891,7 @@ cleanup:
     PyMem_Free(cur);
     PyMem_Free(nxt);
     PyMem_Free(direct);
+    PyMem_Free(same);
     Py_XDECREF(fed);
     Py_DECREF(b);
     *c->ts = PyEval_SaveThread();

@@ -919,6 +919,38 @@ static PyObject *Graph_get_symbols(pr_Graph *g, void *c) {
     }
     return l;
 }
+/* The value id of a symbolic tensor of this graph, or -1. */
+static int own_value(pr_Graph *g, PyObject *t) {
+    if (!pr_Tensor_Check(t) || !((pr_Tensor *)t)->sym) return -1;
+    PyObject *sym = ((pr_Tensor *)t)->sym;
+    if (PyTuple_GET_ITEM(sym, 0) != (PyObject *)g) return -1;
+    return (int)PyLong_AsLong(PyTuple_GET_ITEM(sym, 1));
+}
+
+/* input_index(t) -> the input position of symbolic tensor t of this graph
+ * (a placeholder or a lifted value), else -1. */
+static PyObject *Graph_input_index(pr_Graph *g, PyObject *t) {
+    int v = own_value(g, t);
+    if (v < 0 && pr_Tensor_Check(t) && ((pr_Tensor *)t)->sym && g->parent) {
+        PyObject *found = PyDict_GetItem(g->capture_ids, ((pr_Tensor *)t)->sym); /* lifted */
+        if (found) v = (int)PyLong_AsLong(found);
+    }
+    return PyLong_FromLong(v >= 0 && g->vals[v].kind == PR_VAL_INPUT ? g->vals[v].index : -1);
+}
+
+/* owns(t, enclosing=False) -> whether t is a symbolic tensor of this graph
+ * (or, with enclosing, of a graph this loop body is nested in). */
+static PyObject *Graph_owns(pr_Graph *g, PyObject *args) {
+    PyObject *t;
+    int enclosing = 0;
+    if (!PyArg_ParseTuple(args, "O|p:owns", &t, &enclosing)) return NULL;
+    if (!pr_Tensor_Check(t) || !((pr_Tensor *)t)->sym) Py_RETURN_FALSE;
+    PyObject *owner = PyTuple_GET_ITEM(((pr_Tensor *)t)->sym, 0);
+    for (pr_Graph *a = g; a; a = enclosing ? a->parent : NULL)
+        if ((PyObject *)a == owner) Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
 static PyObject *Graph_get_bodies(pr_Graph *g, void *c) {
     PyObject *l = PyList_New(g->n_loops);
     for (int k = 0; l && k < g->n_loops; k++) {
@@ -958,6 +990,10 @@ static PyMethodDef Graph_methods[] = {
      "placeholder(dtype, shape) -> symbolic Tensor (a graph input); str entries are symbols."},
     {"begin", (PyCFunction)Graph_begin, METH_NOARGS, "Trace op calls of this thread into the graph."},
     {"end", (PyCFunction)Graph_end, METH_NOARGS, "Stop tracing into the graph."},
+    {"input_index", (PyCFunction)Graph_input_index, METH_O,
+     "input_index(t) -> input position of symbolic tensor t of this graph, or -1."},
+    {"owns", (PyCFunction)Graph_owns, METH_VARARGS,
+     "owns(t, enclosing=False) -> whether t is a symbolic tensor of this graph (or an enclosing one)."},
     {"placeholder_like", (PyCFunction)Graph_placeholder_like, METH_O,
      "placeholder_like(tensor) -> symbolic Tensor: an input of that dtype and traced shape."},
     {"add_loop", (PyCFunction)(void (*)(void))Graph_add_loop, METH_VARARGS | METH_KEYWORDS,

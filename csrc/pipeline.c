@@ -571,7 +571,35 @@ static PyObject *BatchIterator_cpu_seconds(BatchIterator *it, void *c) {
     return PyFloat_FromDouble(seconds);
 }
 
+/* [(dtype, full batch shape, last batch shape)] per component. */
+static PyObject *BatchIterator_batch_shapes(BatchIterator *it, void *c) {
+    PyObject *l = PyList_New(it->n_comp);
+    for (int k = 0; l && k < it->n_comp; k++) {
+        PyObject *shapes[2] = {NULL, NULL};
+        for (int r = 0; r < 2; r++) {
+            const pr_view *v = &it->final[r][k];
+            shapes[r] = PyTuple_New(v->ndim);
+            for (int d = 0; shapes[r] && d < v->ndim; d++)
+                PyTuple_SET_ITEM(shapes[r], d, PyLong_FromLongLong(v->shape[d]));
+        }
+        PyObject *item = shapes[0] && shapes[1]
+                             ? Py_BuildValue("(sNN)", pr_dtype_name(it->final[0][k].dtype),
+                                             shapes[0], shapes[1])
+                             : NULL;
+        if (!item) {
+            Py_XDECREF(shapes[0]);
+            Py_XDECREF(shapes[1]);
+            Py_CLEAR(l);
+        } else {
+            PyList_SET_ITEM(l, k, item);
+        }
+    }
+    return l;
+}
+
 static PyGetSetDef BatchIterator_getset[] = {
+    {"batch_shapes", (getter)BatchIterator_batch_shapes, NULL,
+     "[(dtype, full batch shape, last batch shape)] per component.", NULL},
     {"cpu_seconds", (getter)BatchIterator_cpu_seconds, NULL,
      "CPU time (s) spent so far gathering and augmenting this pass's batches.", NULL},
     {NULL}};

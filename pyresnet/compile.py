@@ -177,6 +177,7 @@ class _Trace:
         self.first = first  # only the first trace of a Function may create variables
         self.created = []
         self.jit = False  # jit_compile: loop bodies get the same passes
+        self.open_loops = []  # loops over a dataset whose body is being traced
 
     def creation_error(self):
         names = ", ".join(getattr(v, "name", "?") for v in self.created[:5])
@@ -515,10 +516,20 @@ class Function:
                            else x for x in leaves]
             structure = _flatten((args, kwargs), [])
             sym_args, sym_kwargs = _unflatten(structure, iter(call_leaves))
-            result = self._fn(*sym_args, **sym_kwargs)
+            from .loops import watch_for_loops
+            with watch_for_loops(self._fn):
+                result = self._fn(*sym_args, **sym_kwargs)
+            if trace.open_loops:
+                raise ValueError(
+                    f"{self.__name__}: a `for` loop over a dataset was left before its end "
+                    f"(break or return inside it); a loop over a dataset in a compiled "
+                    f"function runs every batch of the pass: use pyresnet.while_loop for an "
+                    f"early exit, or take() fewer batches")
         finally:
+            for loop in reversed(trace.open_loops):
+                loop.abandon()
             graph.end()
-            traces.pop()
+            del traces[traces.index(trace):]
         if trace.created and not trace.first:  # the function swallowed the error
             raise trace.creation_error()
         out_leaves_raw = []

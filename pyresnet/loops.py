@@ -20,10 +20,15 @@ or write the loop in Python.
 import numpy as np
 
 from ._loader import _C
+import ctypes
+import dis
 import importlib
-from .tensor import Tensor, convert_to_tensor
+import sys
+import warnings
+from . import ops
+from .tensor import Tensor, Variable, convert_to_tensor
 
-__all__ = ["while_loop", "fori_loop"]
+__all__ = ["while_loop", "fori_loop", "UnrolledLoopWarning"]
 
 _compile = importlib.import_module("pyresnet.compile")  # the module (pyresnet.compile is the function)
 
@@ -220,4 +225,262 @@ def fori_loop(lower, upper, body, init_val):
     n = len(inits)
     outs = b.outer.graph.add_loop(b.graph, inits, list(range(n)), list(range(n)), lower=lower,
                                   upper=upper, iter_in=n)
+    return _compile._unflatten(structure, iter(outs))
+
+
+# ---- loops over a dataset ----------------------------------------------------------
+
+class UnrolledLoopWarning(UserWarning):
+    """A loop inside a compiled function was unrolled while tracing: its body
+    is repeated in the graph and the data it iterated are frozen into it as
+    constants (the same values on every call)."""
+
+
+_warned_at = set()
+
+
+def warn_unrolled(what, stacklevel=1, where=None):
+    """Warn once per source line (``where``: (file, line), else the caller's
+    ``stacklevel`` frames up) that a loop is being unrolled into constants."""
+    if where is None:
+        frame = sys._getframe(stacklevel)
+        where = (frame.f_code.co_filename, frame.f_lineno)
+    if where in _warned_at:
+        return
+    _warned_at.add(where)
+    warnings.warn_explicit(
+        f"{what} inside a compiled function is unrolled while tracing: the loop body is "
+        f"repeated once per element in the graph and the elements are frozen into it as "
+        f"constants (the same data on every call, no new shuffle or augmentation). Iterate "
+        f"a pyresnet.data.Dataset whose maps are pyresnet layers (it becomes a loop node), "
+        f"or use pyresnet.fori_loop / while_loop.", UnrolledLoopWarning, where[0], where[1])
+
+
+_STORES = ("STORE_FAST", "STORE_DEREF", "STORE_NAME", "STORE_GLOBAL")
+
+
+def _for_loops(code):
+    """{offset: (target names, line)} for the ``for`` loops of ``code``: the
+    offset of the first instruction after the loop variables are stored."""
+    instrs = list(dis.get_instructions(code))
+    loops, line = {}, None
+    for k, ins in enumerate(instrs):
+        if ins.positions is not None and ins.positions.lineno is not None:
+            line = ins.positions.lineno
+        if ins.opname != "FOR_ITER":
+            continue
+        j, names = k + 1, []
+        count = 1
+        if j < len(instrs) and instrs[j].opname == "UNPACK_SEQUENCE":
+            count, j = instrs[j].arg, j + 1
+        while len(names) < count and j < len(instrs) and instrs[j].opname in _STORES:
+            names.append(instrs[j].argval)
+            j += 1
+        if names and j < len(instrs):
+            loops[instrs[j].offset] = (names, line)
+    return loops
+
+
+class watch_for_loops:
+    """While a compiled function is traced: warn (once per loop) when a
+    ``for`` loop of the function's own code hands it data -- NumPy arrays or
+    real (non-Variable) tensors, from a list, a generator, any Python
+    iterable -- since each of those iterations is traced into the graph with
+    its data as constants.  Uses ``sys.settrace`` on that function's frame
+    only (skipped when a tracer such as a debugger or coverage is active)."""
+
+    def __init__(self, fn):
+        fn = getattr(fn, "__func__", fn)
+        self.code = getattr(fn, "__code__", None)
+        self.loops = _for_loops(self.code) if self.code is not None else {}
+        self.active = False
+
+    def _local(self, frame, event, arg):
+        if event == "opcode":
+            loop = self.loops.get(frame.f_lasti)
+            if loop is not None:
+                names, line = loop
+                values = [frame.f_locals.get(n) for n in names]
+                if any(isinstance(v, np.ndarray) or (isinstance(v, Tensor) and not v.is_symbolic
+                                                    and not isinstance(v, Variable))
+                       for v in values):
+                    warn_unrolled(f"a for loop over arrays or tensors ({', '.join(names)})",
+                                  where=(self.code.co_filename, line))
+        return self._local
+
+    def _global(self, frame, event, arg):
+        if event == "call" and frame.f_code is self.code:
+            frame.f_trace_opcodes = True
+            frame.f_trace_lines = False
+            return self._local
+        return None
+
+    def __enter__(self):
+        if self.loops and sys.gettrace() is None:
+            self.active = True
+            sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            sys.settrace(None)
+            self.active = False
+        return False
+
+
+def dataset_loop(dataset, source, stacklevel=1):
+    """The iterator ``for ... in dataset`` gets while tracing: a loop node
+    (:class:`_FeedLoop`) when ``source`` (``dataset._loop_source()``) is
+    given, else None after warning that the loop is unrolled."""
+    if source is None:
+        warn_unrolled(f"iterating {dataset!r} (a map runs in Python)", stacklevel + 1)
+        return None
+    return _FeedLoop(source)
+
+
+def _set_locals(frame, values):
+    """Rebind local variables of a running function's frame."""
+    frame.f_locals.update(values)
+    if sys.version_info < (3, 13):  # 3.13+: f_locals writes through (PEP 667)
+        ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
+
+
+_loop_count = [0]
+
+
+class _FeedLoop:
+    """``for batch in source`` while tracing: yields one batch of symbolic
+    tensors (the inputs of a loop body), and when the ``for`` asks for the
+    next one, closes the body and appends the loop node.
+
+    The loop's variables are the local variables of the function running
+    the ``for``: at the start every tensor-valued local (not a Variable)
+    becomes an input of the body; at the end, a local that holds a value
+    computed in the body is carried from one iteration to the next (its
+    initial value the one it had before the loop; zeros of its shape and
+    dtype when it had none -- then it holds the last iteration's value),
+    and after the loop holds the loop's final value.  Values kept elsewhere
+    than in local variables (a list appended to, an attribute) cannot leave
+    the loop.  ``break`` and ``return`` inside the loop are not supported."""
+
+    def __init__(self, source):
+        self.probe, self.single, self.feeder = source
+        self.state = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        frame = sys._getframe(1)
+        if self.state == 0:
+            self.state = 1
+            return self._open(frame)
+        if self.state == 1:
+            self.state = 2
+            self._close(frame)
+        raise StopIteration
+
+    def _open(self, frame):
+        self.body = body = _Body("iterating a dataset")
+        self.frame_code = frame.f_code
+        shapes = self.probe.batch_shapes
+        n_batches = len(self.probe)
+        full = shapes[0][1][0]
+        ragged = n_batches > 1 and shapes[0][2][0] != full
+        _loop_count[0] += 1
+        self.batch = f"loop{_loop_count[0]}.batch" if ragged else full
+        self.rebound = {}
+        for name, value in frame.f_locals.items():
+            if isinstance(value, Tensor) and not isinstance(value, Variable) and (
+                    not value.is_symbolic or body.outer.graph.owns(value, True)):
+                self.rebound[name] = value
+        body.outer.open_loops.append(self)
+        body.__enter__()
+        self.params = {name: body.graph.placeholder_like(t) for name, t in self.rebound.items()}
+        self.feeds = [body.graph.placeholder(dtype, (self.batch,) + tuple(shape[1:]))
+                      for dtype, shape, _ in shapes]
+        _set_locals(frame, self.params)
+        return self.feeds[0] if self.single else tuple(self.feeds)
+
+    def abandon(self):
+        """Leave a loop that did not finish (an exception, break, return)."""
+        if self.state == 1:
+            self.state = 3
+            self.body.close()
+
+    def _close(self, frame):
+        body = self.body
+        body.close()
+        body.outer.open_loops.remove(self)
+        graph = body.graph
+        inits, carry_in, outputs, names, restore = [], [], [], [], {}
+        for name, value in frame.f_locals.items():
+            if name in self.rebound:
+                param = self.params[name]
+                if value is param:  # unchanged: the outer value again after the loop
+                    restore[name] = self.rebound[name]
+                    value = param
+                elif not isinstance(value, Tensor):
+                    continue
+                init = self.rebound[name]
+            elif isinstance(value, Tensor) and graph.owns(value) and value.ndim is not None \
+                    and all(isinstance(d, int) for d in value.shape):
+                init = Tensor(np.zeros(value.shape, value.dtype))
+                param = graph.placeholder_like(init)
+            else:
+                continue
+            inits.append(init)
+            carry_in.append(graph.input_index(param))
+            outputs.append(value)
+            names.append(name)
+        for name in self.rebound:  # a local deleted in the body
+            if name not in frame.f_locals:
+                restore[name] = self.rebound[name]
+        body.finalize(outputs)
+        try:
+            outs = body.outer.graph.add_loop(
+                graph, inits, carry_in, list(range(len(inits))), feeder=self.feeder,
+                feed_in=[graph.input_index(t) for t in self.feeds], feed_batch=self.batch)
+        except ValueError as e:
+            message = str(e)
+            if message.startswith("loop variable "):
+                k = int(message.split()[2])
+                message = f"`{names[k]}`: " + message
+            raise ValueError(f"a loop over a dataset: {message}") from None
+        final = {name: out for name, out in zip(names, outs) if name not in restore}
+        _set_locals(frame, {**final, **restore})
+
+
+def run_batches(source, step, n_x):
+    """Inside a compiled function: run ``step(data)`` on the batches the
+    feeder picks, in one loop node, and return the last step's result (the
+    loop behind ``steps_per_execution``).
+
+    Args:
+        source: ``(probe, single, feeder)`` as ``Dataset._loop_source()``
+            gives; the feeder picks the pass and the batches of each call.
+            Components: the ``n_x`` model inputs, then the targets.
+        step: ``((x, y)) -> logs``, a structure of tensors whose shapes do not
+            depend on the batch size (the metrics' results).
+        n_x (int): how many components are model inputs.
+    Returns:
+        the logs of the last step run (zeros when no step ran).
+    """
+    probe, _, feeder = source
+    _loop_count[0] += 1
+    batch = f"loop{_loop_count[0]}.batch"  # one trace for every batch size
+    shapes = probe.batch_shapes
+    with _Body("steps_per_execution") as body:
+        graph = body.graph
+        feeds = [graph.placeholder(dtype, (batch,) + tuple(shape[1:]))
+                 for dtype, shape, _ in shapes]
+        xs, ys = feeds[:n_x], feeds[n_x:]
+        logs = step((xs[0] if n_x == 1 else xs, ys[0] if len(ys) == 1 else ys))
+        structure, values = _leaves(logs, "steps_per_execution")
+        inits = [Tensor(np.zeros(v.shape, v.dtype)) for v in values]
+        params = [graph.placeholder_like(t) for t in inits]
+    body.finalize(values)
+    outs = body.outer.graph.add_loop(
+        graph, inits, [graph.input_index(p) for p in params], list(range(len(values))),
+        feeder=feeder, feed_in=[graph.input_index(t) for t in feeds], feed_batch=batch)
     return _compile._unflatten(structure, iter(outs))

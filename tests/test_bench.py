@@ -29,7 +29,8 @@ SMOKE = {
                         "--batch", "8", "--reps", "2", "--steps56", "1", "--out", "{out}"],
                        ["distributed.md", "distributed.json"]),
     "eager_vs_compiled.py": (["--steps", "1", "--batches", "2", "--models", "MLP 784-128-10",
-                              "--no-others", "--out", "{out}"],
+                              "--no-others", "--loop-steps", "2", "--epoch-rounds", "1",
+                              "--epoch-images", "96", "--resnet-steps", "1", "--out", "{out}"],
                              ["eager_vs_compiled.md", "eager_vs_compiled.json"]),
     "fma_peak.py": (["--tries", "1"], []),
     "time_to_accuracy.py": (["{run}", "--target", "0.5", "--out", "{out}"],
@@ -98,9 +99,15 @@ def test_bench_script_runs_at_a_tiny_size(script, tmp_path, no_matplotlib):
     if script == "eager_vs_compiled.py":
         assert "plot skipped: matplotlib is not installed" in p.stdout
         assert not (out / "eager_vs_compiled.png").exists()
-        rows = json.loads((out / "eager_vs_compiled.json").read_text())
+        result = json.loads((out / "eager_vs_compiled.json").read_text())
+        rows = result["ladder"]
         assert [(r["model"], r["batch"]) for r in rows] == [("MLP 784-128-10", 2)]
-        assert all(r[m] > 0 for r in rows for m in ("eager", "compiled", "jit"))
+        assert all(r[m] > 0 for r in rows for m in ("eager", "compiled", "jit", "loop"))
+        modes = [(r["case"].split(",")[0], r["mode"]) for r in result["epochs"]]
+        assert modes == [("MLP 784-128-10", "eager"), ("MLP 784-128-10", "compiled step from Python"),
+                         ("MLP 784-128-10", "compiled loop"), ("ResNet-20", "compiled step from Python"),
+                         ("ResNet-20", "compiled loop")]
+        assert all(r["seconds"] > 0 for r in result["epochs"])
     if script == "distributed.py":
         res = json.loads((out / "distributed.json").read_text())
         assert res["allreduce"]["resnet20 one buffer"]["bytes"] == 4 * 269722

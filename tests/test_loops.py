@@ -154,3 +154,190 @@ def test_nested_loops_and_print_in_body(capsys):
 
     np.testing.assert_array_equal(nested(np.zeros(2, np.float32)).numpy(), [6.0, 6.0])
     assert capsys.readouterr().out.split("\n")[:3] == ["outer 0", "outer 1", "outer 2"]
+
+
+# ---- loops over a dataset ------------------------------------------------------------
+
+def _augmented(x, y, seed):
+    """Shuffled, augmented CIFAR-like batches (the C pipeline: crop, flip)."""
+    return (pr.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=seed).batch(8)
+            .map(layers.RandomCrop(6, 6, seed=seed + 1)).map(layers.RandomFlip(seed=seed + 2)))
+
+
+def _conv_model():
+    pr.utils.set_random_seed(5)
+    return pr.Sequential([layers.Input((6, 6, 3)), layers.Conv2D(4, 3, padding="same"),
+                          layers.BatchNormalization(), layers.ReLU(),
+                          layers.GlobalAveragePooling2D(), layers.Dense(3)])
+
+
+def test_compiled_epoch_equals_compiled_steps_bit_for_bit(rng):
+    x = rng.standard_normal((30, 8, 8, 3)).astype(np.float32)  # 30 = 3 * 8 + 6: a last batch of 6
+    y = rng.integers(0, 3, 30).astype(np.int32)
+    loss_fn = pr.losses.SparseCategoricalCrossentropy(from_logits=True)
+    weights, losses = [], []
+    for mode in ("steps", "epoch"):
+        model, optimizer = _conv_model(), pr.optimizers.SGD(0.05, momentum=0.9)
+
+        def step(xb, yb):
+            with pr.GradientTape() as tape:
+                loss = loss_fn(yb, model(xb, training=True))
+            grads = tape.gradient(loss, model.trainable_weights)
+            optimizer.apply_gradients(zip(grads, model.trainable_weights))
+            return loss
+
+        data = _augmented(x, y, seed=11)
+        if mode == "steps":
+            compiled_step = pr.compile(step, reduce_retracing=True)
+            for _ in range(2):
+                for xb, yb in data:
+                    last = compiled_step(xb, yb)
+        else:
+            @pr.compile
+            def epoch(data):
+                loss = pr.convert_to_tensor(np.float32(0))  # a loop variable
+                for xb, yb in data:
+                    loss = step(xb, yb)
+                return loss
+
+            for _ in range(2):
+                last = epoch(data)
+            assert epoch.tracing_count == 1
+            assert [n["op"] for n in epoch.get_concrete_function(data).nodes] == ["loop"]
+        assert data._passes == 2  # a compiled call is a pass, as iterating eagerly
+        weights.append(model.get_weights())
+        losses.append(float(last))
+    assert losses[0] == losses[1]
+    for a, b in zip(*weights):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_each_call_draws_a_new_shuffle_and_augmentation(rng):
+    x = rng.standard_normal((20, 8, 8, 3)).astype(np.float32)
+    y = np.zeros(20, np.int32)
+
+    @pr.compile
+    def checksum(data):
+        total = pr.convert_to_tensor(np.float32(0))
+        for xb, yb in data:  # order-dependent: which images, in which order, how cropped
+            total = ops.add(ops.multiply(total, 0.5), ops.sum(ops.multiply(xb, xb)))
+        return total
+
+    data, reference = _augmented(x, y, seed=3), _augmented(x, y, seed=3)
+    calls = [float(checksum(data)) for _ in range(3)]
+    expected = []
+    for _ in range(3):
+        total = np.float32(0)
+        for xb, yb in reference:
+            total = np.float32(total * np.float32(0.5)) + ops.sum(ops.multiply(xb, xb)).numpy()
+        expected.append(float(total))
+    np.testing.assert_allclose(calls, expected, rtol=1e-6)
+    assert len(set(calls)) == 3
+
+
+def test_loop_variables_of_a_dataset_loop(rng):
+    x = rng.standard_normal((16, 3)).astype(np.float32)
+    data = pr.data.Dataset.from_tensor_slices((x, np.zeros(16, np.int32))).batch(4)
+
+    @pr.compile
+    def stats(data, scale):
+        total = ops.multiply(scale, 0.0)     # carried, starts from a computed value
+        for xb, yb in data:
+            total = ops.add(total, ops.multiply(ops.sum(xb, axis=0), scale))
+            last = ops.sum(xb, axis=0)       # no value before: the last iteration's
+        return total, last, scale             # scale: read, unchanged
+
+    total, last, scale = stats(data, np.full(3, 2.0, np.float32))
+    np.testing.assert_allclose(total.numpy(), 2 * x.sum(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(last.numpy(), x[12:].sum(axis=0), rtol=1e-6)
+    np.testing.assert_array_equal(scale.numpy(), [2.0, 2.0, 2.0])
+
+    @pr.compile
+    def leaves_early(data):
+        for xb, yb in data:
+            break
+        return xb
+
+    with pytest.raises(ValueError, match="left before its end"):
+        leaves_early(data)
+
+
+def test_unrolled_loops_warn_once(rng):
+    batches = [rng.standard_normal((4, 3)).astype(np.float32) for _ in range(3)]
+
+    @pr.compile
+    def over_a_list(w):
+        for xb in batches:
+            w = ops.add(w, ops.sum(xb))
+        for _ in range(2):  # a loop over Python ints unrolls without freezing data: no warning
+            w = ops.add(w, 1.0)
+        return w
+
+    with pytest.warns(pr.loops.UnrolledLoopWarning, match=r"\(xb\) inside a compiled function "
+                                                          r"is unrolled") as caught:
+        value = over_a_list(np.zeros((), np.float32))
+        over_a_list(np.zeros((1,), np.float32))  # a second trace: no second warning
+    assert len([w for w in caught if w.category is pr.loops.UnrolledLoopWarning]) == 1
+    np.testing.assert_allclose(float(value), sum(b.sum() for b in batches) + 2, rtol=1e-5)
+    python_map = pr.data.Dataset.from_tensor_slices(batches[0]).batch(2).map(lambda b: b)
+
+    @pr.compile
+    def over_a_python_map(data):
+        total = pr.convert_to_tensor(np.float32(0))
+        for xb in data:
+            total = ops.add(total, ops.sum(xb))
+        return total
+
+    with pytest.warns(pr.loops.UnrolledLoopWarning, match="a map runs in Python") as caught:
+        over_a_python_map(python_map)
+    assert len(caught) == 1  # one warning for one loop
+
+
+# ---- steps_per_execution ---------------------------------------------------------------
+
+class _BatchEnds(pr.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.ends = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.ends.append(batch)
+
+
+def _fit(steps_per_execution, data, labels=None, **kwargs):
+    pr.utils.set_random_seed(1)
+    model = pr.Sequential([layers.Input((6,)), layers.Dense(5, activation="relu"),
+                           layers.BatchNormalization(), layers.Dense(3)])
+    model.compile(pr.optimizers.SGD(0.1, momentum=0.9),
+                  pr.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], steps_per_execution=steps_per_execution)
+    ends = _BatchEnds()
+    history = model.fit(data, labels, epochs=2, verbose=0, callbacks=[ends], **kwargs)
+    return model, history.history, ends.ends
+
+
+def test_steps_per_execution_gives_the_weights_of_one_step_per_call(rng):
+    x = rng.standard_normal((100, 6)).astype(np.float32)  # 7 batches of 16, the last of 4
+    y = rng.integers(0, 3, 100).astype(np.int32)
+    one, one_logs, one_ends = _fit(1, x, y, batch_size=16, validation_data=(x, y))
+    four, four_logs, four_ends = _fit(4, x, y, batch_size=16, validation_data=(x, y))
+    for a, b in zip(one.get_weights(), four.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert one_ends == list(range(7)) * 2
+    assert four_ends == [3, 6] * 2  # once per execution; the last group has 3 steps
+    for key in one_logs:  # the running sums add float32 sums: equal to float32 rounding
+        np.testing.assert_allclose(four_logs[key], one_logs[key], rtol=1e-6)
+    # One compiled loop for training and one for validation, each traced once
+    # (the last, shorter group and the last, smaller batch need no retrace).
+    assert sorted(f.tracing_count for _, f in four._group_functions.values()) == [1, 1]
+    np.testing.assert_allclose(four.evaluate(x, y, verbose=0), one.evaluate(x, y, verbose=0),
+                               rtol=1e-6)
+
+    def dataset():
+        return pr.data.Dataset.from_tensor_slices((x, y)).shuffle(100, seed=4).batch(16)
+
+    on_dataset = [_fit(n, dataset())[0].get_weights() for n in (1, 3)]
+    for a, b in zip(*on_dataset):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="steps_per_execution must be an int >= 1"):
+        one.compile("sgd", "mse", steps_per_execution=0)

@@ -22,6 +22,15 @@ run after batching (they treat each image independently, so the result has
 the same distribution; MixUp, which mixes a batch, must come after
 ``batch()``).
 
+Inside a compiled function (``pyresnet.compile``), ``for x, y in dataset:``
+becomes one loop node of the graph (:mod:`pyresnet.loops`): every call
+starts a new pass exactly as iterating eagerly does (the next shuffle, the
+next augmentation draws), and the batches are made by the same C pipeline
+between the body's runs, without returning to Python (on the loop's own
+thread: ``prefetch`` does not apply there).  A dataset with a Python map
+cannot be a loop node: iterating it while tracing warns and unrolls the
+loop, its batches frozen into the graph as constants.
+
 Determinism.  With fixed seeds (``shuffle(seed=...)``, the layers'
 ``seed=``) every pass is reproducible whatever the prefetching or thread
 count: pass ``e`` shuffles with counter ``e`` (0 every pass with
@@ -233,28 +242,65 @@ class Dataset:
                 depth = max(depth, step[1])
         return before, after, depth
 
-    def __iter__(self):
-        epoch = self._passes
-        self._passes += 1
-        order = self._order(epoch)
-        before, after, depth = self._plan()
-        spec = self._batch_spec()
-        if spec is None or any(_pipeline_layers(fn) is None for fn in before):
-            return self._python_pass(order, epoch, before, after, spec, depth)
+    def _c_maps(self):
+        """(C layers, Python maps after them) when the batches are made in C
+        (batched, every map before batch() a pyresnet layer), else None."""
+        before, after, _ = self._plan()
+        if self._batch_spec() is None or any(_pipeline_layers(fn) is None for fn in before):
+            return None
         for layer in (layer for fn in before for layer in _pipeline_layers(fn)):
             if getattr(layer, "_batch_level", False):
                 raise ValueError(f"Dataset.map: {type(layer).__name__} mixes a batch; map it "
                                  "after batch()")
         maps = before + after
         n_c = next((i for i, fn in enumerate(maps) if _pipeline_layers(fn) is None), len(maps))
-        c_layers = [layer for fn in maps[:n_c] for layer in _pipeline_layers(fn)]
-        tail = maps[n_c:]
+        return [layer for fn in maps[:n_c] for layer in _pipeline_layers(fn)], maps[n_c:]
+
+    def _batch_iterator(self, epoch, c_layers, prefetch):
+        """The C iterator over pass ``epoch``'s batches through ``c_layers``."""
         stages, shapes = [], [(None,) + a.shape[1:] for a in self._arrays]
         for layer in c_layers:
             more, shapes = layer._pipeline_stages(shapes)
             stages += more
-        batches = _C.BatchIterator(self._arrays, order, spec[0], spec[1], stages,
-                                   prefetch=0 if tail else depth, epoch=epoch)
+        spec = self._batch_spec()
+        return _C.BatchIterator(self._arrays, self._order(epoch), spec[0], spec[1], stages,
+                                prefetch=prefetch, epoch=epoch)
+
+    def _loop_source(self):
+        """For a compiled function iterating this dataset
+        (:mod:`pyresnet.loops`): ``(probe, single, feeder)``, where probe is a
+        BatchIterator giving the batch shapes (no pass is counted) and
+        ``feeder()`` starts the next pass as iterating eagerly would
+        (``(BatchIterator, 0, batches)``); None when a map runs in Python."""
+        maps = self._c_maps()
+        if maps is None or maps[1]:
+            return None
+        c_layers = maps[0]
+
+        def feeder():
+            epoch = self._passes
+            self._passes += 1
+            batches = self._batch_iterator(epoch, c_layers, 0)
+            return batches, 0, len(batches)
+
+        return self._batch_iterator(0, c_layers, 0), self._single, feeder
+
+    def __iter__(self):
+        if _C.tracing():
+            from ..loops import dataset_loop
+            loop = dataset_loop(self, self._loop_source(), stacklevel=2)
+            if loop is not None:
+                return loop
+        epoch = self._passes
+        self._passes += 1
+        maps = self._c_maps()
+        if maps is None:
+            before, after, depth = self._plan()
+            return self._python_pass(self._order(epoch), epoch, before, after,
+                                     self._batch_spec(), depth)
+        c_layers, tail = maps
+        depth = self._plan()[2]
+        batches = self._batch_iterator(epoch, c_layers, 0 if tail else depth)
         single = self._single
         if not tail:
             return (b[0] for b in batches) if single else batches

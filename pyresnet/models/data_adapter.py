@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from .._loader import _C
 from ..tensor import Tensor
 from ..utils import tree
 from ..utils.rng import get_rng
@@ -137,6 +138,11 @@ class Steps:
                 return
             yield element
 
+def loop_passes(data):
+    """``data.loop_passes()`` when the data can feed a compiled loop, else None."""
+    get = getattr(data, "loop_passes", None)
+    return None if get is None else get()
+
 
 def _tensor(a, dtype):
     """``a`` as a Tensor of ``dtype`` (None: float32 for floats, int32 for ints)."""
@@ -198,6 +204,32 @@ class ArrayBatches:
 
     def __len__(self):
         return -(-self.num_samples // self.batch_size)
+
+    def _pass_order(self):
+        """The sample order of the next pass, batch by batch (counts the pass)."""
+        self.passes += 1
+        n, size = self.num_samples, self.batch_size
+        if not self.shuffle:
+            return np.arange(n, dtype=np.int64)
+        order = np.random.default_rng((self.seed, self.passes - 1)).permutation(n)
+        return np.concatenate([np.sort(order[s:s + size]) for s in range(0, n, size)])
+
+    def loop_passes(self):
+        """For compiled loops (``steps_per_execution``): ``(probe,
+        next_pass, inputs)``: a BatchIterator giving the batch shapes,
+        ``next_pass()`` -> the BatchIterator of the next pass (the batches
+        iterating would give, bit for bit), the number of x components.
+        The arrays are converted once (x to float32, y to ``y_dtypes``)."""
+        if self.ys is None or self.sws is not None:
+            return None
+        arrays = tuple([np.ascontiguousarray(a, np.float32) for a in self.xs] +
+                       [np.ascontiguousarray(a, dt) for a, dt in zip(self.ys, self.y_dtypes)])
+
+        def batches(order):
+            return _C.BatchIterator(arrays, order, self.batch_size, False, [])
+
+        probe = batches(np.arange(self.num_samples, dtype=np.int64))
+        return probe, lambda: batches(self._pass_order()), len(self.xs)
 
     def __iter__(self):
         self.passes += 1
@@ -263,6 +295,27 @@ class DatasetBatches:
         if isinstance(element, tuple) and len(element) == 1:
             return element[0], None, None
         return element, None, None
+
+    def loop_passes(self):
+        """As :meth:`ArrayBatches.loop_passes`, for a
+        :class:`pyresnet.data.Dataset` of ``(x, y)`` batches made in C whose
+        dtypes are the model's (x float32, y as the checks want); else None."""
+        source = getattr(self.dataset, "_loop_source", None)
+        source = source() if source is not None and not self.inputs_only else None
+        if source is None:
+            return None
+        probe, single, feeder = source
+        shapes = probe.batch_shapes
+        if single or len(shapes) != 2 or len(probe) == 0:
+            return None
+        if self._check is not None:  # the model's checks, on the first batch of a probe pass
+            x, y = next(iter(self.dataset._batch_iterator(0, self.dataset._c_maps()[0], 0)))
+            self.y_dtypes = self._check([np.asarray(x)], [np.asarray(y)], None)
+            self._check = None
+        if shapes[0][0] != "float32" or not self.y_dtypes \
+                or np.dtype(shapes[1][0]) != np.dtype(self.y_dtypes[0]):
+            return None
+        return probe, lambda: feeder()[0], 1
 
     def __iter__(self):
         for element in self.dataset:

@@ -22,6 +22,19 @@ The loops call the steps through ``make_train_function()`` /
 ``make_test_function()`` / ``make_predict_function()``, which compile them
 with ``pyresnet.compile`` unless ``run_eagerly=True`` (``jit_compile``
 chooses the jit passes).
+
+With ``compile(steps_per_execution=N)`` (Keras 3), ``fit`` and ``evaluate``
+run N steps per compiled call: one loop node (:mod:`pyresnet.loops`) whose
+body is the step, fed by the C input pipeline (the batches of arrays, or of
+a :class:`pyresnet.data.Dataset` made in C); the metrics are updated in
+the loop and the call returns the last step's logs.  The batch callbacks
+and the progress bar then update once per call, with the index of the
+group's first batch (``on_*_batch_begin``, before the call) and last batch
+(``on_*_batch_end``), as in Keras; a last group of fewer steps runs the same
+graph.  Data the pipeline cannot make in C (a Python map, a generic
+iterable, sample or class weights, ``steps_per_epoch``, dtypes other than
+the model's), an ``(x, y)`` step override, a distribution strategy and
+``predict`` run one step per call.
 """
 import inspect
 import warnings
@@ -37,6 +50,7 @@ from .. import optimizers
 from ..autodiff import GradientTape
 from ..compile import compile as pr_compile
 from ..layers.input_spec import check_input_specs
+from ..loops import run_batches
 from ..tensor import Tensor
 from ..utils import tree
 from ..utils.data import unpack_x_y_sample_weight
@@ -115,6 +129,8 @@ class Trainer:
         self.history = None
         self.train_function = self.test_function = self.predict_function = None
         self._train_distribution = None  # the distribution train_function was made under
+        self.steps_per_execution = 1
+        self._group_functions = {}
         self._losses = []
         self._loss_tracker = None
         self._compile_metrics = None
@@ -122,7 +138,8 @@ class Trainer:
     # ---- configuration ------------------------------------------------------
 
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None,
-                weighted_metrics=None, run_eagerly=None, jit_compile="auto"):
+                weighted_metrics=None, run_eagerly=None, jit_compile="auto",
+                steps_per_execution=1):
         """Configure training, as ``keras.Model.compile``.
 
         Args:
@@ -153,9 +170,16 @@ class Trainer:
             jit_compile: ``"auto"``/True/False: the compiled steps' jit
                 passes (fusion, in-place updates, kernels chosen by timing);
                 ``"auto"`` = False.
+            steps_per_execution (int): training/evaluation steps per
+                compiled call (see the module docstring); 1 calls the step
+                from Python for every batch.
         Raises:
             ValueError/TypeError: for unknown names or mismatched structures.
         """
+        if isinstance(steps_per_execution, bool) or \
+                not isinstance(steps_per_execution, (int, np.integer)) or steps_per_execution < 1:
+            raise ValueError(f"steps_per_execution must be an int >= 1, got "
+                             f"{steps_per_execution!r}")
         names = self.output_names
         loss_list = _per_output_list(self.name, loss, names, "losses", None)
         losses = [None if item is None else losses_module.get(item) for item in loss_list]
@@ -185,11 +209,14 @@ class Trainer:
         self._compile_metrics = metrics_module.CompileMetrics(entries)
         self._compile_args = {"loss": loss, "metrics": metrics, "run_eagerly": run_eagerly,
                               "jit_compile": jit_compile, "loss_weights": loss_weights,
-                              "weighted_metrics": weighted_metrics}  # for model.save
+                              "weighted_metrics": weighted_metrics,
+                              "steps_per_execution": int(steps_per_execution)}  # for model.save
         self.run_eagerly = run_eagerly
         self.jit_compile = jit_compile
+        self.steps_per_execution = int(steps_per_execution)
         self.compiled = True
         self.train_function = self.test_function = self.predict_function = None
+        self._group_functions = {}
 
     @property
     def output_names(self):
@@ -374,6 +401,30 @@ class Trainer:
         if self.predict_function is None or force:
             self.predict_function = self._step_function(self.predict_step)
         return self.predict_function
+
+    def _group_runner(self, data, mode):
+        """A :class:`_GroupRunner` running ``steps_per_execution`` steps of
+        ``mode`` ("train"/"test") per compiled call over ``data``, or None
+        (one step per call: see the module docstring)."""
+        name = f"{mode}_step"
+        if self.steps_per_execution <= 1 or self.run_eagerly or self._uses_legacy_step(name) \
+                or distribute.distribution() is not None:
+            return None
+        passes = data_adapter.loop_passes(data)
+        if passes is None:
+            return None
+        probe, next_pass, n_x = passes
+        key = (mode, n_x, tuple((dtype, shape[1:]) for dtype, shape, _ in probe.batch_shapes))
+        entry = self._group_functions.get(key)
+        if entry is None:
+            feed, step = _GroupFeed(probe), getattr(self, name)
+
+            def group(feed):
+                return run_batches(feed._loop_source(), step, n_x)
+
+            entry = (feed, pr_compile(group, jit_compile=self.jit_compile is True))
+            self._group_functions[key] = entry
+        return _GroupRunner(entry[0], entry[1], next_pass, self.steps_per_execution)
 
     # ---- data checks ----------------------------------------------------------------
 
@@ -654,6 +705,7 @@ class Trainer:
         cbs = self._callbacks(callbacks, data, verbose, add_history=True, epochs=epochs)
         train_function = self.make_train_function(force=strategy is not self._train_distribution)
         self._train_distribution = strategy
+        train_function = self._group_runner(data, "train") or train_function
         averaged = self._uses_legacy_step("train_step")
         self.stop_training = False
         self.history = cbs.history
@@ -697,8 +749,8 @@ class Trainer:
         """Reset the metrics and run the test step over ``data``."""
         self._reset_metrics()
         cbs.on_test_begin()
-        logs = self._run(data, self.make_test_function(), cbs, "test",
-                         averaged=self._uses_legacy_step("test_step"))
+        logs = self._run(data, self._group_runner(data, "test") or self.make_test_function(),
+                         cbs, "test", averaged=self._uses_legacy_step("test_step"))
         cbs.on_test_end(logs)
         return logs
 
@@ -718,6 +770,22 @@ class Trainer:
         if progress is not None:
             logs, sums, seen, done = progress.logs, dict(progress.sums), progress.seen, \
                 progress.batch
+        if isinstance(step, _GroupRunner):  # steps_per_execution: a group per call
+            for first, last in step.groups(done + 1):
+                getattr(cbs, f"on_{mode}_batch_begin")(first)
+                out, n = step.run(first, last)
+                logs = pythonify_logs(out)
+                seen += n
+                if progress is not None:
+                    progress.batch, progress.logs, progress.sums, progress.seen = \
+                        last, logs, sums, seen
+                cbs.set_samples_seen(seen)
+                getattr(cbs, f"on_{mode}_batch_end")(last, dict(logs))
+                if model is not None and model.stop_training:
+                    break
+            if logs is None:
+                raise ValueError("the data yielded no batches")
+            return dict(logs)
         for batch, element in enumerate(data):
             if batch <= done:
                 continue
@@ -880,6 +948,48 @@ class FitProgress:
         self._logs = {k: list(v) for k, v in state["history"]["history"].items()}
         self.history.epoch = list(self._epochs)
         self.history.history = {k: list(v) for k, v in self._logs.items()}
+
+
+class _GroupFeed:
+    """The batches one call of a ``steps_per_execution`` function runs:
+    the runner sets :attr:`batches` (the pass's C iterator), :attr:`first`
+    and :attr:`count` before each call; the loop node's feeder reads them."""
+
+    def __init__(self, probe):
+        self.probe = probe
+        self.batches, self.first, self.count = None, 0, 0
+
+    def _loop_source(self):
+        return self.probe, False, lambda: (self.batches, self.first, self.count)
+
+
+class _GroupRunner:
+    """Runs a pass in groups of ``steps_per_execution`` steps, each group one
+    call of the compiled loop (see :meth:`Trainer._group_runner`)."""
+
+    def __init__(self, feed, function, next_pass, group_size):
+        self.feed, self.function = feed, function
+        self.next_pass, self.group_size = next_pass, group_size
+
+    def groups(self, start):
+        """Start the data's next pass; yield ``(first, last)`` batch indices
+        of the groups from batch ``start`` to the pass's end."""
+        self.batches = self.next_pass()
+        n_batches = len(self.batches)
+        for first in range(start, n_batches, self.group_size):
+            yield first, min(first + self.group_size, n_batches) - 1
+
+    def run(self, first, last):
+        """Run batches ``first..last`` in one call: (the last step's logs,
+        the samples run)."""
+        self.feed.batches, self.feed.first, self.feed.count = self.batches, first, last - first + 1
+        try:
+            out = self.function(self.feed)
+        finally:
+            self.feed.batches = None
+        (_, full, short), n_batches = self.batches.batch_shapes[0], len(self.batches)
+        samples = (last - first + 1) * full[0] + (short[0] - full[0] if last == n_batches - 1 else 0)
+        return out, samples
 
 
 def _data_state(data):

@@ -389,7 +389,8 @@ def compile_config(model):
                 "loss": _serialize_loss(args["loss"]),
                 "metrics": _serialize_metrics(args["metrics"]),
                 "loss_weights": args.get("loss_weights"),
-                "run_eagerly": args["run_eagerly"], "jit_compile": args["jit_compile"]}
+                "run_eagerly": args["run_eagerly"], "jit_compile": args["jit_compile"],
+                "steps_per_execution": args.get("steps_per_execution", 1)}
     except (TypeError, ValueError) as e:
         warnings.warn(f'Model "{model.name}": its compile() arguments cannot be saved ({e} is '
                       "Python code); the weights and the optimizer state are saved, and "
@@ -408,7 +409,8 @@ def compile_from_config(model, config):
                   metrics=_deserialize_metrics(config.get("metrics")),
                   loss_weights=config.get("loss_weights"),
                   run_eagerly=config.get("run_eagerly"),
-                  jit_compile=config.get("jit_compile", "auto"))
+                  jit_compile=config.get("jit_compile", "auto"),
+                  steps_per_execution=config.get("steps_per_execution", 1))
 
 
 __all__ = ["serialize_value", "deserialize_value", "serialize_layer", "deserialize_layer",
