@@ -359,9 +359,12 @@ class _FeedLoop:
     computed in the body is carried from one iteration to the next (its
     initial value the one it had before the loop; zeros of its shape and
     dtype when it had none -- then it holds the last iteration's value),
-    and after the loop holds the loop's final value.  Values kept elsewhere
-    than in local variables (a list appended to, an attribute) cannot leave
-    the loop.  ``break`` and ``return`` inside the loop are not supported."""
+    and after the loop holds the loop's final value.  The batches
+    themselves (the ``for`` targets) and values whose shape depends on a
+    smaller last batch cannot leave the loop (using them after it raises
+    an error that says so), nor can values kept elsewhere than in local
+    variables (a list appended to, an attribute).  ``break`` and
+    ``return`` inside the loop are not supported."""
 
     def __init__(self, source):
         self.probe, self.single, self.feeder = source
@@ -382,13 +385,10 @@ class _FeedLoop:
 
     def _open(self, frame):
         self.body = body = _Body("iterating a dataset")
-        self.frame_code = frame.f_code
         shapes = self.probe.batch_shapes
-        n_batches = len(self.probe)
-        full = shapes[0][1][0]
-        ragged = n_batches > 1 and shapes[0][2][0] != full
-        _loop_count[0] += 1
-        self.batch = f"loop{_loop_count[0]}.batch" if ragged else full
+        _loop_count[0] += 1  # a smaller last batch: the batch size is a symbol of the body
+        self.batch = f"loop{_loop_count[0]}.batch" if shapes[0][2][0] != shapes[0][1][0] \
+            else shapes[0][1][0]
         self.rebound = {}
         for name, value in frame.f_locals.items():
             if isinstance(value, Tensor) and not isinstance(value, Variable) and (
@@ -413,29 +413,32 @@ class _FeedLoop:
         body.close()
         body.outer.open_loops.remove(self)
         graph = body.graph
+        now = frame.f_locals
         inits, carry_in, outputs, names, restore = [], [], [], [], {}
-        for name, value in frame.f_locals.items():
-            if name in self.rebound:
-                param = self.params[name]
-                if value is param:  # unchanged: the outer value again after the loop
-                    restore[name] = self.rebound[name]
-                    value = param
-                elif not isinstance(value, Tensor):
-                    continue
-                init = self.rebound[name]
-            elif isinstance(value, Tensor) and graph.owns(value) and value.ndim is not None \
-                    and all(isinstance(d, int) for d in value.shape):
-                init = Tensor(np.zeros(value.shape, value.dtype))
-                param = graph.placeholder_like(init)
-            else:
-                continue
+
+        def is_feed(value):
+            return any(value is t for t in self.feeds)
+
+        def carry(name, init, param, value):
             inits.append(init)
             carry_in.append(graph.input_index(param))
             outputs.append(value)
             names.append(name)
-        for name in self.rebound:  # a local deleted in the body
-            if name not in frame.f_locals:
-                restore[name] = self.rebound[name]
+
+        for name, init in self.rebound.items():
+            param = self.params[name]
+            value = now.get(name, param)
+            if isinstance(value, Tensor) and value is not param and not is_feed(value):
+                carry(name, init, param, value)       # a loop variable
+            else:  # unchanged (the outer value again after the loop), or no longer a tensor
+                carry(None, init, param, param)
+                if value is param:
+                    restore[name] = init
+        for name, value in now.items():
+            if name not in self.rebound and isinstance(value, Tensor) and graph.owns(value) \
+                    and not is_feed(value) and all(isinstance(d, int) for d in value.shape):
+                init = Tensor(np.zeros(value.shape, value.dtype))  # no value before the loop
+                carry(name, init, graph.placeholder_like(init), value)
         body.finalize(outputs)
         try:
             outs = body.outer.graph.add_loop(
@@ -447,7 +450,7 @@ class _FeedLoop:
                 k = int(message.split()[2])
                 message = f"`{names[k]}`: " + message
             raise ValueError(f"a loop over a dataset: {message}") from None
-        final = {name: out for name, out in zip(names, outs) if name not in restore}
+        final = {name: out for name, out in zip(names, outs) if name is not None}
         _set_locals(frame, {**final, **restore})
 
 

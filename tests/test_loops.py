@@ -253,6 +253,17 @@ def test_loop_variables_of_a_dataset_loop(rng):
     np.testing.assert_array_equal(scale.numpy(), [2.0, 2.0, 2.0])
 
     @pr.compile
+    def shadows(data, xb):  # the loop target reuses an argument's name
+        count = ops.multiply(ops.sum(xb), 0.0)
+        for xb, yb in data:
+            count = ops.add(count, 1.0)
+        return count
+
+    assert float(shadows(data, np.ones(3, np.float32))) == 4.0
+    one_short_batch = pr.data.Dataset.from_tensor_slices((x[:3], np.zeros(3, np.int32))).batch(4)
+    assert float(shadows(one_short_batch, np.ones(3, np.float32))) == 1.0
+
+    @pr.compile
     def leaves_early(data):
         for xb, yb in data:
             break
@@ -300,6 +311,9 @@ class _BatchEnds(pr.callbacks.Callback):
         super().__init__()
         self.ends = []
 
+    def on_train_batch_begin(self, batch, logs=None):
+        self.ends.append(("begin", batch, self.model.optimizer.iterations.numpy().item()))
+
     def on_train_batch_end(self, batch, logs=None):
         self.ends.append(batch)
 
@@ -323,8 +337,11 @@ def test_steps_per_execution_gives_the_weights_of_one_step_per_call(rng):
     four, four_logs, four_ends = _fit(4, x, y, batch_size=16, validation_data=(x, y))
     for a, b in zip(one.get_weights(), four.get_weights()):
         np.testing.assert_array_equal(a, b)
-    assert one_ends == list(range(7)) * 2
-    assert four_ends == [3, 6] * 2  # once per execution; the last group has 3 steps
+    assert [e for e in one_ends if not isinstance(e, tuple)] == list(range(7)) * 2
+    # Once per execution: begin with the group's first batch (before it runs),
+    # end with its last; the last group has 3 steps.
+    assert four_ends == [("begin", 0, 0), 3, ("begin", 4, 4), 6,
+                         ("begin", 0, 7), 3, ("begin", 4, 11), 6]
     for key in one_logs:  # the running sums add float32 sums: equal to float32 rounding
         np.testing.assert_allclose(four_logs[key], one_logs[key], rtol=1e-6)
     # One compiled loop for training and one for validation, each traced once
