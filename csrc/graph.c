@@ -802,6 +802,12 @@ static PyObject *Graph_add_loop(pr_Graph *g, PyObject *args, PyObject *kw) {
     int n_rec_in = n < PR_MAX_INPUTS ? n : PR_MAX_INPUTS;
     int n_rec_out = n < PR_MAX_OUTPUTS ? n : PR_MAX_OUTPUTS;
     for (int k = 0; k < n_rec_in; k++) rec_in[k] = PySequence_Fast_GET_ITEM(init_seq, k);
+    /* and the trainable Variables the body reads, so that a gradient with
+     * respect to one of them through the loop raises too */
+    for (Py_ssize_t c = 0; c < PyList_GET_SIZE(body->captures) && n_rec_in < PR_MAX_INPUTS; c++) {
+        PyObject *t = PyList_GET_ITEM(body->captures, c);
+        if (((pr_Tensor *)t)->trainable) rec_in[n_rec_in++] = t;
+    }
     for (int k = 0; k < n_rec_out; k++) rec_out[k] = PyList_GET_ITEM(outs, k);
     char no_attrs[PR_ATTR_BYTES] = {0};
     if (n_rec_in && pr_tape_record(&pr_loop_op, rec_in, n_rec_in, no_attrs, rec_out, n_rec_out) < 0) {

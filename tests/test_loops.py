@@ -136,6 +136,15 @@ def test_loop_errors(rng):
         gradient_through_loop(np.ones(3, np.float32))
 
     @pr.compile
+    def gradient_of_a_variable_read_in_the_body(x):
+        with pr.GradientTape() as tape:
+            total = ops.sum(pr.fori_loop(0, 3, lambda i, v: ops.multiply(v, w), x))
+        return tape.gradient(total, [w])
+
+    with pytest.raises(NotImplementedError, match="gradients through a loop"):
+        gradient_of_a_variable_read_in_the_body(np.ones(3, np.float32))
+
+    @pr.compile
     def bad_label(logits, labels):
         return pr.fori_loop(0, 2, lambda i, v: ops.add(v, ops.sparse_categorical_crossentropy(
             labels, logits, from_logits=True)), np.zeros(2, np.float32))
