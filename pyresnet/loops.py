@@ -25,7 +25,6 @@ import dis
 import importlib
 import sys
 import warnings
-from . import ops
 from .tensor import Tensor, Variable, convert_to_tensor
 
 __all__ = ["while_loop", "fori_loop", "UnrolledLoopWarning"]
