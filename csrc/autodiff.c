@@ -61,7 +61,7 @@ int pr_tape_record(const pr_op *op, PyObject *const *inputs, int n_in, const voi
         pr_Tape *tape = (pr_Tape *)PyList_GET_ITEM(active_tapes, k);
         int any = 0;
         for (int i = 0; i < n_in && !any; i++) {
-            if (((pr_Tensor *)inputs[i])->v.dtype != PR_F32) continue;
+            if (!pr_dtype_is_float(((pr_Tensor *)inputs[i])->v.dtype)) continue;
             int w = is_watched(tape, inputs[i]);
             if (w < 0) return -1;
             any = w;
@@ -85,7 +85,7 @@ int pr_tape_record(const pr_op *op, PyObject *const *inputs, int n_in, const voi
         for (int i = 0; i < n_in + n_out; i++)
             e->version[i] = ((pr_Tensor *)(i < n_in ? inputs[i] : outputs[i - n_in]))->version;
         for (int i = 0; i < n_out; i++)
-            if (((pr_Tensor *)outputs[i])->v.dtype == PR_F32 && watch(tape, outputs[i]) < 0)
+            if (pr_dtype_is_float(((pr_Tensor *)outputs[i])->v.dtype) && watch(tape, outputs[i]) < 0)
                 return -1;
     }
     return 0;
@@ -271,7 +271,7 @@ static PyObject *Tape_gradient(pr_Tape *tape, PyObject *args) {
         for (int i = 0; i < e->n_in; i++) {
             int r = in_set(relevant, e->in[i]);
             if (r < 0) goto done;
-            needs[i] = r && ((pr_Tensor *)e->in[i])->v.dtype == PR_F32;
+            needs[i] = r && pr_dtype_is_float(((pr_Tensor *)e->in[i])->v.dtype);
             any_need |= needs[i];
         }
         if (!any_need) continue;

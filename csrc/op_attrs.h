@@ -68,6 +68,11 @@ typedef struct {
     int transpose_b;
 } pr_matmul_attrs;
 
+/* cast: the pr_dtype code of the result (float32 or bfloat16). */
+typedef struct {
+    int64_t dtype;
+} pr_cast_attrs;
+
 /* batch normalization over all axes but the last. */
 typedef struct {
     double epsilon;

@@ -302,6 +302,20 @@ int pr_kernel_status(const pr_op *op, int rc) {
     }
 }
 
+/* An op without PR_OP_BF16 computes in float32: a bfloat16 input it reads
+ * (not one it updates in place) becomes cast(x, float32), called like any
+ * op, so tapes and traced graphs record it. */
+static int widen_bf16(const pr_op *op, int i, PyObject **t) {
+    if ((op->flags & PR_OP_BF16) || (op->mutates >> i & 1) ||
+        ((pr_Tensor *)*t)->v.dtype != PR_BF16)
+        return 0;
+    pr_cast_attrs a = {PR_F32};
+    PyObject *wide = pr_call_by_name("cast", t, 1, &a);
+    if (!wide) return -1;
+    Py_SETREF(*t, wide);
+    return 0;
+}
+
 int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
             PyObject **outputs) {
     if (n_in != op->n_in)
@@ -324,6 +338,7 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
         snprintf(what, sizeof what, "input %d", i);
         t[i] = (PyObject *)pr_tensor_from_arg(inputs[i], op->name, what);
         if (!t[i]) goto done;
+        if (widen_bf16(op, i, &t[i]) < 0) goto done;
         symbolic |= pr_is_symbolic(t[i]);
     }
     /* While a function is traced every call is traced, also on real inputs:
@@ -443,8 +458,9 @@ static PyObject *py_cpu_info(PyObject *self, PyObject *noargs) {
         Py_XDECREF(s);
     }
     if (!names) return NULL;
-    return Py_BuildValue("{s:s,s:N,s:O}", "brand", pr_cpu_brand(), "features", names,
-                         "reference_only", pr_cpu_reference_only() ? Py_True : Py_False);
+    return Py_BuildValue("{s:s,s:N,s:O,s:s}", "brand", pr_cpu_brand(), "features", names,
+                         "reference_only", pr_cpu_reference_only() ? Py_True : Py_False, "amx",
+                         pr_cpu_amx_status());
 }
 
 /* The op a Python name names, or NULL with KeyError. */
@@ -578,7 +594,8 @@ static PyMethodDef ops_methods[] = {
     {"op_names", py_op_names, METH_NOARGS, "Names of all registered ops."},
     {"op_info", py_op_info, METH_O, "op_info(name) -> dict describing a registered op."},
     {"cpu_info", py_cpu_info, METH_NOARGS,
-     "cpu_info() -> dict: brand, features, reference_only (PYRESNET_KERNELS=reference)."},
+     "cpu_info() -> dict: brand, features, reference_only (PYRESNET_KERNELS=reference), amx "
+     "(the tile-state request's outcome)."},
     {"op_variants", py_op_variants, METH_O,
      "op_variants(name) -> [(kernel variant, runs on this CPU)] in priority order."},
     {"run_variant", (PyCFunction)(void (*)(void))py_run_variant, METH_VARARGS | METH_KEYWORDS,

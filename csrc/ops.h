@@ -51,6 +51,8 @@ enum {
                                   * recorded on tapes, and a gradient that must pass through it
                                   * (a second derivative) raises NotImplementedError naming it,
                                   * instead of silently giving None */
+    PR_OP_BF16 = 32,       /* takes bfloat16 inputs itself; pr_call gives every other op its
+                            * bfloat16 inputs cast to float32 (recorded like any op call) */
 };
 
 typedef struct pr_op pr_op;

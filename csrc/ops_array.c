@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/array.h"
+#include "kernels/bf16.h"
 #include "kernels/elementwise.h"
 #include "op_attrs.h"
 
@@ -147,19 +148,34 @@ static int infer_cast(const pr_op *op, const pr_view *in, int n, const void *att
     int64_t dt = ((const cast_attrs *)attrs)->dtype;
     if (dt < 0 || dt >= PR_N_DTYPES)
         return pr_fail(op, PyExc_ValueError, "dtype code %lld names no dtype", (long long)dt);
+    if ((dt == PR_BF16 || in[0].dtype == PR_BF16) &&
+        !(pr_dtype_is_float((pr_dtype)dt) && pr_dtype_is_float(in[0].dtype)))
+        return pr_fail(op, PyExc_TypeError, "bfloat16 converts to and from float32 only, got %s "
+                       "to %s", pr_dtype_name(in[0].dtype), pr_dtype_name((pr_dtype)dt));
     pr_set_out(out, (pr_dtype)dt, in[0].ndim, in[0].shape);
     return 0;
 }
 
+/* float32 -> bfloat16 rounds to nearest even (NaN stays NaN, as ml_dtypes);
+ * bfloat16 -> float32 is exact (kernels/bf16.h). */
 static int fw_cast(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    if (out->dtype == PR_BF16 && in[0].dtype == PR_F32) {
+        pr_f32_to_bf16(in[0].data, out->data, out->size);
+        return PR_OK;
+    }
+    if (out->dtype == PR_F32 && in[0].dtype == PR_BF16) {
+        pr_bf16_to_f32_array(in[0].data, out->data, out->size);
+        return PR_OK;
+    }
     return pr_k_cast(in[0].data, in[0].dtype, out->data, out->dtype, out->size);
 }
 
-/* Float to float passes the gradient; a cast to or from an integer type has
- * none (tf.cast's rule). */
+/* Float to float (float32, bfloat16) passes the gradient on unchanged
+ * (gradients are float32); a cast to or from an integer type has none
+ * (tf.cast's rule). */
 static int gr_cast(PyObject *const *in, PyObject *const *out, const void *attrs,
                    PyObject *const *gout, const int *needs, PyObject **gin) {
-    if (T(in[0])->dtype != PR_F32 || T(out[0])->dtype != PR_F32) return 0;
+    if (!pr_dtype_is_float(T(in[0])->dtype) || !pr_dtype_is_float(T(out[0])->dtype)) return 0;
     Py_INCREF(gout[0]);
     gin[0] = gout[0];
     return 0;
@@ -169,12 +185,14 @@ static const pr_attr_spec cast_specs[] = {
     {"dtype", PR_ATTR_INT, offsetof(cast_attrs, dtype), 1, 0}, {NULL}};
 
 static const pr_op op_cast = {
-    .name = "cast", .n_in = 1, .n_out = 1, .attrs = cast_specs, .attr_size = sizeof(cast_attrs),
+    .name = "cast", .n_in = 1, .n_out = 1, .flags = PR_OP_BF16, .attrs = cast_specs,
+    .attr_size = sizeof(cast_attrs),
     .infer = infer_cast, .forward = fw_cast, .gradient = gr_cast,
-    .doc = "x converted to dtype code `dtype` (0 float32, 1 int32, 2 int64, 3 uint8, 4 bool; "
+    .doc = "x converted to dtype code `dtype` (0 float32, 1 int32, 2 int64, 3 uint8, 4 bool, "
+           "5 bfloat16 (from and to float32 only, round to nearest even); "
            "pyresnet.ops.cast takes names).  Float to integer truncates toward 0 (NaN -> 0, "
            "out-of-range values clamp to the type's ends); integer to integer wraps; to bool "
-           "is `!= 0`.  The gradient passes only float32 to float32."};
+           "is `!= 0`.  The gradient passes between float types only."};
 
 static int infer_copy(const pr_op *op, const pr_view *in, int n, const void *attrs,
                       pr_view *out, size_t *ws) {

@@ -2,6 +2,15 @@
  * ops; max/average pooling and global average pooling with their backward
  * ops.  All float32, images NHWC, filters HWIO.
  *
+ * bfloat16: matmul and the three conv ops also take bfloat16 operands (the
+ * mixed_bfloat16 policy, pyresnet/mixed_precision.py).  When either operand
+ * is bfloat16 the op computes in bfloat16: both operands are rounded to
+ * bfloat16 (a float32 one while it is packed), products are summed in
+ * float32, and the result is float32.  The reference kernels do exactly
+ * that in float32 on the rounded operands (kernels/bf16.h); the AMX and
+ * AVX512_BF16 variants (kernels/gemm_bf16.h) agree with them to float32
+ * summation order.
+ *
  * The shape rules check everything the kernels (kernels/conv.c, pool.c)
  * rely on: ranks, dtypes, positive window sizes and strides, matching
  * channels, a non-empty spatial output, and sizes that fit the 32-bit
@@ -12,12 +21,55 @@
 
 #include <limits.h>
 
+#include "kernels/bf16.h"
 #include "kernels/conv.h"
 #include "kernels/conv_direct.h"
 #include "kernels/pool.h"
 #include "op_attrs.h"
 
 #define T(o) (&((pr_Tensor *)(o))->v)
+
+/* ---- bfloat16 operands ------------------------------------------------------ */
+
+/* Input i must be float32 or bfloat16. */
+static int expect_float(const pr_op *op, const pr_view *in, int i) {
+    if (in[i].dtype != PR_F32 && in[i].dtype != PR_BF16)
+        return pr_fail(op, PyExc_TypeError, "input %d must be float32 or bfloat16, got %s", i,
+                       pr_dtype_name(in[i].dtype));
+    return 0;
+}
+
+/* Whether a call of two operands computes in bfloat16 (either one is). */
+static int bf16_call(const pr_view *in) {
+    return in[0].dtype == PR_BF16 || in[1].dtype == PR_BF16;
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Scratch the reference kernels add for a bfloat16 call: both operands as
+ * float32 after rounding (0 while a size is unknown: the plan asks again). */
+static size_t widened_bytes(const pr_view *in) {
+    if (!bf16_call(in) || pr_dim_is_sym(in[0].size) || pr_dim_is_sym(in[1].size)) return 0;
+    return align64(sizeof(float) * (size_t)in[0].size) +
+           align64(sizeof(float) * (size_t)in[1].size);
+}
+
+/* For a bfloat16 call, w[0..1] are the operands rounded to bfloat16 as
+ * float32, in scratch after the first `used` bytes; else the inputs. */
+static void widen_operands(const pr_view *in, void *ws, size_t used, pr_view *w) {
+    w[0] = in[0], w[1] = in[1];
+    if (!bf16_call(in)) return;
+    char *p = (char *)ws + used;
+    for (int i = 0; i < 2; i++) {
+        w[i].data = p;
+        w[i].dtype = PR_F32;
+        pr_bf16_rounded_f32(in[i].data, in[i].dtype, (float *)p, in[i].size);
+        p += align64(sizeof(float) * (size_t)in[i].size);
+    }
+}
+
+/* Whether every input is float32 (the float32 fast kernels' condition). */
+static int all_f32(const pr_view *in) { return in[0].dtype == PR_F32 && in[1].dtype == PR_F32; }
 
 static const char *padding_name(int same) { return same ? "same" : "valid"; }
 
@@ -111,7 +163,7 @@ static int check_window_output(const pr_op *op, const pr_window *g, int same, co
 /* Expect `dy` (input i) to have the forward output's shape. */
 static int check_dy(const pr_op *op, const pr_view *in, int i, int ndim, const int64_t *want) {
     char s[160], w[160];
-    if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
+    if (expect_float(op, in, i) < 0) return -1;
     if (same_shape(&in[i], ndim, want)) return 0;
     pr_view wv;
     pr_set_out(&wv, PR_F32, ndim, want);
@@ -126,7 +178,7 @@ static int infer_matmul(const pr_op *op, const pr_view *in, int n, const void *a
     const pr_matmul_attrs *a = attrs;
     char sa[160], sb[160];
     for (int i = 0; i < 2; i++)
-        if (pr_expect_dtype(op, in, i, PR_F32) < 0 || pr_expect_ndim(op, in, i, 2) < 0 ||
+        if (expect_float(op, in, i) < 0 || pr_expect_ndim(op, in, i, 2) < 0 ||
             check_extent(op, i ? "b" : "a", &in[i]) < 0)
             return -1;
     int64_t m = in[0].shape[a->transpose_a ? 1 : 0], ka = in[0].shape[a->transpose_a ? 0 : 1];
@@ -137,11 +189,14 @@ static int infer_matmul(const pr_op *op, const pr_view *in, int n, const void *a
                        pr_shape_str(&in[1], sb, sizeof sb), a->transpose_b ? " (transposed)" : "");
     int64_t shape[2] = {m, nn};
     pr_set_out(out, PR_F32, 2, shape);
+    *ws = widened_bytes(in);
     return check_extent(op, "the output", out);
 }
 
-static int fw_matmul(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+static int fw_matmul(const pr_view *in_given, int n, pr_view *out, const void *attrs, void *ws) {
     const pr_matmul_attrs *a = attrs;
+    pr_view in[2];
+    widen_operands(in_given, ws, 0, in);
     int64_t k = in[0].shape[a->transpose_a ? 0 : 1];
     if (k == 0) {
         for (int64_t i = 0; i < out->size; i++) ((float *)out->data)[i] = 0.0f;
@@ -247,12 +302,13 @@ static size_t conv_scratch(const pr_window *g, const pr_conv_attrs *a, pr_conv_p
 static int infer_conv2d(const pr_op *op, const pr_view *in, int n, const void *attrs,
                         pr_view *out, size_t *ws) {
     pr_window g;
-    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || pr_expect_dtype(op, in, 1, PR_F32) < 0 ||
+    if (expect_float(op, in, 0) < 0 || expect_float(op, in, 1) < 0 ||
         check_conv(op, attrs, &in[0], &in[1], "x", "kernel", &g) < 0)
         return -1;
     int64_t shape[4] = {g.n, g.ho, g.wo, g.o};
     pr_set_out(out, PR_F32, 4, shape);
     *ws = conv_scratch(&g, attrs, PR_CONV_FORWARD);
+    *ws = align64(*ws) + widened_bytes(in);
     return 0;
 }
 
@@ -262,13 +318,14 @@ static int infer_conv2d_bpi(const pr_op *op, const pr_view *in, int n, const voi
     const pr_conv_attrs *a = attrs;
     pr_view x = shape_view(&a->shape);
     pr_window g;
-    if (pr_expect_dtype(op, in, 1, PR_F32) < 0 ||
+    if (expect_float(op, in, 1) < 0 ||
         check_conv(op, a, &x, &in[1], "shape (of x)", "kernel", &g) < 0)
         return -1;
     int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
     if (check_dy(op, in, 0, 4, dy) < 0) return -1;
     *out = x;
     *ws = conv_scratch(&g, a, PR_CONV_BACKPROP_INPUT);
+    *ws = align64(*ws) + widened_bytes(in);
     return 0;
 }
 
@@ -278,38 +335,49 @@ static int infer_conv2d_bpf(const pr_op *op, const pr_view *in, int n, const voi
     const pr_conv_attrs *a = attrs;
     pr_view k = shape_view(&a->shape);
     pr_window g;
-    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 ||
+    if (expect_float(op, in, 0) < 0 ||
         check_conv(op, a, &in[0], &k, "x", "shape (of kernel)", &g) < 0)
         return -1;
     int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
     if (check_dy(op, in, 1, 4, dy) < 0) return -1;
     *out = k;
     *ws = conv_scratch(&g, a, PR_CONV_BACKPROP_FILTER);
+    *ws = align64(*ws) + widened_bytes(in);
     return 0;
 }
 
-/* The reference kernels: im2col + OpenBLAS, or direct loops for groups > 1. */
-static int fw_conv2d(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+/* The reference kernels: im2col + OpenBLAS, or direct loops for groups > 1.
+ * A bfloat16 call runs them on the rounded operands, kept after the
+ * kernel's own scratch. */
+static int fw_conv2d(const pr_view *in_given, int n, pr_view *out, const void *attrs, void *ws) {
     pr_window g;
+    pr_view in[2];
     int64_t groups = ((const pr_conv_attrs *)attrs)->groups;
-    conv_window(attrs, in[0].shape, in[1].shape, &g);
+    conv_window(attrs, in_given[0].shape, in_given[1].shape, &g);
+    widen_operands(in_given, ws, align64(conv_scratch(&g, attrs, PR_CONV_FORWARD)), in);
     if (groups > 1) return pr_conv2d_grouped_forward(&g, groups, in[0].data, in[1].data, out->data);
     return pr_conv2d_forward(&g, in[0].data, in[1].data, out->data, ws);
 }
 
-static int fw_conv2d_bpi(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+static int fw_conv2d_bpi(const pr_view *in_given, int n, pr_view *out, const void *attrs,
+                         void *ws) {
     pr_window g;
+    pr_view in[2];
     int64_t groups = ((const pr_conv_attrs *)attrs)->groups;
-    conv_window(attrs, out->shape, in[1].shape, &g);
+    conv_window(attrs, out->shape, in_given[1].shape, &g);
+    widen_operands(in_given, ws, align64(conv_scratch(&g, attrs, PR_CONV_BACKPROP_INPUT)), in);
     if (groups > 1)
         return pr_conv2d_grouped_backprop_input(&g, groups, in[0].data, in[1].data, out->data);
     return pr_conv2d_backprop_input(&g, in[0].data, in[1].data, out->data, ws);
 }
 
-static int fw_conv2d_bpf(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+static int fw_conv2d_bpf(const pr_view *in_given, int n, pr_view *out, const void *attrs,
+                         void *ws) {
     pr_window g;
+    pr_view in[2];
     int64_t groups = ((const pr_conv_attrs *)attrs)->groups;
-    conv_window(attrs, in[0].shape, out->shape, &g);
+    conv_window(attrs, in_given[0].shape, out->shape, &g);
+    widen_operands(in_given, ws, align64(conv_scratch(&g, attrs, PR_CONV_BACKPROP_FILTER)), in);
     if (groups > 1)
         return pr_conv2d_grouped_backprop_filter(&g, groups, in[0].data, in[1].data, out->data);
     return pr_conv2d_backprop_filter(&g, in[0].data, in[1].data, out->data, ws);
@@ -333,7 +401,8 @@ static void window_bpf(const pr_view *in, const pr_view *out, const void *a, pr_
                                       const void *a) {                                          \
         pr_window g;                                                                            \
         window_##pass(in, out, a, &g);                                                          \
-        return ((const pr_conv_attrs *)a)->groups == 1 && pr_conv_direct_supports(&g, PASS);    \
+        return ((const pr_conv_attrs *)a)->groups == 1 && all_f32(in) &&                       \
+               pr_conv_direct_supports(&g, PASS);                                               \
     }                                                                                           \
     static size_t direct_scratch_##pass(const pr_view *in, int n, const pr_view *out,           \
                                         const void *a) {                                        \
@@ -598,23 +667,26 @@ static double flops_conv_bpf(const pr_view *in, int n, const pr_view *out, const
 }
 
 static const pr_op op_matmul = {
-    .name = "matmul", .n_in = 2, .n_out = 1, .attrs = matmul_attrs,
+    .name = "matmul", .n_in = 2, .n_out = 1, .flags = PR_OP_BF16, .attrs = matmul_attrs,
     .attr_size = sizeof(pr_matmul_attrs), .infer = infer_matmul, .forward = fw_matmul,
     .gradient = gr_matmul, .flops = flops_matmul,
-    .doc = "matmul(a (M, K), b (K, N)) -> (M, N) with OpenBLAS sgemm; transpose_a / "
-           "transpose_b take a as (K, M) / b as (N, K)."};
+    .doc = "matmul(a (M, K), b (K, N)) -> (M, N) float32 with OpenBLAS sgemm; transpose_a / "
+           "transpose_b take a as (K, M) / b as (N, K).  float32 or bfloat16 operands: with a "
+           "bfloat16 one, both are rounded to bfloat16 and products summed in float32."};
 
 static const pr_op op_conv2d = {
-    .name = "conv2d", .n_in = 2, .n_out = 1, .attrs = conv_attrs,
+    .name = "conv2d", .n_in = 2, .n_out = 1, .flags = PR_OP_BF16, .attrs = conv_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d, .forward = fw_conv2d,
     .gradient = gr_conv2d, .flops = flops_conv, .variants = variants_fw,
     .n_variants = N_CONV_VARIANTS,
     .doc = "conv2d(x (N, H, W, C), kernel (KH, KW, C, O)) -> (N, HO, WO, O); strides: 1 or 2 "
            "ints; same: TensorFlow 'same' padding, else 'valid'.  Direct AVX-512 kernel where the "
-           "CPU has it, else im2col + sgemm."};
+           "CPU has it, else im2col + sgemm.  float32 or bfloat16 operands: with a bfloat16 one, "
+           "both are rounded to bfloat16 and products summed in float32 (output float32)."};
 
 static const pr_op op_conv2d_bpi = {
-    .name = "conv2d_backprop_input", .n_in = 2, .n_out = 1, .attrs = conv_bp_attrs,
+    .name = "conv2d_backprop_input", .n_in = 2, .n_out = 1, .flags = PR_OP_BF16,
+    .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpi, .forward = fw_conv2d_bpi,
     .gradient = gr_conv2d_bpi, .flops = flops_conv_bpi, .variants = variants_bpi,
     .n_variants = N_CONV_VARIANTS,
@@ -622,7 +694,8 @@ static const pr_op op_conv2d_bpi = {
            "gradient of conv2d wrt x."};
 
 static const pr_op op_conv2d_bpf = {
-    .name = "conv2d_backprop_filter", .n_in = 2, .n_out = 1, .attrs = conv_bp_attrs,
+    .name = "conv2d_backprop_filter", .n_in = 2, .n_out = 1, .flags = PR_OP_BF16,
+    .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpf, .forward = fw_conv2d_bpf,
     .gradient = gr_conv2d_bpf, .flops = flops_conv_bpf, .variants = variants_bpf,
     .n_variants = N_CONV_VARIANTS,

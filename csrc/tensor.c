@@ -9,6 +9,7 @@
 #include <numpy/arrayobject.h>
 
 #include "ops.h"
+#include "kernels/bf16.h"
 
 static const char TRACING_HINT[] =
     "is a symbolic tensor: the function is being traced by pyresnet.compile, which runs the "
@@ -106,11 +107,16 @@ pr_Tensor *pr_tensor_scalar(float value) {
     return t;
 }
 
+/* NumPy's type number of ml_dtypes.bfloat16 (a user-defined dtype), found
+ * once at import by pr_tensor_init_type. */
+static int bf16_typenum = -1;
+
 /* By kind and item size, not type number: int64 data may come as NPY_LONG or
  * NPY_LONGLONG, which are different type numbers of the same type. */
 static int numpy_to_dtype(PyArrayObject *a, pr_dtype *out) {
     PyArray_Descr *d = PyArray_DESCR(a);
     npy_intp size = PyArray_ITEMSIZE(a);
+    if (d->type_num == bf16_typenum) return *out = PR_BF16, bf16_typenum;
     if (PyDataType_ISFLOAT(d)) return *out = PR_F32, NPY_FLOAT;
     if (PyDataType_ISBOOL(d)) return *out = PR_BOOL, NPY_BOOL;
     if (PyDataType_ISUNSIGNED(d) && size == 1) return *out = PR_U8, NPY_UINT8;
@@ -147,7 +153,8 @@ pr_Tensor *pr_tensor_from_object(PyObject *obj) {
     int typenum = python_scalar ? (dtype = PR_F32, NPY_FLOAT) : numpy_to_dtype(a, &dtype);
     if (typenum < 0) {
         PyErr_Format(PyExc_TypeError,
-                     "expected float, int32, int64 or uint8 data, got an array of dtype %S",
+                     "expected float, bfloat16, int32, int64 or uint8 data, got an array of "
+                     "dtype %S",
                      (PyObject *)PyArray_DESCR(a));
         Py_DECREF(a);
         return NULL;
@@ -262,6 +269,7 @@ static int npy_type(pr_dtype d) {
     case PR_I64: return NPY_INT64;
     case PR_U8: return NPY_UINT8;
     case PR_BOOL: return NPY_BOOL;
+    case PR_BF16: return bf16_typenum;
     }
     return NPY_FLOAT;
 }
@@ -391,6 +399,7 @@ static int Tensor_bool(pr_Tensor *t) {
     case PR_I64: return *(int64_t *)t->v.data != 0;
     case PR_U8:
     case PR_BOOL: return *(uint8_t *)t->v.data != 0;
+    case PR_BF16: return pr_bf16_to_f32(*(uint16_t *)t->v.data) != 0.0f;
     }
     return 0;
 }
@@ -468,6 +477,7 @@ static PyObject *Tensor_float(pr_Tensor *t) {
     case PR_I64: return PyFloat_FromDouble((double)*(int64_t *)t->v.data);
     case PR_U8:
     case PR_BOOL: return PyFloat_FromDouble(*(uint8_t *)t->v.data);
+    case PR_BF16: return PyFloat_FromDouble(pr_bf16_to_f32(*(uint16_t *)t->v.data));
     }
     return NULL;
 }
@@ -482,6 +492,7 @@ static PyObject *Tensor_int(pr_Tensor *t) {
     case PR_U8:
     case PR_BOOL: return PyLong_FromLong(*(uint8_t *)t->v.data);
     case PR_F32: return PyLong_FromDouble(*(float *)t->v.data);
+    case PR_BF16: return PyLong_FromDouble(pr_bf16_to_f32(*(uint16_t *)t->v.data));
     }
     return NULL;
 }
@@ -563,7 +574,16 @@ static int Tensor_getbuffer(pr_Tensor *t, Py_buffer *view, int flags) {
         view->obj = NULL;
         return -1;
     }
-    static char *formats[PR_N_DTYPES] = {"f", "i", "q", "B", "?"};
+    /* bfloat16 has no struct-module format: consumers that need one (NumPy
+     * among them) fall back to __array__, which gives ml_dtypes.bfloat16. */
+    if (t->v.dtype == PR_BF16 && (flags & PyBUF_FORMAT) == PyBUF_FORMAT) {
+        PyErr_SetString(PyExc_BufferError,
+                        "Tensor: bfloat16 has no buffer-protocol format; use .numpy() "
+                        "(an ml_dtypes.bfloat16 array)");
+        view->obj = NULL;
+        return -1;
+    }
+    static char *formats[PR_N_DTYPES] = {"f", "i", "q", "B", "?", "H"};
     view->buf = t->v.data;
     view->obj = (PyObject *)t;
     Py_INCREF(t);
@@ -598,7 +618,8 @@ static PyMethodDef Tensor_methods[] = {
 
 static PyGetSetDef Tensor_getset[] = {
     {"shape", (getter)Tensor_get_shape, NULL, "Shape as a tuple of ints (NHWC for images).", NULL},
-    {"dtype", (getter)Tensor_get_dtype, NULL, "'float32', 'int32', 'int64', 'uint8' or 'bool'.", NULL},
+    {"dtype", (getter)Tensor_get_dtype, NULL,
+     "'float32', 'bfloat16', 'int32', 'int64', 'uint8' or 'bool'.", NULL},
     {"ndim", (getter)Tensor_get_ndim, NULL, "Rank.", NULL},
     {"size", (getter)Tensor_get_size, NULL, "Number of elements.", NULL},
     {"nbytes", (getter)Tensor_get_nbytes, NULL, "Buffer size in bytes.", NULL},
@@ -626,9 +647,10 @@ PyTypeObject pr_TensorType = {
     .tp_as_buffer = &Tensor_as_buffer,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Tensor(value)\n\n"
-              "A contiguous array of float32, int32, int64, uint8 or bool (images are NHWC).\n"
-              "`value` is a Tensor, NumPy array, nested list or Python number; it is copied.\n"
-              "Floating input becomes float32; bool stays bool; int8/16 and uint16 become int32.\n"
+              "A contiguous array of float32, bfloat16, int32, int64, uint8 or bool (images are\n"
+              "NHWC).  `value` is a Tensor, NumPy array, nested list or Python number; it is\n"
+              "copied.  Floating input becomes float32 (ml_dtypes.bfloat16 stays bfloat16); bool\n"
+              "stays bool; int8/16 and uint16 become int32.\n"
               "Exposes the buffer protocol, __array__ and a zero-copy .numpy().\n"
               "Raises TypeError for other dtypes or objects.",
     .tp_traverse = (traverseproc)Tensor_traverse,
@@ -639,6 +661,27 @@ PyTypeObject pr_TensorType = {
     .tp_getset = Tensor_getset,
     .tp_new = Tensor_new,
 };
+
+/* The bfloat16 dtype comes from ml_dtypes, as in JAX and Keras. */
+static int find_bfloat16(void) {
+    PyObject *mod = PyImport_ImportModule("ml_dtypes");
+    if (!mod) return -1;
+    PyObject *type = PyObject_GetAttrString(mod, "bfloat16");
+    Py_DECREF(mod);
+    if (!type) return -1;
+    PyArray_Descr *d = NULL;
+    int ok = PyArray_DescrConverter(type, &d);
+    Py_DECREF(type);
+    if (!ok) return -1;
+    bf16_typenum = d->type_num;
+    int size_ok = PyDataType_ELSIZE(d) == 2;
+    Py_DECREF(d);
+    if (!size_ok) {
+        PyErr_SetString(PyExc_ImportError, "ml_dtypes.bfloat16 is not a 2-byte dtype");
+        return -1;
+    }
+    return 0;
+}
 
 /* _C._set_tensor_methods(dict): the Python-written methods.  Entries are
  * added to the type (functions become methods, properties attributes);
@@ -660,6 +703,7 @@ static PyMethodDef module_methods[] = {
     {NULL}};
 
 int pr_tensor_init_type(PyObject *module) {
+    if (find_bfloat16() < 0) return -1;
     if (PyModule_AddFunctions(module, module_methods) < 0) return -1;
     if (PyType_Ready(&pr_TensorType) < 0) return -1;
     /* NumPy defers binary operators with a Tensor to the Tensor. */

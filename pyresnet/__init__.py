@@ -13,6 +13,7 @@ from .loops import while_loop, fori_loop
 from . import activations, initializers, regularizers, utils
 from . import layers, losses, metrics, optimizers, callbacks, random
 from . import models, saving
+from . import mixed_precision
 from .models import Model, Sequential
 from .layers import Input
 from . import distribute

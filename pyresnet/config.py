@@ -25,6 +25,9 @@ def config():
         ``avx512dq``, ``avx512_bf16``, ``amx_tile``, ``amx_bf16``),
         ``reference_only`` (bool: ``PYRESNET_KERNELS=reference`` was set at
         import, so every op runs its portable reference kernel),
+        ``amx`` (str: ``"absent"``, ``"tile state granted"`` or
+        ``"refused: ..."`` when Linux denied the AMX tile state, in which
+        case the AMX bits are cleared and AMX kernels do not run),
         ``threads`` (int) and ``variants``: for each op with several
         kernels, a list of ``(name, this_cpu_has_its_features)`` in priority
         order (the reference kernel last).  A call runs the first variant that
@@ -34,7 +37,8 @@ def config():
     variants = {name: _C.op_variants(name) for name in sorted(_C.op_names())
                 if _C.op_variants(name)}
     return {"cpu": info["brand"], "features": info["features"],
-            "reference_only": info["reference_only"], "threads": _C.get_num_threads(),
+            "reference_only": info["reference_only"], "amx": info["amx"],
+            "threads": _C.get_num_threads(),
             "variants": variants}
 
 
@@ -46,6 +50,7 @@ def show_config(file=None):
     out = file or sys.stdout
     print(f"CPU:      {c['cpu'] or 'unknown'}", file=out)
     print(f"features: {' '.join(c['features']) or 'none detected'}", file=out)
+    print(f"AMX:      {c['amx']}", file=out)
     print(f"threads:  {c['threads']}", file=out)
     if c["reference_only"]:
         print("kernels:  reference only (PYRESNET_KERNELS=reference)", file=out)

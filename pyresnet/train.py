@@ -7,6 +7,8 @@
     python -m pyresnet.train --subset 64 --test-subset 64 --epochs 1   # a smoke test
 
 Two recipes; every option below overrides its recipe's value.
+``--mixed-precision`` trains under Keras's ``mixed_bfloat16`` policy
+(:mod:`pyresnet.mixed_precision`) with either.
 
 ``--recipe cifar`` (the default) is the recipe of the best public ResNet-20
 reproduction (chenyaofo/pytorch-cifar-models: projection shortcuts (1x1
@@ -183,6 +185,9 @@ def build_parser():
                    help="train without augmentation (and without mixup)")
     p.add_argument("--run-eagerly", action="store_true", help="do not compile the steps")
     p.add_argument("--jit-compile", action="store_true", help="compile with fusion and tuning")
+    p.add_argument("--mixed-precision", action="store_true",
+                   help="Keras's mixed_bfloat16 policy: float32 weights, convolutions and "
+                        "matmuls in bfloat16 (AMX / AVX512_BF16 where the CPU has them)")
     p.add_argument("--verbose", default="auto", help="fit's progress bar: auto, 0, 1 or 2")
     p.add_argument("--log-dir", default="runs", metavar="DIR",
                    help="parent folder of the run folders (default: ./runs)")
@@ -421,7 +426,13 @@ def main(argv=None):
                                             mixup_alpha=mixup, num_classes=num_classes)
     test = recipes.eval_dataset(x_test, y_test, batch_size=256,
                                 num_classes=num_classes if mixup else None)
-    model = build_model(args.model, num_classes, args.shortcut, tuple(x_train.shape[1:]))
+    before = pr.mixed_precision.global_policy()
+    # layers take the global policy when they are made
+    pr.mixed_precision.set_global_policy("mixed_bfloat16" if args.mixed_precision else "float32")
+    try:
+        model = build_model(args.model, num_classes, args.shortcut, tuple(x_train.shape[1:]))
+    finally:
+        pr.mixed_precision.set_global_policy(before)
     steps_per_epoch = len(train)
     # mixup's soft labels need the categorical loss; the test labels are one-hot then
     loss = (pr.losses.CategoricalCrossentropy if mixup else

@@ -36,6 +36,7 @@ import dataclasses
 import zlib
 from typing import Callable, Optional
 
+import ml_dtypes
 import numpy as np
 
 from pyresnet import _C
@@ -47,6 +48,7 @@ from test_ops_nn import (BN_SHAPES, np_bn_infer, np_bn_train, np_keras_probs_ce,
                          np_soft_ce, np_softmax, np_sparse_ce, onehot)
 
 f32 = np.float32
+bf16 = ml_dtypes.bfloat16
 
 
 # ---- the table's types ----------------------------------------------------------------
@@ -97,8 +99,12 @@ class Entry:
 
 
 def as64(inputs):
-    return [np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else np.asarray(a)
-            for a in inputs]
+    """Float inputs (float32 and bfloat16) as float64, exactly; others as they are."""
+    return [np.asarray(a, np.float64) if is_float(a) else np.asarray(a) for a in inputs]
+
+
+def is_float(a):
+    return np.asarray(a).dtype.kind == "f" or np.asarray(a).dtype == bf16
 
 
 TABLE = {}
@@ -224,6 +230,8 @@ add(Entry("negative", _unary_cases(lambda r, s: randn(r, *s)), reference=np.nega
 add(Entry("relu", _unary_cases(lambda r, s: away_from_zero(r, *s)),
           reference=lambda x: np.maximum(x, 0), rtol=0, atol=0, grad_wrt=(0,),
           note="no value within 1e-2 of the kink"))
+
+
 add(Entry("scale", _unary_cases(lambda r, s: randn(r, *s), {"value": 2.5, "divisor": 3})
           + [Case("default divisor", lambda r: [randn(r, 4, 3)], {"value": -0.75})],
           reference=lambda x, value, divisor=1: x * (value / divisor), rtol=1e-6, atol=1e-7,
@@ -593,11 +601,19 @@ def _matmul_case(m, k, n, ta, tb, grad=True):
                 {"transpose_a": ta, "transpose_b": tb}, grad=grad)
 
 
-add(Entry("matmul",
-          [_matmul_case(3, 4, 5, ta, tb) for ta in (False, True) for tb in (False, True)]
-          + [_matmul_case(17, 33, 15, False, True, grad=False),
-             _matmul_case(1, 64, 17, True, False, grad=False),
-             _matmul_case(2, 0, 3, False, False, grad=False)],
+def as_bf16(case):
+    """The case with its float inputs in bfloat16 (the mixed_bfloat16 policy's
+    operands): the op computes in bfloat16 with float32 sums, so on these
+    exactly representable inputs the float32 tolerances still hold."""
+    return Case(case.label + " bf16", lambda r: [a.astype(bf16) for a in case.make(r)],
+                case.attrs, grad=False)
+
+
+MATMUL_CASES = ([_matmul_case(3, 4, 5, ta, tb) for ta in (False, True) for tb in (False, True)]
+                + [_matmul_case(17, 33, 15, False, True, grad=False),
+                   _matmul_case(1, 64, 17, True, False, grad=False),
+                   _matmul_case(2, 0, 3, False, False, grad=False)])
+add(Entry("matmul", MATMUL_CASES + [as_bf16(c) for c in MATMUL_CASES],
           reference=lambda a, b, transpose_a, transpose_b:
           (a.T if transpose_a else a) @ (b.T if transpose_b else b),
           rtol=1e-5, atol=1e-5, grad_wrt=(0, 1), note="includes an empty inner dimension"))
@@ -698,11 +714,24 @@ def _conv_cases(kind):
     return cases
 
 
-add(Entry("conv2d", _conv_cases("fw"), reference=_grouped_conv_ref,
+# the bfloat16 cases: the shapes of ResNet-20 and the awkward ones around them
+CONV_BF16 = ("3x3 s1 same c3 o4 batch1 odd", "3x3 s2 same c15 o17 odd", "3x3 s1 same c16 o16",
+             "3x3 s1 same c64 o64", "1x1 s2 same c64 o17 projection", "3x3 s2 same c64 o64 16x16",
+             "3x3 s1 same c32 o32 batch 4 width 29", "5x5 s1 same c17 o48 width 23",
+             "3x3 s1 same c16 o32 1x1 image", "3x3 s5 valid c16 o8 (stride > 4)",
+             "2x3 s(1,2) same c2 o2")
+
+
+def _conv_cases_all(kind):
+    f32_cases = _conv_cases(kind)
+    return f32_cases + [as_bf16(c) for c in f32_cases if c.label in CONV_BF16]
+
+
+add(Entry("conv2d", _conv_cases_all("fw"), reference=_grouped_conv_ref,
           rtol=1e-4, atol=1e-4, grad_wrt=(0, 1), note="groups: NumPy convs per group, joined"))
-add(Entry("conv2d_backprop_input", _conv_cases("bpi"), reference=_grouped_bpi_ref,
+add(Entry("conv2d_backprop_input", _conv_cases_all("bpi"), reference=_grouped_bpi_ref,
           rtol=1e-4, atol=1e-4, grad_wrt=(0, 1), note="differentiable: second-order gradients"))
-add(Entry("conv2d_backprop_filter", _conv_cases("bpf"), reference=_grouped_bpf_ref,
+add(Entry("conv2d_backprop_filter", _conv_cases_all("bpf"), reference=_grouped_bpf_ref,
           rtol=1e-4, atol=2e-4, grad_wrt=(0, 1), note="differentiable: second-order gradients"))
 
 # test_ops_conv.POOL_CASES (pool, strides, same, x shape), then batch 1 at 16/17/64 channels
@@ -1317,11 +1346,25 @@ add(Entry("where", [
                                         randn(r, 1025)], grad=False),
 ], reference=lambda c, x, y: np.where(c != 0, x, y), rtol=0, atol=0, grad_wrt=(1, 2)))
 
-_DT = {"float32": 0, "int32": 1, "int64": 2, "uint8": 3, "bool": 4}
+_DT = {"float32": 0, "int32": 1, "int64": 2, "uint8": 3, "bool": 4, "bfloat16": 5}
+
+
+def _bf16_specials(r, *shape):
+    """Normal values, plus ties between two bfloat16 (both parities), values
+    that round up to the next binade or to infinity, subnormals, signed zero,
+    inf and NaN, as float32."""
+    x = randn(r, *shape).ravel()
+    bits = np.array([0x3f808000, 0x3f818000, 0x3f80c000, 0x3fffc000, 0x7f7fffff, 0x00012345,
+                     0x80008000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc12345],
+                    np.uint32)
+    x[:len(bits)] = bits.view(f32)
+    return x.reshape(shape)
 
 
 def _cast_ref(x, dtype):
     name = [k for k, v in _DT.items() if v == dtype][0]
+    if name == "bfloat16":  # from float32 (exact in float64): round to nearest even
+        return x.astype(bf16)
     if name == "float32":
         return np.asarray(x, np.float64) if x.dtype.kind != "f" else x
     if x.dtype.kind == "f" and name != "bool":
@@ -1345,6 +1388,13 @@ add(Entry("cast", [
     Case("bool -> int32", lambda r: [np.array([True, False])], {"dtype": 1}, grad=False),
     Case("uint8 -> float32", lambda r: [r.integers(0, 256, (2, 3), dtype=np.uint8)],
          {"dtype": 0}, grad=False),
+    Case("float32 -> bfloat16 specials", lambda r: [_bf16_specials(r, 4, 16)], {"dtype": 5},
+         grad=False),
+    Case("float32 -> bfloat16 (5, 3, 7)", lambda r: [randn(r, 5, 3, 7)], {"dtype": 5},
+         grad=False),
+    Case("bfloat16 -> float32", lambda r: [_bf16_specials(r, 3, 17).astype(bf16)], {"dtype": 0},
+         grad=False),
+    Case("float32 -> bfloat16 empty", lambda r: [randn(r, 0, 3)], {"dtype": 5}, grad=False),
 ], reference=_cast_ref, rtol=0, atol=0, grad_wrt=(0,),
     note="in-range values: NumPy leaves out-of-range float to int undefined"))
 add(Entry("stop_gradient", [Case(str(s), lambda r, s=s: [randn(r, *s)]) for s in UNARY_SHAPES]

@@ -159,6 +159,7 @@ RECIPE_RUNS = {
                   "--no-nesterov", "--shortcut", "zero_pad"],
     "regnet": ["--recipe", "regnet", "--area-factor", "0.3", "--pca", "imagenet", "--optimizer",
                "adamw"],
+    "mixed precision": ["--mixed-precision"],
 }
 # options every run gives, or that have their own test below
 COVERED_ELSEWHERE = {"-h", "--help", "--model", "--subset", "--test-subset", "--batch-size",

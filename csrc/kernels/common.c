@@ -19,6 +19,7 @@ size_t pr_dtype_size(pr_dtype t) {
     case PR_I64: return 8;
     case PR_U8: return 1;
     case PR_BOOL: return 1;
+    case PR_BF16: return 2;
     }
     return 0;
 }
@@ -30,6 +31,7 @@ const char *pr_dtype_name(pr_dtype t) {
     case PR_I64: return "int64";
     case PR_U8: return "uint8";
     case PR_BOOL: return "bool";
+    case PR_BF16: return "bfloat16";
     }
     return "?";
 }

@@ -3,11 +3,18 @@
  * is usable only when XCR0 bits 1, 2, 5, 6 and 7 are set; AMX needs bits 17
  * and 18, and on Linux a per-process permission that bfloat16 kernels
  * request themselves). */
+#define _GNU_SOURCE /* syscall() */
 #include "cpu.h"
 
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -55,11 +62,38 @@ static unsigned probe(char *brand) { return 0; }
 
 static unsigned features;
 static int probed, reference_only;
-static char brand[64];
+static char brand[64], amx_status[128];
+
+/* Linux keeps the 8 KiB AMX tile data out of a process's signal frames
+ * until the process asks for it (Documentation/arch/x86/xstate.rst):
+ * arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), once per process.
+ * Without that permission the first tile instruction raises SIGILL, so a
+ * refusal clears the AMX bits and every op runs its next variant. */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+static unsigned request_tiles(unsigned f) {
+    if (!(f & PR_CPU_AMX_TILE)) {
+        snprintf(amx_status, sizeof amx_status, "absent");
+        return f;
+    }
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0) {
+        snprintf(amx_status, sizeof amx_status, "tile state granted");
+        return f;
+    }
+    snprintf(amx_status, sizeof amx_status,
+             "refused: arch_prctl(ARCH_REQ_XCOMP_PERM) failed (%s); AMX kernels off",
+             strerror(errno));
+#else
+    snprintf(amx_status, sizeof amx_status, "refused: no arch_prctl here; AMX kernels off");
+#endif
+    return f & ~(unsigned)(PR_CPU_AMX_TILE | PR_CPU_AMX_BF16);
+}
 
 static void ensure(void) {
     if (probed) return;
-    features = probe(brand);
+    features = request_tiles(probe(brand));
     const char *env = getenv("PYRESNET_KERNELS");
     reference_only = env && strcmp(env, "reference") == 0;
     probed = 1;
@@ -80,6 +114,11 @@ const char *pr_cpu_brand(void) {
     const char *s = brand;
     while (*s == ' ') s++;
     return s;
+}
+
+const char *pr_cpu_amx_status(void) {
+    ensure();
+    return amx_status;
 }
 
 const char *pr_cpu_feature_name(int k) {

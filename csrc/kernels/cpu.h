@@ -25,6 +25,9 @@ unsigned pr_cpu_features(void);
 const char *pr_cpu_feature_name(int k);
 /* Whether only reference kernels may run (PYRESNET_KERNELS=reference). */
 int pr_cpu_reference_only(void);
+/* The AMX tile state: "absent" (no AMX), "tile state granted", or
+ * "refused: ..." (the OS said no; AMX bits cleared from pr_cpu_features). */
+const char *pr_cpu_amx_status(void);
 /* The processor's brand string ("Intel(R) Xeon(R) ..."), or "". */
 const char *pr_cpu_brand(void);
 

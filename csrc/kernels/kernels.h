@@ -19,9 +19,14 @@ enum {
 };
 
 /* Element types.  Tensors are contiguous, row-major; images are NHWC. */
-/* PR_BOOL: one byte, 0 or 1 (NumPy's bool_): comparisons' results. */
-typedef enum { PR_F32 = 0, PR_I32 = 1, PR_I64 = 2, PR_U8 = 3, PR_BOOL = 4 } pr_dtype;
-#define PR_N_DTYPES 5
+/* PR_BOOL: one byte, 0 or 1 (NumPy's bool_): comparisons' results.
+ * PR_BF16: bfloat16, the upper half of a float32 (1 sign, 8 exponent, 7
+ * stored significand bits), stored as uint16 (kernels/bf16.h). */
+typedef enum { PR_F32 = 0, PR_I32 = 1, PR_I64 = 2, PR_U8 = 3, PR_BOOL = 4, PR_BF16 = 5 } pr_dtype;
+#define PR_N_DTYPES 6
+
+/* Whether values of this dtype are floating point (carry gradients). */
+static inline int pr_dtype_is_float(pr_dtype t) { return t == PR_F32 || t == PR_BF16; }
 
 #define PR_MAX_DIMS 8
 

@@ -26,6 +26,7 @@ static inline int64_t int_at(const void *p, pr_dtype t, int64_t i) {
     case PR_U8: return ((const uint8_t *)p)[i];
     case PR_BOOL: return ((const uint8_t *)p)[i];
     case PR_F32: return (int64_t)((const float *)p)[i];
+    case PR_BF16: return 0; /* not an integer type: shape rules never pass it here */
     }
     return 0;
 }

@@ -84,8 +84,8 @@ class Conv2D(Layer):
         self.input_spec = InputSpec(ndim=4, axes={-1: channels})
 
     def call(self, inputs):
-        y = ops.conv2d(inputs, self.kernel, strides=self.strides, padding=self.padding,
-                       groups=self.groups)
+        y = ops.conv2d(inputs, self._compute_kernel(self.kernel), strides=self.strides,
+                       padding=self.padding, groups=self.groups)
         if self.use_bias:
             y = ops.add(y, self.bias)
         return self.activation(y)

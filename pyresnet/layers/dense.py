@@ -62,7 +62,7 @@ class Dense(Layer):
         rank = len(x.shape)
         if rank > 2:  # -1: the leading axes, whatever the batch size
             x = ops.reshape(x, (-1, x.shape[-1]))
-        y = ops.matmul(x, self.kernel)
+        y = ops.matmul(x, self._compute_kernel(self.kernel))
         if self.use_bias:
             y = ops.add(y, self.bias)
         if rank > 2:

@@ -6,7 +6,8 @@ import threading
 
 import numpy as np
 
-from .. import initializers
+from .. import initializers, mixed_precision
+from ..ops.array import cast
 from ..tensor import Tensor, Variable, convert_to_tensor
 from ..utils import tree
 from ..utils.naming import to_snake_case, unique_name
@@ -103,13 +104,23 @@ class Layer:
         name (str): unique name; default: snake_case of the class name made
             unique (``conv2d``, ``conv2d_1``, ...).
         trainable (bool): whether its weights are trained.
-        dtype: only ``None``/``"float32"`` (float32 is the only compute type).
+        dtype: the layer's dtype policy (:mod:`pyresnet.mixed_precision`):
+            ``None`` (the global policy when the layer is made),
+            ``"float32"``, ``"mixed_bfloat16"`` or a ``DTypePolicy``.  Under
+            a bfloat16 compute dtype, floating inputs of a Python layer's
+            ``call`` arrive as bfloat16 (Keras's input autocast); the
+            built-in layers take either dtype and manage precision
+            themselves.
         input_shape (tuple): Keras's legacy shorthand for an ``Input`` before
             the first layer of a ``Sequential`` (batch dimension excluded).
     Raises:
         TypeError: for unknown keyword arguments.
-        ValueError: for a dtype other than float32.
+        ValueError: for a dtype policy other than float32 and mixed_bfloat16.
     """
+
+    # Whether __call__ casts floating inputs to the compute dtype: True for
+    # layers written outside pyresnet (set in __init_subclass__).
+    _autocast_inputs = False
 
     def __new__(cls, *args, **kwargs):
         self = super().__new__(cls)
@@ -122,9 +133,10 @@ class Layer:
         if kwargs:
             raise TypeError(f"Unrecognized keyword arguments passed to {type(self).__name__}: "
                             f"{kwargs}")
-        if dtype not in (None, "float32"):
-            raise ValueError(f"{type(self).__name__}: only dtype='float32' is supported, "
-                             f"got {dtype!r}")
+        try:
+            self._dtype_policy = mixed_precision.get(dtype)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{type(self).__name__}: dtype: {e}") from None
         self._trainable_variables = []
         self._non_trainable_variables = []
         self._inbound_nodes = []
@@ -142,6 +154,8 @@ class Layer:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "_autocast_inputs" not in cls.__dict__:
+            cls._autocast_inputs = not cls.__module__.startswith("pyresnet.")
         if "build" in cls.__dict__:
             cls.build = _tracked_build(cls.__dict__["build"])
 
@@ -196,7 +210,8 @@ class Layer:
         given or defaulted), such that ``type(self).from_config(config)``
         makes an equivalent, unbuilt layer.  Override it when ``__init__``
         stores its arguments under other names."""
-        config = {"name": self.name, "trainable": self.trainable, "dtype": "float32"}
+        config = {"name": self.name, "trainable": self.trainable,
+                  "dtype": self._dtype_policy.name}
         init = type(self).__init__
         if init is not Layer.__init__:
             args, kwargs = self._init_args
@@ -210,12 +225,41 @@ class Layer:
                 elif kind is not inspect.Parameter.VAR_POSITIONAL:
                     config[key] = value
         config["name"] = self.name
+        config["dtype"] = self._dtype_policy.name
         return config
 
     @classmethod
     def from_config(cls, config):
         """A new layer from ``get_config()``'s dict."""
         return cls(**config)
+
+    # ---- dtypes (Keras 3: dtype_policy, dtype, compute_dtype, variable_dtype) ---
+
+    @property
+    def dtype_policy(self):
+        """The layer's :class:`pyresnet.mixed_precision.DTypePolicy`."""
+        return self._dtype_policy
+
+    @property
+    def dtype(self):
+        """The weights' dtype (str, ``"float32"``), as Keras's ``Layer.dtype``."""
+        return self._dtype_policy.variable_dtype
+
+    @property
+    def compute_dtype(self):
+        """The dtype the layer computes in (str: ``"float32"`` or ``"bfloat16"``)."""
+        return self._dtype_policy.compute_dtype
+
+    @property
+    def variable_dtype(self):
+        """The weights' dtype (str, always ``"float32"``)."""
+        return self._dtype_policy.variable_dtype
+
+    def _compute_kernel(self, kernel):
+        """``kernel`` (a float32 Variable) as the convolutions and matmuls of
+        this layer take it: cast to bfloat16 under a bfloat16 compute dtype
+        (once per call), else as it is."""
+        return cast(kernel, "bfloat16") if self.compute_dtype == "bfloat16" else kernel
 
     # ---- weights -------------------------------------------------------------
 
@@ -481,12 +525,19 @@ class Layer:
         if accepts_training:
             kwargs["training"] = training
         self._maybe_build(tree.map_structure(lambda t: tuple(t.shape), inputs))
+        if self._autocast_inputs and self.compute_dtype != "float32":
+            inputs = tree.map_structure(self._autocast, inputs)
         outer = getattr(_context, "training", None)
         _context.training = training
         try:
             return self.call(inputs, *args, **kwargs)
         finally:
             _context.training = outer
+
+    def _autocast(self, x):
+        """A float32 Tensor input cast to the compute dtype (others as they are)."""
+        return cast(x, self.compute_dtype) if isinstance(x, Tensor) and x.dtype == "float32" \
+            else x
 
     def _call_symbolic(self, inputs, args, kwargs):
         for t in tree.flatten(inputs):

@@ -41,7 +41,10 @@ class ResidualBlock(Layer):
         kernel_initializer: for every conv (default ``"he_normal"``).
         momentum, epsilon (float): of the BatchNormalization layers
             (Keras's defaults 0.99 and 1e-3).
-        **kwargs: ``name``, ``trainable``, ... of :class:`Layer`.
+        **kwargs: ``name``, ``trainable``, ``dtype`` ... of :class:`Layer`;
+            the sublayers get this layer's dtype policy.  Under
+            ``"mixed_bfloat16"`` the convolutions compute in bfloat16 and
+            the zero-pad shortcut stays float32 (it only moves values).
     Raises:
         ValueError: for bad arguments, a ``"zero_pad"`` shortcut to fewer
             channels; on call, for an input that is not rank 4 or has another
@@ -69,10 +72,11 @@ class ResidualBlock(Layer):
 
     def _conv(self, size, strides):
         return Conv2D(self.filters, size, strides=strides, padding="same", use_bias=False,
-                      kernel_initializer=self.kernel_initializer)
+                      kernel_initializer=self.kernel_initializer, dtype=self.dtype_policy)
 
     def _bn(self):
-        return BatchNormalization(momentum=self.momentum, epsilon=self.epsilon)
+        return BatchNormalization(momentum=self.momentum, epsilon=self.epsilon,
+                                  dtype=self.dtype_policy)
 
     @property
     def projection(self):

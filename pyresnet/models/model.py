@@ -5,6 +5,7 @@ import numpy as np
 
 from ..layers.input_spec import InputSpec
 from ..layers.layer import Layer, _call_params
+from ..ops.array import cast
 from ..tensor import Tensor
 from ..utils import tree
 from . import summary as summary_module
@@ -17,10 +18,8 @@ def _as_float32(model_name, x):
     (Keras converts inputs to the Input's dtype); a symbolic one is cast
     with ``ops.cast`` where available."""
     if isinstance(x, Tensor) and x.dtype != "float32":
-        if x.is_symbolic:
-            from .. import ops  # noqa: PLC0415
-            cast = getattr(ops, "cast", None)
-            return cast(x, "float32") if cast is not None else x
+        if x.is_symbolic or x.dtype == "bfloat16":
+            return cast(x, "float32")
         x = np.asarray(x)
     if not isinstance(x, np.ndarray):
         return x
@@ -156,7 +155,12 @@ class Model(Trainer, Layer):
     def __call__(self, inputs, *args, **kwargs):
         inputs = self._by_input_name(inputs)
         inputs = tree.map_structure(lambda x: _as_float32(self.name, x), inputs)
-        return super().__call__(inputs, *args, **kwargs)
+        outputs = super().__call__(inputs, *args, **kwargs)
+        # A model's outputs are float32 whatever its layers compute in (Keras's
+        # mixed-precision rule for the final outputs).
+        return tree.map_structure(
+            lambda t: cast(t, "float32") if isinstance(t, Tensor) and t.dtype == "bfloat16"
+            else t, outputs)
 
     def _call_eager(self, inputs, args, kwargs):
         if self._graph is not None or self.built:

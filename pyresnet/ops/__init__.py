@@ -4,7 +4,8 @@ Every function accepts Tensors, NumPy arrays or Python numbers, returns
 Tensors, is recorded by an active :class:`pyresnet.GradientTape`, and is
 appended to the graph when called on symbolic tensors under
 ``pyresnet.compile``.  Shape and dtype errors raise ValueError/TypeError
-naming the op and the shapes.  Images are NHWC float32.
+naming the op and the shapes.  Images are NHWC float32; ``cast`` converts
+to and from bfloat16, which matmul and the convolutions also take.
 
 One module per op family, mirroring csrc/ops_<family>.c.
 """

@@ -24,7 +24,7 @@ __all__ = ["greater", "greater_equal", "less", "less_equal", "equal", "not_equal
            "full_like", "DTYPES"]
 
 # dtype names and the codes of csrc/kernels/kernels.h (pr_dtype)
-DTYPES = {"float32": 0, "int32": 1, "int64": 2, "uint8": 3, "bool": 4}
+DTYPES = {"float32": 0, "int32": 1, "int64": 2, "uint8": 3, "bool": 4, "bfloat16": 5}
 
 
 def _dtype_name(dtype):
@@ -145,13 +145,15 @@ def cast(x, dtype):
 
     Args:
         x: tensor, array or number.
-        dtype: "float32", "int32", "int64", "uint8", "bool" or a NumPy dtype
-            of those.
+        dtype: "float32", "int32", "int64", "uint8", "bool", "bfloat16" or a
+            NumPy dtype of those (``ml_dtypes.bfloat16``).  bfloat16 converts
+            from and to float32 only: rounding to nearest even (NaN stays
+            NaN, as ml_dtypes), back exactly.
     Returns:
         A new tensor.  Float to integer truncates toward 0 (NaN gives 0 and
         values past the range clamp to its ends); integers wrap as NumPy's
         ``astype``; to bool is ``!= 0``.  The gradient passes float32 to
-        float32 only (an integer cast stops it, as in TensorFlow).
+        float32 and bfloat16 only (an integer cast stops it, as in TensorFlow).
     Raises:
         TypeError: an unsupported dtype.
     """

@@ -1,0 +1,148 @@
+"""Mixed precision with Keras 3's API: ``DTypePolicy``, ``set_global_policy``,
+``global_policy`` (``keras.mixed_precision``).
+
+A policy names two dtypes: the *variable* dtype weights are stored in and
+the *compute* dtype a layer computes in.  Two policies exist here:
+
+* ``"float32"``: both float32 (the default);
+* ``"mixed_bfloat16"``: variables float32, compute bfloat16.
+
+Under ``"mixed_bfloat16"`` (Keras 3 semantics, Micikevicius et al., "Mixed
+Precision Training", ICLR 2018, section 3, with bfloat16 in place of float16
+so no loss scaling is needed: Kalamkar et al., "A Study of BFLOAT16 for Deep
+Learning Training", 2019):
+
+* weights stay float32 (optimizers update and ``save`` writes float32);
+* ``Conv2D``, ``Dense`` and ``ResidualBlock`` cast their kernels to bfloat16
+  once per call (one ``cast`` node per step in a compiled step) and their
+  convolutions and matmuls multiply in bfloat16, summing in float32 (AMX
+  tiles or AVX512_BF16 where the CPU has them, ``pyresnet.show_config()``);
+  the activations are rounded to bfloat16 while the kernels pack them;
+* batch-norm statistics, softmax, losses and metrics are float32, and a
+  model's outputs are float32;
+* a custom Python layer follows its policy's compute dtype as in Keras:
+  floating inputs reach its ``call`` cast to bfloat16, and any op on them
+  computes as that op does with bfloat16 operands (matmul and convolutions
+  in bfloat16; other ops in float32 on the exactly widened values).
+
+Where this departs from Keras: Keras's convolution and dense layers return
+bfloat16 tensors; here they return the float32 sums (one rounding fewer;
+the next convolution rounds its input to bfloat16 as it packs it), so the
+elementwise ops between convolutions run in float32 as Keras's batch
+normalization does internally.  Gradients are float32 throughout.
+"""
+__all__ = ["DTypePolicy", "set_global_policy", "global_policy", "dtype_policy",
+           "set_dtype_policy"]
+
+_POLICIES = {"float32": ("float32", "float32"), "mixed_bfloat16": ("bfloat16", "float32")}
+
+
+class DTypePolicy:
+    """A dtype policy, as ``keras.DTypePolicy``.
+
+    Args:
+        name (str): ``"float32"`` or ``"mixed_bfloat16"``; ``None`` means
+            the global policy's name.
+    Attributes:
+        name (str), compute_dtype (str: ``"float32"``/``"bfloat16"``),
+        variable_dtype (str: always ``"float32"``).
+    Raises:
+        ValueError: for another name (``"bfloat16"``, ``"float16"`` and
+            ``"mixed_float16"`` included: variables are always float32 here).
+        TypeError: for a name that is not a str.
+    """
+
+    def __init__(self, name=None):
+        if name is None:
+            name = global_policy().name
+        if not isinstance(name, str):
+            raise TypeError(f"DTypePolicy: name must be a str, got {type(name).__name__}")
+        if name not in _POLICIES:
+            raise ValueError(f"DTypePolicy: unsupported policy {name!r}; expected one of "
+                             f"{sorted(_POLICIES)} (variables are always float32)")
+        self._name = name
+        self._compute_dtype, self._variable_dtype = _POLICIES[name]
+
+    @property
+    def name(self):
+        """The policy's name (str)."""
+        return self._name
+
+    @property
+    def compute_dtype(self):
+        """The dtype layers compute in (str)."""
+        return self._compute_dtype
+
+    @property
+    def variable_dtype(self):
+        """The dtype of the weights (str, always ``"float32"``)."""
+        return self._variable_dtype
+
+    def get_config(self):
+        """``{"name": name}``."""
+        return {"name": self._name}
+
+    @classmethod
+    def from_config(cls, config):
+        """The policy of ``get_config()``'s dict."""
+        return cls(**config)
+
+    def __eq__(self, other):
+        return isinstance(other, DTypePolicy) and other.name == self.name
+
+    def __hash__(self):
+        return hash(self._name)
+
+    def __repr__(self):
+        return f'<DTypePolicy "{self._name}">'
+
+
+_default = DTypePolicy("float32")
+_global = [_default]  # process-wide, as Keras's global policy
+
+
+def get(policy):
+    """A :class:`DTypePolicy` from a policy, a policy name, a policy config
+    dict or ``None`` (the global policy); ``"float32"`` may also come as a
+    NumPy dtype (Keras's ``dtype=`` on layers).
+
+    Raises:
+        ValueError/TypeError: as :class:`DTypePolicy`.
+    """
+    if policy is None:
+        return global_policy()
+    if isinstance(policy, DTypePolicy):
+        return policy
+    if isinstance(policy, dict):
+        return DTypePolicy.from_config(policy.get("config", policy))
+    if not isinstance(policy, str):
+        import numpy as np  # noqa: PLC0415
+        try:
+            policy = np.dtype(policy).name
+        except TypeError:
+            raise TypeError(f"DTypePolicy: expected a policy name, got {policy!r}") from None
+    return DTypePolicy(policy)
+
+
+def set_global_policy(policy):
+    """Set the policy of layers created from now on without a ``dtype``
+    (``keras.mixed_precision.set_global_policy``).
+
+    Args:
+        policy: a :class:`DTypePolicy`, ``"float32"``, ``"mixed_bfloat16"``
+            or ``None`` (back to float32).
+    Raises:
+        ValueError/TypeError: for an unsupported policy (the global policy
+            is then unchanged).
+    """
+    _global[0] = _default if policy is None else get(policy)
+
+
+def global_policy():
+    """The global :class:`DTypePolicy` (``"float32"`` unless set)."""
+    return _global[0]
+
+
+# Keras 3's other names for the same functions (keras.config)
+dtype_policy = global_policy
+set_dtype_policy = set_global_policy
