@@ -255,7 +255,7 @@ def test_conv2d_bad_inputs():
     with pytest.raises(ValueError, match=r"conv2d: x has 3 channels but kernel expects 2: "
                                          r"x \(1, 5, 5, 3\), kernel \(3, 3, 2, 4\)"):
         pr.ops.conv2d(x, k[:, :, :2])
-    with pytest.raises(TypeError, match="conv2d: input 0 must be float32, got int32"):
+    with pytest.raises(TypeError, match="conv2d: input 0 must be float32 or bfloat16, got int32"):
         pr.ops.conv2d(x.astype(np.int32), k)
     for bad in (0, -1, (1, 0), (1, 2, 3)):
         with pytest.raises(ValueError, match="conv2d: 'strides'"):

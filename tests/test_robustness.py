@@ -85,7 +85,7 @@ def test_tensor_takes_every_supported_numpy_dtype(dtype, want):
     np.zeros(2, dtype=[("a", "f4")]), b"abc", None,
 ])
 def test_tensor_rejects_other_dtypes_naming_them(value):
-    with pytest.raises(TypeError, match="expected float, int32, int64 or uint8 data, got an "
+    with pytest.raises(TypeError, match="expected float, bfloat16, int32, int64 or uint8 data, got an "
                                         "array of dtype"):
         pr.Tensor(value)
 

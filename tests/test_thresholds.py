@@ -349,6 +349,24 @@ def conv_direct_weight_bytes(rng):
         _conv_all_passes(rng, (1, 3, 8, c), (3, 3, c, 32), 1, True, f"c={c}")
 
 
+def bf16_parallel(rng):
+    """bf16.c PAR_MIN = 65536 elements: conversions split across threads
+    from there; float32 -> bfloat16 against ml_dtypes (exact), and back, and
+    the rounded operands of a bfloat16 matmul (the reference kernel's)."""
+    import ml_dtypes
+    for n in around(65536):
+        x = randn(rng, n)
+        b = pr.ops.cast(x, "bfloat16")
+        np.testing.assert_array_equal(b.numpy().view(np.uint16),
+                                      x.astype(ml_dtypes.bfloat16).view(np.uint16), err_msg=n)
+        np.testing.assert_array_equal(pr.ops.cast(b, "float32").numpy(),
+                                      x.astype(ml_dtypes.bfloat16).astype(f32), err_msg=n)
+        a = x.reshape(1, n)
+        got = pr.ops.matmul(a, a.T.astype(ml_dtypes.bfloat16))
+        r = a.astype(ml_dtypes.bfloat16).astype(np.float64)
+        close(got, r @ r.T, rtol=1e-4, what=f"matmul n={n}")
+
+
 # ---- the list of every constant --------------------------------------------------------
 
 def array_parallel(rng):
@@ -421,6 +439,7 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct.c", "MAX_NB"): conv_direct_channel_blocks,
     ("conv_direct.c", "MAX_NB3"): conv_direct_channel_blocks,
     ("conv_direct.c", "TILE_WEIGHT_BYTES"): conv_direct_weight_bytes,
+    ("bf16.c", "PAR_MIN"): bf16_parallel,
     # constants that govern no size of the data
     ("conv.c", "MAX_SLOTS"): "threads sharing one conv (at most 16; the tests run 1-3 threads)",
     ("conv.c", "SLOT_BUDGET"): "scratch of all thread slots together, a memory budget",
@@ -439,6 +458,9 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("rng.c", "TWO_PI"): "Box-Muller constant (test_random_draws)",
     ("rng.h", "PR_RNG_BATCH_STREAM"): "stream id of batch-level draws (test_augment mixup)",
     ("cpu.h", "PR_CPU_N_FEATURES"): "number of CPU feature flags",
+    ("cpu.c", "ARCH_REQ_XCOMP_PERM"): "Linux arch_prctl request code (asm/prctl.h)",
+    ("cpu.c", "XFEATURE_XTILEDATA"): "XSAVE feature number of the AMX tile data",
+    ("kernels.h", "PR_N_DTYPES"): "number of tensor dtypes",
 }
 
 # literal thresholds inside code that the #define scan cannot see

@@ -1,0 +1,270 @@
+"""Keras's mixed_bfloat16 policy: the bfloat16 Tensor dtype and its NumPy
+interop (ml_dtypes), the cast op and the widening of bfloat16 inputs,
+DTypePolicy / set_global_policy / layer ``dtype=``, and training under the
+policy eagerly, compiled, with jit_compile, with fit, saved and loaded.
+The kernels themselves (AMX, AVX512_BF16, reference) are tested in
+test_bf16_kernels.py.
+
+Error bounds: bfloat16 has an 8-bit significand, so rounding a float32 to
+it has relative error at most u16 = 2^-8 (round to nearest); the product of
+two bfloat16 numbers is exact in float32 (16 significant bits <= 24), and a
+float32 sum of K such products has error at most gamma_K * sum |a_i b_i|
+with gamma_K = K u / (1 - K u), u = 2^-24 (Higham, "Accuracy and Stability
+of Numerical Algorithms", 2nd ed., section 3.1).
+"""
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import pyresnet as pr
+from pyresnet import layers, mixed_precision, ops
+from test_ops_conv import conv_ref
+
+bf16 = ml_dtypes.bfloat16
+f32 = np.float32
+U32 = 2.0 ** -24
+
+
+def gamma(k):
+    return k * U32 / (1 - k * U32)
+
+
+def rounded(a):
+    """float64 of ``a`` rounded to bfloat16."""
+    return np.asarray(a, f32).astype(bf16).astype(np.float64)
+
+
+@pytest.fixture
+def mixed():
+    """The global policy set to mixed_bfloat16 for one test, then restored."""
+    mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        yield
+    finally:
+        mixed_precision.set_global_policy(None)
+
+
+# ---- the dtype --------------------------------------------------------------------------
+
+def test_bfloat16_tensor_converts_to_and_from_numpy(rng):
+    a = rng.standard_normal((3, 5)).astype(bf16)
+    t = pr.Tensor(a)
+    assert t.dtype == "bfloat16" and t.shape == (3, 5) and t.nbytes == 30
+    v = t.numpy()
+    assert v.dtype == bf16
+    np.testing.assert_array_equal(v.view(np.uint16), a.view(np.uint16))
+    v[0, 0] = 7  # .numpy() is a view
+    assert float(pr.Tensor(t.numpy()[0, 0])) == 7.0
+    assert np.asarray(t).dtype == bf16
+    np.testing.assert_array_equal(np.asarray(t, np.float32), v.astype(np.float32))
+    assert pr.convert_to_tensor(np.ones(2, f32), "bfloat16").dtype == "bfloat16"
+    assert "dtype=bfloat16" in repr(t)
+    with pytest.raises(BufferError, match="bfloat16 has no buffer-protocol format"):
+        memoryview(t)
+    s = pr.Tensor(np.array(2.5, bf16))
+    assert float(s) == 2.5 and int(s) == 2 and bool(s)
+
+
+def test_cast_rounds_to_nearest_even_and_passes_the_gradient(rng):
+    x = rng.standard_normal((4, 33)).astype(f32)
+    x[0, :4] = np.array([0x3f808000, 0x3f818000, 0x7f7fffff, 0x7fc00000], np.uint32).view(f32)
+    b = ops.cast(x, "bfloat16")
+    np.testing.assert_array_equal(b.numpy().view(np.uint16), x.astype(bf16).view(np.uint16))
+    np.testing.assert_array_equal(ops.cast(b, np.float32).numpy(), x.astype(bf16).astype(f32))
+    assert ops.cast(b, "bfloat16") is b
+    with pytest.raises(ValueError, match="cast: dtype must be one of"):
+        ops.cast(x, "float16")
+    with pytest.raises(TypeError, match="cast: input 0 must be float32 or bfloat16, got int32"):
+        ops.cast(np.arange(3, dtype=np.int32), "bfloat16")
+    xv = pr.Variable(x[1:])
+    with pr.GradientTape() as tape:
+        loss = ops.sum(ops.multiply(ops.cast(xv, "bfloat16"), 3.0))
+    (g,) = tape.gradient(loss, [xv])
+    assert g.dtype == "float32"
+    np.testing.assert_array_equal(g.numpy(), np.full(x[1:].shape, 3.0, f32))
+
+
+def test_ops_without_bfloat16_kernels_widen_their_inputs(rng):
+    """relu, add, softmax, ... compute in float32 on the exact float32 value of
+    bfloat16 inputs (a cast the tape and the compiled graph record)."""
+    x = rng.standard_normal((5, 7)).astype(bf16)
+    wide = x.astype(f32)
+    for name, want in (("relu", np.maximum(wide, 0)), ("add", wide + wide)):
+        got = pr.ops.call(name, *([x] if name == "relu" else [x, x]))
+        assert got.dtype == "float32"
+        np.testing.assert_array_equal(got.numpy(), want)
+    f = pr.compile(lambda a: ops.relu(a))
+    np.testing.assert_array_equal(f(x).numpy(), np.maximum(wide, 0))
+    assert [n["op"] for n in f.get_concrete_function(x).nodes] == ["cast", "relu"]
+
+
+def test_matmul_and_conv_compute_in_bfloat16_with_float32_sums(rng):
+    """A bfloat16 operand makes the op round both operands to bfloat16 and
+    sum in float32: within gamma_K of the float64 result on the rounded
+    operands, and within 2 u16 + gamma_K of the unrounded one."""
+    a, b = rng.standard_normal((9, 70)).astype(f32), rng.standard_normal((70, 6)).astype(f32)
+    got = ops.matmul(a, ops.cast(b, "bfloat16")).numpy()
+    assert got.dtype == f32
+    scale = np.abs(rounded(a)) @ np.abs(rounded(b))
+    assert np.all(np.abs(got - rounded(a) @ rounded(b)) <= gamma(70) * scale)
+    exact = a.astype(np.float64) @ b
+    assert np.all(np.abs(got - exact) <= (2 * 2 ** -8 + 2 ** -16 + gamma(70)) * scale * 1.01)
+    assert np.max(np.abs(got - exact)) > gamma(70) * scale.max()  # really rounded
+    x, k = rng.standard_normal((2, 6, 5, 16)).astype(f32), rng.standard_normal((3, 3, 16, 8))
+    got = ops.conv2d(x, k.astype(bf16), strides=2, padding="same").numpy()
+    want = conv_ref(rounded(x), rounded(k), 2, True)
+    bound = gamma(144) * conv_ref(np.abs(rounded(x)), np.abs(rounded(k)), 2, True)
+    assert np.all(np.abs(got - want) <= bound)
+
+
+# ---- the policy ---------------------------------------------------------------------------
+
+def test_dtype_policy_api():
+    p = mixed_precision.DTypePolicy("mixed_bfloat16")
+    assert (p.name, p.compute_dtype, p.variable_dtype) == ("mixed_bfloat16", "bfloat16",
+                                                           "float32")
+    assert mixed_precision.DTypePolicy.from_config(p.get_config()) == p
+    assert mixed_precision.global_policy().name == "float32"
+    for bad in ("bfloat16", "mixed_float16", "float64"):
+        with pytest.raises(ValueError, match="unsupported policy"):
+            mixed_precision.set_global_policy(bad)
+    assert mixed_precision.global_policy().name == "float32"
+    with pytest.raises(ValueError, match=r"Dense: dtype: DTypePolicy: unsupported policy 'f16'"):
+        layers.Dense(2, dtype="f16")
+    dense = layers.Dense(2, dtype="mixed_bfloat16")
+    assert (dense.dtype, dense.compute_dtype, dense.variable_dtype) == ("float32", "bfloat16",
+                                                                        "float32")
+    assert dense.get_config()["dtype"] == "mixed_bfloat16"
+    assert layers.Dense.from_config(dense.get_config()).dtype_policy == p
+    assert layers.Dense(2).dtype_policy.name == "float32"
+
+
+def test_layers_follow_the_global_policy_made_under_it(mixed, rng):
+    conv = layers.Conv2D(8, 3, padding="same", use_bias=False)
+    bn = layers.BatchNormalization()
+    block = layers.ResidualBlock(8)
+    mixed_precision.set_global_policy("float32")
+    plain = layers.Conv2D(8, 3)
+    assert conv.compute_dtype == bn.compute_dtype == block.conv1.compute_dtype == "bfloat16"
+    assert block.bn2.compute_dtype == "bfloat16" and plain.compute_dtype == "float32"
+    x = rng.standard_normal((2, 5, 5, 8)).astype(f32)
+    y = conv(x)
+    assert y.dtype == "float32" and all(w.dtype == "float32" for w in conv.weights)
+    k = conv.kernel.numpy()
+    np.testing.assert_allclose(y.numpy(), conv_ref(rounded(x), rounded(k), 1, True),
+                               rtol=0, atol=gamma(72) * np.abs(x).max() * np.abs(k).max() * 72)
+    out = bn(y, training=True)
+    assert out.dtype == "float32" and all(w.dtype == "float32" for w in bn.weights)
+    assert block(x, training=True).dtype == "float32"
+
+
+class Scale(layers.Layer):
+    """A Python layer: y = x @ w; records the dtype its call saw."""
+
+    def build(self, input_shape):
+        self.w = self.add_weight((input_shape[-1], 3), initializer="ones")
+
+    def call(self, x):
+        self.seen = x.dtype
+        return ops.matmul(x, self.w)
+
+
+def test_python_layers_get_their_inputs_in_the_compute_dtype(mixed, rng):
+    layer = Scale()
+    x = rng.standard_normal((4, 5)).astype(f32)
+    y = layer(x)
+    assert layer.seen == "bfloat16" and layer.w.dtype == "float32" and y.dtype == "float32"
+    np.testing.assert_allclose(y.numpy(), rounded(x) @ np.ones((5, 3)), rtol=0,
+                               atol=gamma(5) * 5 * np.abs(x).max())
+    plain = Scale(dtype="float32")
+    plain(x)
+    assert plain.seen == "float32"
+    # a model's outputs are float32 even when its last layer returns bfloat16
+    inputs = layers.Input((5,))
+    last = Identity()
+    model = pr.Model(inputs, last(inputs))
+    assert last(x).dtype == "bfloat16" and model(x).dtype == "float32"
+    np.testing.assert_array_equal(model(x).numpy(), x.astype(bf16).astype(f32))
+
+
+class Identity(layers.Layer):
+    """A Python layer returning its (autocast) input."""
+
+    def call(self, x):
+        return x
+
+
+def _small_resnet(seed):
+    pr.utils.set_random_seed(seed)
+    inputs = layers.Input((8, 8, 3))
+    x = layers.Conv2D(16, 3, padding="same", use_bias=False)(inputs)
+    x = layers.ReLU()(layers.BatchNormalization()(x))
+    x = layers.ResidualBlock(16)(x)
+    x = layers.ResidualBlock(32, strides=2, shortcut="zero_pad")(x)
+    outputs = layers.Dense(10)(layers.GlobalAveragePooling2D()(x))
+    return pr.Model(inputs, outputs)
+
+
+def _train(model, x, y, steps, compile_kind):
+    loss_fn = pr.losses.SparseCategoricalCrossentropy(from_logits=True)
+    opt = pr.optimizers.SGD(0.05, momentum=0.9)
+
+    def step(xb, yb):
+        with pr.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        grads = tape.gradient(loss, model.trainable_weights)
+        opt.apply_gradients(zip(grads, model.trainable_weights))
+        return loss
+
+    if compile_kind != "eager":
+        step = pr.compile(step, jit_compile=compile_kind == "jit")
+    return [float(step(x, y)) for _ in range(steps)]
+
+
+def test_training_eager_compiled_and_jit_agree(mixed, rng):
+    """Under mixed_bfloat16 the compiled step equals the eager one bit for
+    bit (same kernels); jit_compile may choose another bfloat16 kernel
+    variant (they agree to float32 summation order), so it is compared with
+    a tolerance.  Weights stay float32; the loss falls."""
+    x = rng.standard_normal((16, 8, 8, 3)).astype(f32)
+    y = rng.integers(0, 10, 16).astype(np.int32)
+    runs = {}
+    for kind in ("eager", "graph", "jit"):
+        model = _small_resnet(3)
+        runs[kind] = (_train(model, x, y, 4, kind), model.get_weights())
+    assert runs["graph"][0] == runs["eager"][0]
+    for a, b in zip(runs["graph"][1], runs["eager"][1]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(runs["jit"][0], runs["eager"][0], rtol=1e-3)
+    assert runs["eager"][0][-1] < runs["eager"][0][0]
+    assert all(w.dtype == np.float32 for w in runs["eager"][1])
+    model = _small_resnet(3)
+    assert model.layers[1].compute_dtype == "bfloat16"
+    graph = pr.compile(lambda a: model(a, training=False))
+    ops_run = [n["op"] for n in graph.get_concrete_function(x).nodes]
+    assert ops_run.count("cast") == 6  # one per conv kernel and the dense kernel
+    assert {n["kernel"] for n in graph.get_concrete_function(x).nodes
+            if n["op"] == "conv2d"} <= {v for v, _ in pr.config.config()["variants"]["conv2d"]}
+
+
+def test_fit_save_and_load_keep_float32_weights_and_the_policy(mixed, rng, tmp_path):
+    x = rng.standard_normal((32, 8, 8, 3)).astype(f32)
+    y = rng.integers(0, 10, 32).astype(np.int32)
+    model = _small_resnet(5)
+    model.compile(optimizer=pr.optimizers.SGD(0.05, momentum=0.9),
+                  loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    history = model.fit(x, y, batch_size=8, epochs=3, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    path = os.path.join(tmp_path, "m.keras")
+    model.save(path)
+    mixed_precision.set_global_policy("float32")  # the file carries the policy
+    loaded = pr.models.load_model(path)
+    assert loaded.layers[1].compute_dtype == "bfloat16"
+    for a, b in zip(loaded.get_weights(), model.get_weights()):
+        assert a.dtype == np.float32
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+    assert model.predict(x, verbose=0).dtype == np.float32
