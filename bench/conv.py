@@ -10,12 +10,20 @@ A variant is timed through ``pyresnet._C.run_variant`` (one kernel, no
 graph), median of --reps runs after three warm-up runs; the output buffer
 is reused by the allocator after the first call, so the time is the
 kernel's.
-FLOPs of a pass: 2 * N * HO * WO * KH * KW * C * O.  PyTorch runs in a
+FLOPs of a pass: 2 * N * HO * WO * KH * KW * C * O.
+
+--dtype bfloat16 times the passes as a mixed_bfloat16 training step runs
+them: the kernel and dy in bfloat16, the activations x in float32 (rounded
+while packed), float32 results; the variants that take bfloat16 operands
+(amx_bf16, avx512_bf16 and the reference im2col_blas on rounded operands)
+and PyTorch with bfloat16 tensors (what its autocast runs).  Percentages
+stay relative to the fp32 FMA peak.  PyTorch runs in a
 separate interpreter (--torch-python, default: this one if it imports
 torch, else /work/peers-venv/bin/python) so its threads never share a
 process with ours; the two are interleaved shape by shape, ours first.
 
-    python bench/conv.py [--batch 128] [--reps 15] [--threads 2] [--out bench/results]
+    python bench/conv.py [--batch 128] [--reps 15] [--threads 2] [--dtype bfloat16]
+                         [--out bench/results]
 """
 import argparse
 import json
@@ -47,14 +55,16 @@ OPS = {"forward": "conv2d", "backprop_input": "conv2d_backprop_input",
 
 TORCH_WORKER = r"""
 import json, statistics, sys, time, torch
-batch, h, w, c, kh, kw, o, s, reps, threads = map(int, sys.argv[1:])
+batch, h, w, c, kh, kw, o, s, reps, threads = map(int, sys.argv[1:11])
+dt = getattr(torch, sys.argv[11])
 torch.set_num_threads(threads)
 g = torch.Generator().manual_seed(0)
-x = torch.randn(batch, c, h, w, generator=g).contiguous(memory_format=torch.channels_last)
-k = (torch.randn(o, c, kh, kw, generator=g) * 0.1).contiguous(memory_format=torch.channels_last)
+x = torch.randn(batch, c, h, w, generator=g).to(dt).contiguous(memory_format=torch.channels_last)
+k = (torch.randn(o, c, kh, kw, generator=g) * 0.1).to(dt).contiguous(
+    memory_format=torch.channels_last)
 pad = (kh // 2, kw // 2)   # the output size of TF "same" for these shapes
 y = torch.nn.functional.conv2d(x, k, stride=s, padding=pad)
-dy = torch.randn(y.shape, generator=g).contiguous(memory_format=torch.channels_last)
+dy = torch.randn(y.shape, generator=g).to(dt).contiguous(memory_format=torch.channels_last)
 def bw(mask):
     return lambda: torch.ops.aten.convolution_backward(dy, x, k, None, [s, s], list(pad), [1, 1],
                                                         False, [0, 0], 1, mask)
@@ -94,9 +104,9 @@ def torch_python(arg):
         return peers if os.path.exists(peers) else None
 
 
-def time_torch(python, batch, shape, reps, threads):
+def time_torch(python, batch, shape, reps, threads, dtype):
     (h, w, c), (kh, kw, o), s = shape
-    args = [str(v) for v in (batch, h, w, c, kh, kw, o, s, reps, threads)]
+    args = [str(v) for v in (batch, h, w, c, kh, kw, o, s, reps, threads, dtype)]
     try:
         p = subprocess.run([python, "-c", TORCH_WORKER] + args, capture_output=True, text=True,
                            timeout=600)
@@ -114,17 +124,23 @@ def main():
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--out", default=None, help="folder for conv.md and conv.json")
     ap.add_argument("--peak-tries", type=int, default=5, help="FMA-peak tries (best of)")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                    help="operands of the passes (bfloat16: as a mixed_bfloat16 step)")
     args = ap.parse_args()
 
     import pyresnet as pr
     from pyresnet._loader import _C
     pr.set_num_threads(args.threads)
     tpy = None if args.no_torch else torch_python(args.torch_python)
-    variants = [v for v, ok in _C.op_variants("conv2d") if ok]
+    all_variants = _C.op_variants("conv2d")
+    variants = [v for k, (v, ok) in enumerate(all_variants) if ok and (
+        k == len(all_variants) - 1 or v.endswith("_bf16") == (args.dtype == "bfloat16"))]
     peaks = [fma_peak_gflops(args.threads, tries=args.peak_tries)]
     cfg = pr.config.config()
     print(f"CPU {cpu_model()}; features {' '.join(cfg['features'])}; {args.threads} threads; "
-          f"batch {args.batch}; median of {args.reps}; load average {os.getloadavg()[0]:.2f}")
+          f"batch {args.batch}; {args.dtype}; median of {args.reps}; load average "
+          f"{os.getloadavg()[0]:.2f}")
+    low = (lambda t: pr.ops.cast(t, "bfloat16")) if args.dtype == "bfloat16" else (lambda t: t)
     rows, torch_version = [], None
     rng = np.random.default_rng(0)
     for name, (h, w, c), (kh, kw, o), s in SHAPES:
@@ -133,6 +149,7 @@ def main():
         ho, wo = -(-h // s), -(-w // s)
         dy = pr.Tensor(rng.standard_normal((args.batch, ho, wo, o)).astype(np.float32))
         gflop = 2.0 * args.batch * ho * wo * kh * kw * c * o / 1e9
+        k, dy = low(k), low(dy)  # x stays float32: the kernels round it while packing
         inputs = {"forward": (x, k, {}), "backprop_input": (dy, k, {"shape": x.shape}),
                   "backprop_filter": (x, dy, {"shape": k.shape})}
         shape_rows = []
@@ -150,7 +167,7 @@ def main():
         # torch after ours: a process that just used both cores slowed the
         # kernel timed right after it
         theirs = time_torch(tpy, args.batch, ((h, w, c), (kh, kw, o), s), args.reps,
-                            args.threads) if tpy else None
+                            args.threads, args.dtype) if tpy else None
         for row in shape_rows:
             if theirs:
                 torch_version = theirs["torch"]
@@ -159,7 +176,8 @@ def main():
         peaks.append(fma_peak_gflops(args.threads, tries=min(2, args.peak_tries)))
     peak = max(peaks)
     names = variants + (["torch channels_last"] if torch_version else [])
-    lines = [f"CPU: {cpu_model()}, {args.threads} threads, batch {args.batch}; fp32 FMA peak "
+    lines = [f"CPU: {cpu_model()}, {args.threads} threads, batch {args.batch}, {args.dtype}; "
+             f"fp32 FMA peak "
              f"{peak:.0f} GFLOP/s (best of {len(peaks)} measurements in this run, "
              f"{min(peaks):.0f}-{peak:.0f}); torch {torch_version or 'not run'}", "",
              "| shape | pass | " + " | ".join(f"{n} ms | GFLOP/s | % peak" for n in names) + " |",
@@ -175,10 +193,12 @@ def main():
     print(text)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "conv.md"), "w") as f:
+        stem = "conv" if args.dtype == "float32" else f"conv_{args.dtype}"
+        with open(os.path.join(args.out, stem + ".md"), "w") as f:
             f.write(text + "\n")
-        with open(os.path.join(args.out, "conv.json"), "w") as f:
+        with open(os.path.join(args.out, stem + ".json"), "w") as f:
             json.dump({"cpu": cpu_model(), "peak_gflops": peaks, "threads": args.threads,
+                       "dtype": args.dtype,
                        "batch": args.batch, "torch": torch_version, "rows": rows}, f, indent=1)
 
 

@@ -14,6 +14,9 @@ separate virtual environments):
   pyresnet_eager, pyresnet_compiled (pr.compile), pyresnet_jit
       (pr.compile(jit_compile=True)): a pr.GradientTape step on
       pyresnet.applications.resnet_cifar(20, shortcut="projection"), NHWC;
+      pyresnet_bf16_compiled and pyresnet_bf16_jit: the same under Keras's
+      mixed_bfloat16 policy (pyresnet.mixed_precision: float32 weights,
+      convolutions and the dense layer in bfloat16 on AMX / AVX512_BF16);
       run with --pyresnet-python (default /work/venv/bin/python).
   torch_eager (NCHW), torch_eager_cl (channels_last), torch_compile_cl
       (torch.compile of forward + loss and of the optimizer step,
@@ -56,7 +59,9 @@ Units and derived figures:
                all tries).  bf16 modes are also compared to the fp32 peak,
                though bf16 hardware (AVX512-BF16, AMX) can exceed it;
   vs compiled  (images/s of the mode) / (images/s of pyresnet_compiled):
-               above 1 is faster than pyresnet compiled.
+               above 1 is faster than pyresnet compiled;
+  vs torch bf16  (images/s of the mode) / (images/s of torch_bf16_cl, torch
+               autocast bf16 eager channels_last).
 
     python bench/peers.py [--batch 128] [--rounds 3] [--steps 5] [--warmup 3]
                           [--threads 2] [--modes a,b,...] [--out bench/results]
@@ -86,6 +91,8 @@ MODES = {
     "pyresnet_eager": ("pyresnet", "pyresnet eager"),
     "pyresnet_compiled": ("pyresnet", "pyresnet pr.compile"),
     "pyresnet_jit": ("pyresnet", "pyresnet pr.compile(jit_compile=True)"),
+    "pyresnet_bf16_compiled": ("pyresnet", "pyresnet mixed_bfloat16 pr.compile"),
+    "pyresnet_bf16_jit": ("pyresnet", "pyresnet mixed_bfloat16 pr.compile(jit_compile=True)"),
     "torch_eager": ("torch", "torch eager, NCHW"),
     "torch_eager_cl": ("torch", "torch eager, channels_last"),
     "torch_compile_cl": ("torch", "torch.compile, channels_last"),
@@ -96,6 +103,7 @@ MODES = {
     "tf_xla": ("tensorflow", "TF 2 / Keras 3 tf.function(jit_compile=True)"),
 }
 BASELINE = "pyresnet_compiled"
+TORCH_BF16 = "torch_bf16_cl"  # the second bar: mixed_bfloat16 against torch autocast
 
 
 # ---- FLOPs ------------------------------------------------------------------------
@@ -144,6 +152,8 @@ def pyresnet_step(mode, batch, threads):
     import pyresnet as pr
 
     pr.set_num_threads(threads)
+    if "bf16" in mode:  # layers take the global policy when they are made
+        pr.mixed_precision.set_global_policy("mixed_bfloat16")
     model = pr.applications.resnet_cifar(DEPTH, input_shape=IMAGE, num_classes=CLASSES,
                                          shortcut="projection")
     loss_fn = pr.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -156,9 +166,9 @@ def pyresnet_step(mode, batch, threads):
         optimizer.apply_gradients(zip(grads, model.trainable_weights))
         return loss
 
-    if mode == "pyresnet_compiled":
+    if mode in ("pyresnet_compiled", "pyresnet_bf16_compiled"):
         train_step = pr.compile(train_step)
-    elif mode == "pyresnet_jit":
+    elif mode in ("pyresnet_jit", "pyresnet_bf16_jit"):
         train_step = pr.compile(train_step, jit_compile=True)
     x, y = random_batch(batch)
     x, y = pr.Tensor(x), pr.Tensor(y)
@@ -471,6 +481,7 @@ def main():
 
     median = {m: statistics.median(v) for m, v in per_round.items() if v}
     base = median.get(BASELINE)
+    torch_bf16 = median.get(TORCH_BF16)
     rows = []
     for m in modes:
         row = {"mode": m, "framework": MODES[m][0], "description": MODES[m][1]}
@@ -485,6 +496,7 @@ def main():
                        images_per_s=args.batch / s, gflops=flops / s / 1e9,
                        pct_peak=100 * flops / s / 1e9 / peak,
                        vs_pyresnet_compiled=(base / s) if base else None,
+                       vs_torch_bf16_cl=(torch_bf16 / s) if torch_bf16 else None,
                        failed_rounds=len(errors[m]),
                        step_s=[o["step_s"] for o in results[m]],
                        build_s=[o["build_s"] for o in results[m]],
@@ -497,15 +509,17 @@ def main():
              f"CPU: {cpu}; measured fp32 FMA peak on {args.threads} threads: {peak:.1f} GFLOP/s "
              f"(best of {len(peaks) * args.peak_tries} tries); "
              f"training step = {flops / 1e9:.3f} GFLOP", "",
-             "| mode | s/step | images/s | GFLOP/s | % fp32 peak | vs pyresnet compiled |",
-             "|---|---|---|---|---|---|"]
+             "| mode | s/step | images/s | GFLOP/s | % fp32 peak | vs pyresnet compiled "
+             "| vs torch bf16 cl |",
+             "|---|---|---|---|---|---|---|"]
     for row in rows:
         if row["status"] != "ok":
-            lines.append(f"| {row['mode']} | {row['status']} | | | | |")
+            lines.append(f"| {row['mode']} | {row['status']} | | | | | |")
             continue
         lines.append(f"| {row['mode']} | {row['s_per_step']:.4f} | {row['images_per_s']:.0f} | "
                      f"{row['gflops']:.1f} | {row['pct_peak']:.1f}% | "
-                     f"{fmt_ratio(row['vs_pyresnet_compiled'])} |")
+                     f"{fmt_ratio(row['vs_pyresnet_compiled'])} | "
+                     f"{fmt_ratio(row['vs_torch_bf16_cl'])} |")
     lines += ["", "s/step: median over rounds of each process's median step time; "
               "vs pyresnet compiled: images/s ratio (above 1 = faster). "
               "bf16 modes are compared to the fp32 peak."]

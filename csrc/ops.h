@@ -74,7 +74,8 @@ typedef double (*pr_flops_fn)(const pr_view *in, int n_in, const pr_view *out, c
  * executor run the first variant that is usable for the call: its CPU
  * features are present (kernels/cpu.h), PYRESNET_KERNELS=reference is not
  * set, and its `supports` accepts the shapes.  jit_compile times only the
- * usable ones. */
+ * usable ones.  Variants named "*_bf16" take the calls with a bfloat16
+ * operand (and only those), the others float32 calls. */
 typedef struct {
     const char *name;
     unsigned cpu; /* required pr_cpu_features() bits */

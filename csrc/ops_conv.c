@@ -23,6 +23,7 @@
 
 #include "kernels/bf16.h"
 #include "kernels/conv.h"
+#include "kernels/conv_bf16.h"
 #include "kernels/conv_direct.h"
 #include "kernels/pool.h"
 #include "op_attrs.h"
@@ -66,6 +67,27 @@ static void widen_operands(const pr_view *in, void *ws, size_t used, pr_view *w)
         pr_bf16_rounded_f32(in[i].data, in[i].dtype, (float *)p, in[i].size);
         p += align64(sizeof(float) * (size_t)in[i].size);
     }
+}
+
+/* The bfloat16 variants (AMX, AVX512_BF16) take the calls with a bfloat16
+ * operand (kernels/conv_bf16.c). */
+static pr_operand operand(const pr_view *v) { return (pr_operand){v->data, v->dtype}; }
+
+static int bf16_supports(const pr_view *in, int n, const pr_view *out, const void *a) {
+    return bf16_call(in);
+}
+
+/* The output gradient as the backward products of a call take it: for a
+ * bfloat16 call rounded to bfloat16 once (one cast), so both products run
+ * in bfloat16 as the forward one did (Keras's gradients of a bfloat16
+ * layer are bfloat16 too); otherwise g itself.  A new reference. */
+static PyObject *bf16_gradient(PyObject *const *in, PyObject *g) {
+    if (((pr_Tensor *)in[0])->v.dtype != PR_BF16 && ((pr_Tensor *)in[1])->v.dtype != PR_BF16) {
+        Py_INCREF(g);
+        return g;
+    }
+    pr_cast_attrs a = {PR_BF16};
+    return pr_call_by_name("cast", &g, 1, &a);
 }
 
 /* Whether every input is float32 (the float32 fast kernels' condition). */
@@ -207,6 +229,36 @@ static int fw_matmul(const pr_view *in_given, int n, pr_view *out, const void *a
     return PR_OK;
 }
 
+static size_t matmul_bf16_scratch(const pr_view *in, int n, const pr_view *out,
+                                  const void *attrs) {
+    const pr_matmul_attrs *a = attrs;
+    return pr_matmul_bf16_scratch_bytes(out->shape[0], in[0].shape[a->transpose_a ? 0 : 1],
+                                        out->shape[1]);
+}
+
+static int matmul_bf16(pr_bf16_isa isa, const pr_view *in, pr_view *out, const void *attrs,
+                       void *ws) {
+    const pr_matmul_attrs *a = attrs;
+    return pr_matmul_bf16(isa, a->transpose_a, a->transpose_b, out->shape[0],
+                          in[0].shape[a->transpose_a ? 0 : 1], out->shape[1], operand(&in[0]),
+                          operand(&in[1]), out->data, ws);
+}
+
+static int amx_matmul(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    return matmul_bf16(PR_BF16_AMX, in, out, attrs, ws);
+}
+
+static int avx512_bf16_matmul(const pr_view *in, int n, pr_view *out, const void *attrs,
+                              void *ws) {
+    return matmul_bf16(PR_BF16_AVX512, in, out, attrs, ws);
+}
+
+static const pr_variant variants_matmul[] = {
+    {"amx_bf16", PR_BF16_AMX_CPU, bf16_supports, matmul_bf16_scratch, amx_matmul},
+    {"avx512_bf16", PR_BF16_CPU, bf16_supports, matmul_bf16_scratch, avx512_bf16_matmul},
+    {"sgemm", 0, NULL, NULL, fw_matmul},
+};
+
 static PyObject *matmul(PyObject *a, PyObject *b, int ta, int tb) {
     PyObject *in[2] = {a, b};
     pr_matmul_attrs at = {ta, tb};
@@ -219,10 +271,15 @@ static int gr_matmul(PyObject *const *in, PyObject *const *out, const void *attr
                      PyObject *const *gout, const int *needs, PyObject **gin) {
     const pr_matmul_attrs *a = attrs;
     int ta = a->transpose_a, tb = a->transpose_b;
-    PyObject *A = in[0], *B = in[1], *G = gout[0];
-    if (needs[0] && !(gin[0] = ta ? matmul(B, G, tb, 1) : matmul(G, B, 0, !tb))) return -1;
-    if (needs[1] && !(gin[1] = tb ? matmul(G, A, 1, ta) : matmul(A, G, !ta, 0))) return -1;
-    return 0;
+    PyObject *A = in[0], *B = in[1], *G = bf16_gradient(in, gout[0]);
+    if (!G) return -1;
+    int rc = -1;
+    if (needs[0] && !(gin[0] = ta ? matmul(B, G, tb, 1) : matmul(G, B, 0, !tb))) goto done;
+    if (needs[1] && !(gin[1] = tb ? matmul(G, A, 1, ta) : matmul(A, G, !ta, 0))) goto done;
+    rc = 0;
+done:
+    Py_DECREF(G);
+    return rc;
 }
 
 /* ---- conv2d and its backprop ops ----------------------------------------- */
@@ -422,17 +479,49 @@ DIRECT_VARIANT(bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_backprop_input, in[0]
 DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_backprop_filter, in[0].data,
                in[1].data)
 
+/* The bfloat16 variants (AMX, AVX512_BF16) take the calls with a bfloat16
+ * operand, any window and stride (kernels/conv_bf16.c). */
+
+#define BF16_VARIANT(pass, PASS)                                                                \
+    static size_t bf16_scratch_##pass(const pr_view *in, int n, const pr_view *out,             \
+                                      const void *a) {                                          \
+        pr_window g;                                                                            \
+        window_##pass(in, out, a, &g);                                                          \
+        return pr_conv_bf16_scratch_bytes(&g, PASS);                                            \
+    }                                                                                           \
+    static int amx_run_##pass(const pr_view *in, int n, pr_view *out, const void *a,            \
+                              void *ws) {                                                       \
+        pr_window g;                                                                            \
+        window_##pass(in, out, a, &g);                                                          \
+        return pr_conv_bf16(PR_BF16_AMX, PASS, &g, operand(&in[0]), operand(&in[1]),           \
+                            out->data, ws);                                                     \
+    }                                                                                           \
+    static int avx512_bf16_run_##pass(const pr_view *in, int n, pr_view *out, const void *a,    \
+                                      void *ws) {                                               \
+        pr_window g;                                                                            \
+        window_##pass(in, out, a, &g);                                                          \
+        return pr_conv_bf16(PR_BF16_AVX512, PASS, &g, operand(&in[0]), operand(&in[1]),        \
+                            out->data, ws);                                                     \
+    }
+
+BF16_VARIANT(fw, PR_CONV_FORWARD)
+BF16_VARIANT(bpi, PR_CONV_BACKPROP_INPUT)
+BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
+
 #define CONV_VARIANTS(pass, reference)                                                          \
     static const pr_variant variants_##pass[] = {                                               \
         {"avx512_direct", PR_CPU_AVX512F | PR_CPU_FMA, direct_supports_##pass,                  \
          direct_scratch_##pass, direct_run_##pass},                                             \
+        {"amx_bf16", PR_BF16_AMX_CPU, bf16_supports, bf16_scratch_##pass, amx_run_##pass},      \
+        {"avx512_bf16", PR_BF16_CPU, bf16_supports, bf16_scratch_##pass,                        \
+         avx512_bf16_run_##pass},                                                               \
         {"im2col_blas", 0, NULL, NULL, reference},                                              \
     }
 
 CONV_VARIANTS(fw, fw_conv2d);
 CONV_VARIANTS(bpi, fw_conv2d_bpi);
 CONV_VARIANTS(bpf, fw_conv2d_bpf);
-#define N_CONV_VARIANTS 2
+#define N_CONV_VARIANTS 4
 
 /* The three ops are bilinear and adjoint to each other:
  * <dy, conv2d(x, w)> = <bpi(dy, w), x> = <bpf(x, dy), w>. */
@@ -446,10 +535,15 @@ static PyObject *conv_call(const char *name, PyObject *a, PyObject *b, const voi
 
 static int gr_conv2d(PyObject *const *in, PyObject *const *out, const void *attrs,
                      PyObject *const *gout, const int *needs, PyObject **gin) {
-    PyObject *x = in[0], *w = in[1], *dy = gout[0];
-    if (needs[0] && !(gin[0] = conv_call("conv2d_backprop_input", dy, w, attrs, x))) return -1;
-    if (needs[1] && !(gin[1] = conv_call("conv2d_backprop_filter", x, dy, attrs, w))) return -1;
-    return 0;
+    PyObject *x = in[0], *w = in[1], *dy = bf16_gradient(in, gout[0]);
+    if (!dy) return -1;
+    int rc = -1;
+    if (needs[0] && !(gin[0] = conv_call("conv2d_backprop_input", dy, w, attrs, x))) goto done;
+    if (needs[1] && !(gin[1] = conv_call("conv2d_backprop_filter", x, dy, attrs, w))) goto done;
+    rc = 0;
+done:
+    Py_DECREF(dy);
+    return rc;
 }
 
 static int gr_conv2d_bpi(PyObject *const *in, PyObject *const *out, const void *attrs,
@@ -669,7 +763,7 @@ static double flops_conv_bpf(const pr_view *in, int n, const pr_view *out, const
 static const pr_op op_matmul = {
     .name = "matmul", .n_in = 2, .n_out = 1, .flags = PR_OP_BF16, .attrs = matmul_attrs,
     .attr_size = sizeof(pr_matmul_attrs), .infer = infer_matmul, .forward = fw_matmul,
-    .gradient = gr_matmul, .flops = flops_matmul,
+    .gradient = gr_matmul, .flops = flops_matmul, .variants = variants_matmul, .n_variants = 3,
     .doc = "matmul(a (M, K), b (K, N)) -> (M, N) float32 with OpenBLAS sgemm; transpose_a / "
            "transpose_b take a as (K, M) / b as (N, K).  float32 or bfloat16 operands: with a "
            "bfloat16 one, both are rounded to bfloat16 and products summed in float32."};

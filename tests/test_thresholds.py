@@ -367,6 +367,46 @@ def bf16_parallel(rng):
         close(got, r @ r.T, rtol=1e-4, what=f"matmul n={n}")
 
 
+def _bf16_conv_all_passes(rng, xs, ks, strides, same, what):
+    """conv2d and its two backprop ops with a bfloat16 kernel / input, through
+    the default kernel, against float64 on the rounded operands."""
+    import ml_dtypes
+    st = (strides, strides)
+    x, k = randn(rng, *xs), randn(rng, *ks).astype(ml_dtypes.bfloat16)
+    xr, kr = x.astype(ml_dtypes.bfloat16).astype(np.float64), k.astype(np.float64)
+    y = pr.ops.conv2d(x, k, strides=strides, padding="same" if same else "valid")
+    close(y, conv_ref(xr, kr, st, same), rtol=1e-4, atol=1e-4, what=f"{what} forward")
+    dy = randn(rng, *y.shape)
+    dyr = dy.astype(ml_dtypes.bfloat16).astype(np.float64)
+    dx = _C.call("conv2d_backprop_input", dy, k, strides=strides, same=same, shape=list(xs))
+    close(dx, conv_bpi_ref(dyr, kr, xs, st, same), rtol=1e-4, atol=1e-4, what=f"{what} bpi")
+    dw = _C.call("conv2d_backprop_filter", x.astype(ml_dtypes.bfloat16), dy, strides=strides,
+                 same=same, shape=list(ks))
+    close(dw, conv_bpf_ref(xr, dyr, ks, st, same), rtol=1e-4, atol=2e-3, what=f"{what} bpf")
+
+
+def bf16_blocks(rng):
+    """gemm_bf16.c MB = 32 rows per block (and K padded to 32, N to 16 and
+    column pairs of 32): bfloat16 matmuls of M, K, N around those, and a
+    convolution with 31, 32, 33 output pixels."""
+    import ml_dtypes
+    for m in around(32) + around(64):
+        for k, n in ((31, 15), (32, 16), (33, 17), (64, 31), (64, 33)):
+            a, b = randn(rng, m, k), randn(rng, k, n).astype(ml_dtypes.bfloat16)
+            want = a.astype(ml_dtypes.bfloat16).astype(np.float64) @ b.astype(np.float64)
+            close(pr.ops.matmul(a, b), want, rtol=1e-4, atol=1e-4, what=f"{m}x{k}x{n}")
+    for w in around(32):
+        _bf16_conv_all_passes(rng, (1, 1, w, 3), (1, 3, 3, 16), 1, True, f"width {w}")
+
+
+def bf16_filter_chunks(rng):
+    """conv_bf16.c CHUNK = 512 pixels per filter-gradient product, STRIPES = 8
+    partial sums: N*HO*WO of 511, 512, 513 and 4095, 4096, 4097 (8 chunks)."""
+    for n, h, w in ((1, 7, 73), (1, 16, 32), (1, 19, 27), (5, 21, 39), (1, 64, 64),
+                    (1, 17, 241)):
+        _bf16_conv_all_passes(rng, (n, h, w, 2), (3, 3, 2, 4), 1, True, f"{n}x{h}x{w}")
+
+
 # ---- the list of every constant --------------------------------------------------------
 
 def array_parallel(rng):
@@ -440,6 +480,11 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct.c", "MAX_NB3"): conv_direct_channel_blocks,
     ("conv_direct.c", "TILE_WEIGHT_BYTES"): conv_direct_weight_bytes,
     ("bf16.c", "PAR_MIN"): bf16_parallel,
+    ("gemm_bf16.c", "MB"): bf16_blocks,
+    ("conv_bf16.c", "CHUNK"): bf16_filter_chunks,
+    ("conv_bf16.c", "STRIPES"): bf16_filter_chunks,
+    ("gemm_bf16.c", "PR_BF16_MAX_SLOTS"): "threads sharing one product (the tests run 1-3)",
+    ("gemm_bf16.c", "HAVE_X86"): "whether the intrinsics exist (x86-64), not a size",
     # constants that govern no size of the data
     ("conv.c", "MAX_SLOTS"): "threads sharing one conv (at most 16; the tests run 1-3 threads)",
     ("conv.c", "SLOT_BUDGET"): "scratch of all thread slots together, a memory budget",

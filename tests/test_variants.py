@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -27,7 +28,7 @@ def test_config_lists_the_conv_variants_reference_last():
     assert c["threads"] == pr.get_num_threads()
     for op in ("conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"):
         names = [n for n, _ in c["variants"][op]]
-        assert names == ["avx512_direct", "im2col_blas"]
+        assert names == ["avx512_direct", "amx_bf16", "avx512_bf16", "im2col_blas"]
         assert c["variants"][op][-1][1] is True   # the reference runs anywhere
         assert c["variants"][op][0][1] == ("avx512f" in c["features"] and "fma" in c["features"])
     out = io.StringIO()
@@ -91,10 +92,13 @@ def test_conv_variants_do_not_depend_on_the_thread_count(op):
         if not ok or (_C.cpu_info()["reference_only"] and variant != "im2col_blas"):
             continue
         results = []
+        a, b = args[0], args[1]
+        if variant.endswith("_bf16"):  # the bfloat16 kernels take bfloat16 operands
+            a, b = a.astype(ml_dtypes.bfloat16), b
         for threads in (1, 2, 3):
             pr.set_num_threads(threads)
             try:
-                results.append(_C.run_variant(op, variant, args[0], args[1], strides=2, same=True,
+                results.append(_C.run_variant(op, variant, a, b, strides=2, same=True,
                                               **args[2]).numpy())
             finally:
                 pr.set_num_threads(before)

@@ -1,0 +1,181 @@
+"""The bfloat16 kernels of matmul and the convolutions: AMX tiles
+(``amx_bf16``), AVX512_BF16 (``avx512_bf16``) and the portable reference
+(the float32 kernels on bfloat16-rounded operands).
+
+Every kernel is compared with a float64 reference computed on the same
+bfloat16-rounded operands.  The bound is elementwise: a product of two
+bfloat16 numbers (8-bit significands) is exact in float32 (24 bits), so
+the only error is the float32 summation of the K products of each output,
+at most gamma_K * sum_i |a_i| |b_i| with gamma_K = K u / (1 - K u),
+u = 2^-24 (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd
+ed., section 3.1; K is the reduction length: KH*KW*C for the forward pass,
+KH*KW*O for the input gradient, N*HO*WO for the filter gradient).  The
+float32 operand of a mixed call is rounded to bfloat16 by the kernel
+(relative error up to 2^-8): the reference rounds it the same way, and a
+second check against the unrounded float64 result allows that rounding
+(2 * 2^-8 + 2^-16 relative per product) besides gamma_K.  Two kernels
+agree within the sum of their bounds.
+
+On this CPU (Sapphire Rapids class) all three kernels run; a kernel whose
+CPU features are missing, or every fast kernel under
+PYRESNET_KERNELS=reference, must refuse with ValueError instead, and
+``test_which_bf16_kernels_ran`` prints which ones ran.
+"""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from pyresnet import _C
+from test_ops_conv import conv_bpf_ref, conv_bpi_ref, conv_ref
+
+bf16 = ml_dtypes.bfloat16
+f32 = np.float32
+U = 2.0 ** -24
+CPU = _C.cpu_info()
+BF16_VARIANTS = ("amx_bf16", "avx512_bf16")
+
+
+def gamma(k):
+    return k * U / (1 - k * U)
+
+
+def r64(a):
+    """float64 of ``a`` rounded to bfloat16 (exact for bfloat16 input)."""
+    return np.asarray(a).astype(bf16).astype(np.float64)
+
+
+def expected_to_run(variant):
+    """Whether ``variant`` should run here: CPU features, reference-only."""
+    if variant not in BF16_VARIANTS:
+        return True
+    return dict(_C.op_variants("conv2d"))[variant] and not CPU["reference_only"]
+
+
+# (label, x shape, kernel shape, strides, same): ResNet-20's convolutions at
+# a small batch, the shortcut, odd sizes, and shapes around the kernels'
+# blocks (32 rows, K padded to 32, N to 16 and pairs of 16 columns)
+SHAPES = [
+    ("resnet20 stage1 3x3 c16", (2, 32, 32, 16), (3, 3, 16, 16), 1, True),
+    ("resnet20 stem c3", (2, 32, 32, 3), (3, 3, 3, 16), 1, True),
+    ("resnet20 stage2 s2 c16->32", (2, 32, 32, 16), (3, 3, 16, 32), 2, True),
+    ("resnet20 stage3 3x3 c64", (2, 8, 8, 64), (3, 3, 64, 64), 1, True),
+    ("shortcut 1x1 s2", (2, 16, 16, 32), (1, 1, 32, 64), 2, True),
+    ("odd 5x5 s(1,2) valid c17 o33", (3, 11, 13, 17), (5, 5, 17, 33), (1, 2), False),
+    ("stride 3 c5 o15", (1, 10, 9, 5), (3, 2, 5, 15), 3, True),
+    ("31 output rows c1 o17", (1, 1, 31, 1), (1, 1, 1, 17), 1, False),
+]
+
+
+def _case(label, rng):
+    label, xs, ks, strides, same = next(s for s in SHAPES if s[0] == label)
+    x = rng.standard_normal(xs).astype(f32)
+    k = rng.standard_normal(ks).astype(f32)
+    st = (strides, strides) if np.isscalar(strides) else tuple(strides)
+    y = conv_ref(np.zeros(xs[:3] + (1,)), np.zeros(ks[:2] + (1, 1)), st, same)
+    dy = rng.standard_normal(y.shape[:3] + (ks[3],)).astype(f32)
+    return x, k, dy, st, same
+
+
+def _ops(x, k, dy, st, same):
+    """(op, inputs, attrs, reference on float64 operands, reduction length)."""
+    attrs = {"strides": list(st), "same": same}
+    kh, kw, c, o = k.shape
+    n, ho, wo = dy.shape[:3]
+    return [
+        ("conv2d", (x, k.astype(bf16)), attrs,
+         lambda a, b: conv_ref(a, b, st, same), kh * kw * c),
+        ("conv2d_backprop_input", (dy, k.astype(bf16)), {**attrs, "shape": list(x.shape)},
+         lambda a, b: conv_bpi_ref(a, b, x.shape, st, same), kh * kw * o),
+        ("conv2d_backprop_filter", (x.astype(bf16), dy), {**attrs, "shape": list(k.shape)},
+         lambda a, b: conv_bpf_ref(a, b, k.shape, st, same), n * ho * wo),
+    ]
+
+
+def _check(op, inputs, attrs, ref, K):
+    """Each kernel within its bound of the float64 result on the rounded
+    operands; kernels within the sum of their bounds of each other; the
+    unrounded result within the bound that adds the operands' rounding."""
+    a, b = (r64(t) for t in inputs)
+    want = ref(a, b)
+    scale = ref(np.abs(a), np.abs(b))
+    bound = gamma(K) * scale
+    exact = ref(*(np.asarray(t, np.float64) for t in inputs))
+    outs = {}
+    for variant, _ in _C.op_variants(op):
+        if variant not in BF16_VARIANTS + (_C.op_variants(op)[-1][0],):
+            continue  # the float32 kernels refuse bfloat16 operands
+        if not expected_to_run(variant):
+            with pytest.raises(ValueError, match=f"kernel variant '{variant}' cannot run"):
+                _C.run_variant(op, variant, *inputs, **attrs)
+            continue
+        got = _C.run_variant(op, variant, *inputs, **attrs).numpy()
+        assert got.dtype == f32 and got.shape == want.shape
+        err = np.abs(got - want)
+        worst = np.unravel_index(np.argmax(err - bound), err.shape)
+        assert np.all(err <= bound), (f"{op} {variant}: error {err[worst]:.3g} > bound "
+                                      f"{bound[worst]:.3g} at {worst}")
+        assert np.all(np.abs(got - exact) <= (2 * 2 ** -8 + 2 ** -16) * scale * 1.001 + bound)
+        outs[variant] = got
+    names = list(outs)  # every kernel that should run did
+    assert names == [v for v in BF16_VARIANTS if expected_to_run(v)] + \
+        [_C.op_variants(op)[-1][0]], names
+    for i in range(len(names)):
+        for j in range(i + 1, len(names)):
+            assert np.all(np.abs(outs[names[i]] - outs[names[j]]) <= 2 * bound), \
+                (op, names[i], names[j])
+
+
+@pytest.mark.parametrize("label", [s[0] for s in SHAPES])
+def test_conv_bf16_kernels_against_float64(label, rng):
+    for op, inputs, attrs, ref, K in _ops(*_case(label, rng)):
+        _check(op, inputs, attrs, ref, K)
+
+
+@pytest.mark.parametrize("m,k,n,ta,tb", [(31, 33, 15, False, False), (64, 64, 64, False, True),
+                                         (65, 17, 10, True, False), (128, 96, 33, True, True),
+                                         (1, 1, 1, False, False)])
+def test_matmul_bf16_kernels_against_float64(m, k, n, ta, tb, rng):
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(f32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(bf16)
+    op_a = (lambda t: t.T) if ta else (lambda t: t)
+    op_b = (lambda t: t.T) if tb else (lambda t: t)
+    _check("matmul", (a, b), {"transpose_a": ta, "transpose_b": tb},
+           lambda x, y: op_a(x) @ op_b(y), k)
+
+
+def test_bf16_kernels_are_exact_on_exact_sums(rng):
+    """Small integers: every product and partial sum is exact in float32, so
+    every kernel gives the exact result bit for bit."""
+    x = rng.integers(-4, 5, (2, 9, 9, 16)).astype(bf16)
+    k = rng.integers(-4, 5, (3, 3, 16, 32)).astype(bf16)
+    want = conv_ref(x.astype(np.float64), k.astype(np.float64), (1, 1), True)
+    for variant, _ in _C.op_variants("conv2d")[1:]:
+        if expected_to_run(variant):
+            got = _C.run_variant("conv2d", variant, x, k, same=True).numpy()
+            np.testing.assert_array_equal(got, want.astype(f32), err_msg=variant)
+
+
+def test_float32_kernels_refuse_bfloat16_operands_and_bf16_kernels_refuse_float32(rng):
+    x = rng.standard_normal((1, 6, 6, 16)).astype(f32)
+    k = rng.standard_normal((3, 3, 16, 16)).astype(f32)
+    with pytest.raises(ValueError, match="kernel variant 'avx512_direct' cannot run"):
+        _C.run_variant("conv2d", "avx512_direct", x, k.astype(bf16))
+    for v in BF16_VARIANTS:
+        with pytest.raises(ValueError, match=f"kernel variant '{v}' cannot run"):
+            _C.run_variant("conv2d", v, x, k)
+
+
+def test_which_bf16_kernels_ran(capsys):
+    """The suite says which bfloat16 kernels this CPU ran; on a CPU with AMX
+    (this project's Sapphire Rapids machine) all three run unless
+    PYRESNET_KERNELS=reference, and show_config lists them."""
+    names = [v for v, _ in _C.op_variants("conv2d")]
+    assert names == ["avx512_direct", "amx_bf16", "avx512_bf16", "im2col_blas"]
+    assert [v for v, _ in _C.op_variants("matmul")] == ["amx_bf16", "avx512_bf16", "sgemm"]
+    ran = [v for v in BF16_VARIANTS if expected_to_run(v)] + ["reference"]
+    with capsys.disabled():
+        print(f"\nbfloat16 kernels run on this CPU: {', '.join(ran)} (AMX: {CPU['amx']})")
+    if "amx_bf16" in CPU["features"] and "avx512_bf16" in CPU["features"]:
+        assert CPU["amx"] == "tile state granted"
+        assert ran == (["reference"] if CPU["reference_only"] else
+                       ["amx_bf16", "avx512_bf16", "reference"])
