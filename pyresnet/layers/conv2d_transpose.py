@@ -74,7 +74,8 @@ class Conv2DTranspose(Layer):
         self.input_spec = InputSpec(ndim=4, axes={-1: channels})
 
     def call(self, inputs):
-        y = ops.conv2d_transpose(inputs, self.kernel, strides=self.strides, padding=self.padding)
+        y = ops.conv2d_transpose(inputs, self._compute_kernel(self.kernel), strides=self.strides,
+                                 padding=self.padding)
         if self.use_bias:
             y = ops.add(y, self.bias)
         return self.activation(y)
