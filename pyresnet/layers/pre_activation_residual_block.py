@@ -59,15 +59,15 @@ class PreActivationResidualBlock(Layer):
         self.kernel_initializer = kernel_initializer
         self.momentum, self.epsilon = momentum, epsilon
         self._pad_kernel = None
-        self.bn1 = BatchNormalization(momentum=momentum, epsilon=epsilon)
+        self.bn1 = BatchNormalization(momentum=momentum, epsilon=epsilon, dtype=self.dtype_policy)
         self.conv1 = self._conv(3, self.strides)
-        self.bn2 = BatchNormalization(momentum=momentum, epsilon=epsilon)
+        self.bn2 = BatchNormalization(momentum=momentum, epsilon=epsilon, dtype=self.dtype_policy)
         self.conv2 = self._conv(3, 1)
         self.input_spec = InputSpec(ndim=4)
 
     def _conv(self, size, strides):
         return Conv2D(self.filters, size, strides=strides, padding="same", use_bias=False,
-                      kernel_initializer=self.kernel_initializer)
+                      kernel_initializer=self.kernel_initializer, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         self.bn1.build(input_shape)
