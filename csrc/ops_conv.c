@@ -482,6 +482,11 @@ DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_backprop_filter, in[
 /* The bfloat16 variants (AMX, AVX512_BF16) take the calls with a bfloat16
  * operand, any window and stride (kernels/conv_bf16.c). */
 
+/* The bfloat16 convolutions take one group. */
+static int bf16_conv_supports(const pr_view *in, int n, const pr_view *out, const void *a) {
+    return bf16_call(in) && ((const pr_conv_attrs *)a)->groups == 1;
+}
+
 #define BF16_VARIANT(pass, PASS)                                                                \
     static size_t bf16_scratch_##pass(const pr_view *in, int n, const pr_view *out,             \
                                       const void *a) {                                          \
@@ -512,8 +517,8 @@ BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
     static const pr_variant variants_##pass[] = {                                               \
         {"avx512_direct", PR_CPU_AVX512F | PR_CPU_FMA, direct_supports_##pass,                  \
          direct_scratch_##pass, direct_run_##pass},                                             \
-        {"amx_bf16", PR_BF16_AMX_CPU, bf16_supports, bf16_scratch_##pass, amx_run_##pass},      \
-        {"avx512_bf16", PR_BF16_CPU, bf16_supports, bf16_scratch_##pass,                        \
+        {"amx_bf16", PR_BF16_AMX_CPU, bf16_conv_supports, bf16_scratch_##pass, amx_run_##pass}, \
+        {"avx512_bf16", PR_BF16_CPU, bf16_conv_supports, bf16_scratch_##pass,                   \
          avx512_bf16_run_##pass},                                                               \
         {"im2col_blas", 0, NULL, NULL, reference},                                              \
     }

@@ -73,10 +73,10 @@ def test_cast_rounds_to_nearest_even_and_passes_the_gradient(rng):
     b = ops.cast(x, "bfloat16")
     np.testing.assert_array_equal(b.numpy().view(np.uint16), x.astype(bf16).view(np.uint16))
     np.testing.assert_array_equal(ops.cast(b, np.float32).numpy(), x.astype(bf16).astype(f32))
-    assert ops.cast(b, "bfloat16") is b
-    with pytest.raises(ValueError, match="cast: dtype must be one of"):
+    with pytest.raises(TypeError, match="dtype must be one of"):
         ops.cast(x, "float16")
-    with pytest.raises(TypeError, match="cast: input 0 must be float32 or bfloat16, got int32"):
+    with pytest.raises(TypeError, match="cast: bfloat16 converts to and from float32 only, got "
+                                        "int32 to bfloat16"):
         ops.cast(np.arange(3, dtype=np.int32), "bfloat16")
     xv = pr.Variable(x[1:])
     with pr.GradientTape() as tape:

@@ -2,6 +2,7 @@
  * slicing, pad, concatenate, take, add.at, where, comparisons, astype,
  * max/min/argmax/argmin (tests/op_table.py). */
 #include "array.h"
+#include "bf16.h"
 
 #include <math.h>
 #include <string.h>
@@ -60,6 +61,7 @@ static inline double value_at(const void *p, pr_dtype t, int64_t i) {
     case PR_I64: return (double)((const int64_t *)p)[i];
     case PR_U8:
     case PR_BOOL: return ((const uint8_t *)p)[i];
+    case PR_BF16: return pr_bf16_to_f32(((const uint16_t *)p)[i]);
     }
     return 0.0;
 }
@@ -70,7 +72,8 @@ static inline int64_t int_at(const void *p, pr_dtype t, int64_t i) {
     case PR_I64: return ((const int64_t *)p)[i];
     case PR_U8:
     case PR_BOOL: return ((const uint8_t *)p)[i];
-    case PR_F32: return 0;
+    case PR_F32:
+    case PR_BF16: return 0;
     }
     return 0;
 }
@@ -98,6 +101,7 @@ static inline void store(void *dst, pr_dtype t, int64_t i, int from_float, doubl
         ((uint8_t *)dst)[i] = (uint8_t)(from_float ? to_int(f, 0.0, 255.0) : k);
         break;
     case PR_BOOL: ((uint8_t *)dst)[i] = from_float ? f != 0.0 : k != 0; break;
+    case PR_BF16: ((uint16_t *)dst)[i] = pr_bf16_from_f32(from_float ? (float)f : (float)k); break;
     }
 }
 
