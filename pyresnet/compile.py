@@ -71,6 +71,7 @@ import numpy as np
 
 from ._loader import _C
 from . import tensor as _tensor
+from . import profiling
 from .tensor import Tensor, Variable
 from .utils.atomic import write_text
 
@@ -325,67 +326,40 @@ class ConcreteFunction:
         lines.append("}")
         return "\n".join(lines) + "\n"
 
-    def profile(self, *args, path=None, **kwargs):
-        """Run one call and time every node.
+    def profile(self, *args, repeats=1, path=None, **kwargs):
+        """Run ``repeats`` calls with these arguments and time every node.
 
-        Returns the Chrome trace-event dict (``{"traceEvents": [...]}``, one
-        complete event ``ph="X"`` per node, times in microseconds) that
-        chrome://tracing and Perfetto open; written as JSON to ``path`` when
-        given.  The call's effects (variable updates) happen as in a normal
-        call."""
+        The calls have their effects (variable updates) as normal calls do.
+        Under ``jit_compile`` the first call of a new shape also times the
+        kernel candidates: call the function once before profiling it.
+
+        Args:
+            *args, **kwargs: the arguments, as for a call.
+            repeats: how many calls to time (int >= 1).
+            path: when given, the Chrome trace is written there as JSON
+                (atomically).
+
+        Returns:
+            :class:`pyresnet.profiling.Profile`: ``by_op`` (a table per op
+            and kernel variant: calls, total and mean milliseconds, share of
+            the node time, GFLOP/s), ``by_node`` (the same per node),
+            ``trace`` (the Chrome trace dict); ``print`` it for text,
+            ``.by_op.to_dicts()`` for a list of dicts.
+
+        Raises:
+            ValueError: ``repeats`` below 1; the errors of a call.
+        """
+        if int(repeats) < 1:
+            raise ValueError(f"profile(repeats=...) expects an int >= 1, got {repeats!r}")
         leaves = []
         _flatten((args, kwargs), leaves)
         tensors = [_tensor.convert_to_tensor(x) for x in leaves if _is_tensor_leaf(x)]
-        _, times = self._graph.run(tensors, True)
-        plan = self._graph.plan(tensors)
-        t0 = times[0][0] if times else 0.0
-        events = []
-        for j, ((op, ins, outs), (start, dur)) in enumerate(zip(self._graph.nodes(), times)):
-            events.append({"name": op, "cat": "op", "ph": "X", "ts": start - t0, "dur": dur,
-                           "pid": 0, "tid": 0,
-                           "args": {"node": j, "kernel": plan["kernels"][j],
-                                    "inputs": ins, "outputs": outs,
-                                    "shapes": [list(plan["shapes"][v]) for v in outs],
-                                    "flops": plan["node_flops"][j]}})
-        trace = {"traceEvents": events, "displayTimeUnit": "ms",
-                 "otherData": {"function": self.name}}
+        calls = [self._graph.run(tensors, True)[1] for _ in range(int(repeats))]
+        result = profiling.summarize(self.name, self._graph.nodes(),
+                                     self._graph.plan(tensors), calls)
         if path is not None:
-            write_text(path, json.dumps(trace))
-        return trace
-
-
-    def profile_summary(self, *args, repeats=3, **kwargs):
-        """Time every node over ``repeats`` calls (:meth:`profile`) and sum
-        the times per (op, kernel variant): where a call's time goes.
-
-        The calls have their effects (variable updates) as normal calls do.
-
-        Returns:
-            list of dicts, slowest first: ``op``, ``kernel`` (the variant
-            name, None for ops with one kernel), ``calls`` (nodes per call),
-            ``ms`` (milliseconds per call, summed over those nodes, median
-            over the repeats), ``share`` (fraction of the summed node time)
-            and ``gflops`` (GFLOP/s of those nodes; ops without a FLOP rule
-            count one per output element).
-        """
-        totals = {}
-        for _ in range(max(1, int(repeats))):
-            per_call = {}
-            for e in self.profile(*args, **kwargs)["traceEvents"]:
-                key = (e["name"], e["args"]["kernel"])
-                t, f, n = per_call.get(key, (0.0, 0.0, 0))
-                per_call[key] = (t + e["dur"], f + e["args"]["flops"], n + 1)
-            for key, value in per_call.items():
-                totals.setdefault(key, []).append(value)
-        rows = []
-        for (op, kernel), runs in totals.items():
-            us = sorted(r[0] for r in runs)[len(runs) // 2]
-            rows.append({"op": op, "kernel": kernel, "calls": runs[0][2], "ms": us / 1e3,
-                         "gflops": runs[0][1] / us / 1e3 if us > 0 else 0.0})
-        total = sum(r["ms"] for r in rows) or 1.0
-        for r in rows:
-            r["share"] = r["ms"] / total
-        return sorted(rows, key=lambda r: -r["ms"])
+            write_text(path, json.dumps(result.trace))
+        return result
 
 # ---- functions ------------------------------------------------------------------
 

@@ -464,7 +464,7 @@ def test_nodes_dot_flops_and_chrome_trace(tmp_path):
     dot = cf.to_dot()
     assert dot.startswith('digraph "f" {') and dot.rstrip().endswith("}")
     assert dot.count("->") == 2 + 1 + 2 + 1  # mul(x, w), relu, add(relu, 1), output
-    trace = cf.profile(x, path=tmp_path / "trace.json")
+    trace = cf.profile(x, path=tmp_path / "trace.json").trace
     loaded = json.loads((tmp_path / "trace.json").read_text())
     assert loaded == json.loads(json.dumps(trace))
     events = loaded["traceEvents"]

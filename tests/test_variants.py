@@ -1,5 +1,5 @@
 """Kernel variants seen from Python: the CPU probe and show_config, which
-variant a node runs (nodes, profile, profile_summary), the reference path
+variant a node runs (nodes, profile), the reference path
 forced by PYRESNET_KERNELS=reference, and results that do not depend on the
 thread count.  Values of every variant against NumPy are in test_op_table.py.
 """
@@ -47,12 +47,13 @@ def test_nodes_profile_and_summary_name_the_kernel():
     conv = [n for n in cf.nodes if n["op"] == "conv2d"]
     assert [n["kernel"] for n in conv] == [want]
     assert {n["kernel"] for n in cf.nodes if n["op"] != "conv2d"} == {None}
-    events = cf.profile(x)["traceEvents"]
-    assert [e["args"]["kernel"] for e in events if e["name"] == "conv2d"] == [want]
-    rows = cf.profile_summary(x, repeats=2)
+    profile = cf.profile(x, repeats=2)
+    events = profile.trace["traceEvents"]
+    assert [e["args"]["kernel"] for e in events if e["name"] == "conv2d"] == [want, want]
+    rows = profile.by_op.to_dicts()
     assert {(r["op"], r["kernel"]) for r in rows} == {(n["op"], n["kernel"]) for n in cf.nodes}
-    assert abs(sum(r["share"] for r in rows) - 1.0) < 1e-9
-    assert all(r["ms"] >= 0 and r["calls"] == 1 for r in rows)
+    assert [r["kernel"] for r in profile.by_node] == [n["kernel"] for n in cf.nodes]
+    assert f"conv2d  {want}" in str(profile.by_op)
 
 
 def test_eager_runs_the_first_usable_variant():
