@@ -97,6 +97,8 @@ def check_pytest(words):
     assert re.search(rf"^{re.escape(line)}$", ci, flags=re.M), f"{line!r} is not in .ci/run"
     assert set(env) <= {"PYRESNET_KERNELS"} and env.get("PYRESNET_KERNELS", "reference") == \
         "reference"
+    for path in [w for w in words[1:] if not w.startswith("-")]:
+        assert (ROOT / path).exists(), f"the test command collects {path!r}, which does not exist"
 
 
 def check_train(words):
@@ -156,7 +158,7 @@ RULES = [  # (pattern of the command, check)
     (r"python3? -m venv .*", check_venv),
     (r"(\.|source) \S+/bin/activate", check_source),
     (r"export \w+=\S+", check_export),
-    (r"(\w+=\S+ )*pytest( -q)?", check_pytest),
+    (r"(\w+=\S+ )*pytest( -q)?( --nbmake)?( [\w/]+)*", check_pytest),
     (r"python3? -m pyresnet\.train( .*)?", check_train),
     (r"python3? bench/\w+\.py( .*)?", check_bench),
     (r"python3? -m pyresnet\.runs( \S+)?", check_runs),
