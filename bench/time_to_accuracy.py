@@ -16,10 +16,8 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from pyresnet.train import read_metrics  # noqa: E402
-from pyresnet.utils.atomic import write_text  # noqa: E402
+from pyresnet.train import read_metrics
+from pyresnet.utils.atomic import write_text
 
 
 def report(run_dir, target):

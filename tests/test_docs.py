@@ -39,8 +39,9 @@ def test_named_c_functions_and_ops_exist():
     assert named_ops <= set(re.findall(r"`(\w+)`", DOC))
     assert named_ops - {"fused_elementwise"} <= ops       # fused_elementwise: graph-only
     assert "fused_elementwise" in C_SOURCES
-    variants = {name for name, _ in _C.op_variants("conv2d")}
-    assert variants == {"avx512_direct", "im2col_blas"} and all(v in DOC for v in variants)
+    for op in ("conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "matmul"):
+        variants = [name for name, _ in _C.op_variants(op)]
+        assert len(variants) >= 2 and all(f"`{v}`" in DOC for v in variants), (op, variants)
 
 
 def test_readme_stands_alone():
