@@ -62,6 +62,7 @@ the updates before it applied.
 import builtins
 import contextlib
 import functools
+import inspect
 import json
 import threading
 import warnings
@@ -382,7 +383,12 @@ class Function:
         self.tracing_count = 0
         self._warned = False
         self._bound = weakref.WeakKeyDictionary()
-        functools.update_wrapper(self, fn)
+        # A callable object (a Layer, a Model) keeps its own attributes: only a
+        # function's __dict__ is merged, and an object is named by its class.
+        functools.update_wrapper(self, fn, updated=functools.WRAPPER_UPDATES
+                                 if inspect.isroutine(fn) else ())
+        if not hasattr(self, "__name__"):
+            self.__name__ = type(fn).__name__
 
     def __get__(self, instance, owner=None):
         if instance is None:

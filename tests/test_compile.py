@@ -664,3 +664,16 @@ def test_flops_count_multiply_adds_twice():
     assert by_op["conv2d_backprop_filter"] == [conv_flops]
     assert by_op["matmul"][0] == 2 * 200 * 3  # forward; the backward matmuls follow
     assert cf.flops == sum(n["flops"] for n in cf.nodes)
+
+
+def test_a_layer_object_compiles_and_keeps_its_attributes(rng):
+    """`pr.compile(layer)` (as `tf.function(layer)`): named by its class, equal to
+    the eager call, and the layer's own attributes are not copied onto the wrapper."""
+    layer = pr.layers.Dense(3)
+    x = rng.standard_normal((2, 4)).astype("float32")
+    eager = layer(x).numpy()
+    f = pr.compile(layer)
+    assert f.__name__ == "Dense"
+    np.testing.assert_array_equal(f(x).numpy(), eager)
+    np.testing.assert_allclose(eager, x @ layer.kernel.numpy() + layer.bias.numpy(), rtol=1e-5, atol=1e-6)
+    assert not hasattr(f, "kernel") and f.tracing_count == 1
