@@ -27,6 +27,7 @@ The MPI library is the one mpi4py loads (``pip install
 import contextlib
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -81,6 +82,9 @@ def _install_abort_hook(comm):
         previous(kind, value, tb)
         sys.stderr.flush()
         sys.stdout.flush()
+        # mpiexec forwards a rank's output through its proxy; Abort kills the
+        # job at once, so give the proxy a moment to pass the traceback on.
+        time.sleep(0.5)
         comm.Abort(1)
 
     sys.excepthook = abort
