@@ -10,24 +10,11 @@ mapped over a :class:`pyresnet.data.Dataset`.
 """
 from .. import ops
 from .._loader import _C
-from ..ops.augment import rng_state
+from ..random import SeedGenerator
 from .layer import Layer
 
 IMAGES = object()
 """Placeholder for the images in a stage's input list."""
-
-
-class SeedGenerator:
-    """The RNG state of a random layer, as ``keras.random.SeedGenerator``:
-    an int64 Variable ``[seed, counter]`` that every random call advances
-    (eagerly or in a compiled step).  It is not one of the layer's weights.
-
-    Args:
-        seed (int): in [0, 2**63); None draws one from Python's ``random``.
-    """
-
-    def __init__(self, seed=None):
-        self.state = rng_state(seed)
 
 
 def run_stages(stages, images):
