@@ -30,7 +30,9 @@ def set_num_threads(n):
 
 
 def get_num_threads():
-    """The number of threads kernels and OpenBLAS use (int)."""
+    """The number of threads kernels and OpenBLAS use (int): until
+    :func:`set_num_threads` is called, ``OMP_NUM_THREADS`` when it is set,
+    else the number of processors this process may run on."""
     return _C.get_num_threads()
 
 

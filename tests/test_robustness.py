@@ -339,6 +339,18 @@ def test_set_num_threads_bounds():
     assert pr.get_num_threads() == before
 
 
+def test_thread_count_defaults_to_omp_num_threads():
+    """OMP_NUM_THREADS gives the default thread count (as PyTorch's); unset,
+    it is the number of processors the process may use."""
+    code = "import pyresnet as pr; print(pr.get_num_threads())"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    run = lambda e: subprocess.run([sys.executable, "-c", code], env=e, capture_output=True,
+                                   text=True, timeout=120, check=True).stdout.strip()
+    assert run({**env, "OMP_NUM_THREADS": "1"}) == "1"
+    assert run({**env, "OMP_NUM_THREADS": "3"}) == "3"
+    assert run(env) == str(len(os.sched_getaffinity(0)))
+
+
 # ---- every registered op, mutated calls ---------------------------------------------------
 
 

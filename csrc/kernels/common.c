@@ -128,7 +128,9 @@ static _Thread_local int thread_limit; /* 0: none (pr_set_thread_limit) */
 int pr_get_num_threads(void) {
     if (num_threads <= 0) {
 #ifdef _OPENMP
-        num_threads = omp_get_num_procs();
+        /* OMP_NUM_THREADS when set (as PyTorch), else the processors this
+         * process may run on */
+        num_threads = omp_get_max_threads();
 #else
         num_threads = 1;
 #endif
