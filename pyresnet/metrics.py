@@ -346,6 +346,7 @@ class CompileMetrics(Metric):
 
     @property
     def variables(self):
+        """The state Variables of every compiled metric, in entry order."""
         return [v for _, _, metric, _ in self.entries for v in metric.variables]
 
     def update_state(self, y_true, y_pred, sample_weight=None):

@@ -35,6 +35,8 @@ class KerasTensor:
         return f"<KerasTensor shape={self.shape}, dtype={self.dtype}, name={self.name}>"
 
     def _no_value(self, *args, **kwargs):
+        """A symbolic input has no value: raises TypeError saying how to
+        get one (build the model, call it on data)."""
         raise TypeError(
             f"{self!r} is a symbolic input of a functional model under construction and has "
             "no value; build the model with pyresnet.Model(inputs, outputs) and call it on data"

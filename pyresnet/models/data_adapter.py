@@ -113,10 +113,12 @@ class Steps:
         return self.steps
 
     def get_state(self):
+        """The wrapped adapter's :meth:`get_state` (None when it has none)."""
         get = getattr(self.data, "get_state", None)
         return None if get is None else get()
 
     def set_state(self, state):
+        """Pass ``state`` to the wrapped adapter's ``set_state``, if any."""
         if hasattr(self.data, "set_state"):
             self.data.set_state(state)
 

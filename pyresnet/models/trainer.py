@@ -915,6 +915,8 @@ class FitProgress:
         self._pass = _data_state(self.data)
 
     def end_epoch(self, logs):
+        """Record the finished epoch's ``logs`` (dict of floats) for History
+        and move on to the next epoch."""
         self._epochs.append(self.epoch)  # (History records it after the other callbacks)
         for key, value in logs.items():
             self._logs.setdefault(key, []).append(value)
