@@ -13,9 +13,10 @@ equal the post-activation networks' (the batch norms move, their number of
 channels adds up the same): preact_resnet20 0.27M, preact_resnet56 0.85M,
 preact_resnet110 1.7M.
 """
-from ..layers import (BatchNormalization, Conv2D, Dense, GlobalAveragePooling2D, Input,
+from ..layers import (BatchNormalization, Dense, GlobalAveragePooling2D, Input,
                       PreActivationResidualBlock, ReLU)
 from ..models import Model
+from .resnet_cifar import blocks_per_stage, stages, stem
 
 
 def preact_resnet_cifar(depth, input_shape=(32, 32, 3), num_classes=10, width=16,
@@ -39,15 +40,9 @@ def preact_resnet_cifar(depth, input_shape=(32, 32, 3), num_classes=10, width=16
     Raises:
         ValueError: when depth is not 6n + 2 with n >= 1.
     """
-    if not isinstance(depth, int) or depth < 8 or (depth - 2) % 6:
-        raise ValueError(f"preact_resnet_cifar: depth must be 6n + 2 with n >= 1, got {depth!r}")
-    n = (depth - 2) // 6
+    n = blocks_per_stage(depth, "preact_resnet_cifar")
     inputs = Input(input_shape)
-    x = Conv2D(width, 3, padding="same", use_bias=False, kernel_initializer="he_normal")(inputs)
-    for stage, filters in enumerate((width, 2 * width, 4 * width)):
-        for block in range(n):
-            x = PreActivationResidualBlock(filters, strides=2 if stage > 0 and block == 0 else 1,
-                                           shortcut=shortcut)(x)
+    x = stages(stem(inputs, width), n, width, PreActivationResidualBlock, shortcut)
     x = ReLU()(BatchNormalization()(x))
     outputs = Dense(num_classes)(GlobalAveragePooling2D()(x))
     return Model(inputs, outputs, name=name or f"preact_resnet{depth}")

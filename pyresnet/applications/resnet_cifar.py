@@ -36,19 +36,38 @@ def resnet_cifar(depth, input_shape=(32, 32, 3), num_classes=10, width=16, short
     Raises:
         ValueError: when depth is not 6n + 2 with n >= 1.
     """
-    if not isinstance(depth, int) or depth < 8 or (depth - 2) % 6:
-        raise ValueError(f"resnet_cifar: depth must be 6n + 2 with n >= 1, got {depth!r}")
-    n = (depth - 2) // 6
+    n = blocks_per_stage(depth, "resnet_cifar")
     inputs = Input(input_shape)
-    x = Conv2D(width, 3, padding="same", use_bias=False, kernel_initializer="he_normal")(inputs)
+    x = stem(inputs, width)
     x = ReLU()(BatchNormalization()(x))
-    for stage, filters in enumerate((width, 2 * width, 4 * width)):
-        for block in range(n):
-            x = ResidualBlock(filters, strides=2 if stage > 0 and block == 0 else 1,
-                              shortcut=shortcut)(x)
+    x = stages(x, n, width, ResidualBlock, shortcut)
     x = GlobalAveragePooling2D()(x)
     outputs = Dense(num_classes)(x)
     return Model(inputs, outputs, name=name or f"resnet{depth}")
+
+
+# ---- the CIFAR layout, shared with the pre-activation networks ------------------------------
+
+def blocks_per_stage(depth, caller):
+    """n of a depth 6n + 2; ValueError naming ``caller`` otherwise."""
+    if not isinstance(depth, int) or depth < 8 or (depth - 2) % 6:
+        raise ValueError(f"{caller}: depth must be 6n + 2 with n >= 1, got {depth!r}")
+    return (depth - 2) // 6
+
+
+def stem(inputs, width):
+    """The first 3x3 convolution (``width`` filters, no bias, He normal)."""
+    return Conv2D(width, 3, padding="same", use_bias=False, kernel_initializer="he_normal")(inputs)
+
+
+def stages(x, n, width, block, shortcut):
+    """Three stages of ``n`` ``block`` layers with width, 2 width, 4 width
+    filters; stride 2 in the first block of stages 2 and 3 (He et al. 2015,
+    section 4.2)."""
+    for stage, filters in enumerate((width, 2 * width, 4 * width)):
+        for i in range(n):
+            x = block(filters, strides=2 if stage > 0 and i == 0 else 1, shortcut=shortcut)(x)
+    return x
 
 
 def resnet20(input_shape=(32, 32, 3), num_classes=10):
