@@ -1,17 +1,10 @@
 """``PreActivationResidualBlock``: the residual block with batch norm and
 ReLU before each convolution (He et al. 2016)."""
-import numpy as np
-
 from .. import ops
-from ..tensor import Tensor
-from ._args import conv_output_length, standardize_tuple
-from .batch_normalization import BatchNormalization
-from .conv2d import Conv2D
-from .input_spec import InputSpec
-from .layer import Layer
+from ._residual import ResidualBase
 
 
-class PreActivationResidualBlock(Layer):
+class PreActivationResidualBlock(ResidualBase):
     """The pre-activation residual unit of He et al. 2016, "Identity
     Mappings in Deep Residual Networks" (section 4, figure 4(e)):
 
@@ -49,25 +42,12 @@ class PreActivationResidualBlock(Layer):
 
     def __init__(self, filters, strides=1, shortcut="projection", kernel_initializer="he_normal",
                  momentum=0.99, epsilon=1e-3, **kwargs):
-        super().__init__(**kwargs)
-        if shortcut not in ("projection", "zero_pad"):
-            raise ValueError(f"PreActivationResidualBlock: `shortcut` must be 'projection' or "
-                             f"'zero_pad', got {shortcut!r}")
-        self.filters = filters
-        self.strides = standardize_tuple(strides, 2, "strides", "PreActivationResidualBlock")
-        self.shortcut = shortcut
-        self.kernel_initializer = kernel_initializer
-        self.momentum, self.epsilon = momentum, epsilon
-        self._pad_kernel = None
-        self.bn1 = BatchNormalization(momentum=momentum, epsilon=epsilon, dtype=self.dtype_policy)
+        super().__init__(filters, strides, shortcut, kernel_initializer, momentum, epsilon,
+                         **kwargs)
+        self.bn1 = self._bn()
         self.conv1 = self._conv(3, self.strides)
-        self.bn2 = BatchNormalization(momentum=momentum, epsilon=epsilon, dtype=self.dtype_policy)
+        self.bn2 = self._bn()
         self.conv2 = self._conv(3, 1)
-        self.input_spec = InputSpec(ndim=4)
-
-    def _conv(self, size, strides):
-        return Conv2D(self.filters, size, strides=strides, padding="same", use_bias=False,
-                      kernel_initializer=self.kernel_initializer, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         self.bn1.build(input_shape)
@@ -75,31 +55,10 @@ class PreActivationResidualBlock(Layer):
         shape = self.conv1.compute_output_shape(input_shape)
         self.bn2.build(shape)
         self.conv2.build(shape)
-        channels = input_shape[-1]
-        if self.strides != (1, 1) or channels != self.filters:
-            if self.shortcut == "projection":
-                self.shortcut_conv = self._conv(1, self.strides)
-                self.shortcut_conv.build(input_shape)
-            elif channels > self.filters:
-                raise ValueError(f'Layer "{self.name}": a "zero_pad" shortcut cannot reduce '
-                                 f"{channels} input channels to {self.filters} filters")
-            else:
-                eye = np.eye(channels, self.filters, dtype=np.float32)
-                self._pad_kernel = Tensor(eye.reshape(1, 1, channels, self.filters))
-        self.input_spec = InputSpec(ndim=4, axes={-1: channels})
+        self._build_shortcut(input_shape, with_bn=False)
 
     def call(self, inputs, training=None):
         a = ops.relu(self.bn1(inputs, training=training))
         x = self.conv1(a)
         x = self.conv2(ops.relu(self.bn2(x, training=training)))
-        shortcut = inputs
-        if hasattr(self, "shortcut_conv"):
-            shortcut = self.shortcut_conv(a)
-        elif self._pad_kernel is not None:
-            shortcut = ops.conv2d(a, self._pad_kernel, strides=self.strides, padding="same")
-        return ops.add(x, shortcut)
-
-    def compute_output_shape(self, input_shape):
-        n, h, w = input_shape[:3]
-        return (n, conv_output_length(h, 3, self.strides[0], "same"),
-                conv_output_length(w, 3, self.strides[1], "same"), self.filters)
+        return ops.add(x, self._shortcut(a, inputs, training))

@@ -1,16 +1,9 @@
 """``ResidualBlock``: the basic two-convolution block of a residual network."""
-import numpy as np
-
 from .. import ops
-from ..tensor import Tensor
-from ._args import conv_output_length, standardize_tuple
-from .batch_normalization import BatchNormalization
-from .conv2d import Conv2D
-from .input_spec import InputSpec
-from .layer import Layer
+from ._residual import ResidualBase
 
 
-class ResidualBlock(Layer):
+class ResidualBlock(ResidualBase):
     """The basic residual block of He et al. 2015, "Deep Residual Learning
     for Image Recognition" (section 3, figure 2; used for CIFAR-10 in
     section 4.2):
@@ -53,66 +46,21 @@ class ResidualBlock(Layer):
 
     def __init__(self, filters, strides=1, shortcut="projection", kernel_initializer="he_normal",
                  momentum=0.99, epsilon=1e-3, **kwargs):
-        super().__init__(**kwargs)
-        if shortcut not in ("projection", "zero_pad"):
-            raise ValueError(f"ResidualBlock: `shortcut` must be 'projection' or 'zero_pad', "
-                             f"got {shortcut!r}")
-        self.filters = filters
-        self.strides = standardize_tuple(strides, 2, "strides", "ResidualBlock")
-        self.shortcut = shortcut
-        self._pad_kernel = None  # the constant kernel of a "zero_pad" shortcut
-        self.kernel_initializer = kernel_initializer
-        self.momentum = momentum
-        self.epsilon = epsilon
+        super().__init__(filters, strides, shortcut, kernel_initializer, momentum, epsilon,
+                         **kwargs)
         self.conv1 = self._conv(3, self.strides)
         self.bn1 = self._bn()
         self.conv2 = self._conv(3, 1)
         self.bn2 = self._bn()
-        self.input_spec = InputSpec(ndim=4)
-
-    def _conv(self, size, strides):
-        return Conv2D(self.filters, size, strides=strides, padding="same", use_bias=False,
-                      kernel_initializer=self.kernel_initializer, dtype=self.dtype_policy)
-
-    def _bn(self):
-        return BatchNormalization(momentum=self.momentum, epsilon=self.epsilon,
-                                  dtype=self.dtype_policy)
-
-    @property
-    def projection(self):
-        """bool: whether the shortcut is a 1x1 conv + BN (known once built)."""
-        return hasattr(self, "shortcut_conv")
 
     def build(self, input_shape):
         self.conv1.build(input_shape)
         shape = self.conv1.compute_output_shape(input_shape)
         for layer in (self.bn1, self.conv2, self.bn2):
             layer.build(shape)
-        channels = input_shape[-1]
-        if (self.strides != (1, 1) or channels != self.filters) and self.shortcut == "projection":
-            self.shortcut_conv = self._conv(1, self.strides)
-            self.shortcut_bn = self._bn()
-            self.shortcut_conv.build(input_shape)
-            self.shortcut_bn.build(shape)
-        elif self.strides != (1, 1) or channels != self.filters:
-            if channels > self.filters:
-                raise ValueError(f'Layer "{self.name}": a "zero_pad" shortcut cannot reduce '
-                                 f"{channels} input channels to {self.filters} filters")
-            eye = np.eye(channels, self.filters, dtype=np.float32)
-            self._pad_kernel = Tensor(eye.reshape(1, 1, channels, self.filters))
-        self.input_spec = InputSpec(ndim=4, axes={-1: input_shape[-1]})
+        self._build_shortcut(input_shape, with_bn=True)
 
     def call(self, inputs, training=None):
         x = ops.relu(self.bn1(self.conv1(inputs), training=training))
         x = self.bn2(self.conv2(x), training=training)
-        shortcut = inputs
-        if self.projection:
-            shortcut = self.shortcut_bn(self.shortcut_conv(inputs), training=training)
-        elif self._pad_kernel is not None:
-            shortcut = ops.conv2d(inputs, self._pad_kernel, strides=self.strides, padding="same")
-        return ops.relu(ops.add(x, shortcut))
-
-    def compute_output_shape(self, input_shape):
-        n, h, w = input_shape[:3]
-        return (n, conv_output_length(h, 3, self.strides[0], "same"),
-                conv_output_length(w, 3, self.strides[1], "same"), self.filters)
+        return ops.relu(ops.add(x, self._shortcut(inputs, inputs, training)))
