@@ -1,14 +1,10 @@
 """``Conv2D``: 2D convolution over NHWC images."""
-import numpy as np
-
-from .. import activations, ops, regularizers
-from ._args import (pooled_shape, standardize_data_format, standardize_padding,
-                    standardize_tuple)
-from .input_spec import InputSpec
-from .layer import Layer
+from .. import ops
+from ._args import pooled_shape
+from ._base_conv import BaseConv
 
 
-class Conv2D(Layer):
+class Conv2D(BaseConv):
     """2D convolution (cross-correlation, as every framework), as
     ``keras.layers.Conv2D``: ``activation(conv2d(inputs, kernel) + bias)``.
 
@@ -46,49 +42,18 @@ class Conv2D(Layer):
                  activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
                  groups=1, **kwargs):
-        super().__init__(**kwargs)
-        if not isinstance(filters, (int, np.integer)) or filters < 1:
-            raise ValueError(f"Conv2D: `filters` must be a positive int, got {filters!r}")
-        self.filters = int(filters)
-        if not isinstance(groups, (int, np.integer)) or groups < 1 or self.filters % groups:
-            raise ValueError(f"Conv2D: `groups` must be a positive int dividing filters="
-                             f"{self.filters}, got {groups!r}")
-        self.groups = int(groups)
-        self.kernel_size = standardize_tuple(kernel_size, 2, "kernel_size", "Conv2D")
-        self.strides = standardize_tuple(strides, 2, "strides", "Conv2D")
-        self.padding = standardize_padding(padding, "Conv2D")
-        self.data_format = standardize_data_format(data_format, "Conv2D")
-        self.activation = activations.get(activation)
-        self.use_bias = bool(use_bias)
-        self.kernel_initializer = kernel_initializer
-        self.bias_initializer = bias_initializer
-        self.kernel_regularizer = regularizers.get(kernel_regularizer)
-        self.bias_regularizer = regularizers.get(bias_regularizer)
-        self.input_spec = InputSpec(ndim=4)
+        super().__init__(filters, kernel_size, strides, padding, data_format,
+                         activation=activation, use_bias=use_bias,
+                         kernel_initializer=kernel_initializer, bias_initializer=bias_initializer,
+                         kernel_regularizer=kernel_regularizer, bias_regularizer=bias_regularizer,
+                         groups=groups, **kwargs)
 
-    def build(self, input_shape):
-        channels = input_shape[-1]
-        if channels is None:
-            raise ValueError(f'Layer "{self.name}": the channel axis (last) of the input must be '
-                             f"known, got input shape {input_shape}")
-        if channels % self.groups:
-            raise ValueError(f'Layer "{self.name}": groups={self.groups} does not divide the '
-                             f"{channels} input channels (input shape {input_shape})")
-        self.compute_output_shape(input_shape)  # the kernel must fit the image
-        self.kernel = self.add_weight(self.kernel_size + (channels // self.groups, self.filters),
-                                      self.kernel_initializer, name="kernel",
-                                      regularizer=self.kernel_regularizer)
-        self.bias = self.add_weight((self.filters,), self.bias_initializer, name="bias",
-                                    regularizer=self.bias_regularizer) \
-            if self.use_bias else None
-        self.input_spec = InputSpec(ndim=4, axes={-1: channels})
+    def _kernel_shape(self, channels):
+        return self.kernel_size + (channels // self.groups, self.filters)
 
-    def call(self, inputs):
-        y = ops.conv2d(inputs, self._compute_kernel(self.kernel), strides=self.strides,
-                       padding=self.padding, groups=self.groups)
-        if self.use_bias:
-            y = ops.add(y, self.bias)
-        return self.activation(y)
+    def _convolve(self, inputs, kernel):
+        return ops.conv2d(inputs, kernel, strides=self.strides, padding=self.padding,
+                          groups=self.groups)
 
     def compute_output_shape(self, input_shape):
         return pooled_shape(self, input_shape, self.kernel_size, self.strides, self.padding,
