@@ -321,8 +321,9 @@ static int sink_updates(pr_Graph *g) {
     return 0;
 }
 
-/* Defined in ops_fused.c: rewrite chains of elementwise nodes. */
-int pr_fuse_elementwise(pr_Graph *g);
+/* Defined in ops_fused.c: the jit_compile fusions (batch norm with the
+ * ReLU, residual add and ReLU backward around it; elementwise chains). */
+int pr_fuse(pr_Graph *g);
 
 /* ---- the Graph type --------------------------------------------------------- */
 
@@ -854,7 +855,7 @@ static PyObject *Graph_finalize(pr_Graph *g, PyObject *args) {
     if (remove_dead(g) < 0 || sink_updates(g) < 0) return NULL;
     for (int j = 0; j < g->n_nodes; j++)
         g->nodes[j].dyn_attrs = g->nodes[j].host < 0 && pr_attrs_dynamic(&g->nodes[j]);
-    if (jit && pr_fuse_elementwise(g) < 0) return NULL;
+    if (jit && pr_fuse(g) < 0) return NULL;
     g->finalized = 1;
     Py_RETURN_NONE;
 }

@@ -1,4 +1,11 @@
-/* Fused ops made by the jit_compile passes, and the pass that makes them.
+/* Fused ops made by the jit_compile passes, and the passes that make them.
+ *
+ * Batch norm (forward): BN + ReLU -> batch_norm_relu_train (_infer); BN +
+ * residual add + ReLU -> batch_norm_add_relu_train.  Backward: the
+ * relu_backward feeding a batch_norm_train_backward of a fused BN + ReLU
+ * folds into batch_norm_relu_train_backward, which recomputes the mask from
+ * the BN's input.  Each saves whole passes over the activations; each does
+ * the unfused ops' float operations in their order (bit-identical results).
  *
  * fused_elementwise: a chain of elementwise nodes (add, subtract, multiply,
  * divide, negative, scale, relu, relu_backward, and the unary exp, log, sqrt,
@@ -74,9 +81,49 @@ static int64_t bn_rows(const pr_view *x) { return x->ndim ? x->size / x->shape[x
 static int64_t bn_channels(const pr_view *x) { return x->ndim ? x->shape[x->ndim - 1] : 1; }
 
 static int fw_bn_relu_train(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_bn_train_act(in[0].data, in[1].data, in[2].data, bn_rows(&in[0]),
-                             bn_channels(&in[0]), ((const pr_bn_attrs *)a)->epsilon, out[0].data,
-                             out[1].data, out[2].data, ws, 1);
+    return pr_k_bn_train_act(in[0].data, in[1].data, in[2].data, n > 3 ? in[3].data : NULL,
+                             bn_rows(&in[0]), bn_channels(&in[0]),
+                             ((const pr_bn_attrs *)a)->epsilon, out[0].data, out[1].data,
+                             out[2].data, ws, 1);
+}
+
+/* Input i is float32 of input j's shape. */
+static int expect_same(const pr_op *op, const pr_view *in, int i, int j, const char *what) {
+    if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
+    int same = in[i].ndim == in[j].ndim;
+    for (int d = 0; same && d < in[i].ndim; d++) same = in[i].shape[d] == in[j].shape[d];
+    if (same) return 0;
+    char a[128], b[128];
+    return pr_fail(op, PyExc_ValueError, "%s (input %d) must have input %d's shape %s, got %s",
+                   what, i, j, pr_shape_str(&in[j], b, sizeof b),
+                   pr_shape_str(&in[i], a, sizeof a));
+}
+
+/* batch_norm_add_relu_train(x, gamma, beta, residual): relu(BN(x) + residual). */
+static int infer_bn_add_relu(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                             pr_view *out, size_t *ws) {
+    const pr_op *base = pr_op_lookup("batch_norm_train");
+    if (!base) return pr_fail(op, PyExc_RuntimeError, "batch normalization is not registered");
+    if (base->infer(op, in, 3, attrs, out, ws) < 0) return -1;
+    return expect_same(op, in, 3, 0, "the residual");
+}
+
+/* batch_norm_relu_train_backward(dy, x, gamma, beta, mean, var): the plain
+ * backward's rule on (dy, x, gamma, mean, var), beta of gamma's shape. */
+static int infer_bn_relu_backward(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                                  pr_view *out, size_t *ws) {
+    const pr_op *base = pr_op_lookup("batch_norm_train_backward");
+    if (!base) return pr_fail(op, PyExc_RuntimeError, "batch normalization is not registered");
+    pr_view v[5] = {in[0], in[1], in[2], in[4], in[5]};
+    if (base->infer(op, v, 5, attrs, out, ws) < 0) return -1;
+    return expect_same(op, in, 3, 2, "beta");
+}
+
+static int fw_bn_relu_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    return pr_k_bn_train_backward_act(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
+                                      in[5].data, bn_rows(&in[1]), bn_channels(&in[1]),
+                                      ((const pr_bn_attrs *)a)->epsilon, out[0].data, out[1].data,
+                                      out[2].data, ws, 1);
 }
 
 static int fw_bn_relu_infer(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
@@ -99,7 +146,24 @@ static const pr_op op_bn_relu_infer = {
     .doc = "relu(batch_norm_infer(x, gamma, beta, moving_mean, moving_var)) in one pass (made by "
            "jit_compile)."};
 
-const pr_op *const pr_ops_fused[] = {&op_bn_relu_train, &op_bn_relu_infer, NULL};
+static const pr_op op_bn_add_relu_train = {
+    .name = "batch_norm_add_relu_train", .n_in = 4, .n_out = 3, .attrs = bn_attrs,
+    .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_add_relu, .forward = fw_bn_relu_train,
+    .flags = PR_OP_NO_GRADIENT_RULE,
+    .doc = "relu(batch_norm_train(x, gamma, beta) + residual) and the batch statistics, in one "
+           "pass (made by jit_compile from a residual block's BN, add and ReLU; bit for bit "
+           "the unfused ops' results)."};
+static const pr_op op_bn_relu_train_backward = {
+    .name = "batch_norm_relu_train_backward", .n_in = 6, .n_out = 3, .attrs = bn_attrs,
+    .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu_backward,
+    .forward = fw_bn_relu_backward, .flags = PR_OP_NO_GRADIENT_RULE,
+    .doc = "batch_norm_relu_train_backward(dy, x, gamma, beta, batch_mean, batch_var; epsilon) "
+           "-> dx, dgamma, dbeta: batch_norm_train_backward of relu_backward(dy, "
+           "relu(batch_norm_train(x))), the ReLU's mask recomputed from x (made by "
+           "jit_compile; bit for bit the unfused ops' results)."};
+
+const pr_op *const pr_ops_fused[] = {&op_bn_relu_train, &op_bn_relu_infer, &op_bn_add_relu_train,
+                                     &op_bn_relu_train_backward, NULL};
 
 /* ---- the pass ---------------------------------------------------------------- */
 
@@ -223,47 +287,34 @@ static int try_merge(pr_Graph *g, int pj, int cj) {
     return 1;
 }
 
-int pr_fuse_elementwise(pr_Graph *g) {
-    int nv = g->n_vals;
-    int *readers = PyMem_Calloc((size_t)nv + 1, sizeof(int));
-    int *reader = PyMem_Calloc((size_t)nv + 1, sizeof(int));
-    if (!readers || !reader) {
-        PyMem_Free(readers), PyMem_Free(reader);
+/* ---- the batch-norm fusions -------------------------------------------------- */
+
+/* Per value: how many nodes read it (graph outputs count twice, so they are
+ * never fused away) and the last of them. */
+typedef struct {
+    int *count, *last;
+} readers_t;
+
+static int readers_init(pr_Graph *g, readers_t *r) {
+    r->count = PyMem_Calloc((size_t)g->n_vals + 1, sizeof(int));
+    r->last = PyMem_Calloc((size_t)g->n_vals + 1, sizeof(int));
+    if (!r->count || !r->last) {
+        PyMem_Free(r->count), PyMem_Free(r->last);
         return PyErr_NoMemory(), -1;
     }
-    for (int i = 0; i < g->n_outputs; i++) readers[g->outputs[i]] += 2; /* never fused away */
+    for (int i = 0; i < g->n_outputs; i++) r->count[g->outputs[i]] += 2;
     for (int j = 0; j < g->n_nodes; j++)
         for (int i = 0; i < g->nodes[j].n_in; i++) {
-            readers[g->nodes[j].in[i]]++;
-            reader[g->nodes[j].in[i]] = j;
+            r->count[g->nodes[j].in[i]]++;
+            r->last[g->nodes[j].in[i]] = j;
         }
-    /* In program order, so a chain a -> b -> c folds into c step by step. */
-    for (int pj = 0; pj < g->n_nodes; pj++) {
-        pr_gnode *P = &g->nodes[pj];
-        if (!P->op || P->host >= 0 || P->n_out < 1) continue;
-        int v = P->out[0];
-        if (readers[v] != 1) continue;
-        int cj = reader[v];
-        pr_gnode *C = &g->nodes[cj];
-        const pr_op *bn_relu = strcmp(P->op->name, "batch_norm_train") == 0   ? &op_bn_relu_train
-                               : strcmp(P->op->name, "batch_norm_infer") == 0 ? &op_bn_relu_infer
-                                                                             : NULL;
-        if (bn_relu && C->op && C->host < 0 && strcmp(C->op->name, "relu") == 0 && cj > pj) {
-            /* BN's output feeds only a ReLU: BN writes the ReLU's output. */
-            P->op = bn_relu;
-            P->out[0] = C->out[0];
-            C->op = NULL;
-            g->n_fused++;
-            continue;
-        }
-        if (P->n_out != 1) continue;
-        /* P would run at C's place: nothing in between may write state. */
-        int clean = 1;
-        for (int k = pj + 1; k < cj && clean; k++)
-            clean = g->nodes[k].op && !g->nodes[k].op->mutates && g->nodes[k].host < 0 &&
-                    !(g->nodes[k].op->flags & PR_OP_STATEFUL);
-        if (clean && try_merge(g, pj, cj)) g->n_fused++;
-    }
+    return 0;
+}
+
+static void readers_free(readers_t *r) { PyMem_Free(r->count), PyMem_Free(r->last); }
+
+/* Drop the nodes whose op was cleared; renumber the producers. */
+static void compact(pr_Graph *g) {
     int k = 0;
     for (int j = 0; j < g->n_nodes; j++) {
         if (!g->nodes[j].op) continue;
@@ -272,7 +323,135 @@ int pr_fuse_elementwise(pr_Graph *g) {
         k++;
     }
     g->n_nodes = k;
-    PyMem_Free(readers);
-    PyMem_Free(reader);
+}
+
+/* Node n runs registry op `name` (not a loop, not a host callback). */
+static int runs(const pr_gnode *n, const char *name) {
+    return n->op && n->host < 0 && n->loop < 0 && strcmp(n->op->name, name) == 0;
+}
+
+/* The node producing value v, or -1 (an input or a captured Variable). */
+static int producer(const pr_Graph *g, int v) {
+    return g->vals[v].kind == PR_VAL_NODE ? g->vals[v].index : -1;
+}
+
+/* Whether a node strictly between lo and hi may write v (updates it in
+ * place, or is a loop or host callback, which may write anything). */
+static int written_between(const pr_Graph *g, int v, int lo, int hi) {
+    for (int j = lo + 1; j < hi; j++) {
+        const pr_gnode *n = &g->nodes[j];
+        if (!n->op) continue;
+        if (n->host >= 0 || n->loop >= 0) return 1;
+        for (int i = 0; n->op->mutates && i < n->n_in; i++)
+            if (n->op->mutates >> i & 1 && n->in[i] == v) return 1;
+    }
+    return 0;
+}
+
+static int same_shape(const pr_gvalue *a, const pr_gvalue *b) {
+    int same = a->dtype == b->dtype && a->ndim == b->ndim;
+    for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
+    return same;
+}
+
+/* Forward: a BN whose output only a ReLU reads writes the ReLU's output
+ * (batch_norm_relu_train / _infer); a training BN whose output only an add
+ * reads, whose output only a ReLU reads (a residual block's end), writes
+ * relu(BN(x) + r) (batch_norm_add_relu_train), at the BN's place: r must
+ * exist by then (when both addends are BN outputs, the later BN is the one
+ * fused) and stay unwritten until the add. */
+static int fuse_bn_forward(pr_Graph *g) {
+    readers_t r;
+    if (readers_init(g, &r) < 0) return -1;
+    for (int pj = 0; pj < g->n_nodes; pj++) {
+        pr_gnode *P = &g->nodes[pj];
+        int train = runs(P, "batch_norm_train");
+        if (!train && !runs(P, "batch_norm_infer")) continue;
+        int u = P->out[0];
+        if (r.count[u] != 1) continue;
+        int cj = r.last[u];
+        pr_gnode *C = &g->nodes[cj];
+        if (runs(C, "relu")) {
+            P->op = train ? &op_bn_relu_train : &op_bn_relu_infer;
+            P->out[0] = C->out[0];
+            C->op = NULL;
+            g->n_fused++;
+            continue;
+        }
+        if (!train || !runs(C, "add") || C->n_in != 2 || C->in[0] == C->in[1] ||
+            r.count[C->out[0]] != 1 || !runs(&g->nodes[r.last[C->out[0]]], "relu"))
+            continue;
+        int w = C->in[0] == u ? C->in[1] : C->in[0];
+        if (producer(g, w) >= pj || !same_shape(&g->vals[w], &g->vals[u]) ||
+            written_between(g, w, pj, cj))
+            continue;
+        pr_gnode *R = &g->nodes[r.last[C->out[0]]];
+        P->op = &op_bn_add_relu_train;
+        P->in[P->n_in++] = w;
+        P->out[0] = R->out[0];
+        C->op = R->op = NULL;
+        g->n_fused++;
+    }
+    readers_free(&r);
+    compact(g);
+    return 0;
+}
+
+/* Backward: batch_norm_train_backward whose gradient comes only from the
+ * relu_backward of a batch_norm_relu_train's output becomes
+ * batch_norm_relu_train_backward on the ReLU's output gradient (the mask
+ * recomputed from x), and the relu_backward node goes. */
+static int fuse_bn_relu_backward(pr_Graph *g) {
+    readers_t r;
+    if (readers_init(g, &r) < 0) return -1;
+    for (int kj = 0; kj < g->n_nodes; kj++) {
+        pr_gnode *K = &g->nodes[kj];
+        if (!runs(K, "batch_norm_train_backward")) continue;
+        int gv = K->in[0], rj = producer(g, gv);
+        if (rj < 0 || r.count[gv] != 1 || !runs(&g->nodes[rj], "relu_backward")) continue;
+        pr_gnode *Rb = &g->nodes[rj];
+        int bj = producer(g, Rb->in[1]);
+        if (bj < 0) continue;
+        pr_gnode *B = &g->nodes[bj];
+        if (B->op != &op_bn_relu_train || B->out[0] != Rb->in[1] || K->in[1] != B->in[0] ||
+            K->in[2] != B->in[1] || K->in[3] != B->out[1] || K->in[4] != B->out[2] ||
+            memcmp(K->attrs, B->attrs, sizeof(pr_bn_attrs)) != 0)
+            continue;
+        int x = B->in[0], gamma = B->in[1], beta = B->in[2];
+        if (written_between(g, x, bj, kj) || written_between(g, gamma, bj, kj) ||
+            written_between(g, beta, bj, kj))
+            continue;
+        int in[6] = {Rb->in[0], x, gamma, beta, K->in[3], K->in[4]};
+        K->op = &op_bn_relu_train_backward;
+        K->n_in = 6;
+        memcpy(K->in, in, sizeof in);
+        Rb->op = NULL;
+        g->n_fused++;
+    }
+    readers_free(&r);
+    compact(g);
+    return 0;
+}
+
+/* ---- the passes ---------------------------------------------------------------- */
+
+int pr_fuse(pr_Graph *g) {
+    readers_t r;
+    if (fuse_bn_forward(g) < 0 || fuse_bn_relu_backward(g) < 0 || readers_init(g, &r) < 0)
+        return -1;
+    /* In program order, so a chain a -> b -> c folds into c step by step. */
+    for (int pj = 0; pj < g->n_nodes; pj++) {
+        pr_gnode *P = &g->nodes[pj];
+        if (!P->op || P->host >= 0 || P->n_out != 1 || r.count[P->out[0]] != 1) continue;
+        int cj = r.last[P->out[0]];
+        /* P would run at C's place: nothing in between may write state. */
+        int clean = 1;
+        for (int k = pj + 1; k < cj && clean; k++)
+            clean = g->nodes[k].op && !g->nodes[k].op->mutates && g->nodes[k].host < 0 &&
+                    !(g->nodes[k].op->flags & PR_OP_STATEFUL);
+        if (clean && try_merge(g, pj, cj)) g->n_fused++;
+    }
+    readers_free(&r);
+    compact(g);
     return 0;
 }

@@ -584,6 +584,36 @@ add(Entry("batch_norm_train_backward",
           [Case(str(s), lambda r, s=s: _bn_train_bw_inputs(r, s), {"epsilon": 1e-3}, grad=False)
            for s in BN_SHAPES + BN_LARGE],
           reference=_bn_train_bw_ref, rtol=1e-4, atol=1e-4))
+def _bn_add_relu_inputs(r, shape):
+    return _bn_inputs(r, shape) + [randn(r, *shape, scale=2)]
+
+
+def _bn_relu_bw_inputs(r, shape):
+    dy, x, gamma, mean, var = _bn_train_bw_inputs(r, shape)
+    return [dy, x, gamma, randn(r, shape[-1]), mean, var]
+
+
+def _bn_relu_bw_ref(dy, x, gamma, beta, mean, var, epsilon):
+    """The batch-norm backward of dy masked where the BN output (with these
+    statistics) is not positive: relu_backward then batch_norm_train_backward."""
+    y = (x - mean) / np.sqrt(var + epsilon) * gamma + beta
+    return _bn_train_bw_ref(np.where(y > 0, dy, 0), x, gamma, mean, var, epsilon)
+
+
+add(Entry("batch_norm_add_relu_train",
+          [Case(str(s), lambda r, s=s: _bn_add_relu_inputs(r, s), {"epsilon": 1e-3}, grad=False)
+           for s in BN_SHAPES + BN_LARGE],
+          reference=lambda x, gamma, beta, res, epsilon: (lambda y, m, v: (
+              np.maximum(y + res, 0), m, v))(*_bn_train_ref(x, gamma, beta, epsilon)),
+          rtol=1e-4, atol=1e-5,
+          note="made by jit_compile from batch_norm_train + add + relu (a residual block's "
+               "end); bit for bit the unfused ops (test_compile)"))
+add(Entry("batch_norm_relu_train_backward",
+          [Case(str(s), lambda r, s=s: _bn_relu_bw_inputs(r, s), {"epsilon": 1e-3}, grad=False)
+           for s in BN_SHAPES + BN_LARGE],
+          reference=_bn_relu_bw_ref, rtol=1e-4, atol=1e-4,
+          note="made by jit_compile from relu_backward + batch_norm_train_backward; bit for "
+               "bit the unfused ops (test_compile)"))
 add(Entry("batch_norm_infer_backward",
           [Case(str(s), lambda r, s=s: [randn(r, *s)] + [_bn_inputs(r, s, True)[i]
                                                          for i in (0, 1, 3, 4)],

@@ -521,9 +521,10 @@ def test_resnet_compiled_matches_eager(jit):
     _assert_weights_close(eager, comp, 1e-5 if jit else 0, 1e-7 if jit else 0)
 
     step = pr.compile(comp.train_step, jit_compile=jit)
-    if jit:  # BN + ReLU and the residual add + ReLU are fused
+    if jit:  # BN + ReLU, BN + residual add + ReLU and the BN + ReLU backward are fused
         names = {n["op"] for n in step.get_concrete_function((x, y)).nodes}
-        assert {"batch_norm_relu_train", "fused_elementwise"} <= names
+        assert {"batch_norm_relu_train", "batch_norm_add_relu_train",
+                "batch_norm_relu_train_backward", "fused_elementwise"} <= names
         assert "relu" not in names
         assert "batch_norm_relu_infer" in {n["op"] for n in compiled_fwd.get_concrete_function(
             comp, x, y).nodes}
@@ -542,6 +543,51 @@ def test_resnet_compiled_matches_eager(jit):
         kernels = {n["kernel"] for n in cf.nodes if n["op"].startswith("conv2d")}
         assert kernels and kernels <= {k + t for k in ("avx512_direct", "im2col_blas")
                                        for t in ("", " @1 thread")}
+
+
+@pytest.mark.parametrize("shortcut", ["projection", "zero_pad"])
+def test_batch_norm_fusions_are_bit_for_bit(shortcut):
+    """jit_compile's batch-norm fusions (BN + ReLU, BN + residual add +
+    ReLU, the BN + ReLU backward with its mask recomputed) give the unfused
+    ops' bits: each fused op against its composition, and three training
+    steps of a ResNet-8 with and without jit_compile (exactly when every op
+    has one kernel, as under PYRESNET_KERNELS=reference, CI's second pass;
+    else to the rounding of another convolution kernel that timing chose)."""
+    rng = np.random.default_rng(3)
+    call = pr._C.call
+    for shape in [(4, 5, 5, 16), (3, 7, 9, 15), (2, 4, 4, 35), (32, 8, 8, 64)]:
+        c = shape[-1]
+        x = (rng.standard_normal(shape) * 2 + 3).astype(np.float32)
+        gamma = rng.uniform(0.5, 1.5, c).astype(np.float32)
+        beta, res, dz = (rng.standard_normal(s).astype(np.float32) for s in (c, shape, shape))
+        y, mean, var = call("batch_norm_train", x, gamma, beta, epsilon=1e-3)
+        fused = call("batch_norm_add_relu_train", x, gamma, beta, res, epsilon=1e-3)
+        np.testing.assert_array_equal(fused[0].numpy(), call("relu", call("add", y, res)).numpy())
+        np.testing.assert_array_equal(fused[1].numpy(), mean.numpy())
+        mask = call("relu_backward", dz, call("relu", y))
+        want = call("batch_norm_train_backward", mask, x, gamma, mean, var, epsilon=1e-3)
+        got = call("batch_norm_relu_train_backward", dz, x, gamma, beta, mean, var, epsilon=1e-3)
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+    x, y = _resnet_batch()
+    weights = {}
+    for jit in (False, True):
+        pr.utils.set_random_seed(4)
+        model = pr.applications.resnet_cifar(8, input_shape=(12, 12, 3), num_classes=5, width=4,
+                                             shortcut=shortcut)
+        model.compile(optimizer=pr.optimizers.SGD(0.05, momentum=0.9),
+                      loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True))
+        step = pr.compile(model.train_step, jit_compile=jit)
+        for _ in range(3):
+            step((x, y))
+        weights[jit] = [w.numpy() for w in model.weights]
+        if jit:
+            ops_run = [n["op"] for n in step.get_concrete_function((x, y)).nodes]
+            assert ops_run.count("batch_norm_relu_train_backward") == 4  # the stem, each BN1
+            assert ops_run.count("batch_norm_add_relu_train") >= 1
+    exact = pr.config.config()["reference_only"]
+    for a, b in zip(weights[False], weights[True]):
+        np.testing.assert_allclose(b, a, rtol=0 if exact else 1e-4, atol=0 if exact else 1e-5)
 
 
 def test_kernel_error_raises_like_eager_and_leaves_weights():

@@ -33,10 +33,10 @@ static int64_t n_chunks(int64_t m) { return m < MAX_CHUNKS ? (m > 0 ? m : 1) : M
 #define CHUNK_LO(k) (m * (k) / nc)
 #define CHUNK_HI(k) (m * ((k) + 1) / nc)
 
-/* Scratch layout: chunk partials (n_chunks * 2c doubles), then 4c floats of
+/* Scratch layout: chunk partials (n_chunks * 2c doubles), then 6c floats of
  * per-channel coefficients. */
 size_t pr_bn_scratch_bytes(int64_t m, int64_t c) {
-    return (size_t)(n_chunks(m) * 2 * c) * sizeof(double) + (size_t)(4 * c) * sizeof(float);
+    return (size_t)(n_chunks(m) * 2 * c) * sizeof(double) + (size_t)(6 * c) * sizeof(float);
 }
 
 static float *coefs(void *scratch, int64_t m, int64_t c) {
@@ -88,24 +88,39 @@ CLONES static void stats_rows(const float *restrict x, const float *restrict shi
     }
 }
 
-/* s1 = sum dy, s2 = sum dy * (x - mean) over rows [lo, hi); if dx is not
- * NULL also dx = dy * a (the inference backward's single pass). */
+/* s1 = sum g, s2 = sum g * (x - mean) over rows [lo, hi), where g is dy,
+ * or, when ra is not NULL (a BN whose output went through a ReLU), dy where
+ * the BN output x * ra + rb (recomputed exactly as affine_rows computes it)
+ * is not <= 0, else 0 (NaN passes, as pr_k_relu_backward); if dx is not
+ * NULL also dx = g * a (the inference backward's single pass). */
+typedef int v8i __attribute__((vector_size(32)));
 CLONES static void grad_stats_rows(const float *restrict dy, const float *restrict x,
-                                   const float *restrict mean, const float *restrict a, int64_t lo,
+                                   const float *restrict mean, const float *restrict a,
+                                   const float *restrict ra, const float *restrict rb, int64_t lo,
                                    int64_t hi, int64_t c, double *restrict s1,
                                    double *restrict s2, float *restrict dx) {
     int64_t j0 = 0;
+    const v8f zero = {0};
     for (; j0 + CB <= c; j0 += CB) {
         v8f mu0 = load8(mean + j0), mu1 = load8(mean + j0 + 8);
+        v8f ra0 = zero, ra1 = zero, rb0 = zero, rb1 = zero;
+        if (ra) {
+            ra0 = load8(ra + j0), ra1 = load8(ra + j0 + 8);
+            rb0 = load8(rb + j0), rb1 = load8(rb + j0 + 8);
+        }
         v8d a0 = {0}, a1 = {0}, q0 = {0}, q1 = {0};
         for (int64_t r = lo; r < hi; r++) {
             const float *xr = x + r * c + j0, *gr = dy + r * c + j0;
-            v8f g0 = load8(gr), g1 = load8(gr + 8);
+            v8f x0 = load8(xr), x1 = load8(xr + 8), g0 = load8(gr), g1 = load8(gr + 8);
+            if (ra) {
+                g0 = (v8f)((v8i)g0 & ~(x0 * ra0 + rb0 <= zero));
+                g1 = (v8f)((v8i)g1 & ~(x1 * ra1 + rb1 <= zero));
+            }
             v8d w0 = widen(g0), w1 = widen(g1);
             a0 += w0;
             a1 += w1;
-            q0 += w0 * widen(load8(xr) - mu0);
-            q1 += w1 * widen(load8(xr + 8) - mu1);
+            q0 += w0 * widen(x0 - mu0);
+            q1 += w1 * widen(x1 - mu1);
         }
         store8d(s1 + j0, a0), store8d(s1 + j0 + 8, a1);
         store8d(s2 + j0, q0), store8d(s2 + j0 + 8, q1);
@@ -114,8 +129,9 @@ CLONES static void grad_stats_rows(const float *restrict dy, const float *restri
     for (int64_t r = lo; r < hi && j0 < c; r++) {
         const float *xr = x + r * c, *gr = dy + r * c;
         for (int64_t j = j0; j < c; j++) {
-            s1[j] += gr[j];
-            s2[j] += (double)gr[j] * (xr[j] - mean[j]);
+            float g = ra && xr[j] * ra[j] + rb[j] <= 0.0f ? 0.0f : gr[j];
+            s1[j] += g;
+            s2[j] += (double)g * (xr[j] - mean[j]);
         }
     }
     for (int64_t r = lo; r < hi && dx; r++)
@@ -124,28 +140,54 @@ CLONES static void grad_stats_rows(const float *restrict dy, const float *restri
 
 /* The elementwise passes are bound by memory traffic, not arithmetic. */
 
-/* y = x * a + b over rows [lo, hi); then max(y, 0) when relu (the fused
- * BN + ReLU of jit_compile). */
+/* y = x * a + b over rows [lo, hi); then + res (when not NULL: the
+ * residual add after a BN), then max(y, 0) when relu (jit_compile's fused
+ * BN + ReLU and BN + add + ReLU).  The same float operations in the same
+ * order as the unfused ops, so the results are bit for bit theirs. */
 static void affine_rows(const float *restrict x, const float *restrict a,
-                        const float *restrict b, int64_t lo, int64_t hi, int64_t c,
-                        float *restrict y, int relu) {
+                        const float *restrict b, const float *restrict res, int64_t lo,
+                        int64_t hi, int64_t c, float *restrict y, int relu) {
+    if (res && relu) {
+        for (int64_t r = lo; r < hi; r++)
+            for (int64_t j = 0; j < c; j++) {
+                int64_t i = r * c + j;
+                float v = x[i] * a[j] + b[j];
+                v = v + res[i];
+                y[i] = v <= 0.0f ? 0.0f : v; /* NaN passes, as pr_k_relu */
+            }
+        return;
+    }
     if (relu) {
         for (int64_t r = lo; r < hi; r++)
             for (int64_t j = 0; j < c; j++) {
                 float v = x[r * c + j] * a[j] + b[j];
-                y[r * c + j] = v <= 0.0f ? 0.0f : v; /* NaN passes, as pr_k_relu */
+                y[r * c + j] = v <= 0.0f ? 0.0f : v;
             }
         return;
     }
     for (int64_t r = lo; r < hi; r++)
         for (int64_t j = 0; j < c; j++) y[r * c + j] = x[r * c + j] * a[j] + b[j];
+    if (res)
+        for (int64_t r = lo; r < hi; r++)
+            for (int64_t j = 0; j < c; j++) y[r * c + j] = y[r * c + j] + res[r * c + j];
 }
 
-/* dx = A * dy + B * (x - mean) + C over rows [lo, hi). */
+/* dx = A * g + B * (x - mean) + C over rows [lo, hi), g = dy masked as in
+ * grad_stats_rows when ra is not NULL. */
 static void dx_rows(const float *restrict dy, const float *restrict x,
                     const float *restrict mean, const float *restrict A,
-                    const float *restrict B, const float *restrict C, int64_t lo, int64_t hi,
+                    const float *restrict B, const float *restrict C,
+                    const float *restrict ra, const float *restrict rb, int64_t lo, int64_t hi,
                     int64_t c, float *restrict dx) {
+    if (ra) {
+        for (int64_t r = lo; r < hi; r++)
+            for (int64_t j = 0; j < c; j++) {
+                int64_t i = r * c + j;
+                float g = x[i] * ra[j] + rb[j] <= 0.0f ? 0.0f : dy[i];
+                dx[i] = A[j] * g + B[j] * (x[i] - mean[j]) + C[j];
+            }
+        return;
+    }
     for (int64_t r = lo; r < hi; r++)
         for (int64_t j = 0; j < c; j++) {
             int64_t i = r * c + j;
@@ -159,16 +201,29 @@ static void combine(double *part, int64_t nc, int64_t c) {
         for (int64_t j = 0; j < 2 * c; j++) part[j] += part[k * 2 * c + j];
 }
 
+/* y = x * a + b with a = gamma / sqrt(var + eps), b = beta - mean * a from
+ * the float mean and variance: the training forward, the inference pass and
+ * the fused BN + ReLU backward (which recomputes the ReLU's input) all get
+ * the same a and b from the same statistics. */
+static void affine_coefs(const float *gamma, const float *beta, const float *mean,
+                         const float *var, int64_t c, double eps, float *a, float *b) {
+    for (int64_t j = 0; j < c; j++) {
+        double gi = gamma[j] / sqrt((double)var[j] + eps);
+        a[j] = (float)gi;
+        b[j] = (float)(beta[j] - mean[j] * gi);
+    }
+}
+
 /* ---- kernels -------------------------------------------------------------- */
 
 int pr_k_bn_train(const float *x, const float *gamma, const float *beta, int64_t m, int64_t c,
                   double eps, float *y, float *mean, float *var, void *scratch) {
-    return pr_k_bn_train_act(x, gamma, beta, m, c, eps, y, mean, var, scratch, 0);
+    return pr_k_bn_train_act(x, gamma, beta, NULL, m, c, eps, y, mean, var, scratch, 0);
 }
 
-int pr_k_bn_train_act(const float *x, const float *gamma, const float *beta, int64_t m,
-                      int64_t c, double eps, float *y, float *mean, float *var, void *scratch,
-                      int relu) {
+int pr_k_bn_train_act(const float *x, const float *gamma, const float *beta, const float *res,
+                      int64_t m, int64_t c, double eps, float *y, float *mean, float *var,
+                      void *scratch, int relu) {
     int64_t nc = n_chunks(m);
     double *part = scratch;
     float *a = coefs(scratch, m, c), *b = a + c, *shift = b + c;
@@ -183,29 +238,40 @@ int pr_k_bn_train_act(const float *x, const float *gamma, const float *beta, int
     for (int64_t j = 0; j < c; j++) {
         double mu = part[j] / m, v = part[c + j] / m - mu * mu;
         v = v < 0.0 ? 0.0 : v; /* rounding may go below 0; NaN stays NaN */
-        double mean_j = shift[j] + mu, gi = gamma[j] / sqrt(v + eps);
-        mean[j] = (float)mean_j;
+        mean[j] = (float)(shift[j] + mu);
         var[j] = (float)v;
-        a[j] = (float)gi;
-        b[j] = (float)(beta[j] - mean_j * gi);
     }
+    affine_coefs(gamma, beta, mean, var, c, eps, a, b);
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
-    for (int64_t k = 0; k < nc; k++) affine_rows(x, a, b, CHUNK_LO(k), CHUNK_HI(k), c, y, relu);
+    for (int64_t k = 0; k < nc; k++)
+        affine_rows(x, a, b, res, CHUNK_LO(k), CHUNK_HI(k), c, y, relu);
     return PR_OK;
 }
 
 int pr_k_bn_train_backward(const float *dy, const float *x, const float *gamma,
                            const float *mean, const float *var, int64_t m, int64_t c, double eps,
                            float *dx, float *dgamma, float *dbeta, void *scratch) {
+    return pr_k_bn_train_backward_act(dy, x, gamma, NULL, mean, var, m, c, eps, dx, dgamma, dbeta,
+                                      scratch, 0);
+}
+
+int pr_k_bn_train_backward_act(const float *dy, const float *x, const float *gamma,
+                               const float *beta, const float *mean, const float *var, int64_t m,
+                               int64_t c, double eps, float *dx, float *dgamma, float *dbeta,
+                               void *scratch, int relu) {
     int64_t nc = n_chunks(m);
     double *part = scratch;
+    float *A = coefs(scratch, m, c), *B = A + c, *C = B + c, *ra = NULL, *rb = NULL;
+    if (relu) {
+        ra = C + c, rb = ra + c;
+        affine_coefs(gamma, beta, mean, var, c, eps, ra, rb);
+    }
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
     for (int64_t k = 0; k < nc; k++)
-        grad_stats_rows(dy, x, mean, NULL, CHUNK_LO(k), CHUNK_HI(k), c, part + k * 2 * c,
+        grad_stats_rows(dy, x, mean, NULL, ra, rb, CHUNK_LO(k), CHUNK_HI(k), c, part + k * 2 * c,
                         part + k * 2 * c + c, NULL);
     combine(part, nc, c);
-    /* dx = A * dy + B * (x - mean) + C per channel. */
-    float *A = coefs(scratch, m, c), *B = A + c, *C = B + c;
+    /* dx = A * g + B * (x - mean) + C per channel. */
     for (int64_t j = 0; j < c; j++) {
         double inv = 1.0 / sqrt((double)var[j] + eps), gi = gamma[j] * inv;
         double db = part[j], dg = part[c + j] * inv;
@@ -217,7 +283,7 @@ int pr_k_bn_train_backward(const float *dy, const float *x, const float *gamma,
     }
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
     for (int64_t k = 0; k < nc; k++)
-        dx_rows(dy, x, mean, A, B, C, CHUNK_LO(k), CHUNK_HI(k), c, dx);
+        dx_rows(dy, x, mean, A, B, C, ra, rb, CHUNK_LO(k), CHUNK_HI(k), c, dx);
     return PR_OK;
 }
 
@@ -231,13 +297,10 @@ int pr_k_bn_infer_act(const float *x, const float *gamma, const float *beta, con
                       int relu) {
     int64_t nc = n_chunks(m);
     float *a = coefs(scratch, m, c), *b = a + c;
-    for (int64_t j = 0; j < c; j++) {
-        double gi = gamma[j] / sqrt((double)var[j] + eps);
-        a[j] = (float)gi;
-        b[j] = (float)(beta[j] - mean[j] * gi);
-    }
+    affine_coefs(gamma, beta, mean, var, c, eps, a, b);
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
-    for (int64_t k = 0; k < nc; k++) affine_rows(x, a, b, CHUNK_LO(k), CHUNK_HI(k), c, y, relu);
+    for (int64_t k = 0; k < nc; k++)
+        affine_rows(x, a, b, NULL, CHUNK_LO(k), CHUNK_HI(k), c, y, relu);
     return PR_OK;
 }
 
@@ -250,8 +313,8 @@ int pr_k_bn_infer_backward(const float *dy, const float *x, const float *gamma,
     for (int64_t j = 0; j < c; j++) a[j] = (float)(gamma[j] / sqrt((double)var[j] + eps));
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
     for (int64_t k = 0; k < nc; k++)
-        grad_stats_rows(dy, x, mean, a, CHUNK_LO(k), CHUNK_HI(k), c, part + k * 2 * c,
-                        part + k * 2 * c + c, dx);
+        grad_stats_rows(dy, x, mean, a, NULL, NULL, CHUNK_LO(k), CHUNK_HI(k), c,
+                        part + k * 2 * c, part + k * 2 * c + c, dx);
     combine(part, nc, c);
     for (int64_t j = 0; j < c; j++) {
         dbeta[j] = (float)part[j];

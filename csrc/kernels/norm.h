@@ -28,11 +28,21 @@ int pr_k_bn_train_backward(const float *dy, const float *x, const float *gamma,
  * backward: dx = dy * gamma * invstd, dgamma = sum dy * xhat, dbeta = sum dy. */
 int pr_k_bn_infer(const float *x, const float *gamma, const float *beta, const float *mean,
                   const float *var, int64_t m, int64_t c, double eps, float *y, void *scratch);
-/* The same, with y = max(y, 0) in the same pass when relu (jit_compile's
- * BN + ReLU fusion). */
-int pr_k_bn_train_act(const float *x, const float *gamma, const float *beta, int64_t m,
-                      int64_t c, double eps, float *y, float *mean, float *var, void *scratch,
-                      int relu);
+/* The same, with y = y + res (res not NULL) and then y = max(y, 0) (relu)
+ * in the same pass: jit_compile's BN + ReLU and BN + add + ReLU fusions
+ * (bit for bit the unfused ops' results). */
+int pr_k_bn_train_act(const float *x, const float *gamma, const float *beta, const float *res,
+                      int64_t m, int64_t c, double eps, float *y, float *mean, float *var,
+                      void *scratch, int relu);
+/* Training backward of relu(batch_norm_train(x)) when relu, from the ReLU's
+ * output gradient dy: the ReLU's mask is recomputed from x, beta and the
+ * statistics (exactly the forward's values), so the ReLU's backward pass
+ * and its output are saved (jit_compile's fusion); without relu,
+ * pr_k_bn_train_backward (beta unused). */
+int pr_k_bn_train_backward_act(const float *dy, const float *x, const float *gamma,
+                               const float *beta, const float *mean, const float *var, int64_t m,
+                               int64_t c, double eps, float *dx, float *dgamma, float *dbeta,
+                               void *scratch, int relu);
 int pr_k_bn_infer_act(const float *x, const float *gamma, const float *beta, const float *mean,
                       const float *var, int64_t m, int64_t c, double eps, float *y, void *scratch,
                       int relu);
