@@ -50,6 +50,17 @@ int pr_expect_dtype(const pr_op *op, const pr_view *in, int i, pr_dtype dtype) {
     return 0;
 }
 
+int pr_expect_rng_state(const pr_op *op, const pr_view *in, int i) {
+    if (in[i].dtype != PR_I64 || in[i].ndim != 1 || in[i].shape[0] != 2) {
+        char s[128];
+        return pr_fail(op, PyExc_TypeError,
+                       "the RNG state (input %d) must be an int64 Variable of shape (2,) "
+                       "holding [seed, counter], got %s of shape %s",
+                       i, pr_dtype_name(in[i].dtype), pr_shape_str(&in[i], s, sizeof s));
+    }
+    return 0;
+}
+
 int pr_expect_ndim(const pr_op *op, const pr_view *in, int i, int ndim) {
     if (in[i].ndim != ndim) {
         char s[128];

@@ -160,6 +160,8 @@ int pr_kernel_status(const pr_op *op, int rc);
 /* Shape-rule helpers: raise ValueError/TypeError naming the op. */
 int pr_expect_dtype(const pr_op *op, const pr_view *in, int i, pr_dtype dtype);
 int pr_expect_ndim(const pr_op *op, const pr_view *in, int i, int ndim);
+/* Input i is an RNG state: int64 of shape (2,), [seed, counter] (TypeError). */
+int pr_expect_rng_state(const pr_op *op, const pr_view *in, int i);
 int pr_fail(const pr_op *op, PyObject *exc, const char *fmt, ...);
 void pr_set_out(pr_view *out, pr_dtype dtype, int ndim, const int64_t *shape);
 

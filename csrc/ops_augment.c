@@ -84,17 +84,6 @@ static int check_images(const pr_op *op, const pr_view *in, int i) {
     return 0;
 }
 
-static int check_state(const pr_op *op, const pr_view *in, int i) {
-    if (in[i].dtype != PR_I64 || in[i].ndim != 1 || in[i].shape[0] != 2) {
-        char s[128];
-        return pr_fail(op, PyExc_TypeError,
-                       "the RNG state (input %d) must be an int64 Variable of shape (2,) "
-                       "holding [seed, counter], got %s of shape %s",
-                       i, pr_dtype_name(in[i].dtype), pr_shape_str(&in[i], s, sizeof s));
-    }
-    return 0;
-}
-
 /* `size` attribute: (height, width) or one value for both, each >= 1. */
 static int get_size(const pr_op *op, const pr_ints *v, const char *name, int64_t *h, int64_t *w) {
     if (v->n != 1 && v->n != 2)
@@ -141,7 +130,7 @@ static void state_advance(const pr_view *state) {
 static int infer_flip(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
                       size_t *ws) {
     const flip_attrs *a = attrs;
-    if (check_images(op, in, 0) < 0 || check_state(op, in, 1) < 0) return -1;
+    if (check_images(op, in, 0) < 0 || pr_expect_rng_state(op, in, 1) < 0) return -1;
     if (!a->horizontal && !a->vertical)
         return pr_fail(op, PyExc_ValueError, "at least one of horizontal, vertical must be true");
     pr_set_out(&out[0], in[0].dtype, 4, in[0].shape);
@@ -205,7 +194,7 @@ static int infer_crop_out(const pr_op *op, const pr_view *in, const crop_attrs *
 
 static int infer_random_crop(const pr_op *op, const pr_view *in, int n, const void *attrs,
                              pr_view *out, size_t *ws) {
-    if (infer_crop_out(op, in, attrs, out) < 0 || check_state(op, in, 1) < 0) return -1;
+    if (infer_crop_out(op, in, attrs, out) < 0 || pr_expect_rng_state(op, in, 1) < 0) return -1;
     set_params(&out[1], PR_I32, in[0].shape[0], 2);
     return 0;
 }
@@ -256,7 +245,8 @@ static int infer_resize_out(const pr_op *op, const pr_view *in, const pr_ints *s
 static int infer_random_resized_crop(const pr_op *op, const pr_view *in, int n, const void *attrs,
                                      pr_view *out, size_t *ws) {
     const resized_crop_attrs *a = attrs;
-    if (infer_resize_out(op, in, &a->size, out, ws) < 0 || check_state(op, in, 1) < 0) return -1;
+    if (infer_resize_out(op, in, &a->size, out, ws) < 0 || pr_expect_rng_state(op, in, 1) < 0)
+        return -1;
     if (!(a->area_min > 0.0 && a->area_min <= a->area_max && a->area_max <= 1.0))
         return pr_fail(op, PyExc_ValueError,
                        "the area range (%g, %g) must satisfy 0 < area_min <= area_max <= 1",
@@ -298,7 +288,7 @@ static int infer_lighting(const pr_op *op, const pr_view *in, int n, const void 
                           pr_view *out, size_t *ws) {
     const lighting_attrs *a = attrs;
     char s[128];
-    if (check_images(op, in, 0) < 0 || check_state(op, in, 3) < 0) return -1;
+    if (check_images(op, in, 0) < 0 || pr_expect_rng_state(op, in, 3) < 0) return -1;
     if (!pr_dim_maybe_equal(in[0].shape[3], 3))
         return pr_fail(op, PyExc_ValueError, "images must have 3 (RGB) channels, got shape %s",
                        pr_shape_str(&in[0], s, sizeof s));
@@ -333,7 +323,7 @@ static int infer_cutout(const pr_op *op, const pr_view *in, int n, const void *a
                         size_t *ws) {
     const cutout_attrs *a = attrs;
     int64_t h, w;
-    if (check_images(op, in, 0) < 0 || check_state(op, in, 1) < 0 ||
+    if (check_images(op, in, 0) < 0 || pr_expect_rng_state(op, in, 1) < 0 ||
         get_size(op, &a->size, "size", &h, &w) < 0)
         return -1;
     if (in[0].dtype == PR_U8 && !(a->fill >= 0.0 && a->fill <= 255.0 && a->fill == (int)a->fill))
@@ -368,7 +358,7 @@ static int infer_mixup(const pr_op *op, const pr_view *in, int n, const void *at
     if (x->ndim < 1 || x->shape[0] > MAX_BATCH)
         return pr_fail(op, PyExc_ValueError, "images must be a batch (N, ...), got shape %s",
                        pr_shape_str(x, s, sizeof s));
-    if (check_state(op, in, 2) < 0) return -1;
+    if (pr_expect_rng_state(op, in, 2) < 0) return -1;
     if (!(a->alpha > 0.0 && a->alpha < 1e6))
         return pr_fail(op, PyExc_ValueError, "alpha must be > 0, got %g", a->alpha);
     int64_t k;

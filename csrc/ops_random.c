@@ -19,12 +19,7 @@ typedef struct {
 static int infer_random(const pr_op *op, const pr_view *in, int n, const void *attrs,
                         pr_view *out, size_t *ws) {
     const random_attrs *a = attrs;
-    char s[128];
-    if (in[0].dtype != PR_I64 || in[0].ndim != 1 || in[0].shape[0] != 2)
-        return pr_fail(op, PyExc_TypeError,
-                       "the RNG state must be an int64 Variable of shape (2,) holding [seed, "
-                       "counter], got %s of shape %s",
-                       pr_dtype_name(in[0].dtype), pr_shape_str(&in[0], s, sizeof s));
+    if (pr_expect_rng_state(op, in, 0) < 0) return -1;
     for (int d = 0; d < a->shape.n; d++)
         if (a->shape.v[d] < 0 && !pr_dim_is_sym(a->shape.v[d]))
             return pr_fail(op, PyExc_ValueError, "shape must hold sizes >= 0, got %lld at axis %d",
