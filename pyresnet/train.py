@@ -264,6 +264,9 @@ def parse_args(argv=None):
         value = getattr(args, name)
         if value is not None and value < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.data is not None and not os.path.isdir(os.path.expanduser(args.data)):
+        # (the loaders would go on to $PYRESNET_DATA and the cache: a typo must not)
+        p.error(f"--data {args.data}: no such directory")
     if args.resume is not None:
         given = [a for a in vars(args) if a not in RUNTIME_OPTIONS
                  and getattr(args, a) != p.get_default(a)]

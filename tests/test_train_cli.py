@@ -247,6 +247,7 @@ def test_train_cifar100_from_data_option(env, tmp_path):
     (["--model", "resnet9"], "argument --model: invalid choice: 'resnet9'"),
     (["--dataset", "mnist"], "argument --dataset: invalid choice: 'mnist'"),
     (["--no-such-option"], "unrecognized arguments: --no-such-option"),
+    (["--data", "/nonexistent/cifar"], "--data /nonexistent/cifar: no such directory"),
     (["--resume", "runs/x", "--epochs", "3", "--lr", "0.2"],
      "--resume takes the run's options from its config.json; drop --epochs, --lr"),
 ])
