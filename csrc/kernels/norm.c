@@ -129,7 +129,8 @@ CLONES static void grad_stats_rows(const float *restrict dy, const float *restri
     for (int64_t r = lo; r < hi && j0 < c; r++) {
         const float *xr = x + r * c, *gr = dy + r * c;
         for (int64_t j = j0; j < c; j++) {
-            float g = ra && xr[j] * ra[j] + rb[j] <= 0.0f ? 0.0f : gr[j];
+            float g = gr[j];
+            if (ra && xr[j] * ra[j] + rb[j] <= 0.0f) g = 0.0f;
             s1[j] += g;
             s2[j] += (double)g * (xr[j] - mean[j]);
         }
@@ -174,7 +175,7 @@ static void affine_rows(const float *restrict x, const float *restrict a,
 
 /* dx = A * g + B * (x - mean) + C over rows [lo, hi), g = dy masked as in
  * grad_stats_rows when ra is not NULL. */
-static void dx_rows(const float *restrict dy, const float *restrict x,
+CLONES static void dx_rows(const float *restrict dy, const float *restrict x,
                     const float *restrict mean, const float *restrict A,
                     const float *restrict B, const float *restrict C,
                     const float *restrict ra, const float *restrict rb, int64_t lo, int64_t hi,
@@ -183,7 +184,8 @@ static void dx_rows(const float *restrict dy, const float *restrict x,
         for (int64_t r = lo; r < hi; r++)
             for (int64_t j = 0; j < c; j++) {
                 int64_t i = r * c + j;
-                float g = x[i] * ra[j] + rb[j] <= 0.0f ? 0.0f : dy[i];
+                float g = dy[i]; /* an unconditional load lets the loop vectorize */
+                g = x[i] * ra[j] + rb[j] <= 0.0f ? 0.0f : g;
                 dx[i] = A[j] * g + B[j] * (x[i] - mean[j]) + C[j];
             }
         return;
