@@ -360,7 +360,7 @@ def test_recipes_fill_the_unset_options_and_check_them():
     exit 2 naming the options."""
     a = train.parse_args([])
     assert (a.recipe, a.optimizer, a.lr, a.momentum, a.nesterov, a.schedule, a.epochs) == \
-        ("cifar", "sgd", 0.1, 0.9, True, "cosine", 45)
+        ("cifar", "sgd", 0.1, 0.9, True, "cosine", 36)
     assert (a.weight_decay, a.weight_decay_form, a.warmup_epochs, a.mixup, a.shortcut) == \
         (5e-4, "coupled", 1.0, 0.0, "projection")
     assert train.keras_weight_decay(a) == pytest.approx(5e-3)  # 5e-4 / (1 - 0.9)
@@ -368,8 +368,8 @@ def test_recipes_fill_the_unset_options_and_check_them():
     assert isinstance(opt, pr.optimizers.SGD) and opt.nesterov
     lr = opt._learning_rate
     assert [float(lr(s)) for s in (0, 50, 100)] == pytest.approx([0.0, 0.05, 0.1])
-    assert float(lr(100 + 4400 // 2)) == pytest.approx(0.05, rel=1e-4)
-    assert float(lr(4500)) == 0.0
+    assert float(lr(100 + 3500 // 2)) == pytest.approx(0.05, rel=1e-4)
+    assert float(lr(3600)) == 0.0
     r = train.parse_args(["--recipe", "regnet"])
     assert (r.optimizer, r.lr, r.weight_decay, r.weight_decay_form, r.mixup, r.epochs,
             r.area_factor, r.pca) == ("adamw", 2e-3, 5e-5, "decoupled", 0.2, 15, 0.25, "train")
@@ -389,7 +389,7 @@ def test_recipes_fill_the_unset_options_and_check_them():
         (["--schedule", "step", "--warmup-epochs", "2"], "--warmup-epochs applies to"),
         (["--area-factor", "0.5"], "--area-factor and --pca belong to --recipe regnet"),
         (["--label-smoothing", "2"], "--label-smoothing must be in [0, 1], got 2.0"),
-        (["--warmup-epochs", "50"], "--warmup-epochs must be in [0, --epochs = 45), got 50.0"),
+        (["--warmup-epochs", "50"], "--warmup-epochs must be in [0, --epochs = 36), got 50.0"),
         (["--recipe", "regnet", "--area-factor", "0"], "--area-factor must be in (0, 1]"),
     ]:
         with pytest.raises(SystemExit) as info:
