@@ -13,7 +13,7 @@
 
 typedef struct {
     const pr_op *op;
-    char attrs[PR_ATTR_BYTES];
+    PR_ATTR_ALIGN char attrs[PR_ATTR_BYTES];
     int n_in, n_out;
     PyObject *in[PR_MAX_INPUTS];
     PyObject *out[PR_MAX_OUTPUTS];

@@ -222,7 +222,7 @@ static PyObject *tune_key(const pr_op *op, const pr_view *in, int n_in, const vo
         int threads;
         const pr_op *op;
         int64_t shapes[PR_MAX_INPUTS][PR_MAX_DIMS + 2];
-        char attrs[PR_ATTR_BYTES];
+        PR_ATTR_ALIGN char attrs[PR_ATTR_BYTES];
     } k;
     memset(&k, 0, sizeof k);
     k.threads = pr_get_num_threads();

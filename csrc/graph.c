@@ -810,7 +810,7 @@ static PyObject *Graph_add_loop(pr_Graph *g, PyObject *args, PyObject *kw) {
         if (((pr_Tensor *)t)->trainable) rec_in[n_rec_in++] = t;
     }
     for (int k = 0; k < n_rec_out; k++) rec_out[k] = PyList_GET_ITEM(outs, k);
-    char no_attrs[PR_ATTR_BYTES] = {0};
+    PR_ATTR_ALIGN char no_attrs[PR_ATTR_BYTES] = {0};
     if (n_rec_in && pr_tape_record(&pr_loop_op, rec_in, n_rec_in, no_attrs, rec_out, n_rec_out) < 0) {
         Py_DECREF(outs);
         goto fail;

@@ -50,7 +50,7 @@ typedef struct {
     int loop;            /* >= 0: index of the loop (pr_loop) this node runs */
     int host;            /* >= 0: index of a Python callback run with the GIL (pyresnet.print) */
     int dyn_attrs;       /* attributes hold symbolic dimensions (evaluated per plan) */
-    char attrs[PR_ATTR_BYTES];
+    PR_ATTR_ALIGN char attrs[PR_ATTR_BYTES];
 } pr_gnode;
 
 typedef struct pr_plan pr_plan;

@@ -331,7 +331,7 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
             PyObject **outputs) {
     if (n_in != op->n_in)
         return pr_fail(op, PyExc_TypeError, "takes %d tensor inputs, got %d", op->n_in, n_in);
-    char default_attrs[PR_ATTR_BYTES];
+    PR_ATTR_ALIGN char default_attrs[PR_ATTR_BYTES];
     if (!attrs) {
         if (pr_parse_attrs(op, NULL, default_attrs) < 0) return -1;
         attrs = default_attrs;
@@ -441,7 +441,7 @@ static PyObject *py_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (n - 1 != op->n_in)
         return pr_fail(op, PyExc_TypeError, "takes %d tensor inputs, got %zd", op->n_in, n - 1),
                NULL;
-    char attrs[PR_ATTR_BYTES];
+    PR_ATTR_ALIGN char attrs[PR_ATTR_BYTES];
     if (pr_parse_attrs(op, kwargs, attrs) < 0) return NULL;
     PyObject *out[PR_MAX_OUTPUTS];
     if (pr_call(op, &PyTuple_GET_ITEM(args, 1), (int)(n - 1), attrs, out) < 0) return NULL;
@@ -528,7 +528,7 @@ static PyObject *py_run_variant(PyObject *self, PyObject *args, PyObject *kwargs
     if (n - 2 != op->n_in || op->n_out != 1)
         return pr_fail(op, PyExc_TypeError, "run_variant: takes %d inputs and one output",
                        op->n_in), NULL;
-    char attrs[PR_ATTR_BYTES];
+    PR_ATTR_ALIGN char attrs[PR_ATTR_BYTES];
     if (pr_parse_attrs(op, kwargs, attrs) < 0) return NULL;
     pr_Tensor *t[PR_MAX_INPUTS] = {NULL};
     pr_view in[PR_MAX_INPUTS], out[PR_MAX_OUTPUTS];

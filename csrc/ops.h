@@ -18,6 +18,8 @@
 #define PR_MAX_INPUTS 8
 #define PR_MAX_OUTPUTS 4
 #define PR_ATTR_BYTES 256
+/* An attribute buffer: aligned for any attribute struct (int64, double, pr_ints). */
+#define PR_ATTR_ALIGN _Alignas(16)
 
 /* ---- attributes ----------------------------------------------------------
  * Each op's attributes are a plain C struct of at most PR_ATTR_BYTES bytes,

@@ -28,7 +28,7 @@
 
 typedef struct {
     const pr_op *op;
-    char attrs[PR_ATTR_BYTES];
+    PR_ATTR_ALIGN char attrs[PR_ATTR_BYTES];
     int src[PR_MAX_INPUTS];      /* component index, IN_CONST or IN_STATE */
     pr_view konst[PR_MAX_INPUTS];
     int64_t seed;

@@ -73,6 +73,7 @@ int pr_k_allreduce(const float *in, float *out, int64_t n, int average, float *s
         pr_kernel_error("MPI is not bound: call pyresnet.distribute.init() first");
         return PR_ERR_VALUE;
     }
+    if (n <= 0) return PR_OK; /* nothing to reduce (and no scratch to copy into) */
     if (in == out) {
         memcpy(scratch, in, (size_t)n * sizeof(float));
         in = scratch;
