@@ -7,7 +7,13 @@ are out of its scope."""
 SEQUENCE = "text and sequence models are out of pyresnet's scope (an image-model framework)"
 VOLUME = "only 2D (image) convolutions and pooling are provided"
 
+NOT_YET = "not implemented yet; a Layer subclass of your own can provide it"
+
 LAYERS = {
+    **{name: NOT_YET for name in (
+        "SeparableConv2D", "RandomRotation", "RandomZoom", "RandomTranslation", "RandomContrast",
+        "RandomBrightness", "SpatialDropout2D", "GaussianNoise", "GaussianDropout", "Cropping2D",
+        "Resizing", "CenterCrop", "GroupNormalization", "UnitNormalization", "PReLU", "ELU")},
     **{name: SEQUENCE for name in (
         "Embedding", "LSTM", "GRU", "SimpleRNN", "RNN", "Bidirectional", "TimeDistributed",
         "LSTMCell", "GRUCell", "SimpleRNNCell", "StackedRNNCells", "ConvLSTM1D", "ConvLSTM2D",

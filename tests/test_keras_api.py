@@ -1,7 +1,7 @@
 """The Keras 3 names added for issue 17, against NumPy references: losses
 (BinaryCrossentropy, MeanAbsoluteError, sample weights), stateful metrics,
 regularizers, Conv2DTranspose / UpSampling2D / GlobalMaxPooling2D /
-LeakyReLU (forward and float64 finite-difference gradients), the random
+LeakyReLU / Rescaling / Softmax (forward and float64 finite-difference gradients), the random
 draws, initializer names, ``to_categorical``, ``plot_model`` without
 Graphviz, unsupported names, uint8 model inputs and ``layer.output``."""
 import shutil
@@ -229,6 +229,30 @@ def test_upsampling_pooling_leaky_relu(rng):
         layers.LeakyReLU(-1.0)
 
 
+def np_softmax(a, axis=-1):
+    e = np.exp(a - a.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def test_rescaling_and_softmax(rng):
+    x = rng.standard_normal((2, 3, 4, 3)).astype("float32")
+    for layer, ref in [(layers.Rescaling(1 / 127.5, offset=-1), lambda a: a / 127.5 - 1),
+                       (layers.Rescaling([1.0, 2.0, 0.5], offset=[0.0, 1.0, -1.0]),
+                        lambda a: a * np.array([1, 2, 0.5]) + np.array([0, 1, -1]))]:
+        check_forward(layer, ref, [x])
+        check_gradients(layer, ref, [x])
+    pixels = np.arange(24, dtype=np.uint8).reshape(2, 2, 2, 3)  # uint8 in, float32 out
+    out = layers.Rescaling(1 / 255)(pixels).numpy()
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, pixels / 255, rtol=1e-6)
+    with pytest.raises(ValueError, match="`scale` must be a finite float"):
+        layers.Rescaling(float("nan"))
+    for axis in (-1, 1):
+        check_forward(layers.Softmax(axis=axis), lambda a: np_softmax(a, axis), [x])
+        check_gradients(layers.Softmax(axis=axis), lambda a: np_softmax(a, axis), [x])
+    assert layers.Softmax(axis=1).get_config()["axis"] == 1
+
+
 # ---- random ------------------------------------------------------------------------------
 
 def test_random_draws():
@@ -292,7 +316,7 @@ def test_plot_model_without_graphviz(monkeypatch, tmp_path):
 
 
 def test_unsupported_names_say_so():
-    for name in ("Embedding", "LSTM", "Conv1D"):
+    for name in ("Embedding", "LSTM", "Conv1D", "SeparableConv2D", "RandomRotation"):
         with pytest.raises(AttributeError, match="not provided by pyresnet"):
             getattr(layers, name)
     with pytest.raises(AttributeError, match="has no attribute 'Nonsense'"):
@@ -314,6 +338,41 @@ def test_layer_output_and_input():
     assert dense.output is out and dense.input is inputs
     with pytest.raises(AttributeError, match="never been called"):
         layers.Dense(2).output  # noqa: B018
+
+
+def test_on_batch_methods_loss_and_shapes(rng):
+    """train_on_batch is one fit step on the whole batch (same weights as
+    fit with batch_size=N); test_on_batch equals evaluate on that batch;
+    predict_on_batch equals predict; model.loss, input_shape, output_shape."""
+    x = rng.standard_normal((16, 5)).astype("float32")
+    y = rng.integers(0, 3, 16).astype("int32")
+
+    def model():
+        pr.utils.set_random_seed(7)
+        m = pr.Sequential([pr.Input((5,)), layers.Dense(4, activation="relu"), layers.Dense(3)])
+        m.compile(optimizer=pr.optimizers.SGD(0.1),
+                  loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+        return m
+
+    a, b = model(), model()
+    assert a.input_shape == (None, 5) and a.output_shape == (None, 3)
+    assert isinstance(a.loss, pr.losses.SparseCategoricalCrossentropy)
+    loss, acc = a.train_on_batch(x, y)
+    logs = b.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0).history
+    np.testing.assert_allclose(loss, logs["loss"][0], rtol=1e-6)
+    np.testing.assert_allclose(acc, logs["accuracy"][0], rtol=1e-6)
+    for wa, wb in zip(a.weights, b.weights):
+        np.testing.assert_array_equal(wa.numpy(), wb.numpy())
+    got = a.test_on_batch(x, y, return_dict=True)
+    want = a.evaluate(x, y, batch_size=16, verbose=0, return_dict=True)
+    assert got.keys() == want.keys()
+    for k in got:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-6)
+    np.testing.assert_array_equal(a.predict_on_batch(x), a.predict(x, verbose=0))
+    with pytest.raises(RuntimeError, match="must be compiled"):
+        pr.Sequential([pr.Input((5,)), layers.Dense(3)]).train_on_batch(x, y)
+    assert pr.Sequential([pr.Input((5,)), layers.Dense(3)]).loss is None
 
 
 def test_generators_with_steps(rng):

@@ -37,8 +37,10 @@ from .random_resized_crop import RandomResizedCrop
 from .node import KerasTensor
 from .pre_activation_residual_block import PreActivationResidualBlock
 from .re_lu import ReLU
+from .rescaling import Rescaling
 from .reshape import Reshape
 from .residual_block import ResidualBlock
+from .softmax import Softmax
 from .subtract import Subtract, subtract
 from .up_sampling2d import UpSampling2D
 from .zero_padding2d import ZeroPadding2D
@@ -51,7 +53,7 @@ __all__ = ["Activation", "Add", "Average", "AveragePooling2D", "BatchNormalizati
            "LeakyReLU", "MaxPooling2D", "MixUp", "Multiply", "Normalization", "Permute",
            "PreActivationResidualBlock",
            "RandomCrop", "RandomFlip", "RandomLighting", "RandomResizedCrop", "ReLU",
-           "Reshape", "ResidualBlock", "Subtract", "UpSampling2D", "ZeroPadding2D", "add",
+           "Rescaling", "Reshape", "ResidualBlock", "Softmax", "Subtract", "UpSampling2D", "ZeroPadding2D", "add",
            "average", "concatenate", "multiply", "subtract"]
 
 __getattr__ = _getattr_for(__name__, _UNSUPPORTED)  # Embedding, LSTM, Conv1D...: not provided

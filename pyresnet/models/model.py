@@ -113,6 +113,24 @@ class Model(Trainer, Layer):
         return self._graph.outputs if self._graph is not None else Layer.output.fget(self)
 
     @property
+    def input_shape(self):
+        """A functional model's input shape(s), batch dimension first (None:
+        any), as Keras 3's; AttributeError for a model without a graph."""
+        return self._graph_shapes("inputs", "input_shape")
+
+    @property
+    def output_shape(self):
+        """A functional model's output shape(s), as :attr:`input_shape`."""
+        return self._graph_shapes("outputs", "output_shape")
+
+    def _graph_shapes(self, tensors, what):
+        if getattr(self, "_graph", None) is None:
+            raise AttributeError(f'Model "{self.name}" has no {what}: only functional models '
+                                 "(and built Sequential models) have one")
+        shapes = [tuple(t.shape) for t in getattr(self, tensors)]
+        return shapes[0] if len(shapes) == 1 else shapes
+
+    @property
     def layers(self):
         """The model's layers: in graph order for functional models (Inputs
         first), else the sublayers in attribute order."""

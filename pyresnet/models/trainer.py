@@ -836,6 +836,81 @@ class Trainer:
         values = list(logs.values())
         return values[0] if len(values) == 1 else values
 
+    # ---- one batch (keras.Model.train_on_batch, test_on_batch, predict_on_batch) ----
+
+    def _one_batch(self, x, y, sample_weight, class_weight):
+        """The checked ``(x, y[, sample_weight])`` arrays as one batch."""
+        if data_adapter.is_dataset(x, False):
+            raise ValueError(f'Model "{self.name}": the *_on_batch methods take arrays (one '
+                             "batch), not a dataset")
+        xs, ys, sws, y_dtypes = self._check_arrays(x, y, sample_weight)
+        if class_weight is not None:
+            sws = [self._class_weights(class_weight, ys, sws)]
+        return next(iter(data_adapter.ArrayBatches(xs, ys, len(xs[0]), y_dtypes=y_dtypes,
+                                                   sws=sws)))
+
+    @staticmethod
+    def _batch_result(logs, return_dict):
+        logs = pythonify_logs(logs)
+        if return_dict:
+            return logs
+        values = list(logs.values())
+        return values[0] if len(values) == 1 else values
+
+    def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
+                       return_dict=False):
+        """One training step on one batch, as ``keras.Model.train_on_batch``:
+        the compiled ``train_step`` that :meth:`fit` runs, on all of ``x``
+        at once.  The metrics are not reset between calls (Keras 3's rule:
+        they accumulate until ``reset_metrics()``).
+
+        Args:
+            x, y: arrays (or lists/dicts of them) holding one batch.
+            sample_weight: float array ``(N,)``; class_weight: as in :meth:`fit`.
+            return_dict (bool): return ``{name: value}``.
+        Returns:
+            the loss (float) when no metric is compiled, else the list
+            ``[loss, *metrics]`` (running results), or the dict.
+        Raises:
+            RuntimeError: when the model is not compiled; ValueError /
+                TypeError: for bad data, as :meth:`fit` (before any weight changes).
+        """
+        batch = self._one_batch(x, y, sample_weight, class_weight)
+        train_function = self.make_train_function(
+            force=distribute.distribution() is not self._train_distribution)
+        self._train_distribution = distribute.distribution()
+        return self._batch_result(train_function(batch), return_dict)
+
+    def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
+        """Loss and metrics of one batch in inference mode, as
+        ``keras.Model.test_on_batch`` (the metrics are reset first, so the
+        values are this batch's).  Arguments, returns and errors as
+        :meth:`train_on_batch`."""
+        batch = self._one_batch(x, y, sample_weight, None)
+        self._reset_metrics()
+        return self._batch_result(self.make_test_function()(batch), return_dict)
+
+    def predict_on_batch(self, x):
+        """The outputs for one batch in inference mode, as
+        ``keras.Model.predict_on_batch``: NumPy float32 ``(N, ...)`` (a list
+        for several outputs).  Raises as :meth:`predict`."""
+        xs = self._check_x(x)
+        data_adapter.check_lengths(self.name, xs, [])
+        out = self.make_predict_function()(next(iter(data_adapter.ArrayBatches(xs, None,
+                                                                                len(xs[0])))))
+        flat = [np.array(t) for t in tree.flatten(out)]
+        return flat[0] if len(flat) == 1 else flat
+
+    def reset_metrics(self):
+        """Reset the state of every compiled metric (``keras.Model.reset_metrics``)."""
+        self._reset_metrics()
+
+    @property
+    def loss(self):
+        """The ``loss`` given to :meth:`compile` (None before), as Keras 3's
+        ``model.loss``."""
+        return self._compile_args["loss"] if getattr(self, "compiled", False) else None
+
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """The model's outputs in inference mode, as ``keras.Model.predict``.
 
