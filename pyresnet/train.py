@@ -175,7 +175,7 @@ def build_parser():
     p.add_argument("--pca", default=None, choices=["train", "imagenet"],
                    help="regnet: PCA lighting from the training set or ImageNet's (train)")
     p.add_argument("--subset", type=int, default=None, metavar="N",
-                   help="train on the first N training images (all test images are used)")
+                   help="train on the first N training images (see --test-subset for the test images)")
     p.add_argument("--test-subset", type=int, default=None, metavar="N",
                    help="evaluate on the first N test images (default: all)")
     p.add_argument("--seed", type=int, default=0)
@@ -413,9 +413,12 @@ def main(argv=None):
     if strategy is not None:
         run_dir = pr.distribute._bcast_object(run_dir)
     say = print if rank == 0 else (lambda *a, **k: None)
+    def count(n, noun):
+        return f"{n} {noun}" + ("s" if n != 1 else "")
     say(f"{args.dataset}: {len(x_train)} training, {len(x_test)} test images; "
-          f"{args.model}, batch {args.batch_size}, {args.epochs} epochs, {pr.get_num_threads()} "
-          f"threads{_ranks(strategy)}; run folder {run_dir}", flush=True)
+          f"{args.model}, batch {args.batch_size}, {count(args.epochs, 'epoch')}, "
+          f"{count(pr.get_num_threads(), 'thread')}{_ranks(strategy)}; run folder {run_dir}",
+          flush=True)
     say(describe(args), flush=True)
 
     mixup = args.mixup if not args.no_augment else 0.0
