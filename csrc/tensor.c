@@ -71,6 +71,13 @@ static pr_Tensor *alloc_object(void) {
     return t;
 }
 
+/* MemoryError naming the bytes and the shape that could not be allocated. */
+static void no_memory_for(const pr_view *v, size_t nbytes) {
+    char s[128];
+    PyErr_Format(PyExc_MemoryError, "cannot allocate %zu bytes for a %s tensor of shape %s",
+                 nbytes, pr_dtype_name(v->dtype), pr_shape_str(v, s, sizeof s));
+}
+
 pr_Tensor *pr_tensor_new(pr_dtype dtype, int ndim, const int64_t *shape) {
     pr_Tensor *t = alloc_object();
     if (!t) return NULL;
@@ -78,10 +85,11 @@ pr_Tensor *pr_tensor_new(pr_dtype dtype, int ndim, const int64_t *shape) {
         Py_DECREF(t);
         return NULL;
     }
-    t->v.data = pr_alloc((size_t)t->v.size * pr_dtype_size(dtype));
+    size_t nbytes = (size_t)t->v.size * pr_dtype_size(dtype);
+    t->v.data = pr_alloc(nbytes);
     if (!t->v.data) {
+        no_memory_for(&t->v, nbytes);
         Py_DECREF(t);
-        PyErr_NoMemory();
         return NULL;
     }
     return t;
@@ -229,7 +237,7 @@ static PyObject *Tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     size_t nbytes = (size_t)t->v.size * pr_dtype_size(t->v.dtype);
     t->v.data = pr_alloc(nbytes);
     if (!t->v.data) {
-        PyErr_NoMemory();
+        no_memory_for(&t->v, nbytes);
         goto fail;
     }
     /* A Tensor made from a Tensor is a copy, as tf.Variable(initial) copies. */
