@@ -349,7 +349,8 @@ def test_thread_count_defaults_to_omp_num_threads():
     code = "import pyresnet as pr; print(pr.get_num_threads())"
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     run = lambda e: subprocess.run([sys.executable, "-c", code], env=e, capture_output=True,
-                                   text=True, timeout=120, check=True).stdout.strip()
+                                   text=True, timeout=120, check=True,
+                                   cwd=tempfile.gettempdir()).stdout.strip()  # the installed package
     assert run({**env, "OMP_NUM_THREADS": "1"}) == "1"
     assert run({**env, "OMP_NUM_THREADS": "3"}) == "3"
     assert run(env) == str(len(os.sched_getaffinity(0)))
