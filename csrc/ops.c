@@ -50,6 +50,23 @@ int pr_expect_dtype(const pr_op *op, const pr_view *in, int i, pr_dtype dtype) {
     return 0;
 }
 
+static int same_shape(const pr_view *a, const pr_view *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (!pr_dim_maybe_equal(a->shape[d], b->shape[d])) return 0;
+    return 1;
+}
+
+int pr_expect_like(const pr_op *op, const pr_view *in, int i, int j) {
+    if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
+    if (!same_shape(&in[i], &in[j])) {
+        char a[128], b[128];
+        return pr_fail(op, PyExc_ValueError, "input %d has shape %s, expected %s (input %d's)", i,
+                       pr_shape_str(&in[i], a, sizeof a), pr_shape_str(&in[j], b, sizeof b), j);
+    }
+    return 0;
+}
+
 int pr_expect_rng_state(const pr_op *op, const pr_view *in, int i) {
     if (in[i].dtype != PR_I64 || in[i].ndim != 1 || in[i].shape[0] != 2) {
         char s[128];

@@ -162,6 +162,8 @@ int pr_kernel_status(const pr_op *op, int rc);
 /* Shape-rule helpers: raise ValueError/TypeError naming the op. */
 int pr_expect_dtype(const pr_op *op, const pr_view *in, int i, pr_dtype dtype);
 int pr_expect_ndim(const pr_op *op, const pr_view *in, int i, int ndim);
+/* Input i is float32 with input j's shape (symbolic dimensions may match). */
+int pr_expect_like(const pr_op *op, const pr_view *in, int i, int j);
 /* Input i is an RNG state: int64 of shape (2,), [seed, counter] (TypeError). */
 int pr_expect_rng_state(const pr_op *op, const pr_view *in, int i);
 int pr_fail(const pr_op *op, PyObject *exc, const char *fmt, ...);

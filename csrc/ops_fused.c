@@ -87,25 +87,13 @@ static int fw_bn_relu_train(const pr_view *in, int n, pr_view *out, const void *
                              out[2].data, ws, 1);
 }
 
-/* Input i is float32 of input j's shape. */
-static int expect_same(const pr_op *op, const pr_view *in, int i, int j, const char *what) {
-    if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
-    int same = in[i].ndim == in[j].ndim;
-    for (int d = 0; same && d < in[i].ndim; d++) same = in[i].shape[d] == in[j].shape[d];
-    if (same) return 0;
-    char a[128], b[128];
-    return pr_fail(op, PyExc_ValueError, "%s (input %d) must have input %d's shape %s, got %s",
-                   what, i, j, pr_shape_str(&in[j], b, sizeof b),
-                   pr_shape_str(&in[i], a, sizeof a));
-}
-
 /* batch_norm_add_relu_train(x, gamma, beta, residual): relu(BN(x) + residual). */
 static int infer_bn_add_relu(const pr_op *op, const pr_view *in, int n, const void *attrs,
                              pr_view *out, size_t *ws) {
     const pr_op *base = pr_op_lookup("batch_norm_train");
     if (!base) return pr_fail(op, PyExc_RuntimeError, "batch normalization is not registered");
     if (base->infer(op, in, 3, attrs, out, ws) < 0) return -1;
-    return expect_same(op, in, 3, 0, "the residual");
+    return pr_expect_like(op, in, 3, 0);
 }
 
 /* batch_norm_relu_train_backward(dy, x, gamma, beta, mean, var): the plain
@@ -116,7 +104,7 @@ static int infer_bn_relu_backward(const pr_op *op, const pr_view *in, int n, con
     if (!base) return pr_fail(op, PyExc_RuntimeError, "batch normalization is not registered");
     pr_view v[5] = {in[0], in[1], in[2], in[4], in[5]};
     if (base->infer(op, v, 5, attrs, out, ws) < 0) return -1;
-    return expect_same(op, in, 3, 2, "beta");
+    return pr_expect_like(op, in, 3, 2);
 }
 
 static int fw_bn_relu_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {

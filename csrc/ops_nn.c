@@ -15,24 +15,6 @@
 
 /* ---- shared shape helpers ------------------------------------------------- */
 
-static int same_shape(const pr_view *a, const pr_view *b) {
-    if (a->ndim != b->ndim) return 0;
-    for (int d = 0; d < a->ndim; d++)
-        if (!pr_dim_maybe_equal(a->shape[d], b->shape[d])) return 0;
-    return 1;
-}
-
-/* Input i: float32 with the shape of input j. */
-static int expect_like(const pr_op *op, const pr_view *in, int i, int j) {
-    if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
-    if (!same_shape(&in[i], &in[j])) {
-        char a[128], b[128];
-        return pr_fail(op, PyExc_ValueError, "input %d has shape %s, expected %s (input %d's)", i,
-                       pr_shape_str(&in[i], a, sizeof a), pr_shape_str(&in[j], b, sizeof b), j);
-    }
-    return 0;
-}
-
 /* Rows (all dimensions but the last) of a rank >= 1 view: a symbolic
  * dimension while tracing. */
 static int64_t rows_of(const pr_view *v) { return pr_dims_size(v->ndim - 1, v->shape, 1); }
@@ -343,7 +325,7 @@ static int infer_softmax(const pr_op *op, const pr_view *in, int n, const void *
 static int infer_softmax_backward(const pr_op *op, const pr_view *in, int n, const void *attrs,
                                   pr_view *out, size_t *ws) {
     if (infer_softmax(op, in, n, attrs, out, ws) < 0) return -1;
-    return expect_like(op, in, 1, 0);
+    return pr_expect_like(op, in, 1, 0);
 }
 
 static int fw_softmax(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
@@ -450,7 +432,7 @@ static int infer_sparse(const pr_op *op, const pr_view *in, int n, const void *a
 /* (prediction, dense target of the same shape) -> per-row float32. */
 static int infer_dense(const pr_op *op, const pr_view *in, int n, const void *attrs,
                        pr_view *out, size_t *ws) {
-    if (expect_classes(op, in, 0) < 0 || expect_like(op, in, 1, 0) < 0) return -1;
+    if (expect_classes(op, in, 0) < 0 || pr_expect_like(op, in, 1, 0) < 0) return -1;
     set_rows_out(out, &in[0]);
     return 0;
 }
@@ -478,7 +460,7 @@ static int infer_sparse_backward(const pr_op *op, const pr_view *in, int n, cons
 }
 static int infer_dense_backward(const pr_op *op, const pr_view *in, int n, const void *attrs,
                                 pr_view *out, size_t *ws) {
-    if (expect_classes(op, in, 1) < 0 || expect_like(op, in, 2, 1) < 0 ||
+    if (expect_classes(op, in, 1) < 0 || pr_expect_like(op, in, 2, 1) < 0 ||
         expect_row_grad(op, in) < 0)
         return -1;
     pr_set_out(out, PR_F32, in[1].ndim, in[1].shape);
@@ -621,7 +603,7 @@ static int infer_bn_train(const pr_op *op, const pr_view *in, int n, const void 
 /* (dy, x, gamma, mean, var) -> dx, dgamma, dbeta (both backward ops). */
 static int infer_bn_backward(const pr_op *op, const pr_view *in, int n, const void *attrs,
                              pr_view *out, size_t *ws) {
-    if (expect_bn_input(op, in, 1, 0, attrs) < 0 || expect_like(op, in, 0, 1) < 0) return -1;
+    if (expect_bn_input(op, in, 1, 0, attrs) < 0 || pr_expect_like(op, in, 0, 1) < 0) return -1;
     int64_t c = last_of(&in[1]);
     if (expect_channels(op, in, 2, c, "gamma") < 0 || expect_channels(op, in, 3, c, "mean") < 0 ||
         expect_channels(op, in, 4, c, "variance") < 0)

@@ -830,11 +830,7 @@ class Trainer:
         if steps is not None:
             data = data_adapter.Steps(data, steps, persistent=False)
         cbs = self._callbacks(callbacks, data, verbose)
-        logs = self._evaluate_batches(data, cbs)
-        if return_dict:
-            return logs
-        values = list(logs.values())
-        return values[0] if len(values) == 1 else values
+        return self._logs_result(self._evaluate_batches(data, cbs), return_dict)
 
     # ---- one batch (keras.Model.train_on_batch, test_on_batch, predict_on_batch) ----
 
@@ -850,7 +846,9 @@ class Trainer:
                                                    sws=sws)))
 
     @staticmethod
-    def _batch_result(logs, return_dict):
+    def _logs_result(logs, return_dict):
+        """Keras's return form: the dict, else the loss alone when it is the
+        only value, else the list of values."""
         logs = pythonify_logs(logs)
         if return_dict:
             return logs
@@ -879,7 +877,7 @@ class Trainer:
         train_function = self.make_train_function(
             force=distribute.distribution() is not self._train_distribution)
         self._train_distribution = distribute.distribution()
-        return self._batch_result(train_function(batch), return_dict)
+        return self._logs_result(train_function(batch), return_dict)
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         """Loss and metrics of one batch in inference mode, as
@@ -888,7 +886,7 @@ class Trainer:
         :meth:`train_on_batch`."""
         batch = self._one_batch(x, y, sample_weight, None)
         self._reset_metrics()
-        return self._batch_result(self.make_test_function()(batch), return_dict)
+        return self._logs_result(self.make_test_function()(batch), return_dict)
 
     def predict_on_batch(self, x):
         """The outputs for one batch in inference mode, as
