@@ -15,7 +15,8 @@ FLOPs of a pass: 2 * N * HO * WO * KH * KW * C * O.
 --dtype bfloat16 times the passes as a mixed_bfloat16 training step runs
 them: the kernel and dy in bfloat16, the activations x in float32 (rounded
 while packed), float32 results; the variants that take bfloat16 operands
-(amx_bf16, avx512_bf16 and the reference im2col_blas on rounded operands)
+(amx_direct_bf16, amx_bf16, avx512_bf16 and the reference im2col_blas on rounded
+operands; a variant that refuses a dtype or shape shows '-')
 and PyTorch with bfloat16 tensors (what its autocast runs).  Percentages
 stay relative to the fp32 FMA peak.  PyTorch runs in a
 separate interpreter (--torch-python, default: this one if it imports
@@ -133,8 +134,7 @@ def main():
     pr.set_num_threads(args.threads)
     tpy = None if args.no_torch else torch_python(args.torch_python)
     all_variants = _C.op_variants("conv2d")
-    variants = [v for k, (v, ok) in enumerate(all_variants) if ok and (
-        k == len(all_variants) - 1 or v.endswith("_bf16") == (args.dtype == "bfloat16"))]
+    variants = [v for v, ok in all_variants if ok]  # those refusing the dtype drop out below
     peaks = [fma_peak_gflops(args.threads, tries=args.peak_tries)]
     cfg = pr.config.config()
     print(f"CPU {cpu_model()}; features {' '.join(cfg['features'])}; {args.threads} threads; "
@@ -175,6 +175,7 @@ def main():
         rows += shape_rows
         peaks.append(fma_peak_gflops(args.threads, tries=min(2, args.peak_tries)))
     peak = max(peaks)
+    variants = [v for v in variants if any(v in r["ms"] for r in rows)]
     names = variants + (["torch channels_last"] if torch_version else [])
     lines = [f"CPU: {cpu_model()}, {args.threads} threads, batch {args.batch}, {args.dtype}; "
              f"fp32 FMA peak "

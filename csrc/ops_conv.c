@@ -23,6 +23,7 @@
 
 #include "kernels/bf16.h"
 #include "kernels/conv.h"
+#include "kernels/conv_amx.h"
 #include "kernels/conv_bf16.h"
 #include "kernels/conv_direct.h"
 #include "kernels/pool.h"
@@ -513,10 +514,38 @@ BF16_VARIANT(fw, PR_CONV_FORWARD)
 BF16_VARIANT(bpi, PR_CONV_BACKPROP_INPUT)
 BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 
+/* Direct AMX convolutions (kernels/conv_amx.c): bfloat16 calls whose
+ * geometry they take (the input gradient at stride 1 only). */
+#define AMX_DIRECT_VARIANT(pass, PASS)                                                          \
+    static int amx_direct_supports_##pass(const pr_view *in, int n, const pr_view *out,         \
+                                          const void *a) {                                      \
+        pr_window g;                                                                            \
+        window_##pass(in, out, a, &g);                                                          \
+        return bf16_conv_supports(in, n, out, a) && pr_conv_amx_supports(&g, PASS);             \
+    }                                                                                           \
+    static size_t amx_direct_scratch_##pass(const pr_view *in, int n, const pr_view *out,       \
+                                            const void *a) {                                    \
+        pr_window g;                                                                            \
+        window_##pass(in, out, a, &g);                                                          \
+        return pr_conv_amx_scratch_bytes(&g, PASS);                                             \
+    }                                                                                           \
+    static int amx_direct_run_##pass(const pr_view *in, int n, pr_view *out, const void *a,     \
+                                     void *ws) {                                                \
+        pr_window g;                                                                            \
+        window_##pass(in, out, a, &g);                                                          \
+        return pr_conv_amx(PASS, &g, operand(&in[0]), operand(&in[1]), out->data, ws);          \
+    }
+
+AMX_DIRECT_VARIANT(fw, PR_CONV_FORWARD)
+AMX_DIRECT_VARIANT(bpi, PR_CONV_BACKPROP_INPUT)
+AMX_DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
+
 #define CONV_VARIANTS(pass, reference)                                                          \
     static const pr_variant variants_##pass[] = {                                               \
         {"avx512_direct", PR_CPU_AVX512F | PR_CPU_FMA, direct_supports_##pass,                  \
          direct_scratch_##pass, direct_run_##pass},                                             \
+        {"amx_direct_bf16", PR_BF16_AMX_CPU, amx_direct_supports_##pass,                        \
+         amx_direct_scratch_##pass, amx_direct_run_##pass},                                     \
         {"amx_bf16", PR_BF16_AMX_CPU, bf16_conv_supports, bf16_scratch_##pass, amx_run_##pass}, \
         {"avx512_bf16", PR_BF16_CPU, bf16_conv_supports, bf16_scratch_##pass,                   \
          avx512_bf16_run_##pass},                                                               \
@@ -526,7 +555,7 @@ BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 CONV_VARIANTS(fw, fw_conv2d);
 CONV_VARIANTS(bpi, fw_conv2d_bpi);
 CONV_VARIANTS(bpf, fw_conv2d_bpf);
-#define N_CONV_VARIANTS 4
+#define N_CONV_VARIANTS 5
 
 /* The three ops are bilinear and adjoint to each other:
  * <dy, conv2d(x, w)> = <bpi(dy, w), x> = <bpf(x, dy), w>. */

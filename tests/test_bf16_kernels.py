@@ -1,6 +1,7 @@
-"""The bfloat16 kernels of matmul and the convolutions: AMX tiles
-(``amx_bf16``), AVX512_BF16 (``avx512_bf16``) and the portable reference
-(the float32 kernels on bfloat16-rounded operands).
+"""The bfloat16 kernels of matmul and the convolutions: direct AMX
+convolutions (``amx_direct_bf16``; the input gradient at stride 1 only), AMX
+tiles on gathered rows (``amx_bf16``), AVX512_BF16 (``avx512_bf16``) and
+the portable reference (the float32 kernels on bfloat16-rounded operands).
 
 Every kernel is compared with a float64 reference computed on the same
 bfloat16-rounded operands.  The bound is elementwise: a product of two
@@ -32,7 +33,8 @@ bf16 = ml_dtypes.bfloat16
 f32 = np.float32
 U = 2.0 ** -24
 CPU = _C.cpu_info()
-BF16_VARIANTS = ("amx_bf16", "avx512_bf16")
+BF16_VARIANTS = ("amx_direct_bf16", "amx_bf16", "avx512_bf16")
+CONV_ONLY = {"amx_direct_bf16"}  # variants that matmul does not have
 
 
 def gamma(k):
@@ -44,10 +46,13 @@ def r64(a):
     return np.asarray(a).astype(bf16).astype(np.float64)
 
 
-def expected_to_run(variant):
-    """Whether ``variant`` should run here: CPU features, reference-only."""
+def expected_to_run(variant, op="conv2d", strides=(1, 1)):
+    """Whether ``variant`` should run here: CPU features, reference-only,
+    and the geometry (amx_direct_bf16's input gradient needs stride 1)."""
     if variant not in BF16_VARIANTS:
         return True
+    if (op, variant) == ("conv2d_backprop_input", "amx_direct_bf16") and tuple(strides) != (1, 1):
+        return False
     return dict(_C.op_variants("conv2d"))[variant] and not CPU["reference_only"]
 
 
@@ -63,6 +68,14 @@ SHAPES = [
     ("odd 5x5 s(1,2) valid c17 o33", (3, 11, 13, 17), (5, 5, 17, 33), (1, 2), False),
     ("stride 3 c5 o15", (1, 10, 9, 5), (3, 2, 5, 15), 3, True),
     ("31 output rows c1 o17", (1, 1, 31, 1), (1, 1, 1, 17), 1, False),
+    # amx_direct_bf16's blocks: 16 output pixels along the padded width (stride
+    # 1) or an output row, up to 4 blocks of 16 output channels per pass,
+    # padded channels 16 (two taps per tile row) or multiples of 32, chunks
+    # of 512 pixels in the filter gradient
+    ("c48 o80 3x3 batch 1", (1, 7, 5, 48), (3, 3, 48, 80), 1, True),
+    ("c96 o16 2x4 s2 valid", (2, 9, 12, 96), (2, 4, 96, 16), 2, False),
+    ("c16 o64 8x8 many chunks", (9, 8, 8, 16), (3, 3, 16, 64), 1, True),
+    ("c8 o3 4x1 s(2,1)", (3, 10, 7, 8), (4, 1, 8, 3), (2, 1), True),
 ]
 
 
@@ -101,10 +114,13 @@ def _check(op, inputs, attrs, ref, K):
     bound = gamma(K) * scale
     exact = ref(*(np.asarray(t, np.float64) for t in inputs))
     outs = {}
+    strides = attrs.get("strides", (1, 1))
+    runs = [v for v in BF16_VARIANTS if expected_to_run(v, op, strides)
+            and not (op == "matmul" and v in CONV_ONLY)]
     for variant, _ in _C.op_variants(op):
         if variant not in BF16_VARIANTS + (_C.op_variants(op)[-1][0],):
             continue  # the float32 kernels refuse bfloat16 operands
-        if not expected_to_run(variant):
+        if not expected_to_run(variant, op, strides):
             with pytest.raises(ValueError, match=f"kernel variant '{variant}' cannot run"):
                 _C.run_variant(op, variant, *inputs, **attrs)
             continue
@@ -117,8 +133,7 @@ def _check(op, inputs, attrs, ref, K):
         assert np.all(np.abs(got - exact) <= (2 * 2 ** -8 + 2 ** -16) * scale * 1.001 + bound)
         outs[variant] = got
     names = list(outs)  # every kernel that should run did
-    assert names == [v for v in BF16_VARIANTS if expected_to_run(v)] + \
-        [_C.op_variants(op)[-1][0]], names
+    assert names == runs + [_C.op_variants(op)[-1][0]], names
     for i in range(len(names)):
         for j in range(i + 1, len(names)):
             assert np.all(np.abs(outs[names[i]] - outs[names[j]]) <= 2 * bound), \
@@ -170,7 +185,7 @@ def test_which_bf16_kernels_ran(capsys):
     (this project's Sapphire Rapids machine) all three run unless
     PYRESNET_KERNELS=reference, and show_config lists them."""
     names = [v for v, _ in _C.op_variants("conv2d")]
-    assert names == ["avx512_direct", "amx_bf16", "avx512_bf16", "im2col_blas"]
+    assert names == ["avx512_direct", "amx_direct_bf16", "amx_bf16", "avx512_bf16", "im2col_blas"]
     assert [v for v, _ in _C.op_variants("matmul")] == ["amx_bf16", "avx512_bf16", "sgemm"]
     ran = [v for v in BF16_VARIANTS if expected_to_run(v)] + ["reference"]
     with capsys.disabled():
@@ -178,4 +193,4 @@ def test_which_bf16_kernels_ran(capsys):
     if "amx_bf16" in CPU["features"] and "avx512_bf16" in CPU["features"]:
         assert CPU["amx"] == "tile state granted"
         assert ran == (["reference"] if CPU["reference_only"] else
-                       ["amx_bf16", "avx512_bf16", "reference"])
+                       ["amx_direct_bf16", "amx_bf16", "avx512_bf16", "reference"])

@@ -28,7 +28,8 @@ def test_config_lists_the_conv_variants_reference_last():
     assert c["threads"] == pr.get_num_threads()
     for op in ("conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"):
         names = [n for n, _ in c["variants"][op]]
-        assert names == ["avx512_direct", "amx_bf16", "avx512_bf16", "im2col_blas"]
+        assert names == ["avx512_direct", "amx_direct_bf16", "amx_bf16", "avx512_bf16",
+                         "im2col_blas"]
         assert c["variants"][op][-1][1] is True   # the reference runs anywhere
         assert c["variants"][op][0][1] == ("avx512f" in c["features"] and "fma" in c["features"])
     out = io.StringIO()
@@ -85,23 +86,26 @@ def test_reference_path_forced_by_the_environment():
 @pytest.mark.parametrize("op", ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"])
 def test_conv_variants_do_not_depend_on_the_thread_count(op):
     x, k = rng_array(5, 12, 10, 16), rng_array(3, 3, 16, 32, seed=1)
-    dy = rng_array(5, 6, 5, 32, seed=2)
-    args = {"conv2d": (x, k, {}), "conv2d_backprop_input": (dy, k, {"shape": x.shape}),
-            "conv2d_backprop_filter": (x, dy, {"shape": k.shape})}[op]
     before = pr.get_num_threads()
-    for variant, ok in _C.op_variants(op):
-        if not ok or (_C.cpu_info()["reference_only"] and variant != "im2col_blas"):
-            continue
-        results = []
-        a, b = args[0], args[1]
-        if variant.endswith("_bf16"):  # the bfloat16 kernels take bfloat16 operands
-            a, b = a.astype(ml_dtypes.bfloat16), b
-        for threads in (1, 2, 3):
-            pr.set_num_threads(threads)
-            try:
-                results.append(_C.run_variant(op, variant, a, b, strides=2, same=True,
-                                              **args[2]).numpy())
-            finally:
-                pr.set_num_threads(before)
-        for r in results[1:]:
-            np.testing.assert_array_equal(r, results[0])
+    for strides in (2, 1):
+        dy = rng_array(5, *((6, 5) if strides == 2 else (12, 10)), 32, seed=2)
+        args = {"conv2d": (x, k, {}), "conv2d_backprop_input": (dy, k, {"shape": x.shape}),
+                "conv2d_backprop_filter": (x, dy, {"shape": k.shape})}[op]
+        for variant, ok in _C.op_variants(op):
+            if not ok or (_C.cpu_info()["reference_only"] and variant != "im2col_blas"):
+                continue
+            if (variant, op, strides) == ("amx_direct_bf16", "conv2d_backprop_input", 2):
+                continue  # it takes stride 1 only
+            results = []
+            a, b = args[0], args[1]
+            if variant.endswith("_bf16"):  # the bfloat16 kernels take bfloat16 operands
+                a, b = a.astype(ml_dtypes.bfloat16), b
+            for threads in (1, 2, 3):
+                pr.set_num_threads(threads)
+                try:
+                    results.append(_C.run_variant(op, variant, a, b, strides=strides, same=True,
+                                                  **args[2]).numpy())
+                finally:
+                    pr.set_num_threads(before)
+            for r in results[1:]:
+                np.testing.assert_array_equal(r, results[0], err_msg=f"{variant} s{strides}")

@@ -1,0 +1,729 @@
+/* Direct bfloat16 convolutions on AMX tiles (conv_amx.h).
+ *
+ * The padded image.  x (N, H, W, C) is copied once, rounded to bfloat16,
+ * into xp (N, HP, WP, CP): zeros around it (ph rows above, pw columns to
+ * the left, enough after it for every window of the output), channels
+ * padded with zeros to CP (16 when C <= 16, else a multiple of 32), and a
+ * few zero pixels after the last image for the reads of unused tile rows.
+ *
+ * Forward.  One AMX product tile is 16 output pixels x 16 output channels
+ * (float32).  The 16 pixels are consecutive along an output row, so for
+ * the tap (kh, kw) their input pixels sit in xp at a fixed pixel stride sw:
+ * one tile load (row stride sw * CP * 2 bytes) fetches the A operand,
+ * 16 pixels x 32 channels, with no gather.  At stride 1 the 16 pixels run
+ * along the padded width instead (virtual output columns WO..WP-1, which
+ * are computed and dropped), so a tile may wrap into the next output row
+ * and none is left part empty.  With CP = 16 one 64-byte tile row spans
+ * two neighbouring input pixels: the taps kw and kw + 1 at once (a lone
+ * last tap uses a half-width tile).  Weights are packed once per call into
+ * B tiles (16 pairs of K rows x 16 output channels, the pair-interleaved
+ * layout of gemm_bf16.h), up to four output-channel blocks share each A
+ * load, and each finished tile is stored to a small buffer and its valid
+ * rows copied out.  Each output is one tile row's sum, so the order of its
+ * sums never depends on the thread count.
+ *
+ * Input gradient (stride 1): the forward convolution of dy padded by
+ * (KH-1-ph, KW-1-pw) with the filter flipped and transposed,
+ * w''[kh][kw][o][c] = w[KH-1-kh][KW-1-kw][c][o].
+ *
+ * Filter gradient.  dw^T (O x CP per tap) = dy^T (O x M) . x_tap (M x CP),
+ * summed over the M = N*HO*WO output pixels in chunks of CHUNK: per chunk,
+ * dy^T as A (pixel pairs interleaved, then transposed in 32-bit units) and,
+ * per tap, the chunk's input pixels as B (pairs of xp rows interleaved);
+ * the products accumulate in tiles loaded from and stored back to the
+ * stripe's partial sums.  Chunks are dealt round-robin to STRIPES stripes
+ * and the partials added in stripe order, as in conv_bf16.c, so results do
+ * not depend on the thread count.
+ *
+ * Tiles (one configuration): 0-3 products (16 x 16 float32), 4 A (16 x 32
+ * bfloat16), 5 A of one 16-channel tap (16 x 16), 6 B (16 pairs x 16), 7 B
+ * of one 16-channel tap (8 pairs x 16).
+ */
+#include "conv_amx.h"
+
+#include <string.h>
+
+#include "bf16.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#define THREAD_ID() omp_get_thread_num()
+#else
+#define THREAD_ID() 0
+#endif
+
+#define CHUNK 512  /* output pixels per filter-gradient chunk (a multiple of 32) */
+#define STRIPES 8  /* partial filter gradients */
+#define TILE_BYTES 1024
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* ---- the padded image ------------------------------------------------------ */
+
+typedef struct {
+    int64_t n, h, w, c;  /* the source */
+    int64_t ph, pw;      /* zero rows above, columns to the left */
+    int64_t hp, wp, cp;  /* the padded image */
+    int64_t slack;       /* zero pixels after the last image */
+} padded;
+
+static padded padded_of(const pr_window *g) {
+    padded p = {g->n, g->h, g->w, g->c, g->ph, g->pw, (g->ho - 1) * g->sh + g->kh,
+                (g->wo - 1) * g->sw + g->kw, g->c <= 16 ? 16 : (g->c + 31) / 32 * 32, 0};
+    p.slack = 16 * g->sw + g->kw + 32;
+    return p;
+}
+
+static size_t padded_bytes(const padded *p) {
+    return align64(sizeof(uint16_t) * (size_t)((p->n * p->hp * p->wp + p->slack) * p->cp));
+}
+
+/* Rows [r0, r1) of the N*HP padded rows (and the slack after the last). */
+static void pad_rows(const padded *p, pr_operand x, uint16_t *xp, int64_t r0, int64_t r1) {
+    const size_t es = pr_dtype_size(x.dtype);
+    const int64_t cols = p->w < p->wp - p->pw ? p->w : p->wp - p->pw; /* source columns kept */
+    for (int64_t r = r0; r < r1; r++) {
+        uint16_t *d = xp + r * p->wp * p->cp;
+        int64_t n = r / p->hp, ih = r % p->hp - p->ph;
+        if (ih < 0 || ih >= p->h || cols <= 0) {
+            memset(d, 0, sizeof(uint16_t) * (size_t)(p->wp * p->cp));
+            continue;
+        }
+        const char *s = (const char *)x.data + (size_t)((n * p->h + ih) * p->w * p->c) * es;
+        memset(d, 0, sizeof(uint16_t) * (size_t)(p->pw * p->cp));
+        uint16_t *body = d + p->pw * p->cp;
+        if (p->cp == p->c) {
+            pr_bf16_convert_run(s, x.dtype, cols * p->c, body);
+        } else {
+            for (int64_t j = 0; j < cols; j++) {
+                pr_bf16_convert_run(s + (size_t)(j * p->c) * es, x.dtype, p->c,
+                                    body + j * p->cp);
+                memset(body + j * p->cp + p->c, 0, sizeof(uint16_t) * (size_t)(p->cp - p->c));
+            }
+        }
+        memset(body + cols * p->cp, 0,
+               sizeof(uint16_t) * (size_t)((p->wp - p->pw - cols) * p->cp));
+    }
+}
+
+static void pad_image(const padded *p, pr_operand x, uint16_t *xp) {
+    const int64_t rows = p->n * p->hp;
+#pragma omp parallel for schedule(static) num_threads(pr_bf16_threads(rows / 8 + 1))
+    for (int64_t r = 0; r < rows; r++) pad_rows(p, x, xp, r, r + 1);
+    memset(xp + rows * p->wp * p->cp, 0, sizeof(uint16_t) * (size_t)(p->slack * p->cp));
+}
+
+/* ---- forward: the K steps and packed weights -------------------------------- */
+
+/* One K step of a product tile: 32 (or, `half`, 16) input values per
+ * output pixel, `offset` elements into xp from the tile's first pixel. */
+typedef struct {
+    int64_t offset;
+    int64_t kh, kw, c0; /* first tap and channel (the weights' rows) */
+    int half, pair;     /* a 16-channel tap alone; two 16-channel taps */
+} kstep;
+
+static int64_t count_ksteps(const pr_window *g, const padded *p) {
+    return g->kh * (p->cp == 16 ? (g->kw + 1) / 2 : g->kw * (p->cp / 32));
+}
+
+static void make_ksteps(const pr_window *g, const padded *p, kstep *ks) {
+    int64_t s = 0;
+    for (int64_t kh = 0; kh < g->kh; kh++) {
+        if (p->cp == 16) {
+            for (int64_t kw = 0; kw < g->kw; kw += 2)
+                ks[s++] = (kstep){(kh * p->wp + kw) * 16, kh, kw, 0, kw + 1 == g->kw,
+                                  kw + 1 < g->kw};
+        } else {
+            for (int64_t kw = 0; kw < g->kw; kw++)
+                for (int64_t c0 = 0; c0 < p->cp; c0 += 32)
+                    ks[s++] = (kstep){(kh * p->wp + kw) * p->cp + c0, kh, kw, c0, 0, 0};
+        }
+    }
+}
+
+/* Element (kh, kw, c, o) of a filter is at base + kh skh + kw skw + c sc + o so. */
+typedef struct {
+    pr_operand w;
+    int64_t base, skh, skw, sc, so;
+    int64_t c, o; /* sizes */
+} filter_map;
+
+static uint16_t filter_at(const filter_map *f, int64_t kh, int64_t kw, int64_t c, int64_t o) {
+    if (c >= f->c || o >= f->o) return 0;
+    int64_t i = f->base + kh * f->skh + kw * f->skw + c * f->sc + o * f->so;
+    if (f->w.dtype == PR_BF16) return ((const uint16_t *)f->w.data)[i];
+    return pr_bf16_from_f32(((const float *)f->w.data)[i]);
+}
+
+/* B tile (s, nb) at wp + (s * NB + nb) * 512: element (k, j) of the step's K
+ * rows and output channel nb * 16 + j at [(k / 2) * 32 + j * 2 + k % 2]. */
+static void pack_filter(const filter_map *f, const kstep *ks, int64_t nks, int64_t nbs,
+                        uint16_t *wp) {
+    for (int64_t s = 0; s < nks; s++)
+        for (int64_t nb = 0; nb < nbs; nb++) {
+            uint16_t *t = wp + (s * nbs + nb) * 512;
+            memset(t, 0, TILE_BYTES);
+            int64_t krows = ks[s].half ? 16 : 32;
+            for (int64_t k = 0; k < krows; k++) {
+                int64_t kw = ks[s].kw + (ks[s].pair ? k / 16 : 0);
+                int64_t c = ks[s].pair || ks[s].half ? k % 16 : ks[s].c0 + k;
+                for (int64_t j = 0; j < 16; j++)
+                    t[(k / 2) * 32 + j * 2 + k % 2] = filter_at(f, ks[s].kh, kw, c, nb * 16 + j);
+            }
+        }
+}
+
+/* ---- AMX ------------------------------------------------------------------- */
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TARGET_AMX \
+    __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+/* A constant in memory: GCC 12 drops stores to a local configuration
+ * before LDTILECFG reads it (as in gemm_bf16.c). */
+static const tile_config config = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 32, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 8},
+};
+
+/* The stride-1 filter gradient's: eight tiles of 16 rows x 64 bytes. */
+static const tile_config config_full = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+TARGET_AMX static void tiles_begin(void) { _tile_loadconfig(&config); }
+TARGET_AMX static void tiles_begin_full(void) { _tile_loadconfig(&config_full); }
+TARGET_AMX static void tiles_end(void) { _tile_release(); }
+
+/* Product tiles 0 .. nbs-1 (nbs <= 4) of one block of 16 output pixels
+ * whose first input pixel is `a` (row stride sa bytes), stored to ct
+ * (16 rows of 64 float32). */
+TARGET_AMX static void forward_tiles(const uint16_t *a, long sa, const kstep *ks, int64_t nks,
+                                     const uint16_t *wp, int64_t nbs_all, int64_t nb0, int nbs,
+                                     float *ct) {
+#define DP(j, A, B)                                                    \
+    if (nbs > (j)) {                                                   \
+        _tile_loadd(B, b + (j) * 512, 64);                             \
+        _tile_dpbf16ps(j, A, B);                                       \
+    }
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t s = 0; s < nks; s++) {
+        const uint16_t *b = wp + (s * nbs_all + nb0) * 512;
+        if (ks[s].half) {
+            _tile_loadd(5, a + ks[s].offset, sa);
+            DP(0, 5, 7) DP(1, 5, 7) DP(2, 5, 7) DP(3, 5, 7)
+        } else {
+            _tile_loadd(4, a + ks[s].offset, sa);
+            DP(0, 4, 6) DP(1, 4, 6) DP(2, 4, 6) DP(3, 4, 6)
+        }
+    }
+#undef DP
+    _tile_stored(0, ct, 256);
+    if (nbs > 1) _tile_stored(1, ct + 16, 256);
+    if (nbs > 2) _tile_stored(2, ct + 32, 256);
+    if (nbs > 3) _tile_stored(3, ct + 48, 256);
+}
+
+/* Accumulate ksteps products into nbs (<= 4) tiles of partial sums at pt
+ * (row stride sp bytes): A tiles at a + k * 32 (row stride sa bytes), B
+ * tiles at b + k * b_step + j * 32 (row stride sb bytes). */
+TARGET_AMX static void filter_tiles(const uint16_t *a, long sa, const uint16_t *b, long sb,
+                                    int64_t b_step, int64_t ksteps, int nbs, float *pt, long sp) {
+#define LD(j) if (nbs > (j)) _tile_loadd(j, pt + (j) * 16, sp);
+#define DP(j) if (nbs > (j)) { _tile_loadd(6, bk + (j) * 32, sb); _tile_dpbf16ps(j, 4, 6); }
+#define ST(j) if (nbs > (j)) _tile_stored(j, pt + (j) * 16, sp);
+    LD(0) LD(1) LD(2) LD(3)
+    for (int64_t k = 0; k < ksteps; k++) {
+        const uint16_t *bk = b + k * b_step;
+        _tile_loadd(4, a + k * 32, sa);
+        DP(0) DP(1) DP(2) DP(3)
+    }
+    ST(0) ST(1) ST(2) ST(3)
+#undef LD
+#undef DP
+#undef ST
+}
+
+/* Accumulate ksteps products into nt (<= 4) tiles of partial sums, tile j
+ * at pt + j * pt_step (row stride sp bytes), one per tap: A tiles at
+ * a + off[j] + k * 32 (row stride sa bytes; tiles 4 and 5 in turn), the
+ * B tile at b + k * b_step (row stride sb bytes), shared by the taps. */
+TARGET_AMX static void filter_taps(const uint16_t *a, long sa, const int64_t *off,
+                                   const uint16_t *b, long sb, int64_t b_step, int64_t ksteps,
+                                   int nt, float *pt, int64_t pt_step, long sp) {
+#define LD(j) if (nt > (j)) _tile_loadd(j, pt + (j) * pt_step, sp);
+#define DP(j, A) if (nt > (j)) { _tile_loadd(A, ak + off[j], sa); _tile_dpbf16ps(j, A, 6); }
+#define ST(j) if (nt > (j)) _tile_stored(j, pt + (j) * pt_step, sp);
+    LD(0) LD(1) LD(2) LD(3)
+    for (int64_t k = 0; k < ksteps; k++) {
+        const uint16_t *ak = a + k * 32;
+        _tile_loadd(6, b + k * b_step, sb);
+        DP(0, 4) DP(1, 5) DP(2, 4) DP(3, 5)
+    }
+    ST(0) ST(1) ST(2) ST(3)
+#undef LD
+#undef DP
+#undef ST
+}
+
+#define TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+/* dst rows i < 16 (stride ds) = columns i of the 16 x 16 32-bit block at
+ * src (row stride ss): unpack 32- and 64-bit pairs, then 128-bit lanes. */
+TARGET_AVX512 static void transpose16(const uint32_t *src, int64_t ss, uint32_t *dst,
+                                      int64_t ds) {
+    __m512i r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(src + i * ss);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    }
+    for (int i = 0; i < 16; i++) _mm512_storeu_si512(dst + i * ds, r[i]);
+}
+
+#define HAVE_AMX 1
+#else
+#define HAVE_AMX 0
+static void tiles_begin(void) {}
+static void tiles_begin_full(void) {}
+static void tiles_end(void) {}
+static void forward_tiles(const uint16_t *a, long sa, const kstep *ks, int64_t nks,
+                          const uint16_t *wp, int64_t nbs_all, int64_t nb0, int nbs, float *ct) {}
+static void filter_tiles(const uint16_t *a, long sa, const uint16_t *b, long sb,
+                         int64_t b_step, int64_t ksteps, int nbs, float *pt, long sp) {}
+static void filter_taps(const uint16_t *a, long sa, const int64_t *off, const uint16_t *b,
+                        long sb, int64_t b_step, int64_t ksteps, int nt, float *pt,
+                        int64_t pt_step, long sp) {}
+static void transpose16(const uint32_t *src, int64_t ss, uint32_t *dst, int64_t ds) {
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) dst[i * ds + j] = src[j * ss + i];
+}
+#endif
+
+/* ---- forward ---------------------------------------------------------------- */
+
+static int64_t out_blocks(int64_t o) { return (o + 15) / 16; }
+
+/* Blocks of 16 output pixels per image: along the padded width at stride 1
+ * (flat), else along each output row. */
+static int flat_of(const pr_window *g) { return g->sh == 1 && g->sw == 1; }
+
+static int64_t blocks_per_image(const pr_window *g, const padded *p) {
+    return flat_of(g) ? (g->ho * p->wp + 15) / 16 : g->ho * ((g->wo + 15) / 16);
+}
+
+static size_t forward_weights_bytes(const pr_window *g, const padded *p) {
+    return (size_t)(count_ksteps(g, p) * out_blocks(g->o)) * TILE_BYTES;
+}
+
+static size_t forward_scratch(const pr_window *g) {
+    padded p = padded_of(g);
+    return padded_bytes(&p) + forward_weights_bytes(g, &p) +
+           align64(sizeof(kstep) * (size_t)count_ksteps(g, &p)) +
+           (size_t)pr_bf16_slots(1 << 30) * 16 * 64 * sizeof(float);
+}
+
+static int forward(const pr_window *g, pr_operand x, const filter_map *f, float *y, void *scratch) {
+    const padded p = padded_of(g);
+    const int64_t nks = count_ksteps(g, &p), nbs = out_blocks(g->o), O = g->o;
+    const int64_t per_image = blocks_per_image(g, &p), blocks = g->n * per_image;
+    uint16_t *xp = scratch;
+    uint16_t *wp = (uint16_t *)((char *)xp + padded_bytes(&p));
+    kstep *ks = (kstep *)((char *)wp + forward_weights_bytes(g, &p));
+    float *cts = (float *)((char *)ks + align64(sizeof(kstep) * (size_t)nks));
+    make_ksteps(g, &p, ks);
+    pack_filter(f, ks, nks, nbs, wp);
+    pad_image(&p, x, xp);
+    const int flat = flat_of(g);
+    const long sa = (long)(g->sw * p.cp * 2);
+    const int64_t row_blocks = (g->wo + 15) / 16;
+#pragma omp parallel num_threads(pr_bf16_threads(pr_bf16_slots(blocks)))
+    {
+        float *ct = cts + (size_t)THREAD_ID() * 16 * 64;
+        tiles_begin();
+#pragma omp for schedule(static)
+        for (int64_t bi = 0; bi < blocks; bi++) {
+            const int64_t n = bi / per_image, b = bi % per_image;
+            const uint16_t *a;
+            int64_t q0 = 0, oh0 = 0, ow0 = 0;
+            if (flat) {
+                q0 = b * 16;
+                a = xp + (n * p.hp * p.wp + q0) * p.cp;
+            } else {
+                oh0 = b / row_blocks, ow0 = b % row_blocks * 16;
+                a = xp + ((n * p.hp + oh0 * g->sh) * p.wp + ow0 * g->sw) * p.cp;
+            }
+            for (int64_t nb0 = 0; nb0 < nbs; nb0 += 4) {
+                const int tiles = (int)(nbs - nb0 < 4 ? nbs - nb0 : 4);
+                forward_tiles(a, sa, ks, nks, wp, nbs, nb0, tiles, ct);
+                const int64_t width = O - nb0 * 16 < tiles * 16 ? O - nb0 * 16 : tiles * 16;
+                for (int64_t r = 0; r < 16; r++) {
+                    int64_t oh = oh0, ow = ow0 + r;
+                    if (flat) oh = (q0 + r) / p.wp, ow = (q0 + r) % p.wp;
+                    if (oh >= g->ho || ow >= g->wo) continue;
+                    memcpy(y + ((n * g->ho + oh) * g->wo + ow) * O + nb0 * 16, ct + r * 64,
+                           sizeof(float) * (size_t)width);
+                }
+            }
+        }
+        tiles_end();
+    }
+    return PR_OK;
+}
+
+/* The input gradient at stride 1 as a forward convolution (see the top). */
+static pr_window flipped_window(const pr_window *g) {
+    pr_window f = {g->n, g->ho, g->wo, g->o, g->kh, g->kw, g->c, 1, 1,
+                   g->kh - 1 - g->ph, g->kw - 1 - g->pw, g->h, g->w};
+    return f;
+}
+
+/* ---- filter gradient ---------------------------------------------------------- */
+
+static int64_t count_chunks(const pr_window *g) {
+    return (g->n * g->ho * g->wo + CHUNK - 1) / CHUNK;
+}
+
+static int64_t count_stripes(const pr_window *g) {
+    int64_t c = count_chunks(g);
+    return c < STRIPES ? c : STRIPES;
+}
+
+typedef struct {
+    size_t a, b, rows, bases, partial, total;
+} stripe_layout;
+
+static stripe_layout stripe_of(const pr_window *g, const padded *p) {
+    const int64_t op = out_blocks(g->o) * 16, taps = g->kh * g->kw;
+    stripe_layout s;
+    s.a = 0;
+    s.b = s.a + align64(sizeof(uint16_t) * (size_t)(op * CHUNK));
+    s.rows = s.b + align64(sizeof(uint16_t) * (size_t)(CHUNK * p->cp));
+    s.bases = s.rows + align64(sizeof(uint16_t) * (size_t)(4 * op + p->cp));
+    s.partial = s.bases + align64(sizeof(int64_t) * CHUNK);
+    s.total = s.partial + align64(sizeof(float) * (size_t)(taps * op * p->cp));
+    return s;
+}
+
+static size_t filter_scratch(const pr_window *g) {
+    padded p = padded_of(g);
+    return padded_bytes(&p) + (size_t)count_stripes(g) * stripe_of(g, &p).total;
+}
+
+/* The chunk of output pixels [r0, r0 + m) into the stripe's partial sums. */
+static void filter_chunk(const pr_window *g, const padded *p, const uint16_t *xp, pr_operand dy,
+                         int64_t r0, int64_t m, char *buf, const stripe_layout *L) {
+    const int64_t O = g->o, op = out_blocks(O) * 16, cp = p->cp, hw = g->ho * g->wo;
+    uint16_t *a = (uint16_t *)(buf + L->a), *b = (uint16_t *)(buf + L->b);
+    uint16_t *rows = (uint16_t *)(buf + L->rows);
+    int64_t *bases = (int64_t *)(buf + L->bases);
+    float *partial = (float *)(buf + L->partial);
+    const size_t es = pr_dtype_size(dy.dtype);
+    const int64_t pairs = (m + 1) / 2, ksteps = (m + 31) / 32;
+    /* A: dy^T, A[o][2j + t] = dy[r0 + 2j + t][o] (zeros past m and O) */
+    uint32_t *a32 = (uint32_t *)a, *pair = (uint32_t *)(rows + 2 * op);
+    uint16_t *zeros = rows + 4 * op; /* a zero pixel of cp channels */
+    memset(rows, 0, sizeof(uint16_t) * (size_t)(4 * op + cp));
+    for (int64_t j = 0; j < CHUNK / 2; j++) {
+        if (j < pairs) {
+            for (int t = 0; t < 2; t++) {
+                if (2 * j + t < m)
+                    pr_bf16_convert_run((const char *)dy.data + (size_t)((r0 + 2 * j + t) * O) * es,
+                                        dy.dtype, O, rows + t * op);
+                else
+                    memset(rows + t * op, 0, sizeof(uint16_t) * (size_t)O);
+            }
+            pr_bf16_interleave(rows, rows + op, op, (uint16_t *)pair);
+            for (int64_t o = 0; o < op; o++) a32[o * (CHUNK / 2) + j] = pair[o];
+        } else {
+            for (int64_t o = 0; o < op; o++) a32[o * (CHUNK / 2) + j] = 0;
+        }
+    }
+    /* each pixel's first input pixel in xp (tap (0, 0)) */
+    for (int64_t i = 0; i < m; i++) {
+        int64_t q = r0 + i, n = q / hw, oh = q % hw / g->wo, ow = q % g->wo;
+        bases[i] = ((n * p->hp + oh * g->sh) * p->wp + ow * g->sw) * cp;
+    }
+    for (int64_t kh = 0; kh < g->kh; kh++)
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+            const int64_t tap = kh * g->kw + kw, off = (kh * p->wp + kw) * cp;
+            /* B: B[j][2c + t] = xp[pixel 2j + t of the tap][c] */
+            for (int64_t j = 0; j < pairs; j++) {
+                const uint16_t *x0 = xp + bases[2 * j] + off;
+                if (2 * j + 1 < m) {
+                    pr_bf16_interleave(x0, xp + bases[2 * j + 1] + off, cp, b + j * 2 * cp);
+                } else {
+                    pr_bf16_interleave(x0, zeros, cp, b + j * 2 * cp);
+                }
+            }
+            if (pairs < ksteps * 16)
+                memset(b + pairs * 2 * cp, 0,
+                       sizeof(uint16_t) * (size_t)((ksteps * 16 - pairs) * 2 * cp));
+            for (int64_t ob = 0; ob < op / 16; ob++)
+                for (int64_t cb0 = 0; cb0 < cp / 16; cb0 += 4) {
+                    int nbs = (int)(cp / 16 - cb0 < 4 ? cp / 16 - cb0 : 4);
+                    filter_tiles(a + ob * 16 * CHUNK, CHUNK * 2, b + cb0 * 32, (long)(cp * 4),
+                                 16 * cp * 2, ksteps, nbs,
+                                 partial + (tap * op + ob * 16) * cp + cb0 * 16, (long)(cp * 4));
+                }
+        }
+}
+
+static int backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, float *dw,
+                           void *scratch) {
+    const padded p = padded_of(g);
+    const int64_t O = g->o, C = g->c, op = out_blocks(O) * 16, taps = g->kh * g->kw;
+    const int64_t M = g->n * g->ho * g->wo, chunks = count_chunks(g), stripes = count_stripes(g);
+    const stripe_layout L = stripe_of(g, &p);
+    uint16_t *xp = scratch;
+    char *stripe0 = (char *)scratch + padded_bytes(&p);
+    pad_image(&p, x, xp);
+#pragma omp parallel num_threads(pr_bf16_threads(stripes))
+    {
+        tiles_begin();
+#pragma omp for schedule(static)
+        for (int64_t s = 0; s < stripes; s++) {
+            char *buf = stripe0 + (size_t)s * L.total;
+            memset(buf + L.partial, 0, L.total - L.partial);
+            for (int64_t c = s; c < chunks; c += stripes) {
+                int64_t r0 = c * CHUNK, m = M - r0 < CHUNK ? M - r0 : CHUNK;
+                filter_chunk(g, &p, xp, dy, r0, m, buf, &L);
+            }
+        }
+        tiles_end();
+#pragma omp for schedule(static)
+        for (int64_t tc = 0; tc < taps * C; tc++) {
+            const int64_t tap = tc / C, c = tc % C;
+            for (int64_t o = 0; o < O; o++) {
+                float sum = 0.0f;
+                for (int64_t s = 0; s < stripes; s++)
+                    sum += ((const float *)(stripe0 + (size_t)s * L.total + L.partial))
+                        [(tap * op + o) * p.cp + c];
+                dw[tc * O + o] = sum;
+            }
+        }
+    }
+    return PR_OK;
+}
+
+/* ---- filter gradient at stride 1: the image transposed once ---------------- */
+
+/* Positions G of the padded images, n-major: G = (n * HP + r) * WP + col,
+ * in chunks of CHUNK.  xT holds x transposed, chunk by chunk: row c of
+ * chunk k is x at padded pixels k * CHUNK + i for i < `local` (the chunk
+ * and the halo its taps reach past it), so a tile's 16 rows stay a few
+ * pages apart; P holds dy(G) in pairs of positions (P[G / 2][o][G % 2]),
+ * where dy(G) is dy at output pixel (r, col) when r < HO and col < WO and
+ * zero otherwise (virtual outputs).  Then dw[tap][c][o] =
+ * sum_G xT[c][G + off(tap)] dy(G): A tiles straight from xT at the tap's
+ * offset, B tiles straight from P.  (A virtual output reads real pixels
+ * with a zero dy: an infinite x there makes a NaN that the exact sum would
+ * not have; finite inputs are unaffected.) */
+typedef struct {
+    int64_t total, chunks, local, op, wide; /* N*HP*WP; chunks; chunk + halo (x32);
+                                               O, max(CP, O), to 16 */
+    size_t xt, pairs, tmp, partial;         /* bytes */
+} flat_filter;
+
+static flat_filter flat_filter_of(const pr_window *g, const padded *p) {
+    flat_filter f;
+    f.total = g->n * p->hp * p->wp;
+    f.chunks = (f.total + CHUNK - 1) / CHUNK;
+    f.local = (CHUNK + 32 + (g->kh - 1) * p->wp + g->kw + 31) / 32 * 32;
+    f.op = out_blocks(g->o) * 16;
+    f.wide = max64(p->cp, f.op);
+    f.xt = align64(sizeof(uint16_t) * (size_t)(f.chunks * p->cp * f.local));
+    f.pairs = align64(sizeof(uint16_t) * (size_t)(f.chunks * CHUNK * f.op));
+    f.tmp = align64(sizeof(uint16_t) * (size_t)(32 * f.wide)) +
+            align64(sizeof(uint32_t) * (size_t)(16 * f.wide));
+    f.partial = align64(sizeof(float) * (size_t)(g->kh * g->kw * p->cp * f.op));
+    return f;
+}
+
+static size_t flat_filter_scratch(const pr_window *g) {
+    const padded p = padded_of(g);
+    const flat_filter f = flat_filter_of(g, &p);
+    const int64_t chunks = f.chunks;
+    return f.xt + f.pairs + (size_t)pr_bf16_slots(1 << 30) * f.tmp +
+           (size_t)(chunks < STRIPES ? chunks : STRIPES) * f.partial;
+}
+
+/* Rows i < 32 of `rows` (n values each): position G0 + i of a padded
+ * source (x, or dy at the output pixels), zeros elsewhere; converted a
+ * run of pixels at a time. */
+static void flat_rows(const pr_window *g, const padded *p, const flat_filter *f, pr_operand src,
+                      int is_dy, int64_t G0, int64_t n, uint16_t *rows) {
+    const size_t es = pr_dtype_size(src.dtype);
+    const int64_t hpwp = p->hp * p->wp, ch = is_dy ? g->o : g->c;
+    const int64_t hs = is_dy ? g->ho : g->h, ws = is_dy ? g->wo : g->w;
+    const int64_t h0 = is_dy ? 0 : p->ph, w0 = is_dy ? 0 : p->pw; /* source origin */
+    memset(rows, 0, sizeof(uint16_t) * (size_t)(32 * n));
+    for (int64_t i = 0; i < 32;) {
+        const int64_t G = G0 + i, img = G / hpwp, r = G / p->wp % p->hp, col = G % p->wp;
+        const int64_t run = 32 - i < p->wp - col ? 32 - i : p->wp - col; /* within the row */
+        const int64_t h = r - h0, lo = max64(col, w0);
+        const int64_t hi = col + run < w0 + ws ? col + run : w0 + ws;
+        if (G < f->total && h >= 0 && h < hs && lo < hi) {
+            const char *at = (const char *)src.data +
+                             (size_t)(((img * hs + h) * ws + lo - w0) * ch) * es;
+            uint16_t *d = rows + (i + lo - col) * n;
+            if (ch == n) {
+                pr_bf16_convert_run(at, src.dtype, (hi - lo) * ch, d);
+            } else {
+                for (int64_t j = 0; j < hi - lo; j++)
+                    pr_bf16_convert_run(at + (size_t)(j * ch) * es, src.dtype, ch, d + j * n);
+            }
+        }
+        i += run;
+    }
+}
+
+static void flat_operands(const pr_window *g, const padded *p, const flat_filter *f,
+                          pr_operand x, pr_operand dy, uint16_t *xt, uint16_t *pairs, char *tmp) {
+    const int64_t cp = p->cp, op = f->op, span = f->chunks * CHUNK;
+    const int64_t blocks = ((f->chunks - 1) * CHUNK + f->local) / 32;
+#pragma omp parallel num_threads(pr_bf16_threads(pr_bf16_slots(blocks)))
+    {
+        uint16_t *rows = (uint16_t *)(tmp + (size_t)THREAD_ID() * f->tmp);
+        uint32_t *pr =
+            (uint32_t *)((char *)rows + align64(sizeof(uint16_t) * (size_t)(32 * f->wide)));
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < blocks; b++) {
+            const int64_t G0 = b * 32;
+            flat_rows(g, p, f, x, 0, G0, cp, rows);
+            for (int64_t j = 0; j < 16; j++)
+                pr_bf16_interleave(rows + 2 * j * cp, rows + (2 * j + 1) * cp, cp,
+                                   (uint16_t *)(pr + j * cp));
+            for (int64_t k = G0 / CHUNK < f->chunks ? G0 / CHUNK : f->chunks - 1;
+                 k >= 0 && G0 - k * CHUNK < f->local; k--) /* the chunk and the halos */
+                for (int64_t cb = 0; cb < cp / 16; cb++)
+                    transpose16(pr + cb * 16, cp,
+                                (uint32_t *)xt +
+                                    ((k * cp + cb * 16) * f->local + G0 - k * CHUNK) / 2,
+                                f->local / 2);
+            if (G0 >= span) continue;
+            flat_rows(g, p, f, dy, 1, G0, op, rows);
+            for (int64_t j = 0; j < 16; j++)
+                pr_bf16_interleave(rows + 2 * j * op, rows + (2 * j + 1) * op, op,
+                                   pairs + (G0 / 2 + j) * op * 2);
+        }
+    }
+}
+
+static int flat_backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, float *dw,
+                                void *scratch) {
+    const padded p = padded_of(g);
+    const flat_filter f = flat_filter_of(g, &p);
+    const int64_t O = g->o, C = g->c, cp = p.cp, op = f.op, taps = g->kh * g->kw;
+    const int64_t chunks = f.chunks;
+    const int64_t stripes = chunks < STRIPES ? chunks : STRIPES;
+    uint16_t *xt = scratch, *pairs = (uint16_t *)((char *)scratch + f.xt);
+    char *tmp = (char *)pairs + f.pairs;
+    char *partials = tmp + (size_t)pr_bf16_slots(1 << 30) * f.tmp;
+    flat_operands(g, &p, &f, x, dy, xt, pairs, tmp);
+#pragma omp parallel num_threads(pr_bf16_threads(stripes))
+    {
+        tiles_begin_full();
+#pragma omp for schedule(static)
+        for (int64_t s = 0; s < stripes; s++) {
+            float *partial = (float *)(partials + (size_t)s * f.partial);
+            memset(partial, 0, f.partial);
+            for (int64_t c = s; c < chunks; c += stripes) {
+                const int64_t G0 = c * CHUNK, m = f.total - G0 < CHUNK ? f.total - G0 : CHUNK;
+                for (int64_t t0 = 0; t0 < taps; t0 += 4) { /* four taps share each B tile */
+                    const int nt = (int)(taps - t0 < 4 ? taps - t0 : 4);
+                    int64_t off[4] = {0, 0, 0, 0};
+                    for (int j = 0; j < nt; j++)
+                        off[j] = (t0 + j) / g->kw * p.wp + (t0 + j) % g->kw;
+                    for (int64_t cb = 0; cb < cp / 16; cb++)
+                        for (int64_t ob = 0; ob < op / 16; ob++)
+                            filter_taps(xt + (c * cp + cb * 16) * f.local, (long)(f.local * 2), off,
+                                        pairs + G0 * op + ob * 32, (long)(op * 4), 16 * op * 2,
+                                        (m + 31) / 32, nt,
+                                        partial + (t0 * cp + cb * 16) * op + ob * 16, cp * op,
+                                        (long)(op * 4));
+                }
+            }
+        }
+        tiles_end();
+#pragma omp for schedule(static)
+        for (int64_t tc = 0; tc < taps * C; tc++) {
+            const int64_t tap = tc / C, c = tc % C;
+            for (int64_t o = 0; o < O; o++) {
+                float sum = 0.0f;
+                for (int64_t s = 0; s < stripes; s++)
+                    sum += ((const float *)(partials + (size_t)s * f.partial))
+                        [(tap * cp + c) * op + o];
+                dw[tc * O + o] = sum;
+            }
+        }
+    }
+    return PR_OK;
+}
+
+/* ---- entry points ------------------------------------------------------------ */
+
+int pr_conv_amx_supports(const pr_window *g, pr_conv_pass pass) {
+    if (!HAVE_AMX || g->n < 1 || g->ho < 1 || g->wo < 1 || g->c < 1 || g->o < 1) return 0;
+    if (pass == PR_CONV_BACKPROP_INPUT)
+        return g->sh == 1 && g->sw == 1 && g->ph <= g->kh - 1 && g->pw <= g->kw - 1 &&
+               g->h >= 1 && g->w >= 1;
+    return 1;
+}
+
+size_t pr_conv_amx_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
+    if (pass == PR_CONV_BACKPROP_FILTER)
+        return flat_of(g) ? flat_filter_scratch(g) : filter_scratch(g);
+    if (pass == PR_CONV_BACKPROP_INPUT) {
+        pr_window f = flipped_window(g);
+        return forward_scratch(&f);
+    }
+    return forward_scratch(g);
+}
+
+int pr_conv_amx(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand b, float *out,
+                void *scratch) {
+    if (pass == PR_CONV_BACKPROP_FILTER)
+        return flat_of(g) ? flat_backprop_filter(g, a, b, out, scratch)
+                          : backprop_filter(g, a, b, out, scratch);
+    const int64_t C = g->c, O = g->o, KW = g->kw;
+    if (pass == PR_CONV_FORWARD) { /* w[kh][kw][c][o] */
+        filter_map f = {b, 0, KW * C * O, C * O, O, 1, C, O};
+        return forward(g, a, &f, out, scratch);
+    }
+    pr_window fl = flipped_window(g); /* w''[kh][kw][o][c] = w[KH-1-kh][KW-1-kw][c][o] */
+    filter_map f = {b, ((g->kh - 1) * KW + KW - 1) * C * O, -KW * C * O, -C * O, 1, O, O, C};
+    return forward(&fl, a, &f, out, scratch);
+}
