@@ -515,7 +515,7 @@ BF16_VARIANT(bpi, PR_CONV_BACKPROP_INPUT)
 BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 
 /* Direct AMX convolutions (kernels/conv_amx.c): bfloat16 calls whose
- * geometry they take (the input gradient at stride 1 only). */
+ * geometry they take (pr_conv_amx_supports). */
 #define AMX_DIRECT_VARIANT(pass, PASS)                                                          \
     static int amx_direct_supports_##pass(const pr_view *in, int n, const pr_view *out,         \
                                           const void *a) {                                      \

@@ -1,5 +1,5 @@
 """The bfloat16 kernels of matmul and the convolutions: direct AMX
-convolutions (``amx_direct_bf16``; the input gradient at stride 1 only), AMX
+convolutions (``amx_direct_bf16``), AMX
 tiles on gathered rows (``amx_bf16``), AVX512_BF16 (``avx512_bf16``) and
 the portable reference (the float32 kernels on bfloat16-rounded operands).
 
@@ -46,13 +46,10 @@ def r64(a):
     return np.asarray(a).astype(bf16).astype(np.float64)
 
 
-def expected_to_run(variant, op="conv2d", strides=(1, 1)):
-    """Whether ``variant`` should run here: CPU features, reference-only,
-    and the geometry (amx_direct_bf16's input gradient needs stride 1)."""
+def expected_to_run(variant):
+    """Whether ``variant`` should run here: CPU features, reference-only."""
     if variant not in BF16_VARIANTS:
         return True
-    if (op, variant) == ("conv2d_backprop_input", "amx_direct_bf16") and tuple(strides) != (1, 1):
-        return False
     return dict(_C.op_variants("conv2d"))[variant] and not CPU["reference_only"]
 
 
@@ -114,13 +111,12 @@ def _check(op, inputs, attrs, ref, K):
     bound = gamma(K) * scale
     exact = ref(*(np.asarray(t, np.float64) for t in inputs))
     outs = {}
-    strides = attrs.get("strides", (1, 1))
-    runs = [v for v in BF16_VARIANTS if expected_to_run(v, op, strides)
-            and not (op == "matmul" and v in CONV_ONLY)]
+    runs = [v for v in BF16_VARIANTS
+            if expected_to_run(v) and not (op == "matmul" and v in CONV_ONLY)]
     for variant, _ in _C.op_variants(op):
         if variant not in BF16_VARIANTS + (_C.op_variants(op)[-1][0],):
             continue  # the float32 kernels refuse bfloat16 operands
-        if not expected_to_run(variant, op, strides):
+        if not expected_to_run(variant):
             with pytest.raises(ValueError, match=f"kernel variant '{variant}' cannot run"):
                 _C.run_variant(op, variant, *inputs, **attrs)
             continue

@@ -22,9 +22,11 @@
  * rows copied out.  Each output is one tile row's sum, so the order of its
  * sums never depends on the thread count.
  *
- * Input gradient (stride 1): the forward convolution of dy padded by
- * (KH-1-ph, KW-1-pw) with the filter flipped and transposed,
- * w''[kh][kw][o][c] = w[KH-1-kh][KW-1-kw][c][o].
+ * Input gradient: the stride-1 forward convolution of dy, padded by
+ * (KH-1-ph, KW-1-pw) and at stride s > 1 spread out (s - 1 zeros between
+ * its pixels), with the filter flipped and transposed,
+ * w''[kh][kw][o][c] = w[KH-1-kh][KW-1-kw][c][o].  At stride 2 three in
+ * four products meet zeros: AMX time is cheap next to a gather.
  *
  * Filter gradient.  dw^T (O x CP per tap) = dy^T (O x M) . x_tap (M x CP),
  * summed over the M = N*HO*WO output pixels in chunks of CHUNK: per chunk,
@@ -65,12 +67,13 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 typedef struct {
     int64_t n, h, w, c;  /* the source */
     int64_t ph, pw;      /* zero rows above, columns to the left */
+    int64_t dh, dw;      /* source pixel (i, j) goes to (ph + i dh, pw + j dw) */
     int64_t hp, wp, cp;  /* the padded image */
     int64_t slack;       /* zero pixels after the last image */
 } padded;
 
 static padded padded_of(const pr_window *g) {
-    padded p = {g->n, g->h, g->w, g->c, g->ph, g->pw, (g->ho - 1) * g->sh + g->kh,
+    padded p = {g->n, g->h, g->w, g->c, g->ph, g->pw, 1, 1, (g->ho - 1) * g->sh + g->kh,
                 (g->wo - 1) * g->sw + g->kw, g->c <= 16 ? 16 : (g->c + 31) / 32 * 32, 0};
     p.slack = 16 * g->sw + g->kw + 32;
     return p;
@@ -86,12 +89,20 @@ static void pad_rows(const padded *p, pr_operand x, uint16_t *xp, int64_t r0, in
     const int64_t cols = p->w < p->wp - p->pw ? p->w : p->wp - p->pw; /* source columns kept */
     for (int64_t r = r0; r < r1; r++) {
         uint16_t *d = xp + r * p->wp * p->cp;
-        int64_t n = r / p->hp, ih = r % p->hp - p->ph;
-        if (ih < 0 || ih >= p->h || cols <= 0) {
+        int64_t n = r / p->hp, t = r % p->hp - p->ph, ih = t / p->dh;
+        if (t < 0 || t % p->dh || ih >= p->h || cols <= 0) {
             memset(d, 0, sizeof(uint16_t) * (size_t)(p->wp * p->cp));
             continue;
         }
         const char *s = (const char *)x.data + (size_t)((n * p->h + ih) * p->w * p->c) * es;
+        if (p->dw > 1) { /* spread out: pixel j at column pw + j dw */
+            memset(d, 0, sizeof(uint16_t) * (size_t)(p->wp * p->cp));
+            for (int64_t j = 0; j < p->w && p->pw + j * p->dw < p->wp; j++) {
+                uint16_t *e = d + (p->pw + j * p->dw) * p->cp;
+                pr_bf16_convert_run(s + (size_t)(j * p->c) * es, x.dtype, p->c, e);
+            }
+            continue;
+        }
         memset(d, 0, sizeof(uint16_t) * (size_t)(p->pw * p->cp));
         uint16_t *body = d + p->pw * p->cp;
         if (p->cp == p->c) {
@@ -208,16 +219,21 @@ TARGET_AMX static void tiles_begin(void) { _tile_loadconfig(&config); }
 TARGET_AMX static void tiles_begin_full(void) { _tile_loadconfig(&config_full); }
 TARGET_AMX static void tiles_end(void) { _tile_release(); }
 
-/* Product tiles 0 .. nbs-1 (nbs <= 4) of one block of 16 output pixels
- * whose first input pixel is `a` (row stride sa bytes), stored to ct
- * (16 rows of 64 float32). */
-TARGET_AMX static void forward_tiles(const uint16_t *a, long sa, const kstep *ks, int64_t nks,
-                                     const uint16_t *wp, int64_t nbs_all, int64_t nb0, int nbs,
-                                     float *ct) {
-#define DP(j, A, B)                                                    \
-    if (nbs > (j)) {                                                   \
-        _tile_loadd(B, b + (j) * 512, 64);                             \
-        _tile_dpbf16ps(j, A, B);                                       \
+/* Product tiles t < nblk * nbs (<= 4) of nblk blocks of 16 output pixels
+ * (block j's first input pixel at a[j], row stride sa bytes) and nbs
+ * blocks of 16 output channels from nb0: tile t is pixel block t / nbs,
+ * channel block t % nbs, stored to ct + t * 16 * 64 (16 rows of 64
+ * float32).  Several pixel blocks give independent accumulators when the
+ * layer has few output channels. */
+TARGET_AMX static void forward_tiles(const uint16_t *const *a, int nblk, long sa,
+                                     const kstep *ks, int64_t nks, const uint16_t *wp,
+                                     int64_t nbs_all, int64_t nb0, int nbs, float *ct) {
+    const int nt = nblk * nbs;
+#define DP(t, A, B)                                                              \
+    if (nt > (t)) {                                                              \
+        if ((t) == 0 || (t) % nbs == 0) _tile_loadd(A, a[(t) / nbs] + off, sa);  \
+        if ((t) == 0 || nbs > 1) _tile_loadd(B, b + (t) % nbs * 512, 64);        \
+        _tile_dpbf16ps(t, A, B);                                                 \
     }
     _tile_zero(0);
     _tile_zero(1);
@@ -225,19 +241,18 @@ TARGET_AMX static void forward_tiles(const uint16_t *a, long sa, const kstep *ks
     _tile_zero(3);
     for (int64_t s = 0; s < nks; s++) {
         const uint16_t *b = wp + (s * nbs_all + nb0) * 512;
+        const int64_t off = ks[s].offset;
         if (ks[s].half) {
-            _tile_loadd(5, a + ks[s].offset, sa);
             DP(0, 5, 7) DP(1, 5, 7) DP(2, 5, 7) DP(3, 5, 7)
         } else {
-            _tile_loadd(4, a + ks[s].offset, sa);
             DP(0, 4, 6) DP(1, 4, 6) DP(2, 4, 6) DP(3, 4, 6)
         }
     }
 #undef DP
     _tile_stored(0, ct, 256);
-    if (nbs > 1) _tile_stored(1, ct + 16, 256);
-    if (nbs > 2) _tile_stored(2, ct + 32, 256);
-    if (nbs > 3) _tile_stored(3, ct + 48, 256);
+    if (nt > 1) _tile_stored(1, ct + 1024, 256);
+    if (nt > 2) _tile_stored(2, ct + 2048, 256);
+    if (nt > 3) _tile_stored(3, ct + 3072, 256);
 }
 
 /* Accumulate ksteps products into nbs (<= 4) tiles of partial sums at pt
@@ -284,6 +299,17 @@ TARGET_AMX static void filter_taps(const uint16_t *a, long sa, const int64_t *of
 
 #define TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
+/* dst[i] = the i-th value of the product row at src (16 channels per tile,
+ * tiles 1024 floats apart) for i < width: an output pixel's channels. */
+TARGET_AVX512 static void copy_row(float *dst, const float *src, int64_t width) {
+    int64_t i = 0;
+    for (; i + 16 <= width; i += 16) _mm512_storeu_ps(dst + i, _mm512_loadu_ps(src + i * 64));
+    if (i < width) {
+        __mmask16 m = (__mmask16)((1u << (width - i)) - 1);
+        _mm512_mask_storeu_ps(dst + i, m, _mm512_maskz_loadu_ps(m, src + i * 64));
+    }
+}
+
 /* dst rows i < 16 (stride ds) = columns i of the 16 x 16 32-bit block at
  * src (row stride ss): unpack 32- and 64-bit pairs, then 128-bit lanes. */
 TARGET_AVX512 static void transpose16(const uint32_t *src, int64_t ss, uint32_t *dst,
@@ -319,13 +345,17 @@ TARGET_AVX512 static void transpose16(const uint32_t *src, int64_t ss, uint32_t 
 static void tiles_begin(void) {}
 static void tiles_begin_full(void) {}
 static void tiles_end(void) {}
-static void forward_tiles(const uint16_t *a, long sa, const kstep *ks, int64_t nks,
-                          const uint16_t *wp, int64_t nbs_all, int64_t nb0, int nbs, float *ct) {}
+static void forward_tiles(const uint16_t *const *a, int nblk, long sa, const kstep *ks,
+                          int64_t nks, const uint16_t *wp, int64_t nbs_all, int64_t nb0, int nbs,
+                          float *ct) {}
 static void filter_tiles(const uint16_t *a, long sa, const uint16_t *b, long sb,
                          int64_t b_step, int64_t ksteps, int nbs, float *pt, long sp) {}
 static void filter_taps(const uint16_t *a, long sa, const int64_t *off, const uint16_t *b,
                         long sb, int64_t b_step, int64_t ksteps, int nt, float *pt,
                         int64_t pt_step, long sp) {}
+static void copy_row(float *dst, const float *src, int64_t width) {
+    for (int64_t i = 0; i < width; i++) dst[i] = src[i / 16 * 1024 + i % 16];
+}
 static void transpose16(const uint32_t *src, int64_t ss, uint32_t *dst, int64_t ds) {
     for (int i = 0; i < 16; i++)
         for (int j = 0; j < 16; j++) dst[i * ds + j] = src[j * ss + i];
@@ -352,11 +382,15 @@ static size_t forward_scratch(const pr_window *g) {
     padded p = padded_of(g);
     return padded_bytes(&p) + forward_weights_bytes(g, &p) +
            align64(sizeof(kstep) * (size_t)count_ksteps(g, &p)) +
-           (size_t)pr_bf16_slots(1 << 30) * 16 * 64 * sizeof(float);
+           (size_t)pr_bf16_slots(1 << 30) * 4 * 16 * 64 * sizeof(float);
 }
 
-static int forward(const pr_window *g, pr_operand x, const filter_map *f, float *y, void *scratch) {
-    const padded p = padded_of(g);
+/* y = the convolution of g (at stride 1 when x is spread out by dh, dw:
+ * padded.dh, .dw) with the filter f. */
+static int forward(const pr_window *g, pr_operand x, int64_t dh, int64_t dw, const filter_map *f,
+                   float *y, void *scratch) {
+    padded p = padded_of(g);
+    p.dh = dh, p.dw = dw;
     const int64_t nks = count_ksteps(g, &p), nbs = out_blocks(g->o), O = g->o;
     const int64_t per_image = blocks_per_image(g, &p), blocks = g->n * per_image;
     uint16_t *xp = scratch;
@@ -369,32 +403,42 @@ static int forward(const pr_window *g, pr_operand x, const filter_map *f, float 
     const int flat = flat_of(g);
     const long sa = (long)(g->sw * p.cp * 2);
     const int64_t row_blocks = (g->wo + 15) / 16;
-#pragma omp parallel num_threads(pr_bf16_threads(pr_bf16_slots(blocks)))
+    /* per call: 4 tiles, as 4 pixel blocks x 1 channel block (a B tile
+     * serves four pixel blocks) unless 2 or 3 channel blocks are all */
+    const int per_call = nbs == 2 || nbs == 3 ? (int)nbs : 1, group = 4 / per_call;
+    const int64_t groups = (blocks + group - 1) / group;
+#pragma omp parallel num_threads(pr_bf16_threads(pr_bf16_slots(groups)))
     {
-        float *ct = cts + (size_t)THREAD_ID() * 16 * 64;
+        float *ct = cts + (size_t)THREAD_ID() * 4 * 16 * 64;
         tiles_begin();
 #pragma omp for schedule(static)
-        for (int64_t bi = 0; bi < blocks; bi++) {
-            const int64_t n = bi / per_image, b = bi % per_image;
-            const uint16_t *a;
-            int64_t q0 = 0, oh0 = 0, ow0 = 0;
-            if (flat) {
-                q0 = b * 16;
-                a = xp + (n * p.hp * p.wp + q0) * p.cp;
-            } else {
-                oh0 = b / row_blocks, ow0 = b % row_blocks * 16;
-                a = xp + ((n * p.hp + oh0 * g->sh) * p.wp + ow0 * g->sw) * p.cp;
+        for (int64_t gi = 0; gi < groups; gi++) {
+            const int nblk = (int)(blocks - gi * group < group ? blocks - gi * group : group);
+            const uint16_t *a[4];
+            int64_t n[4], q0[4] = {0}, oh0[4] = {0}, ow0[4] = {0};
+            for (int j = 0; j < nblk; j++) {
+                const int64_t bi = gi * group + j, b = bi % per_image;
+                n[j] = bi / per_image;
+                if (flat) {
+                    q0[j] = b * 16;
+                    a[j] = xp + (n[j] * p.hp * p.wp + q0[j]) * p.cp;
+                } else {
+                    oh0[j] = b / row_blocks, ow0[j] = b % row_blocks * 16;
+                    a[j] = xp + ((n[j] * p.hp + oh0[j] * g->sh) * p.wp + ow0[j] * g->sw) * p.cp;
+                }
             }
-            for (int64_t nb0 = 0; nb0 < nbs; nb0 += 4) {
-                const int tiles = (int)(nbs - nb0 < 4 ? nbs - nb0 : 4);
-                forward_tiles(a, sa, ks, nks, wp, nbs, nb0, tiles, ct);
+            for (int64_t nb0 = 0; nb0 < nbs; nb0 += per_call) {
+                const int tiles = per_call;
+                forward_tiles(a, nblk, sa, ks, nks, wp, nbs, nb0, tiles, ct);
                 const int64_t width = O - nb0 * 16 < tiles * 16 ? O - nb0 * 16 : tiles * 16;
-                for (int64_t r = 0; r < 16; r++) {
-                    int64_t oh = oh0, ow = ow0 + r;
-                    if (flat) oh = (q0 + r) / p.wp, ow = (q0 + r) % p.wp;
-                    if (oh >= g->ho || ow >= g->wo) continue;
-                    memcpy(y + ((n * g->ho + oh) * g->wo + ow) * O + nb0 * 16, ct + r * 64,
-                           sizeof(float) * (size_t)width);
+                for (int j = 0; j < nblk; j++) {
+                    int64_t oh = flat ? q0[j] / p.wp : oh0[j], ow = flat ? q0[j] % p.wp : ow0[j];
+                    for (int64_t r = 0; r < 16; r++, ow++) {
+                        if (flat && ow == p.wp) ow = 0, oh++;
+                        if (oh >= g->ho || ow >= g->wo) continue;
+                        copy_row(y + ((n[j] * g->ho + oh) * g->wo + ow) * O + nb0 * 16,
+                                 ct + j * tiles * 1024 + r * 64, width);
+                    }
                 }
             }
         }
@@ -403,7 +447,8 @@ static int forward(const pr_window *g, pr_operand x, const filter_map *f, float 
     return PR_OK;
 }
 
-/* The input gradient at stride 1 as a forward convolution (see the top). */
+/* The input gradient as a forward convolution at stride 1 (see the top);
+ * at stride s > 1 of the output gradient spread out by s (zeros between). */
 static pr_window flipped_window(const pr_window *g) {
     pr_window f = {g->n, g->ho, g->wo, g->o, g->kh, g->kw, g->c, 1, 1,
                    g->kh - 1 - g->ph, g->kw - 1 - g->pw, g->h, g->w};
@@ -698,8 +743,7 @@ static int flat_backprop_filter(const pr_window *g, pr_operand x, pr_operand dy,
 int pr_conv_amx_supports(const pr_window *g, pr_conv_pass pass) {
     if (!HAVE_AMX || g->n < 1 || g->ho < 1 || g->wo < 1 || g->c < 1 || g->o < 1) return 0;
     if (pass == PR_CONV_BACKPROP_INPUT)
-        return g->sh == 1 && g->sw == 1 && g->ph <= g->kh - 1 && g->pw <= g->kw - 1 &&
-               g->h >= 1 && g->w >= 1;
+        return g->ph <= g->kh - 1 && g->pw <= g->kw - 1 && g->h >= 1 && g->w >= 1;
     return 1;
 }
 
@@ -721,9 +765,9 @@ int pr_conv_amx(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand 
     const int64_t C = g->c, O = g->o, KW = g->kw;
     if (pass == PR_CONV_FORWARD) { /* w[kh][kw][c][o] */
         filter_map f = {b, 0, KW * C * O, C * O, O, 1, C, O};
-        return forward(g, a, &f, out, scratch);
+        return forward(g, a, 1, 1, &f, out, scratch);
     }
     pr_window fl = flipped_window(g); /* w''[kh][kw][o][c] = w[KH-1-kh][KW-1-kw][c][o] */
     filter_map f = {b, ((g->kh - 1) * KW + KW - 1) * C * O, -KW * C * O, -C * O, 1, O, O, C};
-    return forward(&fl, a, &f, out, scratch);
+    return forward(&fl, a, g->sh, g->sw, &f, out, scratch);
 }

@@ -1,6 +1,5 @@
 /* Direct bfloat16 convolutions on AMX tiles (conv_amx.c): the "amx_direct_bf16"
- * variants of conv2d, of its input gradient at stride 1 and of its filter
- * gradient.  No im2col: the input is copied once into a zero-padded
+ * variants of conv2d and of its input and filter gradients.  No im2col: the input is copied once into a zero-padded
  * bfloat16 image and AMX tile loads read each tap's rows straight from it
  * (the tile's row stride steps along the output row), the "implicit GEMM"
  * of oneDNN's and LIBXSMM's AMX convolutions.  Operands are float32
@@ -13,9 +12,9 @@
 #include "conv_bf16.h"
 
 /* Whether amx_direct_bf16 runs this pass and geometry: any window, stride and
- * padding with a non-empty output; the input gradient only at stride 1
- * (as the forward convolution of the padded output gradient with the
- * flipped filter). */
+ * padding with a non-empty output (the input gradient, a forward
+ * convolution of the padded output gradient with the flipped filter,
+ * needs padding below the window size: always so for "same"). */
 int pr_conv_amx_supports(const pr_window *g, pr_conv_pass pass);
 /* Scratch bytes: the padded bfloat16 image, packed weights, and for the
  * filter gradient the per-stripe buffers and partial sums (independent of
