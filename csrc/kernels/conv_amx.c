@@ -83,13 +83,18 @@ static size_t padded_bytes(const padded *p) {
     return align64(sizeof(uint16_t) * (size_t)((p->n * p->hp * p->wp + p->slack) * p->cp));
 }
 
-/* Rows [r0, r1) of the N*HP padded rows (and the slack after the last). */
-static void pad_rows(const padded *p, pr_operand x, uint16_t *xp, int64_t r0, int64_t r1) {
+/* Bytes of one padded image and the zero slack after it. */
+static size_t image_bytes(const padded *p) {
+    return align64(sizeof(uint16_t) * (size_t)((p->hp * p->wp + p->slack) * p->cp));
+}
+
+/* Padded image n of x into d (HP * WP pixels), and the zero slack after
+ * it when `slack`. */
+static void pad_one(const padded *p, pr_operand x, int64_t n, uint16_t *d, int slack) {
     const size_t es = pr_dtype_size(x.dtype);
     const int64_t cols = p->w < p->wp - p->pw ? p->w : p->wp - p->pw; /* source columns kept */
-    for (int64_t r = r0; r < r1; r++) {
-        uint16_t *d = xp + r * p->wp * p->cp;
-        int64_t n = r / p->hp, t = r % p->hp - p->ph, ih = t / p->dh;
+    for (int64_t r = 0; r < p->hp; r++, d += p->wp * p->cp) {
+        int64_t t = r - p->ph, ih = t / p->dh;
         if (t < 0 || t % p->dh || ih >= p->h || cols <= 0) {
             memset(d, 0, sizeof(uint16_t) * (size_t)(p->wp * p->cp));
             continue;
@@ -117,13 +122,14 @@ static void pad_rows(const padded *p, pr_operand x, uint16_t *xp, int64_t r0, in
         memset(body + cols * p->cp, 0,
                sizeof(uint16_t) * (size_t)((p->wp - p->pw - cols) * p->cp));
     }
+    if (slack) memset(d, 0, sizeof(uint16_t) * (size_t)(p->slack * p->cp));
 }
 
+/* All N padded images, one after another (the last one's slack after them). */
 static void pad_image(const padded *p, pr_operand x, uint16_t *xp) {
-    const int64_t rows = p->n * p->hp;
-#pragma omp parallel for schedule(static) num_threads(pr_bf16_threads(rows / 8 + 1))
-    for (int64_t r = 0; r < rows; r++) pad_rows(p, x, xp, r, r + 1);
-    memset(xp + rows * p->wp * p->cp, 0, sizeof(uint16_t) * (size_t)(p->slack * p->cp));
+#pragma omp parallel for schedule(static) num_threads(pr_bf16_threads(p->n))
+    for (int64_t n = 0; n < p->n; n++)
+        pad_one(p, x, n, xp + n * p->hp * p->wp * p->cp, n == p->n - 1);
 }
 
 /* ---- forward: the K steps and packed weights -------------------------------- */
@@ -378,66 +384,72 @@ static size_t forward_weights_bytes(const pr_window *g, const padded *p) {
     return (size_t)(count_ksteps(g, p) * out_blocks(g->o)) * TILE_BYTES;
 }
 
+/* Per thread: a padded image and four product tiles. */
+static size_t forward_slot_bytes(const padded *p) {
+    return image_bytes(p) + 4 * 16 * 64 * sizeof(float);
+}
+
 static size_t forward_scratch(const pr_window *g) {
     padded p = padded_of(g);
-    return padded_bytes(&p) + forward_weights_bytes(g, &p) +
-           align64(sizeof(kstep) * (size_t)count_ksteps(g, &p)) +
-           (size_t)pr_bf16_slots(1 << 30) * 4 * 16 * 64 * sizeof(float);
+    return forward_weights_bytes(g, &p) + align64(sizeof(kstep) * (size_t)count_ksteps(g, &p)) +
+           (size_t)pr_bf16_slots(g->n) * forward_slot_bytes(&p);
 }
 
 /* y = the convolution of g (at stride 1 when x is spread out by dh, dw:
- * padded.dh, .dw) with the filter f. */
+ * padded.dh, .dw) with the filter f.  Image by image: each thread pads its
+ * image into a buffer that stays in cache while the tiles read it. */
 static int forward(const pr_window *g, pr_operand x, int64_t dh, int64_t dw, const filter_map *f,
                    float *y, void *scratch) {
     padded p = padded_of(g);
     p.dh = dh, p.dw = dw;
     const int64_t nks = count_ksteps(g, &p), nbs = out_blocks(g->o), O = g->o;
-    const int64_t per_image = blocks_per_image(g, &p), blocks = g->n * per_image;
-    uint16_t *xp = scratch;
-    uint16_t *wp = (uint16_t *)((char *)xp + padded_bytes(&p));
+    const int64_t per_image = blocks_per_image(g, &p);
+    uint16_t *wp = scratch;
     kstep *ks = (kstep *)((char *)wp + forward_weights_bytes(g, &p));
-    float *cts = (float *)((char *)ks + align64(sizeof(kstep) * (size_t)nks));
+    char *slots = (char *)ks + align64(sizeof(kstep) * (size_t)nks);
     make_ksteps(g, &p, ks);
     pack_filter(f, ks, nks, nbs, wp);
-    pad_image(&p, x, xp);
     const int flat = flat_of(g);
     const long sa = (long)(g->sw * p.cp * 2);
     const int64_t row_blocks = (g->wo + 15) / 16;
     /* per call: 4 tiles, as 4 pixel blocks x 1 channel block (a B tile
      * serves four pixel blocks) unless 2 or 3 channel blocks are all */
     const int per_call = nbs == 2 || nbs == 3 ? (int)nbs : 1, group = 4 / per_call;
-    const int64_t groups = (blocks + group - 1) / group;
-#pragma omp parallel num_threads(pr_bf16_threads(pr_bf16_slots(groups)))
+#pragma omp parallel num_threads(pr_bf16_threads(pr_bf16_slots(g->n)))
     {
-        float *ct = cts + (size_t)THREAD_ID() * 4 * 16 * 64;
+        uint16_t *xp = (uint16_t *)(slots + (size_t)THREAD_ID() * forward_slot_bytes(&p));
+        float *ct = (float *)((char *)xp + image_bytes(&p));
         tiles_begin();
 #pragma omp for schedule(static)
-        for (int64_t gi = 0; gi < groups; gi++) {
-            const int nblk = (int)(blocks - gi * group < group ? blocks - gi * group : group);
-            const uint16_t *a[4];
-            int64_t n[4], q0[4] = {0}, oh0[4] = {0}, ow0[4] = {0};
-            for (int j = 0; j < nblk; j++) {
-                const int64_t bi = gi * group + j, b = bi % per_image;
-                n[j] = bi / per_image;
-                if (flat) {
-                    q0[j] = b * 16;
-                    a[j] = xp + (n[j] * p.hp * p.wp + q0[j]) * p.cp;
-                } else {
-                    oh0[j] = b / row_blocks, ow0[j] = b % row_blocks * 16;
-                    a[j] = xp + ((n[j] * p.hp + oh0[j] * g->sh) * p.wp + ow0[j] * g->sw) * p.cp;
-                }
-            }
-            for (int64_t nb0 = 0; nb0 < nbs; nb0 += per_call) {
-                const int tiles = per_call;
-                forward_tiles(a, nblk, sa, ks, nks, wp, nbs, nb0, tiles, ct);
-                const int64_t width = O - nb0 * 16 < tiles * 16 ? O - nb0 * 16 : tiles * 16;
+        for (int64_t n = 0; n < g->n; n++) {
+            pad_one(&p, x, n, xp, 1);
+            float *yn = y + n * g->ho * g->wo * O;
+            for (int64_t b0 = 0; b0 < per_image; b0 += group) {
+                const int nblk = (int)(per_image - b0 < group ? per_image - b0 : group);
+                const uint16_t *a[4];
+                int64_t oh0[4], ow0[4];
                 for (int j = 0; j < nblk; j++) {
-                    int64_t oh = flat ? q0[j] / p.wp : oh0[j], ow = flat ? q0[j] % p.wp : ow0[j];
-                    for (int64_t r = 0; r < 16; r++, ow++) {
-                        if (flat && ow == p.wp) ow = 0, oh++;
-                        if (oh >= g->ho || ow >= g->wo) continue;
-                        copy_row(y + ((n[j] * g->ho + oh) * g->wo + ow) * O + nb0 * 16,
-                                 ct + j * tiles * 1024 + r * 64, width);
+                    const int64_t b = b0 + j;
+                    if (flat) {
+                        a[j] = xp + b * 16 * p.cp;
+                        oh0[j] = b * 16 / p.wp, ow0[j] = b * 16 % p.wp;
+                    } else {
+                        oh0[j] = b / row_blocks, ow0[j] = b % row_blocks * 16;
+                        a[j] = xp + (oh0[j] * g->sh * p.wp + ow0[j] * g->sw) * p.cp;
+                    }
+                }
+                for (int64_t nb0 = 0; nb0 < nbs; nb0 += per_call) {
+                    forward_tiles(a, nblk, sa, ks, nks, wp, nbs, nb0, per_call, ct);
+                    const int64_t width =
+                        O - nb0 * 16 < per_call * 16 ? O - nb0 * 16 : per_call * 16;
+                    for (int j = 0; j < nblk; j++) {
+                        int64_t oh = oh0[j], ow = ow0[j];
+                        for (int64_t r = 0; r < 16; r++, ow++) {
+                            if (flat && ow == p.wp) ow = 0, oh++;
+                            if (oh >= g->ho || ow >= g->wo) continue;
+                            copy_row(yn + (oh * g->wo + ow) * O + nb0 * 16,
+                                     ct + j * per_call * 1024 + r * 64, width);
+                        }
                     }
                 }
             }
