@@ -595,36 +595,39 @@ static int backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, floa
     return PR_OK;
 }
 
-/* ---- filter gradient at stride 1: the image transposed once ---------------- */
+/* ---- filter gradient at stride 1, image by image ------------------------------ */
 
-/* Positions G of the padded images, n-major: G = (n * HP + r) * WP + col,
- * in chunks of CHUNK.  xT holds x transposed, chunk by chunk: row c of
- * chunk k is x at padded pixels k * CHUNK + i for i < `local` (the chunk
- * and the halo its taps reach past it), so a tile's 16 rows stay a few
- * pages apart; P holds dy(G) in pairs of positions (P[G / 2][o][G % 2]),
+/* Positions G of one padded image: G = r * WP + col.  xT holds the image
+ * transposed, xT[c][G] = x at padded pixel G (zeros past it, as far as the
+ * taps reach); P holds dy(G) in pairs of positions, P[G / 2][o][G % 2],
  * where dy(G) is dy at output pixel (r, col) when r < HO and col < WO and
- * zero otherwise (virtual outputs).  Then dw[tap][c][o] =
+ * zero otherwise (virtual outputs).  Then dw[tap][c][o] +=
  * sum_G xT[c][G + off(tap)] dy(G): A tiles straight from xT at the tap's
- * offset, B tiles straight from P.  (A virtual output reads real pixels
- * with a zero dy: an infinite x there makes a NaN that the exact sum would
- * not have; finite inputs are unaffected.) */
+ * offset, B tiles straight from P, both built per image in the thread's
+ * buffers (in cache).  Images are dealt round-robin to STRIPES stripes,
+ * each with its partial sums, added in stripe order at the end.  (A virtual
+ * output reads real pixels with a zero dy: an infinite x there makes a NaN
+ * that the exact sum would not have; finite inputs are unaffected.) */
 typedef struct {
-    int64_t total, chunks, local, op, wide; /* N*HP*WP; chunks; chunk + halo (x32);
-                                               O, max(CP, O), to 16 */
-    size_t xt, pairs, tmp, partial;         /* bytes */
+    int64_t positions, ksteps, len, op, wide; /* HP*WP; K steps of 32; xT row; O and
+                                                 max(CP, O) rounded up to 16 */
+    size_t xt, pairs, tmp, slot, partial;     /* bytes */
 } flat_filter;
+
+static int64_t flat_stripes(const pr_window *g) { return g->n < STRIPES ? g->n : STRIPES; }
 
 static flat_filter flat_filter_of(const pr_window *g, const padded *p) {
     flat_filter f;
-    f.total = g->n * p->hp * p->wp;
-    f.chunks = (f.total + CHUNK - 1) / CHUNK;
-    f.local = (CHUNK + 32 + (g->kh - 1) * p->wp + g->kw + 31) / 32 * 32;
+    f.positions = p->hp * p->wp;
+    f.ksteps = (f.positions + 31) / 32;
+    f.len = (f.ksteps * 32 + (g->kh - 1) * p->wp + g->kw + 31) / 32 * 32;
     f.op = out_blocks(g->o) * 16;
     f.wide = max64(p->cp, f.op);
-    f.xt = align64(sizeof(uint16_t) * (size_t)(f.chunks * p->cp * f.local));
-    f.pairs = align64(sizeof(uint16_t) * (size_t)(f.chunks * CHUNK * f.op));
+    f.xt = align64(sizeof(uint16_t) * (size_t)(p->cp * f.len));
+    f.pairs = align64(sizeof(uint16_t) * (size_t)(f.ksteps * 32 * f.op));
     f.tmp = align64(sizeof(uint16_t) * (size_t)(32 * f.wide)) +
             align64(sizeof(uint32_t) * (size_t)(16 * f.wide));
+    f.slot = f.xt + f.pairs + f.tmp;
     f.partial = align64(sizeof(float) * (size_t)(g->kh * g->kw * p->cp * f.op));
     return f;
 }
@@ -632,70 +635,57 @@ static flat_filter flat_filter_of(const pr_window *g, const padded *p) {
 static size_t flat_filter_scratch(const pr_window *g) {
     const padded p = padded_of(g);
     const flat_filter f = flat_filter_of(g, &p);
-    const int64_t chunks = f.chunks;
-    return f.xt + f.pairs + (size_t)pr_bf16_slots(1 << 30) * f.tmp +
-           (size_t)(chunks < STRIPES ? chunks : STRIPES) * f.partial;
+    return (size_t)flat_stripes(g) * (f.slot + f.partial);
 }
 
-/* Rows i < 32 of `rows` (n values each): position G0 + i of a padded
- * source (x, or dy at the output pixels), zeros elsewhere; converted a
- * run of pixels at a time. */
-static void flat_rows(const pr_window *g, const padded *p, const flat_filter *f, pr_operand src,
-                      int is_dy, int64_t G0, int64_t n, uint16_t *rows) {
+/* Rows i < 32 of `rows` (width values each): position G0 + i of image n
+ * of a padded source (x, or dy at the output pixels), zeros elsewhere;
+ * converted a run of pixels at a time. */
+static void flat_rows(const pr_window *g, const padded *p, pr_operand src, int is_dy, int64_t n,
+                      int64_t G0, int64_t width, uint16_t *rows) {
     const size_t es = pr_dtype_size(src.dtype);
-    const int64_t hpwp = p->hp * p->wp, ch = is_dy ? g->o : g->c;
-    const int64_t hs = is_dy ? g->ho : g->h, ws = is_dy ? g->wo : g->w;
-    const int64_t h0 = is_dy ? 0 : p->ph, w0 = is_dy ? 0 : p->pw; /* source origin */
-    memset(rows, 0, sizeof(uint16_t) * (size_t)(32 * n));
+    const int64_t ch = is_dy ? g->o : g->c, hs = is_dy ? g->ho : g->h, ws = is_dy ? g->wo : g->w;
+    const int64_t h0 = is_dy ? 0 : p->ph, w0 = is_dy ? 0 : p->pw; /* the source's origin */
+    memset(rows, 0, sizeof(uint16_t) * (size_t)(32 * width));
     for (int64_t i = 0; i < 32;) {
-        const int64_t G = G0 + i, img = G / hpwp, r = G / p->wp % p->hp, col = G % p->wp;
+        const int64_t G = G0 + i, r = G / p->wp, col = G % p->wp;
         const int64_t run = 32 - i < p->wp - col ? 32 - i : p->wp - col; /* within the row */
         const int64_t h = r - h0, lo = max64(col, w0);
         const int64_t hi = col + run < w0 + ws ? col + run : w0 + ws;
-        if (G < f->total && h >= 0 && h < hs && lo < hi) {
-            const char *at = (const char *)src.data +
-                             (size_t)(((img * hs + h) * ws + lo - w0) * ch) * es;
-            uint16_t *d = rows + (i + lo - col) * n;
-            if (ch == n) {
+        if (r < p->hp && h >= 0 && h < hs && lo < hi) {
+            const char *at = (const char *)src.data + (size_t)(((n * hs + h) * ws + lo - w0) * ch) * es;
+            uint16_t *d = rows + (i + lo - col) * width;
+            if (ch == width) {
                 pr_bf16_convert_run(at, src.dtype, (hi - lo) * ch, d);
             } else {
                 for (int64_t j = 0; j < hi - lo; j++)
-                    pr_bf16_convert_run(at + (size_t)(j * ch) * es, src.dtype, ch, d + j * n);
+                    pr_bf16_convert_run(at + (size_t)(j * ch) * es, src.dtype, ch, d + j * width);
             }
         }
         i += run;
     }
 }
 
-static void flat_operands(const pr_window *g, const padded *p, const flat_filter *f,
-                          pr_operand x, pr_operand dy, uint16_t *xt, uint16_t *pairs, char *tmp) {
-    const int64_t cp = p->cp, op = f->op, span = f->chunks * CHUNK;
-    const int64_t blocks = ((f->chunks - 1) * CHUNK + f->local) / 32;
-#pragma omp parallel num_threads(pr_bf16_threads(pr_bf16_slots(blocks)))
-    {
-        uint16_t *rows = (uint16_t *)(tmp + (size_t)THREAD_ID() * f->tmp);
-        uint32_t *pr =
-            (uint32_t *)((char *)rows + align64(sizeof(uint16_t) * (size_t)(32 * f->wide)));
-#pragma omp for schedule(static)
-        for (int64_t b = 0; b < blocks; b++) {
-            const int64_t G0 = b * 32;
-            flat_rows(g, p, f, x, 0, G0, cp, rows);
-            for (int64_t j = 0; j < 16; j++)
-                pr_bf16_interleave(rows + 2 * j * cp, rows + (2 * j + 1) * cp, cp,
-                                   (uint16_t *)(pr + j * cp));
-            for (int64_t k = G0 / CHUNK < f->chunks ? G0 / CHUNK : f->chunks - 1;
-                 k >= 0 && G0 - k * CHUNK < f->local; k--) /* the chunk and the halos */
-                for (int64_t cb = 0; cb < cp / 16; cb++)
-                    transpose16(pr + cb * 16, cp,
-                                (uint32_t *)xt +
-                                    ((k * cp + cb * 16) * f->local + G0 - k * CHUNK) / 2,
-                                f->local / 2);
-            if (G0 >= span) continue;
-            flat_rows(g, p, f, dy, 1, G0, op, rows);
-            for (int64_t j = 0; j < 16; j++)
-                pr_bf16_interleave(rows + 2 * j * op, rows + (2 * j + 1) * op, op,
-                                   pairs + (G0 / 2 + j) * op * 2);
-        }
+/* xT and P of image n into the slot. */
+static void flat_image(const pr_window *g, const padded *p, const flat_filter *f, pr_operand x,
+                       pr_operand dy, int64_t n, char *slot) {
+    const int64_t cp = p->cp, op = f->op;
+    uint16_t *xt = (uint16_t *)slot, *pairs = (uint16_t *)(slot + f->xt);
+    uint16_t *rows = (uint16_t *)(slot + f->xt + f->pairs);
+    uint32_t *pr = (uint32_t *)((char *)rows + align64(sizeof(uint16_t) * (size_t)(32 * f->wide)));
+    for (int64_t G0 = 0; G0 < f->len; G0 += 32) {
+        flat_rows(g, p, x, 0, n, G0, cp, rows);
+        for (int64_t j = 0; j < 16; j++)
+            pr_bf16_interleave(rows + 2 * j * cp, rows + (2 * j + 1) * cp, cp,
+                               (uint16_t *)(pr + j * cp));
+        for (int64_t cb = 0; cb < cp / 16; cb++)
+            transpose16(pr + cb * 16, cp, (uint32_t *)xt + (cb * 16 * f->len + G0) / 2,
+                        f->len / 2);
+        if (G0 >= f->ksteps * 32) continue;
+        flat_rows(g, p, dy, 1, n, G0, op, rows);
+        for (int64_t j = 0; j < 16; j++)
+            pr_bf16_interleave(rows + 2 * j * op, rows + (2 * j + 1) * op, op,
+                               pairs + (G0 / 2 + j) * op * 2);
     }
 }
 
@@ -704,21 +694,19 @@ static int flat_backprop_filter(const pr_window *g, pr_operand x, pr_operand dy,
     const padded p = padded_of(g);
     const flat_filter f = flat_filter_of(g, &p);
     const int64_t O = g->o, C = g->c, cp = p.cp, op = f.op, taps = g->kh * g->kw;
-    const int64_t chunks = f.chunks;
-    const int64_t stripes = chunks < STRIPES ? chunks : STRIPES;
-    uint16_t *xt = scratch, *pairs = (uint16_t *)((char *)scratch + f.xt);
-    char *tmp = (char *)pairs + f.pairs;
-    char *partials = tmp + (size_t)pr_bf16_slots(1 << 30) * f.tmp;
-    flat_operands(g, &p, &f, x, dy, xt, pairs, tmp);
+    const int64_t stripes = flat_stripes(g);
+    char *slots = scratch, *partials = (char *)scratch + (size_t)stripes * f.slot;
 #pragma omp parallel num_threads(pr_bf16_threads(stripes))
     {
+        char *slot = slots + (size_t)THREAD_ID() * f.slot;
+        const uint16_t *xt = (const uint16_t *)slot, *pairs = (const uint16_t *)(slot + f.xt);
         tiles_begin_full();
 #pragma omp for schedule(static)
         for (int64_t s = 0; s < stripes; s++) {
             float *partial = (float *)(partials + (size_t)s * f.partial);
             memset(partial, 0, f.partial);
-            for (int64_t c = s; c < chunks; c += stripes) {
-                const int64_t G0 = c * CHUNK, m = f.total - G0 < CHUNK ? f.total - G0 : CHUNK;
+            for (int64_t n = s; n < g->n; n += stripes) {
+                flat_image(g, &p, &f, x, dy, n, slot);
                 for (int64_t t0 = 0; t0 < taps; t0 += 4) { /* four taps share each B tile */
                     const int nt = (int)(taps - t0 < 4 ? taps - t0 : 4);
                     int64_t off[4] = {0, 0, 0, 0};
@@ -726,10 +714,9 @@ static int flat_backprop_filter(const pr_window *g, pr_operand x, pr_operand dy,
                         off[j] = (t0 + j) / g->kw * p.wp + (t0 + j) % g->kw;
                     for (int64_t cb = 0; cb < cp / 16; cb++)
                         for (int64_t ob = 0; ob < op / 16; ob++)
-                            filter_taps(xt + (c * cp + cb * 16) * f.local, (long)(f.local * 2), off,
-                                        pairs + G0 * op + ob * 32, (long)(op * 4), 16 * op * 2,
-                                        (m + 31) / 32, nt,
-                                        partial + (t0 * cp + cb * 16) * op + ob * 16, cp * op,
+                            filter_taps(xt + cb * 16 * f.len, (long)(f.len * 2), off,
+                                        pairs + ob * 32, (long)(op * 4), 16 * op * 2, f.ksteps,
+                                        nt, partial + (t0 * cp + cb * 16) * op + ob * 16, cp * op,
                                         (long)(op * 4));
                 }
             }
