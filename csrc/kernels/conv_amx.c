@@ -1,10 +1,11 @@
 /* Direct bfloat16 convolutions on AMX tiles (conv_amx.h).
  *
- * The padded image.  x (N, H, W, C) is copied once, rounded to bfloat16,
- * into xp (N, HP, WP, CP): zeros around it (ph rows above, pw columns to
- * the left, enough after it for every window of the output), channels
- * padded with zeros to CP (16 when C <= 16, else a multiple of 32), and a
- * few zero pixels after the last image for the reads of unused tile rows.
+ * The padded image.  Each image of x (H, W, C) is copied, rounded to
+ * bfloat16, into a buffer of the thread, xp (HP, WP, CP): zeros around it
+ * (ph rows above, pw columns to the left, enough after it for every window
+ * of the output), channels padded with zeros to CP (16 when C <= 16, else
+ * a multiple of 32), and a few zero pixels after it for the reads of
+ * unused tile rows; the tiles read it while it is in cache.
  *
  * Forward.  One AMX product tile is 16 output pixels x 16 output channels
  * (float32).  The 16 pixels are consecutive along an output row, so for
@@ -28,18 +29,20 @@
  * w''[kh][kw][o][c] = w[KH-1-kh][KW-1-kw][c][o].  At stride 2 three in
  * four products meet zeros: AMX time is cheap next to a gather.
  *
- * Filter gradient.  dw^T (O x CP per tap) = dy^T (O x M) . x_tap (M x CP),
- * summed over the M = N*HO*WO output pixels in chunks of CHUNK: per chunk,
- * dy^T as A (pixel pairs interleaved, then transposed in 32-bit units) and,
- * per tap, the chunk's input pixels as B (pairs of xp rows interleaved);
- * the products accumulate in tiles loaded from and stored back to the
- * stripe's partial sums.  Chunks are dealt round-robin to STRIPES stripes
- * and the partials added in stripe order, as in conv_bf16.c, so results do
- * not depend on the thread count.
+ * Filter gradient.  dw[tap] (CP x O) = x_tap^T (CP x M) . dy (M x O)
+ * summed over the output pixels image by image: the image transposed
+ * (channels x positions, the A tiles, so a tap is a shift of the tile's
+ * start) and dy in pairs of positions (the B tiles, shared by four taps),
+ * both built in the thread's buffers; at stride s the image is first split
+ * into s x s phases, in each of which every tap is a stride-1 shift (see
+ * "filter gradient" below).  Images are dealt round-robin to STRIPES
+ * stripes with their own partial sums, added in stripe order, so results
+ * do not depend on the thread count.
  *
- * Tiles (one configuration): 0-3 products (16 x 16 float32), 4 A (16 x 32
+ * Tiles of the forward pass: 0-3 products (16 x 16 float32), 4 A (16 x 32
  * bfloat16), 5 A of one 16-channel tap (16 x 16), 6 B (16 pairs x 16), 7 B
- * of one 16-channel tap (8 pairs x 16).
+ * of one 16-channel tap (8 pairs x 16); of the filter gradient: 0-3
+ * products, 4 and 5 A in turn, 6 B.
  */
 #include "conv_amx.h"
 
@@ -54,9 +57,9 @@
 #define THREAD_ID() 0
 #endif
 
-#define CHUNK 512  /* output pixels per filter-gradient chunk (a multiple of 32) */
 #define STRIPES 8  /* partial filter gradients */
 #define TILE_BYTES 1024
+#define SEGMENT 8  /* K steps of the stride-1 filter gradient per pass of the taps */
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -77,10 +80,6 @@ static padded padded_of(const pr_window *g) {
                 (g->wo - 1) * g->sw + g->kw, g->c <= 16 ? 16 : (g->c + 31) / 32 * 32, 0};
     p.slack = 16 * g->sw + g->kw + 32;
     return p;
-}
-
-static size_t padded_bytes(const padded *p) {
-    return align64(sizeof(uint16_t) * (size_t)((p->n * p->hp * p->wp + p->slack) * p->cp));
 }
 
 /* Bytes of one padded image and the zero slack after it. */
@@ -123,13 +122,6 @@ static void pad_one(const padded *p, pr_operand x, int64_t n, uint16_t *d, int s
                sizeof(uint16_t) * (size_t)((p->wp - p->pw - cols) * p->cp));
     }
     if (slack) memset(d, 0, sizeof(uint16_t) * (size_t)(p->slack * p->cp));
-}
-
-/* All N padded images, one after another (the last one's slack after them). */
-static void pad_image(const padded *p, pr_operand x, uint16_t *xp) {
-#pragma omp parallel for schedule(static) num_threads(pr_bf16_threads(p->n))
-    for (int64_t n = 0; n < p->n; n++)
-        pad_one(p, x, n, xp + n * p->hp * p->wp * p->cp, n == p->n - 1);
 }
 
 /* ---- forward: the K steps and packed weights -------------------------------- */
@@ -261,26 +253,6 @@ TARGET_AMX static void forward_tiles(const uint16_t *const *a, int nblk, long sa
     if (nt > 3) _tile_stored(3, ct + 3072, 256);
 }
 
-/* Accumulate ksteps products into nbs (<= 4) tiles of partial sums at pt
- * (row stride sp bytes): A tiles at a + k * 32 (row stride sa bytes), B
- * tiles at b + k * b_step + j * 32 (row stride sb bytes). */
-TARGET_AMX static void filter_tiles(const uint16_t *a, long sa, const uint16_t *b, long sb,
-                                    int64_t b_step, int64_t ksteps, int nbs, float *pt, long sp) {
-#define LD(j) if (nbs > (j)) _tile_loadd(j, pt + (j) * 16, sp);
-#define DP(j) if (nbs > (j)) { _tile_loadd(6, bk + (j) * 32, sb); _tile_dpbf16ps(j, 4, 6); }
-#define ST(j) if (nbs > (j)) _tile_stored(j, pt + (j) * 16, sp);
-    LD(0) LD(1) LD(2) LD(3)
-    for (int64_t k = 0; k < ksteps; k++) {
-        const uint16_t *bk = b + k * b_step;
-        _tile_loadd(4, a + k * 32, sa);
-        DP(0) DP(1) DP(2) DP(3)
-    }
-    ST(0) ST(1) ST(2) ST(3)
-#undef LD
-#undef DP
-#undef ST
-}
-
 /* Accumulate ksteps products into nt (<= 4) tiles of partial sums, tile j
  * at pt + j * pt_step (row stride sp bytes), one per tap: A tiles at
  * a + off[j] + k * 32 (row stride sa bytes; tiles 4 and 5 in turn), the
@@ -354,8 +326,6 @@ static void tiles_end(void) {}
 static void forward_tiles(const uint16_t *const *a, int nblk, long sa, const kstep *ks,
                           int64_t nks, const uint16_t *wp, int64_t nbs_all, int64_t nb0, int nbs,
                           float *ct) {}
-static void filter_tiles(const uint16_t *a, long sa, const uint16_t *b, long sb,
-                         int64_t b_step, int64_t ksteps, int nbs, float *pt, long sp) {}
 static void filter_taps(const uint16_t *a, long sa, const int64_t *off, const uint16_t *b,
                         long sb, int64_t b_step, int64_t ksteps, int nt, float *pt,
                         int64_t pt_step, long sp) {}
@@ -467,163 +437,43 @@ static pr_window flipped_window(const pr_window *g) {
     return f;
 }
 
-/* ---- filter gradient ---------------------------------------------------------- */
+/* ---- filter gradient, image by image -------------------------------------------- */
 
-static int64_t count_chunks(const pr_window *g) {
-    return (g->n * g->ho * g->wo + CHUNK - 1) / CHUNK;
-}
-
-static int64_t count_stripes(const pr_window *g) {
-    int64_t c = count_chunks(g);
-    return c < STRIPES ? c : STRIPES;
-}
-
+/* The padded image split into SH x SW phases, phase (a, b) holding the
+ * padded pixels (r SH + a, q SW + b) at (r, q), each HQ x WQ: output pixel
+ * (oh, ow) meets tap (kh, kw) at phase (kh % SH, kw % SW), pixel
+ * (oh + kh / SH, ow + kw / SW), so every tap is a stride-1 shift of its
+ * phase (at stride 1 the one phase is the padded image).  Positions G of
+ * one image's phase grid: G = r * WQ + q.  xT holds the phases transposed,
+ * xT[phase][c][G] (zeros past them, as far as the taps reach); P holds
+ * dy(G) in pairs of positions, P[G / 2][o][G % 2], where dy(G) is dy at
+ * output pixel (r, q) when r < HO and q < WO and zero otherwise (virtual
+ * outputs).  Then dw[tap][c][o] += sum_G xT[phase][c][G + off(tap)] dy(G):
+ * A tiles straight from xT at the tap's offset, B tiles straight from P,
+ * both built per image in the thread's buffers (in cache).  Images are
+ * dealt round-robin to STRIPES stripes, each with its partial sums, added
+ * in stripe order at the end.  (A virtual output reads real pixels with a
+ * zero dy: an infinite x there makes a NaN that the exact sum would not
+ * have; finite inputs are unaffected.) */
 typedef struct {
-    size_t a, b, rows, bases, partial, total;
-} stripe_layout;
-
-static stripe_layout stripe_of(const pr_window *g, const padded *p) {
-    const int64_t op = out_blocks(g->o) * 16, taps = g->kh * g->kw;
-    stripe_layout s;
-    s.a = 0;
-    s.b = s.a + align64(sizeof(uint16_t) * (size_t)(op * CHUNK));
-    s.rows = s.b + align64(sizeof(uint16_t) * (size_t)(CHUNK * p->cp));
-    s.bases = s.rows + align64(sizeof(uint16_t) * (size_t)(4 * op + p->cp));
-    s.partial = s.bases + align64(sizeof(int64_t) * CHUNK);
-    s.total = s.partial + align64(sizeof(float) * (size_t)(taps * op * p->cp));
-    return s;
-}
-
-static size_t filter_scratch(const pr_window *g) {
-    padded p = padded_of(g);
-    return padded_bytes(&p) + (size_t)count_stripes(g) * stripe_of(g, &p).total;
-}
-
-/* The chunk of output pixels [r0, r0 + m) into the stripe's partial sums. */
-static void filter_chunk(const pr_window *g, const padded *p, const uint16_t *xp, pr_operand dy,
-                         int64_t r0, int64_t m, char *buf, const stripe_layout *L) {
-    const int64_t O = g->o, op = out_blocks(O) * 16, cp = p->cp, hw = g->ho * g->wo;
-    uint16_t *a = (uint16_t *)(buf + L->a), *b = (uint16_t *)(buf + L->b);
-    uint16_t *rows = (uint16_t *)(buf + L->rows);
-    int64_t *bases = (int64_t *)(buf + L->bases);
-    float *partial = (float *)(buf + L->partial);
-    const size_t es = pr_dtype_size(dy.dtype);
-    const int64_t pairs = (m + 1) / 2, ksteps = (m + 31) / 32;
-    /* A: dy^T, A[o][2j + t] = dy[r0 + 2j + t][o] (zeros past m and O) */
-    uint32_t *a32 = (uint32_t *)a, *pair = (uint32_t *)(rows + 2 * op);
-    uint16_t *zeros = rows + 4 * op; /* a zero pixel of cp channels */
-    memset(rows, 0, sizeof(uint16_t) * (size_t)(4 * op + cp));
-    for (int64_t j = 0; j < CHUNK / 2; j++) {
-        if (j < pairs) {
-            for (int t = 0; t < 2; t++) {
-                if (2 * j + t < m)
-                    pr_bf16_convert_run((const char *)dy.data + (size_t)((r0 + 2 * j + t) * O) * es,
-                                        dy.dtype, O, rows + t * op);
-                else
-                    memset(rows + t * op, 0, sizeof(uint16_t) * (size_t)O);
-            }
-            pr_bf16_interleave(rows, rows + op, op, (uint16_t *)pair);
-            for (int64_t o = 0; o < op; o++) a32[o * (CHUNK / 2) + j] = pair[o];
-        } else {
-            for (int64_t o = 0; o < op; o++) a32[o * (CHUNK / 2) + j] = 0;
-        }
-    }
-    /* each pixel's first input pixel in xp (tap (0, 0)) */
-    for (int64_t i = 0; i < m; i++) {
-        int64_t q = r0 + i, n = q / hw, oh = q % hw / g->wo, ow = q % g->wo;
-        bases[i] = ((n * p->hp + oh * g->sh) * p->wp + ow * g->sw) * cp;
-    }
-    for (int64_t kh = 0; kh < g->kh; kh++)
-        for (int64_t kw = 0; kw < g->kw; kw++) {
-            const int64_t tap = kh * g->kw + kw, off = (kh * p->wp + kw) * cp;
-            /* B: B[j][2c + t] = xp[pixel 2j + t of the tap][c] */
-            for (int64_t j = 0; j < pairs; j++) {
-                const uint16_t *x0 = xp + bases[2 * j] + off;
-                if (2 * j + 1 < m) {
-                    pr_bf16_interleave(x0, xp + bases[2 * j + 1] + off, cp, b + j * 2 * cp);
-                } else {
-                    pr_bf16_interleave(x0, zeros, cp, b + j * 2 * cp);
-                }
-            }
-            if (pairs < ksteps * 16)
-                memset(b + pairs * 2 * cp, 0,
-                       sizeof(uint16_t) * (size_t)((ksteps * 16 - pairs) * 2 * cp));
-            for (int64_t ob = 0; ob < op / 16; ob++)
-                for (int64_t cb0 = 0; cb0 < cp / 16; cb0 += 4) {
-                    int nbs = (int)(cp / 16 - cb0 < 4 ? cp / 16 - cb0 : 4);
-                    filter_tiles(a + ob * 16 * CHUNK, CHUNK * 2, b + cb0 * 32, (long)(cp * 4),
-                                 16 * cp * 2, ksteps, nbs,
-                                 partial + (tap * op + ob * 16) * cp + cb0 * 16, (long)(cp * 4));
-                }
-        }
-}
-
-static int backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, float *dw,
-                           void *scratch) {
-    const padded p = padded_of(g);
-    const int64_t O = g->o, C = g->c, op = out_blocks(O) * 16, taps = g->kh * g->kw;
-    const int64_t M = g->n * g->ho * g->wo, chunks = count_chunks(g), stripes = count_stripes(g);
-    const stripe_layout L = stripe_of(g, &p);
-    uint16_t *xp = scratch;
-    char *stripe0 = (char *)scratch + padded_bytes(&p);
-    pad_image(&p, x, xp);
-#pragma omp parallel num_threads(pr_bf16_threads(stripes))
-    {
-        tiles_begin();
-#pragma omp for schedule(static)
-        for (int64_t s = 0; s < stripes; s++) {
-            char *buf = stripe0 + (size_t)s * L.total;
-            memset(buf + L.partial, 0, L.total - L.partial);
-            for (int64_t c = s; c < chunks; c += stripes) {
-                int64_t r0 = c * CHUNK, m = M - r0 < CHUNK ? M - r0 : CHUNK;
-                filter_chunk(g, &p, xp, dy, r0, m, buf, &L);
-            }
-        }
-        tiles_end();
-#pragma omp for schedule(static)
-        for (int64_t tc = 0; tc < taps * C; tc++) {
-            const int64_t tap = tc / C, c = tc % C;
-            for (int64_t o = 0; o < O; o++) {
-                float sum = 0.0f;
-                for (int64_t s = 0; s < stripes; s++)
-                    sum += ((const float *)(stripe0 + (size_t)s * L.total + L.partial))
-                        [(tap * op + o) * p.cp + c];
-                dw[tc * O + o] = sum;
-            }
-        }
-    }
-    return PR_OK;
-}
-
-/* ---- filter gradient at stride 1, image by image ------------------------------ */
-
-/* Positions G of one padded image: G = r * WP + col.  xT holds the image
- * transposed, xT[c][G] = x at padded pixel G (zeros past it, as far as the
- * taps reach); P holds dy(G) in pairs of positions, P[G / 2][o][G % 2],
- * where dy(G) is dy at output pixel (r, col) when r < HO and col < WO and
- * zero otherwise (virtual outputs).  Then dw[tap][c][o] +=
- * sum_G xT[c][G + off(tap)] dy(G): A tiles straight from xT at the tap's
- * offset, B tiles straight from P, both built per image in the thread's
- * buffers (in cache).  Images are dealt round-robin to STRIPES stripes,
- * each with its partial sums, added in stripe order at the end.  (A virtual
- * output reads real pixels with a zero dy: an infinite x there makes a NaN
- * that the exact sum would not have; finite inputs are unaffected.) */
-typedef struct {
-    int64_t positions, ksteps, len, op, wide; /* HP*WP; K steps of 32; xT row; O and
-                                                 max(CP, O) rounded up to 16 */
-    size_t xt, pairs, tmp, slot, partial;     /* bytes */
+    int64_t hq, wq, phases;          /* a phase's rows and columns; SH * SW */
+    int64_t positions, ksteps, len;  /* HQ * WQ; K steps of 32; an xT row */
+    int64_t op, wide;                /* O, max(CP, O), rounded up to 16 */
+    size_t xt, pairs, tmp, slot, partial; /* bytes */
 } flat_filter;
 
 static int64_t flat_stripes(const pr_window *g) { return g->n < STRIPES ? g->n : STRIPES; }
 
 static flat_filter flat_filter_of(const pr_window *g, const padded *p) {
     flat_filter f;
-    f.positions = p->hp * p->wp;
+    f.hq = (p->hp + g->sh - 1) / g->sh, f.wq = (p->wp + g->sw - 1) / g->sw;
+    f.phases = g->sh * g->sw;
+    f.positions = f.hq * f.wq;
     f.ksteps = (f.positions + 31) / 32;
-    f.len = (f.ksteps * 32 + (g->kh - 1) * p->wp + g->kw + 31) / 32 * 32;
+    f.len = (f.ksteps * 32 + (g->kh - 1) / g->sh * f.wq + (g->kw - 1) / g->sw + 32) / 32 * 32;
     f.op = out_blocks(g->o) * 16;
     f.wide = max64(p->cp, f.op);
-    f.xt = align64(sizeof(uint16_t) * (size_t)(p->cp * f.len));
+    f.xt = align64(sizeof(uint16_t) * (size_t)(f.phases * p->cp * f.len));
     f.pairs = align64(sizeof(uint16_t) * (size_t)(f.ksteps * 32 * f.op));
     f.tmp = align64(sizeof(uint16_t) * (size_t)(32 * f.wide)) +
             align64(sizeof(uint32_t) * (size_t)(16 * f.wide));
@@ -632,65 +482,84 @@ static flat_filter flat_filter_of(const pr_window *g, const padded *p) {
     return f;
 }
 
-static size_t flat_filter_scratch(const pr_window *g) {
+static size_t filter_scratch(const pr_window *g) {
     const padded p = padded_of(g);
     const flat_filter f = flat_filter_of(g, &p);
     return (size_t)flat_stripes(g) * (f.slot + f.partial);
 }
 
-/* Rows i < 32 of `rows` (width values each): position G0 + i of image n
- * of a padded source (x, or dy at the output pixels), zeros elsewhere;
- * converted a run of pixels at a time. */
-static void flat_rows(const pr_window *g, const padded *p, pr_operand src, int is_dy, int64_t n,
-                      int64_t G0, int64_t width, uint16_t *rows) {
-    const size_t es = pr_dtype_size(src.dtype);
-    const int64_t ch = is_dy ? g->o : g->c, hs = is_dy ? g->ho : g->h, ws = is_dy ? g->wo : g->w;
-    const int64_t h0 = is_dy ? 0 : p->ph, w0 = is_dy ? 0 : p->pw; /* the source's origin */
+/* A grid of positions over a source image: position (r, q) is source
+ * pixel (r * mh + h0, q * mw + w0) of image n when that is inside. */
+typedef struct {
+    pr_operand src;
+    int64_t hs, ws, ch;  /* source rows, columns, channels */
+    int64_t mh, mw, h0, w0;
+} grid;
+
+/* Rows i < 32 of `rows` (width values each): grid positions G0 + i (WQ to
+ * a row), zeros where they fall outside; a run of pixels at a time. */
+static void grid_rows(const grid *s, const flat_filter *f, int64_t n, int64_t G0, int64_t width,
+                      uint16_t *rows) {
+    const size_t es = pr_dtype_size(s->src.dtype);
     memset(rows, 0, sizeof(uint16_t) * (size_t)(32 * width));
     for (int64_t i = 0; i < 32;) {
-        const int64_t G = G0 + i, r = G / p->wp, col = G % p->wp;
-        const int64_t run = 32 - i < p->wp - col ? 32 - i : p->wp - col; /* within the row */
-        const int64_t h = r - h0, lo = max64(col, w0);
-        const int64_t hi = col + run < w0 + ws ? col + run : w0 + ws;
-        if (r < p->hp && h >= 0 && h < hs && lo < hi) {
-            const char *at = (const char *)src.data + (size_t)(((n * hs + h) * ws + lo - w0) * ch) * es;
-            uint16_t *d = rows + (i + lo - col) * width;
-            if (ch == width) {
-                pr_bf16_convert_run(at, src.dtype, (hi - lo) * ch, d);
-            } else {
-                for (int64_t j = 0; j < hi - lo; j++)
-                    pr_bf16_convert_run(at + (size_t)(j * ch) * es, src.dtype, ch, d + j * width);
-            }
-        }
+        const int64_t G = G0 + i, r = G / f->wq, q = G % f->wq;
+        const int64_t run = 32 - i < f->wq - q ? 32 - i : f->wq - q; /* within the row */
+        const int64_t h = r * s->mh + s->h0;
         i += run;
+        if (r >= f->hq || h < 0 || h >= s->hs) continue;
+        const char *row =
+            (const char *)s->src.data + (size_t)((n * s->hs + h) * s->ws * s->ch) * es;
+        uint16_t *d = rows + (i - run) * width;
+        if (s->mw == 1 && s->ch == width) { /* contiguous: one conversion */
+            const int64_t lo = max64(q + s->w0, 0);
+            const int64_t hi = q + run + s->w0 < s->ws ? q + run + s->w0 : s->ws;
+            if (lo < hi)
+                pr_bf16_convert_run(row + (size_t)(lo * s->ch) * es, s->src.dtype,
+                                    (hi - lo) * s->ch, d + (lo - q - s->w0) * width);
+            continue;
+        }
+        for (int64_t j = 0; j < run; j++) {
+            const int64_t w = (q + j) * s->mw + s->w0;
+            if (w >= 0 && w < s->ws)
+                pr_bf16_convert_run(row + (size_t)(w * s->ch) * es, s->src.dtype, s->ch,
+                                    d + j * width);
+        }
     }
 }
 
-/* xT and P of image n into the slot. */
+/* xT (the phases that some tap reads) and P of image n into the slot. */
 static void flat_image(const pr_window *g, const padded *p, const flat_filter *f, pr_operand x,
                        pr_operand dy, int64_t n, char *slot) {
     const int64_t cp = p->cp, op = f->op;
     uint16_t *xt = (uint16_t *)slot, *pairs = (uint16_t *)(slot + f->xt);
     uint16_t *rows = (uint16_t *)(slot + f->xt + f->pairs);
     uint32_t *pr = (uint32_t *)((char *)rows + align64(sizeof(uint16_t) * (size_t)(32 * f->wide)));
-    for (int64_t G0 = 0; G0 < f->len; G0 += 32) {
-        flat_rows(g, p, x, 0, n, G0, cp, rows);
-        for (int64_t j = 0; j < 16; j++)
-            pr_bf16_interleave(rows + 2 * j * cp, rows + (2 * j + 1) * cp, cp,
-                               (uint16_t *)(pr + j * cp));
-        for (int64_t cb = 0; cb < cp / 16; cb++)
-            transpose16(pr + cb * 16, cp, (uint32_t *)xt + (cb * 16 * f->len + G0) / 2,
-                        f->len / 2);
-        if (G0 >= f->ksteps * 32) continue;
-        flat_rows(g, p, dy, 1, n, G0, op, rows);
+    for (int64_t a = 0; a < g->sh && a < g->kh; a++)
+        for (int64_t b = 0; b < g->sw && b < g->kw; b++) {
+            const grid gx = {x, g->h, g->w, g->c, g->sh, g->sw, a - p->ph, b - p->pw};
+            uint32_t *phase = (uint32_t *)xt + (a * g->sw + b) * cp * f->len / 2;
+            for (int64_t G0 = 0; G0 < f->len; G0 += 32) {
+                grid_rows(&gx, f, n, G0, cp, rows);
+                for (int64_t j = 0; j < 16; j++)
+                    pr_bf16_interleave(rows + 2 * j * cp, rows + (2 * j + 1) * cp, cp,
+                                       (uint16_t *)(pr + j * cp));
+                for (int64_t cb = 0; cb < cp / 16; cb++)
+                    transpose16(pr + cb * 16, cp, phase + (cb * 16 * f->len + G0) / 2,
+                                f->len / 2);
+            }
+        }
+    const grid gd = {dy, g->ho, g->wo, g->o, 1, 1, 0, 0};
+    for (int64_t G0 = 0; G0 < f->ksteps * 32; G0 += 32) {
+        grid_rows(&gd, f, n, G0, op, rows); /* virtual columns q >= WO stay zero */
         for (int64_t j = 0; j < 16; j++)
             pr_bf16_interleave(rows + 2 * j * op, rows + (2 * j + 1) * op, op,
                                pairs + (G0 / 2 + j) * op * 2);
     }
 }
 
-static int flat_backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, float *dw,
-                                void *scratch) {
+static int backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, float *dw,
+                           void *scratch) {
     const padded p = padded_of(g);
     const flat_filter f = flat_filter_of(g, &p);
     const int64_t O = g->o, C = g->c, cp = p.cp, op = f.op, taps = g->kh * g->kw;
@@ -707,17 +576,25 @@ static int flat_backprop_filter(const pr_window *g, pr_operand x, pr_operand dy,
             memset(partial, 0, f.partial);
             for (int64_t n = s; n < g->n; n += stripes) {
                 flat_image(g, &p, &f, x, dy, n, slot);
-                for (int64_t t0 = 0; t0 < taps; t0 += 4) { /* four taps share each B tile */
-                    const int nt = (int)(taps - t0 < 4 ? taps - t0 : 4);
-                    int64_t off[4] = {0, 0, 0, 0};
-                    for (int j = 0; j < nt; j++)
-                        off[j] = (t0 + j) / g->kw * p.wp + (t0 + j) % g->kw;
-                    for (int64_t cb = 0; cb < cp / 16; cb++)
-                        for (int64_t ob = 0; ob < op / 16; ob++)
-                            filter_taps(xt + cb * 16 * f.len, (long)(f.len * 2), off,
-                                        pairs + ob * 32, (long)(op * 4), 16 * op * 2, f.ksteps,
-                                        nt, partial + (t0 * cp + cb * 16) * op + ob * 16, cp * op,
-                                        (long)(op * 4));
+                /* SEGMENT K steps at a time, so that every tap reads them from L1 */
+                for (int64_t k0 = 0; k0 < f.ksteps; k0 += SEGMENT) {
+                    const int64_t nk = f.ksteps - k0 < SEGMENT ? f.ksteps - k0 : SEGMENT;
+                    for (int64_t t0 = 0; t0 < taps; t0 += 4) { /* four taps share a B tile */
+                        const int nt = (int)(taps - t0 < 4 ? taps - t0 : 4);
+                        int64_t off[4] = {0, 0, 0, 0};
+                        for (int j = 0; j < nt; j++) {
+                            const int64_t kh = (t0 + j) / g->kw, kw = (t0 + j) % g->kw;
+                            off[j] = (kh % g->sh * g->sw + kw % g->sw) * cp * f.len +
+                                     kh / g->sh * f.wq + kw / g->sw;
+                        }
+                        for (int64_t cb = 0; cb < cp / 16; cb++)
+                            for (int64_t ob = 0; ob < op / 16; ob++)
+                                filter_taps(xt + cb * 16 * f.len + k0 * 32, (long)(f.len * 2),
+                                            off, pairs + k0 * 16 * op * 2 + ob * 32,
+                                            (long)(op * 4), 16 * op * 2, nk, nt,
+                                            partial + (t0 * cp + cb * 16) * op + ob * 16,
+                                            cp * op, (long)(op * 4));
+                    }
                 }
             }
         }
@@ -747,8 +624,7 @@ int pr_conv_amx_supports(const pr_window *g, pr_conv_pass pass) {
 }
 
 size_t pr_conv_amx_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
-    if (pass == PR_CONV_BACKPROP_FILTER)
-        return flat_of(g) ? flat_filter_scratch(g) : filter_scratch(g);
+    if (pass == PR_CONV_BACKPROP_FILTER) return filter_scratch(g);
     if (pass == PR_CONV_BACKPROP_INPUT) {
         pr_window f = flipped_window(g);
         return forward_scratch(&f);
@@ -758,9 +634,7 @@ size_t pr_conv_amx_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
 
 int pr_conv_amx(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand b, float *out,
                 void *scratch) {
-    if (pass == PR_CONV_BACKPROP_FILTER)
-        return flat_of(g) ? flat_backprop_filter(g, a, b, out, scratch)
-                          : backprop_filter(g, a, b, out, scratch);
+    if (pass == PR_CONV_BACKPROP_FILTER) return backprop_filter(g, a, b, out, scratch);
     const int64_t C = g->c, O = g->o, KW = g->kw;
     if (pass == PR_CONV_FORWARD) { /* w[kh][kw][c][o] */
         filter_map f = {b, 0, KW * C * O, C * O, O, 1, C, O};
