@@ -67,11 +67,11 @@ SHAPES = [
     ("31 output rows c1 o17", (1, 1, 31, 1), (1, 1, 1, 17), 1, False),
     # amx_direct_bf16's blocks: 16 output pixels along the padded width (stride
     # 1) or an output row, up to 4 blocks of 16 output channels per pass,
-    # padded channels 16 (two taps per tile row) or multiples of 32, chunks
-    # of 512 pixels in the filter gradient
+    # padded channels 16 (two taps per tile row) or multiples of 32, groups
+    # of images (about 1024 positions) in the filter gradient
     ("c48 o80 3x3 batch 1", (1, 7, 5, 48), (3, 3, 48, 80), 1, True),
     ("c96 o16 2x4 s2 valid", (2, 9, 12, 96), (2, 4, 96, 16), 2, False),
-    ("c16 o64 8x8 many chunks", (9, 8, 8, 16), (3, 3, 16, 64), 1, True),
+    ("c16 o64 8x8 groups of 10 images", (23, 8, 8, 16), (3, 3, 16, 64), 1, True),
     ("c8 o3 4x1 s(2,1)", (3, 10, 7, 8), (4, 1, 8, 3), (2, 1), True),
 ]
 

@@ -59,7 +59,8 @@
 
 #define STRIPES 8  /* partial filter gradients */
 #define TILE_BYTES 1024
-#define SEGMENT 8  /* K steps of the stride-1 filter gradient per pass of the taps */
+#define SEGMENT 8  /* K steps of the filter gradient per pass over the taps */
+#define GROUP_POSITIONS 1024 /* positions of the filter gradient's groups of images */
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -437,7 +438,7 @@ static pr_window flipped_window(const pr_window *g) {
     return f;
 }
 
-/* ---- filter gradient, image by image -------------------------------------------- */
+/* ---- filter gradient, a few images at a time ---------------------------------- */
 
 /* The padded image split into SH x SW phases, phase (a, b) holding the
  * padded pixels (r SH + a, q SW + b) at (r, q), each HQ x WQ: output pixel
@@ -449,27 +450,32 @@ static pr_window flipped_window(const pr_window *g) {
  * dy(G) in pairs of positions, P[G / 2][o][G % 2], where dy(G) is dy at
  * output pixel (r, q) when r < HO and q < WO and zero otherwise (virtual
  * outputs).  Then dw[tap][c][o] += sum_G xT[phase][c][G + off(tap)] dy(G):
- * A tiles straight from xT at the tap's offset, B tiles straight from P,
- * both built per image in the thread's buffers (in cache).  Images are
- * dealt round-robin to STRIPES stripes, each with its partial sums, added
- * in stripe order at the end.  (A virtual output reads real pixels with a
+ * A tiles straight from xT at the tap's offset, B tiles straight from P.
+ * A group of images (about GROUP_POSITIONS positions, so that small images
+ * still give long sums per tile load and store) is built at a time in the
+ * thread's buffers (in cache), its images' positions one after another: a
+ * tap of a real output never reads past its own image.  Groups are dealt
+ * round-robin to STRIPES stripes, each with its partial sums, added in
+ * stripe order at the end.  (A virtual output reads real pixels with a
  * zero dy: an infinite x there makes a NaN that the exact sum would not
  * have; finite inputs are unaffected.) */
 typedef struct {
     int64_t hq, wq, phases;          /* a phase's rows and columns; SH * SW */
-    int64_t positions, ksteps, len;  /* HQ * WQ; K steps of 32; an xT row */
+    int64_t positions, group, groups; /* HQ * WQ per image; images per group; groups */
+    int64_t ksteps, len;             /* K steps of 32 of a group; an xT row */
     int64_t op, wide;                /* O, max(CP, O), rounded up to 16 */
     size_t xt, pairs, tmp, slot, partial; /* bytes */
 } flat_filter;
-
-static int64_t flat_stripes(const pr_window *g) { return g->n < STRIPES ? g->n : STRIPES; }
 
 static flat_filter flat_filter_of(const pr_window *g, const padded *p) {
     flat_filter f;
     f.hq = (p->hp + g->sh - 1) / g->sh, f.wq = (p->wp + g->sw - 1) / g->sw;
     f.phases = g->sh * g->sw;
     f.positions = f.hq * f.wq;
-    f.ksteps = (f.positions + 31) / 32;
+    f.group = GROUP_POSITIONS / f.positions < 1 ? 1 : GROUP_POSITIONS / f.positions;
+    if (f.group > g->n) f.group = g->n;
+    f.groups = (g->n + f.group - 1) / f.group;
+    f.ksteps = (f.group * f.positions + 31) / 32;
     f.len = (f.ksteps * 32 + (g->kh - 1) / g->sh * f.wq + (g->kw - 1) / g->sw + 32) / 32 * 32;
     f.op = out_blocks(g->o) * 16;
     f.wide = max64(p->cp, f.op);
@@ -485,7 +491,7 @@ static flat_filter flat_filter_of(const pr_window *g, const padded *p) {
 static size_t filter_scratch(const pr_window *g) {
     const padded p = padded_of(g);
     const flat_filter f = flat_filter_of(g, &p);
-    return (size_t)flat_stripes(g) * (f.slot + f.partial);
+    return (size_t)(f.groups < STRIPES ? f.groups : STRIPES) * (f.slot + f.partial);
 }
 
 /* A grid of positions over a source image: position (r, q) is source
@@ -496,18 +502,20 @@ typedef struct {
     int64_t mh, mw, h0, w0;
 } grid;
 
-/* Rows i < 32 of `rows` (width values each): grid positions G0 + i (WQ to
- * a row), zeros where they fall outside; a run of pixels at a time. */
-static void grid_rows(const grid *s, const flat_filter *f, int64_t n, int64_t G0, int64_t width,
-                      uint16_t *rows) {
+/* Rows i < 32 of `rows` (width values each): positions G0 + i of the
+ * group of nimg images from n0 (positions per image, WQ to a row), zeros
+ * where they fall outside; a run of pixels at a time. */
+static void grid_rows(const grid *s, const flat_filter *f, int64_t n0, int64_t nimg, int64_t G0,
+                      int64_t width, uint16_t *rows) {
     const size_t es = pr_dtype_size(s->src.dtype);
     memset(rows, 0, sizeof(uint16_t) * (size_t)(32 * width));
     for (int64_t i = 0; i < 32;) {
-        const int64_t G = G0 + i, r = G / f->wq, q = G % f->wq;
+        const int64_t img = (G0 + i) / f->positions, G = (G0 + i) % f->positions;
+        const int64_t r = G / f->wq, q = G % f->wq, n = n0 + img;
         const int64_t run = 32 - i < f->wq - q ? 32 - i : f->wq - q; /* within the row */
         const int64_t h = r * s->mh + s->h0;
         i += run;
-        if (r >= f->hq || h < 0 || h >= s->hs) continue;
+        if (img >= nimg || h < 0 || h >= s->hs) continue;
         const char *row =
             (const char *)s->src.data + (size_t)((n * s->hs + h) * s->ws * s->ch) * es;
         uint16_t *d = rows + (i - run) * width;
@@ -528,9 +536,10 @@ static void grid_rows(const grid *s, const flat_filter *f, int64_t n, int64_t G0
     }
 }
 
-/* xT (the phases that some tap reads) and P of image n into the slot. */
-static void flat_image(const pr_window *g, const padded *p, const flat_filter *f, pr_operand x,
-                       pr_operand dy, int64_t n, char *slot) {
+/* xT (the phases that some tap reads) and P of the group of nimg images
+ * from n0 into the slot; K steps up to `ksteps`. */
+static void flat_group(const pr_window *g, const padded *p, const flat_filter *f, pr_operand x,
+                       pr_operand dy, int64_t n0, int64_t nimg, int64_t ksteps, char *slot) {
     const int64_t cp = p->cp, op = f->op;
     uint16_t *xt = (uint16_t *)slot, *pairs = (uint16_t *)(slot + f->xt);
     uint16_t *rows = (uint16_t *)(slot + f->xt + f->pairs);
@@ -540,7 +549,7 @@ static void flat_image(const pr_window *g, const padded *p, const flat_filter *f
             const grid gx = {x, g->h, g->w, g->c, g->sh, g->sw, a - p->ph, b - p->pw};
             uint32_t *phase = (uint32_t *)xt + (a * g->sw + b) * cp * f->len / 2;
             for (int64_t G0 = 0; G0 < f->len; G0 += 32) {
-                grid_rows(&gx, f, n, G0, cp, rows);
+                grid_rows(&gx, f, n0, nimg, G0, cp, rows);
                 for (int64_t j = 0; j < 16; j++)
                     pr_bf16_interleave(rows + 2 * j * cp, rows + (2 * j + 1) * cp, cp,
                                        (uint16_t *)(pr + j * cp));
@@ -550,8 +559,8 @@ static void flat_image(const pr_window *g, const padded *p, const flat_filter *f
             }
         }
     const grid gd = {dy, g->ho, g->wo, g->o, 1, 1, 0, 0};
-    for (int64_t G0 = 0; G0 < f->ksteps * 32; G0 += 32) {
-        grid_rows(&gd, f, n, G0, op, rows); /* virtual columns q >= WO stay zero */
+    for (int64_t G0 = 0; G0 < ksteps * 32; G0 += 32) {
+        grid_rows(&gd, f, n0, nimg, G0, op, rows); /* virtual outputs stay zero */
         for (int64_t j = 0; j < 16; j++)
             pr_bf16_interleave(rows + 2 * j * op, rows + (2 * j + 1) * op, op,
                                pairs + (G0 / 2 + j) * op * 2);
@@ -563,7 +572,7 @@ static int backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, floa
     const padded p = padded_of(g);
     const flat_filter f = flat_filter_of(g, &p);
     const int64_t O = g->o, C = g->c, cp = p.cp, op = f.op, taps = g->kh * g->kw;
-    const int64_t stripes = flat_stripes(g);
+    const int64_t stripes = f.groups < STRIPES ? f.groups : STRIPES;
     char *slots = scratch, *partials = (char *)scratch + (size_t)stripes * f.slot;
 #pragma omp parallel num_threads(pr_bf16_threads(stripes))
     {
@@ -574,11 +583,13 @@ static int backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, floa
         for (int64_t s = 0; s < stripes; s++) {
             float *partial = (float *)(partials + (size_t)s * f.partial);
             memset(partial, 0, f.partial);
-            for (int64_t n = s; n < g->n; n += stripes) {
-                flat_image(g, &p, &f, x, dy, n, slot);
+            for (int64_t gi = s; gi < f.groups; gi += stripes) {
+                const int64_t n0 = gi * f.group, nimg = g->n - n0 < f.group ? g->n - n0 : f.group;
+                const int64_t ksteps = (nimg * f.positions + 31) / 32;
+                flat_group(g, &p, &f, x, dy, n0, nimg, ksteps, slot);
                 /* SEGMENT K steps at a time, so that every tap reads them from L1 */
-                for (int64_t k0 = 0; k0 < f.ksteps; k0 += SEGMENT) {
-                    const int64_t nk = f.ksteps - k0 < SEGMENT ? f.ksteps - k0 : SEGMENT;
+                for (int64_t k0 = 0; k0 < ksteps; k0 += SEGMENT) {
+                    const int64_t nk = ksteps - k0 < SEGMENT ? ksteps - k0 : SEGMENT;
                     for (int64_t t0 = 0; t0 < taps; t0 += 4) { /* four taps share a B tile */
                         const int nt = (int)(taps - t0 < 4 ? taps - t0 : 4);
                         int64_t off[4] = {0, 0, 0, 0};
