@@ -367,21 +367,29 @@ def bf16_parallel(rng):
         close(got, r @ r.T, rtol=1e-4, what=f"matmul n={n}")
 
 
-def _bf16_conv_all_passes(rng, xs, ks, strides, same, what):
+def _bf16_conv_all_passes(rng, xs, ks, strides, same, what, variant=None):
     """conv2d and its two backprop ops with a bfloat16 kernel / input, through
-    the default kernel, against float64 on the rounded operands."""
+    `variant` when this CPU runs it (else the default kernel), against float64
+    on the rounded operands."""
     import ml_dtypes
     st = (strides, strides)
+    runs = variant and dict(_C.op_variants("conv2d")).get(variant) and \
+        not _C.cpu_info()["reference_only"]
+
+    def call(op, a, b, **attrs):
+        if runs:
+            return _C.run_variant(op, variant, a, b, strides=strides, same=same, **attrs)
+        return _C.call(op, a, b, strides=strides, same=same, **attrs)
+
     x, k = randn(rng, *xs), randn(rng, *ks).astype(ml_dtypes.bfloat16)
     xr, kr = x.astype(ml_dtypes.bfloat16).astype(np.float64), k.astype(np.float64)
-    y = pr.ops.conv2d(x, k, strides=strides, padding="same" if same else "valid")
+    y = call("conv2d", x, k)
     close(y, conv_ref(xr, kr, st, same), rtol=1e-4, atol=1e-4, what=f"{what} forward")
     dy = randn(rng, *y.shape)
     dyr = dy.astype(ml_dtypes.bfloat16).astype(np.float64)
-    dx = _C.call("conv2d_backprop_input", dy, k, strides=strides, same=same, shape=list(xs))
+    dx = call("conv2d_backprop_input", dy, k, shape=list(xs))
     close(dx, conv_bpi_ref(dyr, kr, xs, st, same), rtol=1e-4, atol=1e-4, what=f"{what} bpi")
-    dw = _C.call("conv2d_backprop_filter", x.astype(ml_dtypes.bfloat16), dy, strides=strides,
-                 same=same, shape=list(ks))
+    dw = call("conv2d_backprop_filter", x.astype(ml_dtypes.bfloat16), dy, shape=list(ks))
     close(dw, conv_bpf_ref(xr, dyr, ks, st, same), rtol=1e-4, atol=2e-3, what=f"{what} bpf")
 
 
@@ -396,7 +404,8 @@ def bf16_blocks(rng):
             want = a.astype(ml_dtypes.bfloat16).astype(np.float64) @ b.astype(np.float64)
             close(pr.ops.matmul(a, b), want, rtol=1e-4, atol=1e-4, what=f"{m}x{k}x{n}")
     for w in around(32):
-        _bf16_conv_all_passes(rng, (1, 1, w, 3), (1, 3, 3, 16), 1, True, f"width {w}")
+        _bf16_conv_all_passes(rng, (1, 1, w, 3), (1, 3, 3, 16), 1, True, f"width {w}",
+                              "amx_bf16")
 
 
 def bf16_filter_chunks(rng):
@@ -404,7 +413,22 @@ def bf16_filter_chunks(rng):
     partial sums: N*HO*WO of 511, 512, 513 and 4095, 4096, 4097 (8 chunks)."""
     for n, h, w in ((1, 7, 73), (1, 16, 32), (1, 19, 27), (5, 21, 39), (1, 64, 64),
                     (1, 17, 241)):
-        _bf16_conv_all_passes(rng, (n, h, w, 2), (3, 3, 2, 4), 1, True, f"{n}x{h}x{w}")
+        _bf16_conv_all_passes(rng, (n, h, w, 2), (3, 3, 2, 4), 1, True, f"{n}x{h}x{w}",
+                              "amx_bf16")
+
+
+def amx_direct_groups(rng):
+    """conv_amx.c GROUP_POSITIONS = 1024 padded positions per filter-gradient
+    group of images, SEGMENT = 8 K steps of 32 per pass over the taps,
+    STRIPES = 8 partial sums, TILE_BYTES = 1024 (one packed B tile of 16
+    output channels): 3x3 'same' convolutions whose padded images hold 1023,
+    1024, 1025 positions (groups of one image) and 224, 256, 288 (7, 8, 9 K
+    steps); 9 and 10 groups (more than the stripes); 15, 17 and 65 output
+    channels."""
+    for n, h, w, o in ((2, 29, 31, 16), (2, 30, 30, 17), (2, 23, 39, 15), (1, 12, 14, 16),
+                       (1, 14, 14, 16), (1, 14, 16, 65), (9, 22, 22, 16), (10, 22, 22, 17)):
+        _bf16_conv_all_passes(rng, (n, h, w, 16), (3, 3, 16, o), 1, True,
+                              f"{n}x{h}x{w} o{o}", "amx_direct_bf16")
 
 
 # ---- the list of every constant --------------------------------------------------------
@@ -483,6 +507,11 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("gemm_bf16.c", "MB"): bf16_blocks,
     ("conv_bf16.c", "CHUNK"): bf16_filter_chunks,
     ("conv_bf16.c", "STRIPES"): bf16_filter_chunks,
+    ("conv_amx.c", "GROUP_POSITIONS"): amx_direct_groups,
+    ("conv_amx.c", "SEGMENT"): amx_direct_groups,
+    ("conv_amx.c", "STRIPES"): amx_direct_groups,
+    ("conv_amx.c", "TILE_BYTES"): amx_direct_groups,
+    ("conv_amx.c", "HAVE_AMX"): "whether the AMX intrinsics exist (x86-64), not a size",
     ("gemm_bf16.c", "PR_BF16_MAX_SLOTS"): "threads sharing one product (the tests run 1-3)",
     ("gemm_bf16.c", "HAVE_X86"): "whether the intrinsics exist (x86-64), not a size",
     # constants that govern no size of the data
