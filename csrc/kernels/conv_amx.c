@@ -32,7 +32,7 @@
  * Filter gradient.  dw[tap] (CP x O) = x_tap^T (CP x M) . dy (M x O)
  * summed over the output pixels image by image: the image transposed
  * (channels x positions, the A tiles, so a tap is a shift of the tile's
- * start) and dy in pairs of positions (the B tiles, shared by four taps),
+ * start) and dy in pairs of positions (the B tiles, shared by three taps),
  * both built in the thread's buffers; at stride s the image is first split
  * into s x s phases, in each of which every tap is a stride-1 shift (see
  * "filter gradient" below).  Images are dealt round-robin to STRIPES
@@ -42,7 +42,7 @@
  * Tiles of the forward pass: 0-3 products (16 x 16 float32), 4 A (16 x 32
  * bfloat16), 5 A of one 16-channel tap (16 x 16), 6 B (16 pairs x 16), 7 B
  * of one 16-channel tap (8 pairs x 16); of the filter gradient: 0-3
- * products, 4 and 5 A in turn, 6 B.
+ * products, 3-5 A, 6 and 7 B in turn.
  */
 #include "conv_amx.h"
 
@@ -254,23 +254,34 @@ TARGET_AMX static void forward_tiles(const uint16_t *const *a, int nblk, long sa
     if (nt > 3) _tile_stored(3, ct + 3072, 256);
 }
 
-/* Accumulate ksteps products into nt (<= 4) tiles of partial sums, tile j
+/* Accumulate ksteps products into nt (<= 3) tiles of partial sums, tile j
  * at pt + j * pt_step (row stride sp bytes), one per tap: A tiles at
- * a + off[j] + k * 32 (row stride sa bytes; tiles 4 and 5 in turn), the
- * B tile at b + k * b_step (row stride sb bytes), shared by the taps. */
+ * a + off[j] + k * 32 (row stride sa bytes; tiles 3, 4, 5), the B tile at
+ * b + k * b_step (row stride sb bytes; tiles 6 and 7 in turn), shared by
+ * the taps.  Every tile register is reloaded only two products after its
+ * last reader, so loads overlap the products (AMX does not rename tiles). */
 TARGET_AMX static void filter_taps(const uint16_t *a, long sa, const int64_t *off,
                                    const uint16_t *b, long sb, int64_t b_step, int64_t ksteps,
                                    int nt, float *pt, int64_t pt_step, long sp) {
 #define LD(j) if (nt > (j)) _tile_loadd(j, pt + (j) * pt_step, sp);
-#define DP(j, A) if (nt > (j)) { _tile_loadd(A, ak + off[j], sa); _tile_dpbf16ps(j, A, 6); }
+#define DP(j, A, B) if (nt > (j)) { _tile_loadd(A, ak + off[j], sa); _tile_dpbf16ps(j, A, B); }
 #define ST(j) if (nt > (j)) _tile_stored(j, pt + (j) * pt_step, sp);
-    LD(0) LD(1) LD(2) LD(3)
-    for (int64_t k = 0; k < ksteps; k++) {
+    LD(0) LD(1) LD(2)
+    int64_t k = 0;
+    for (; k + 2 <= ksteps; k += 2) {
         const uint16_t *ak = a + k * 32;
         _tile_loadd(6, b + k * b_step, sb);
-        DP(0, 4) DP(1, 5) DP(2, 4) DP(3, 5)
+        DP(0, 3, 6) DP(1, 4, 6) DP(2, 5, 6)
+        ak += 32;
+        _tile_loadd(7, b + (k + 1) * b_step, sb);
+        DP(0, 3, 7) DP(1, 4, 7) DP(2, 5, 7)
     }
-    ST(0) ST(1) ST(2) ST(3)
+    if (k < ksteps) {
+        const uint16_t *ak = a + k * 32;
+        _tile_loadd(6, b + k * b_step, sb);
+        DP(0, 3, 6) DP(1, 4, 6) DP(2, 5, 6)
+    }
+    ST(0) ST(1) ST(2)
 #undef LD
 #undef DP
 #undef ST
@@ -590,9 +601,9 @@ static int backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, floa
                 /* SEGMENT K steps at a time, so that every tap reads them from L1 */
                 for (int64_t k0 = 0; k0 < ksteps; k0 += SEGMENT) {
                     const int64_t nk = ksteps - k0 < SEGMENT ? ksteps - k0 : SEGMENT;
-                    for (int64_t t0 = 0; t0 < taps; t0 += 4) { /* four taps share a B tile */
-                        const int nt = (int)(taps - t0 < 4 ? taps - t0 : 4);
-                        int64_t off[4] = {0, 0, 0, 0};
+                    for (int64_t t0 = 0; t0 < taps; t0 += 3) { /* three taps share a B tile */
+                        const int nt = (int)(taps - t0 < 3 ? taps - t0 : 3);
+                        int64_t off[3] = {0, 0, 0};
                         for (int j = 0; j < nt; j++) {
                             const int64_t kh = (t0 + j) / g->kw, kw = (t0 + j) % g->kw;
                             off[j] = (kh % g->sh * g->sw + kw % g->sw) * cp * f.len +
