@@ -394,9 +394,11 @@ static int forward(const pr_window *g, pr_operand x, int64_t dh, int64_t dw, con
     const int flat = flat_of(g);
     const long sa = (long)(g->sw * p.cp * 2);
     const int64_t row_blocks = (g->wo + 15) / 16;
-    /* per call: 4 tiles, as 4 pixel blocks x 1 channel block (a B tile
-     * serves four pixel blocks) unless 2 or 3 channel blocks are all */
-    const int per_call = nbs == 2 || nbs == 3 ? (int)nbs : 1, group = 4 / per_call;
+    /* per call: 2 pixel blocks x 1 channel block (a B tile serves both;
+     * four, whose A loads into one tile wait on each other, measured
+     * slower), or 1-2 pixel blocks x all of 2 or 3 channel blocks */
+    const int per_call = nbs == 2 || nbs == 3 ? (int)nbs : 1;
+    const int group = per_call == 1 ? 2 : 4 / per_call;
 #pragma omp parallel num_threads(pr_bf16_threads(pr_bf16_slots(g->n)))
     {
         uint16_t *xp = (uint16_t *)(slots + (size_t)THREAD_ID() * forward_slot_bytes(&p));
