@@ -73,9 +73,12 @@ typedef struct {
     int64_t dtype;
 } pr_cast_attrs;
 
-/* batch normalization over all axes but the last. */
+/* batch normalization over all axes but the last; the training backward
+ * ops also take dx_dtype, the pr_dtype code of dx (float32, or bfloat16
+ * where jit_compile folds the cast of dx into them). */
 typedef struct {
     double epsilon;
+    int64_t dx_dtype;
 } pr_bn_attrs;
 
 #endif

@@ -194,4 +194,8 @@ PyObject *pr_trace_size_arith(int kind, PyObject *a, PyObject *b);
 int pr_tracing_active(void);
 int pr_graph_init(PyObject *module);
 
+/* Attributes of the batch-norm training backward ops (ops_nn.c): epsilon,
+ * dx_dtype (op_attrs.h, pr_bn_attrs). */
+extern const pr_attr_spec pr_bn_backward_attrs[];
+
 #endif

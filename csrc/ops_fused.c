@@ -4,8 +4,10 @@
  * residual add + ReLU -> batch_norm_add_relu_train.  Backward: the
  * relu_backward feeding a batch_norm_train_backward of a fused BN + ReLU
  * folds into batch_norm_relu_train_backward, which recomputes the mask from
- * the BN's input.  Each saves whole passes over the activations; each does
- * the unfused ops' float operations in their order (bit-identical results).
+ * the BN's input; a cast to bfloat16 of a BN backward's dx folds into the
+ * backward (dx_dtype).  Each saves whole passes over the activations; each
+ * does the unfused ops' float operations in their order (bit-identical
+ * results).
  *
  * fused_elementwise: a chain of elementwise nodes (add, subtract, multiply,
  * divide, negative, scale, relu, relu_backward, and the unary exp, log, sqrt,
@@ -110,8 +112,8 @@ static int infer_bn_relu_backward(const pr_op *op, const pr_view *in, int n, con
 static int fw_bn_relu_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
     return pr_k_bn_train_backward_act(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
                                       in[5].data, bn_rows(&in[1]), bn_channels(&in[1]),
-                                      ((const pr_bn_attrs *)a)->epsilon, out[0].data, out[1].data,
-                                      out[2].data, ws, 1);
+                                      ((const pr_bn_attrs *)a)->epsilon, out[0].data,
+                                      out[0].dtype == PR_BF16, out[1].data, out[2].data, ws, 1);
 }
 
 static int fw_bn_relu_infer(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
@@ -142,11 +144,12 @@ static const pr_op op_bn_add_relu_train = {
            "pass (made by jit_compile from a residual block's BN, add and ReLU; bit for bit "
            "the unfused ops' results)."};
 static const pr_op op_bn_relu_train_backward = {
-    .name = "batch_norm_relu_train_backward", .n_in = 6, .n_out = 3, .attrs = bn_attrs,
+    .name = "batch_norm_relu_train_backward", .n_in = 6, .n_out = 3,
+    .attrs = pr_bn_backward_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu_backward,
     .forward = fw_bn_relu_backward, .flags = PR_OP_NO_GRADIENT_RULE,
-    .doc = "batch_norm_relu_train_backward(dy, x, gamma, beta, batch_mean, batch_var; epsilon) "
-           "-> dx, dgamma, dbeta: batch_norm_train_backward of relu_backward(dy, "
+    .doc = "batch_norm_relu_train_backward(dy, x, gamma, beta, batch_mean, batch_var; epsilon, "
+           "dx_dtype) -> dx, dgamma, dbeta: batch_norm_train_backward of relu_backward(dy, "
            "relu(batch_norm_train(x))), the ReLU's mask recomputed from x (made by "
            "jit_compile; bit for bit the unfused ops' results)."};
 
@@ -403,7 +406,7 @@ static int fuse_bn_relu_backward(pr_Graph *g) {
         pr_gnode *B = &g->nodes[bj];
         if (B->op != &op_bn_relu_train || B->out[0] != Rb->in[1] || K->in[1] != B->in[0] ||
             K->in[2] != B->in[1] || K->in[3] != B->out[1] || K->in[4] != B->out[2] ||
-            memcmp(K->attrs, B->attrs, sizeof(pr_bn_attrs)) != 0)
+            ((const pr_bn_attrs *)K->attrs)->epsilon != ((const pr_bn_attrs *)B->attrs)->epsilon)
             continue;
         int x = B->in[0], gamma = B->in[1], beta = B->in[2];
         if (written_between(g, x, bj, kj) || written_between(g, gamma, bj, kj) ||
@@ -421,11 +424,39 @@ static int fuse_bn_relu_backward(pr_Graph *g) {
     return 0;
 }
 
+/* Backward: the cast to bfloat16 of a batch-norm training backward's dx
+ * (what a bfloat16 convolution's gradient makes of its output gradient),
+ * when nothing else reads dx, goes: the backward writes dx rounded to
+ * bfloat16 itself (dx_dtype), the same rounding, one pass and a float32
+ * buffer fewer. */
+static int fuse_bn_backward_cast(pr_Graph *g) {
+    readers_t r;
+    if (readers_init(g, &r) < 0) return -1;
+    for (int cj = 0; cj < g->n_nodes; cj++) {
+        pr_gnode *C = &g->nodes[cj];
+        if (!runs(C, "cast") || ((const pr_cast_attrs *)C->attrs)->dtype != PR_BF16) continue;
+        int v = C->in[0], kj = producer(g, v);
+        if (kj < 0 || r.count[v] != 1) continue;
+        pr_gnode *K = &g->nodes[kj];
+        if ((!runs(K, "batch_norm_train_backward") && K->op != &op_bn_relu_train_backward) ||
+            K->out[0] != v || ((const pr_bn_attrs *)K->attrs)->dx_dtype != PR_F32)
+            continue;
+        ((pr_bn_attrs *)K->attrs)->dx_dtype = PR_BF16;
+        K->out[0] = C->out[0];
+        C->op = NULL;
+        g->n_fused++;
+    }
+    readers_free(&r);
+    compact(g);
+    return 0;
+}
+
 /* ---- the passes ---------------------------------------------------------------- */
 
 int pr_fuse(pr_Graph *g) {
     readers_t r;
-    if (fuse_bn_forward(g) < 0 || fuse_bn_relu_backward(g) < 0 || readers_init(g, &r) < 0)
+    if (fuse_bn_forward(g) < 0 || fuse_bn_relu_backward(g) < 0 || fuse_bn_backward_cast(g) < 0 ||
+        readers_init(g, &r) < 0)
         return -1;
     /* In program order, so a chain a -> b -> c folds into c step by step. */
     for (int pj = 0; pj < g->n_nodes; pj++) {

@@ -608,7 +608,12 @@ static int infer_bn_backward(const pr_op *op, const pr_view *in, int n, const vo
     if (expect_channels(op, in, 2, c, "gamma") < 0 || expect_channels(op, in, 3, c, "mean") < 0 ||
         expect_channels(op, in, 4, c, "variance") < 0)
         return -1;
-    pr_set_out(&out[0], PR_F32, in[1].ndim, in[1].shape);
+    int64_t dx_dtype = ((const pr_bn_attrs *)attrs)->dx_dtype; /* 0 without the attribute */
+    if (dx_dtype != PR_F32 && dx_dtype != PR_BF16)
+        return pr_fail(op, PyExc_ValueError,
+                       "dx_dtype must be %d (float32) or %d (bfloat16), got %lld", PR_F32,
+                       PR_BF16, (long long)dx_dtype);
+    pr_set_out(&out[0], (pr_dtype)dx_dtype, in[1].ndim, in[1].shape);
     pr_set_out(&out[1], PR_F32, 1, &c);
     pr_set_out(&out[2], PR_F32, 1, &c);
     *ws = bn_scratch(rows_of(&in[1]), c);
@@ -636,9 +641,10 @@ static int fw_bn_train(const pr_view *in, int n, pr_view *out, const void *a, vo
                          EPS(a), out[0].data, out[1].data, out[2].data, ws);
 }
 static int fw_bn_train_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_bn_train_backward(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
-                                  rows_of(&in[1]), last_of(&in[1]), EPS(a), out[0].data,
-                                  out[1].data, out[2].data, ws);
+    return pr_k_bn_train_backward_act(in[0].data, in[1].data, in[2].data, NULL, in[3].data,
+                                      in[4].data, rows_of(&in[1]), last_of(&in[1]), EPS(a),
+                                      out[0].data, out[0].dtype == PR_BF16, out[1].data,
+                                      out[2].data, ws, 0);
 }
 static int fw_bn_infer(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
     return pr_k_bn_infer(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
@@ -682,6 +688,10 @@ static const pr_attr_spec shape_attrs[] = {
     {"shape", PR_ATTR_INTS, offsetof(pr_shape_attrs, shape), 1, 0}, {NULL}};
 static const pr_attr_spec bn_attrs[] = {
     {"epsilon", PR_ATTR_FLOAT, offsetof(pr_bn_attrs, epsilon), 0, 1e-3}, {NULL}};
+const pr_attr_spec pr_bn_backward_attrs[] = {
+    {"epsilon", PR_ATTR_FLOAT, offsetof(pr_bn_attrs, epsilon), 0, 1e-3},
+    {"dx_dtype", PR_ATTR_INT, offsetof(pr_bn_attrs, dx_dtype), 0, PR_F32},
+    {NULL}};
 
 static const pr_op op_sum = {
     .name = "sum", .n_in = 1, .n_out = 1, .attrs = reduce_attrs,
@@ -784,10 +794,11 @@ static const pr_op op_bn_train = {
            "(biased variance)."};
 static const pr_op op_bn_train_backward = {
     .name = "batch_norm_train_backward", .n_in = 5, .n_out = 3, .flags = PR_OP_NO_GRADIENT_RULE,
-    .attrs = bn_attrs,
+    .attrs = pr_bn_backward_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_backward, .forward = fw_bn_train_backward,
-    .doc = "batch_norm_train_backward(dy, x, gamma, batch_mean, batch_var; epsilon) -> "
-           "(dx, dgamma, dbeta) (Ioffe & Szegedy 2015, section 3)."};
+    .doc = "batch_norm_train_backward(dy, x, gamma, batch_mean, batch_var; epsilon, dx_dtype) -> "
+           "(dx, dgamma, dbeta) (Ioffe & Szegedy 2015, section 3); dx in float32, or rounded "
+           "to bfloat16 with dx_dtype=5 (made by jit_compile from the cast that follows)."};
 static const pr_op op_bn_infer = {
     .name = "batch_norm_infer", .n_in = 5, .n_out = 1, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_infer, .forward = fw_bn_infer,

@@ -545,14 +545,17 @@ def test_resnet_compiled_matches_eager(jit):
                                        for t in ("", " @1 thread")}
 
 
-@pytest.mark.parametrize("shortcut", ["projection", "zero_pad"])
-def test_batch_norm_fusions_are_bit_for_bit(shortcut):
+@pytest.mark.parametrize("shortcut,policy", [("projection", "float32"), ("zero_pad", "float32"),
+                                             ("projection", "mixed_bfloat16")])
+def test_batch_norm_fusions_are_bit_for_bit(shortcut, policy):
     """jit_compile's batch-norm fusions (BN + ReLU, BN + residual add +
-    ReLU, the BN + ReLU backward with its mask recomputed) give the unfused
-    ops' bits: each fused op against its composition, and three training
-    steps of a ResNet-8 with and without jit_compile (exactly when every op
-    has one kernel, as under PYRESNET_KERNELS=reference, CI's second pass;
-    else to the rounding of another convolution kernel that timing chose)."""
+    ReLU, the BN + ReLU backward with its mask recomputed, and under
+    mixed_bfloat16 the cast of the BN backward's dx folded into it) give the
+    unfused ops' bits: each fused op against its composition, and three
+    training steps of a ResNet-8 with and without jit_compile (exactly when
+    every op has one kernel, as under PYRESNET_KERNELS=reference, CI's second
+    pass; else to the rounding of another convolution kernel that timing
+    chose)."""
     rng = np.random.default_rng(3)
     call = pr._C.call
     for shape in [(4, 5, 5, 16), (3, 7, 9, 15), (2, 4, 4, 35), (32, 8, 8, 64)]:
@@ -569,22 +572,37 @@ def test_batch_norm_fusions_are_bit_for_bit(shortcut):
         got = call("batch_norm_relu_train_backward", dz, x, gamma, beta, mean, var, epsilon=1e-3)
         for w, g in zip(want, got):
             np.testing.assert_array_equal(g.numpy(), w.numpy())
+        for op, args in (("batch_norm_train_backward", (mask, x, gamma, mean, var)),
+                         ("batch_norm_relu_train_backward", (dz, x, gamma, beta, mean, var))):
+            dx16 = call(op, *args, epsilon=1e-3, dx_dtype=5)[0]  # dx rounded to bfloat16
+            assert dx16.dtype == "bfloat16"
+            np.testing.assert_array_equal(dx16.numpy(), pr.ops.cast(want[0], "bfloat16").numpy())
+            with pytest.raises(ValueError, match="dx_dtype must be 0 .float32. or 5"):
+                call(op, *args, epsilon=1e-3, dx_dtype=1)
     x, y = _resnet_batch()
-    weights = {}
-    for jit in (False, True):
-        pr.utils.set_random_seed(4)
-        model = pr.applications.resnet_cifar(8, input_shape=(12, 12, 3), num_classes=5, width=4,
-                                             shortcut=shortcut)
-        model.compile(optimizer=pr.optimizers.SGD(0.05, momentum=0.9),
-                      loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True))
-        step = pr.compile(model.train_step, jit_compile=jit)
-        for _ in range(3):
-            step((x, y))
-        weights[jit] = [w.numpy() for w in model.weights]
-        if jit:
-            ops_run = [n["op"] for n in step.get_concrete_function((x, y)).nodes]
-            assert ops_run.count("batch_norm_relu_train_backward") == 4  # the stem, each BN1
-            assert ops_run.count("batch_norm_add_relu_train") >= 1
+    weights, casts = {}, {}
+    before = pr.mixed_precision.global_policy()
+    pr.mixed_precision.set_global_policy(policy)
+    try:
+        for jit in (False, True):
+            pr.utils.set_random_seed(4)
+            model = pr.applications.resnet_cifar(8, input_shape=(12, 12, 3), num_classes=5,
+                                                 width=4, shortcut=shortcut)
+            model.compile(optimizer=pr.optimizers.SGD(0.05, momentum=0.9),
+                          loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True))
+            step = pr.compile(model.train_step, jit_compile=jit)
+            for _ in range(3):
+                step((x, y))
+            weights[jit] = [w.numpy() for w in model.weights]
+            casts[jit] = [n["op"] for n in step.get_concrete_function((x, y)).nodes].count("cast")
+            if jit:
+                ops_run = [n["op"] for n in step.get_concrete_function((x, y)).nodes]
+                assert ops_run.count("batch_norm_relu_train_backward") == 4  # the stem, each BN1
+                assert ops_run.count("batch_norm_add_relu_train") >= 1
+    finally:
+        pr.mixed_precision.set_global_policy(before)
+    if policy == "mixed_bfloat16":  # each conv's output gradient cast is folded into a BN
+        assert casts[True] <= casts[False] - 4, casts
     exact = pr.config.config()["reference_only"]
     for a, b in zip(weights[False], weights[True]):
         np.testing.assert_allclose(b, a, rtol=0 if exact else 1e-4, atol=0 if exact else 1e-5)

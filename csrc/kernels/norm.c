@@ -15,6 +15,8 @@
  * mode). */
 #include "norm.h"
 
+#include "bf16.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -174,12 +176,23 @@ static void affine_rows(const float *restrict x, const float *restrict a,
 }
 
 /* dx = A * g + B * (x - mean) + C over rows [lo, hi), g = dy masked as in
- * grad_stats_rows when ra is not NULL. */
+ * grad_stats_rows when ra is not NULL; stored as bfloat16 (rounded to
+ * nearest even, as the cast op rounds) in dxh when that is not NULL. */
 CLONES static void dx_rows(const float *restrict dy, const float *restrict x,
                     const float *restrict mean, const float *restrict A,
                     const float *restrict B, const float *restrict C,
                     const float *restrict ra, const float *restrict rb, int64_t lo, int64_t hi,
-                    int64_t c, float *restrict dx) {
+                    int64_t c, float *restrict dx, uint16_t *restrict dxh) {
+    if (dxh) {
+        for (int64_t r = lo; r < hi; r++)
+            for (int64_t j = 0; j < c; j++) {
+                int64_t i = r * c + j;
+                float g = dy[i];
+                if (ra) g = x[i] * ra[j] + rb[j] <= 0.0f ? 0.0f : g;
+                dxh[i] = pr_bf16_from_f32(A[j] * g + B[j] * (x[i] - mean[j]) + C[j]);
+            }
+        return;
+    }
     if (ra) {
         for (int64_t r = lo; r < hi; r++)
             for (int64_t j = 0; j < c; j++) {
@@ -253,13 +266,14 @@ int pr_k_bn_train_act(const float *x, const float *gamma, const float *beta, con
 int pr_k_bn_train_backward(const float *dy, const float *x, const float *gamma,
                            const float *mean, const float *var, int64_t m, int64_t c, double eps,
                            float *dx, float *dgamma, float *dbeta, void *scratch) {
-    return pr_k_bn_train_backward_act(dy, x, gamma, NULL, mean, var, m, c, eps, dx, dgamma, dbeta,
-                                      scratch, 0);
+    return pr_k_bn_train_backward_act(dy, x, gamma, NULL, mean, var, m, c, eps, dx, 0, dgamma,
+                                      dbeta, scratch, 0);
 }
 
 int pr_k_bn_train_backward_act(const float *dy, const float *x, const float *gamma,
                                const float *beta, const float *mean, const float *var, int64_t m,
-                               int64_t c, double eps, float *dx, float *dgamma, float *dbeta,
+                               int64_t c, double eps, void *dx, int dx_bf16, float *dgamma,
+                               float *dbeta,
                                void *scratch, int relu) {
     int64_t nc = n_chunks(m);
     double *part = scratch;
@@ -285,7 +299,8 @@ int pr_k_bn_train_backward_act(const float *dy, const float *x, const float *gam
     }
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
     for (int64_t k = 0; k < nc; k++)
-        dx_rows(dy, x, mean, A, B, C, ra, rb, CHUNK_LO(k), CHUNK_HI(k), c, dx);
+        dx_rows(dy, x, mean, A, B, C, ra, rb, CHUNK_LO(k), CHUNK_HI(k), c,
+                dx_bf16 ? NULL : (float *)dx, dx_bf16 ? (uint16_t *)dx : NULL);
     return PR_OK;
 }
 

@@ -38,11 +38,13 @@ int pr_k_bn_train_act(const float *x, const float *gamma, const float *beta, con
  * output gradient dy: the ReLU's mask is recomputed from x, beta and the
  * statistics (exactly the forward's values), so the ReLU's backward pass
  * and its output are saved (jit_compile's fusion); without relu,
- * pr_k_bn_train_backward (beta unused). */
+ * pr_k_bn_train_backward (beta unused).  dx is float32, or bfloat16 when
+ * dx_bf16 (rounded as the cast op rounds: jit_compile's fusion of the cast
+ * a bfloat16 convolution's backward makes of it). */
 int pr_k_bn_train_backward_act(const float *dy, const float *x, const float *gamma,
                                const float *beta, const float *mean, const float *var, int64_t m,
-                               int64_t c, double eps, float *dx, float *dgamma, float *dbeta,
-                               void *scratch, int relu);
+                               int64_t c, double eps, void *dx, int dx_bf16, float *dgamma,
+                               float *dbeta, void *scratch, int relu);
 int pr_k_bn_infer_act(const float *x, const float *gamma, const float *beta, const float *mean,
                       const float *var, int64_t m, int64_t c, double eps, float *y, void *scratch,
                       int relu);
