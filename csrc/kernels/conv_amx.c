@@ -18,8 +18,9 @@
  * two neighbouring input pixels: the taps kw and kw + 1 at once (a lone
  * last tap uses a half-width tile).  Weights are packed once per call into
  * B tiles (16 pairs of K rows x 16 output channels, the pair-interleaved
- * layout of gemm_bf16.h), up to four output-channel blocks share each A
- * load, and each finished tile is stored to a small buffer and its valid
+ * layout of gemm_bf16.h); a call makes four product tiles, two pixel blocks
+ * sharing each B tile or two or three output-channel blocks sharing each A
+ * tile, and each finished tile is stored to a small buffer and its valid
  * rows copied out.  Each output is one tile row's sum, so the order of its
  * sums never depends on the thread count.
  *
@@ -30,14 +31,14 @@
  * four products meet zeros: AMX time is cheap next to a gather.
  *
  * Filter gradient.  dw[tap] (CP x O) = x_tap^T (CP x M) . dy (M x O)
- * summed over the output pixels image by image: the image transposed
- * (channels x positions, the A tiles, so a tap is a shift of the tile's
- * start) and dy in pairs of positions (the B tiles, shared by three taps),
- * both built in the thread's buffers; at stride s the image is first split
- * into s x s phases, in each of which every tap is a stride-1 shift (see
- * "filter gradient" below).  Images are dealt round-robin to STRIPES
- * stripes with their own partial sums, added in stripe order, so results
- * do not depend on the thread count.
+ * summed over the output pixels a few images at a time: the images
+ * transposed (channels x positions, the A tiles, so a tap is a shift of the
+ * tile's start) and dy in pairs of positions (the B tiles, shared by three
+ * taps), both built in the thread's buffers; at stride s each image is
+ * first split into s x s phases, in each of which every tap is a stride-1
+ * shift (see "filter gradient" below).  Groups of images are dealt
+ * round-robin to STRIPES stripes with their own partial sums, added in
+ * stripe order, so results do not depend on the thread count.
  *
  * Tiles of the forward pass: 0-3 products (16 x 16 float32), 4 A (16 x 32
  * bfloat16), 5 A of one 16-channel tap (16 x 16), 6 B (16 pairs x 16), 7 B
@@ -58,7 +59,7 @@
 #endif
 
 #define STRIPES 8  /* partial filter gradients */
-#define TILE_BYTES 1024
+#define TILE_BYTES 1024 /* one packed B tile: 16 pairs of rows x 16 columns of bfloat16 */
 #define SEGMENT 8  /* K steps of the filter gradient per pass over the taps */
 #define GROUP_POSITIONS 1024 /* positions of the filter gradient's groups of images */
 
