@@ -208,7 +208,7 @@ static const tile_config config = {
     .rows = {16, 16, 16, 16, 16, 16, 16, 8},
 };
 
-/* The stride-1 filter gradient's: eight tiles of 16 rows x 64 bytes. */
+/* The filter gradient's: eight tiles of 16 rows x 64 bytes. */
 static const tile_config config_full = {
     .palette = 1,
     .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
