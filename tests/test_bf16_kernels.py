@@ -190,3 +190,30 @@ def test_which_bf16_kernels_ran(capsys):
         assert CPU["amx"] == "tile state granted"
         assert ran == (["reference"] if CPU["reference_only"] else
                        ["amx_direct_bf16", "amx_bf16", "avx512_bf16", "reference"])
+
+
+@pytest.mark.parametrize("strides", [1, 2])
+def test_amx_direct_nan_reaches_exactly_the_windows_that_hold_it(strides, rng):
+    """amx_direct_bf16's forward and input gradient read every tap from a
+    padded image and never multiply a pixel outside a window by a zero
+    weight, so a NaN or an infinity in the input reaches exactly the
+    outputs whose windows hold it (its virtual columns are dropped)."""
+    x = rng.standard_normal((2, 9, 11, 16)).astype(f32)
+    k = rng.standard_normal((3, 3, 16, 16)).astype(bf16)
+    if not expected_to_run("amx_direct_bf16"):  # no AMX, or PYRESNET_KERNELS=reference
+        with pytest.raises(ValueError, match="kernel variant 'amx_direct_bf16' cannot run"):
+            _C.run_variant("conv2d", "amx_direct_bf16", x, k, strides=strides, same=True)
+        return
+    x[1, 4, 6, 3], x[0, 0, 10, 7] = np.nan, np.inf
+    got = _C.run_variant("conv2d", "amx_direct_bf16", x, k, strides=strides, same=True).numpy()
+    bad = conv_ref(np.where(np.isfinite(x), 0.0, 1.0), np.ones((3, 3, 16, 1)), (strides,) * 2,
+                   True)[..., 0] > 0
+    assert np.array_equal(~np.isfinite(got).all(axis=-1), bad)
+    dy = rng.standard_normal(got.shape).astype(f32)
+    dy[0, 2, 3, 5] = np.nan
+    dx = _C.run_variant("conv2d_backprop_input", "amx_direct_bf16", dy, k, strides=strides,
+                        same=True, shape=list(x.shape)).numpy()
+    holds = (~np.isfinite(dy).all(axis=-1, keepdims=True)).astype(np.float64)
+    reach = conv_bpi_ref(holds, np.ones((3, 3, 1, 1)), (2, 9, 11, 1), (strides,) * 2,
+                         True)[..., 0] > 0
+    assert np.array_equal(~np.isfinite(dx).all(axis=-1), reach)
