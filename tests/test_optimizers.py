@@ -351,3 +351,32 @@ def test_save_and_load_adam_with_a_schedule(tmp_path, rng):
         m.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
     for a, b in zip(model.get_weights(), loaded.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("make", [lambda: pr.optimizers.SGD(0.01, momentum=0.9),
+                                  lambda: pr.optimizers.Adam(0.01),
+                                  lambda: pr.optimizers.RMSprop(0.01, momentum=0.9,
+                                                                centered=True)])
+def test_slots_below_the_normal_range_become_zero(make):
+    """A slot that decays where the gradient is zero (a dead unit's weights)
+    reaches float32's subnormal range, where each product costs a microcode
+    assist; the update ops keep such slots at zero, as TensorFlow's CPU
+    kernels do (flush-to-zero): no slot is ever subnormal, and after enough
+    zero-gradient steps the first (the momentum, Adam's m) is exactly 0;
+    normal slots follow the formulas (the Keras replay tests)."""
+    tiny = np.finfo(np.float32).tiny
+    w = pr.Variable(np.ones(4, np.float32))
+    opt = make()
+    opt.apply_gradients([(pr.Tensor(np.full(4, 1e-3, np.float32)), w)])
+    zero = pr.Tensor(np.zeros(4, np.float32))
+    seen_subnormal = False
+    for _ in range(3000):  # 0.9 ** 3000 * 1e-3 is far below tiny
+        opt.apply_gradients([(zero, w)])
+        for s in opt.variables:
+            a = np.asarray(s.numpy(), np.float32).ravel()
+            if a.size == 4:
+                seen_subnormal |= bool(np.any((a != 0) & (np.abs(a) < tiny)))
+    assert not seen_subnormal
+    slots = [np.asarray(s.numpy()).ravel() for s in opt.variables if np.size(s.numpy()) == 4]
+    assert slots and all(np.all(a == 0) for a in slots[:1])
+    assert np.all(np.isfinite(w.numpy()))

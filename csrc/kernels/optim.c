@@ -1,9 +1,12 @@
 /* In-place variable updates.  Layout: contiguous, elementwise; formulas are
  * in optim.h with their sources.  Float arithmetic is float32 in the order
  * Keras 3 applies its ops, so results match a NumPy float32 replay exactly
- * (no FMA contraction: ISO C mode compiles with -ffp-contract=off). */
+ * (no FMA contraction: ISO C mode compiles with -ffp-contract=off), but for
+ * optimizer slots below float32's normal range, which are zero here (see
+ * `below`). */
 #include "optim.h"
 
+#include <float.h>
 #include <math.h>
 
 #define PARALLEL_MIN 32768
@@ -109,13 +112,26 @@ int pr_k_sgd(float *var, const float *grad, int64_t n, float lr, float wd) {
     return PR_OK;
 }
 
+/* Slots (momentum, moving averages) decay geometrically where the gradient
+ * is zero (a dead ReLU's weights) and reach float32's subnormal range after
+ * some hundred steps, where every product costs a microcode assist (about
+ * 100x; an MLP epoch spent 60% of its time in the SGD update).  A slot
+ * whose next product `slot * factor` would be subnormal counts as zero,
+ * and a subnormal result is stored as zero: what TensorFlow's CPU kernels
+ * compute, since they run with flush-to-zero (Keras on TensorFlow sees the
+ * same values).  Values at or above FLT_MIN / factor are untouched. */
+static inline float below(float slot, float factor) {
+    return factor > 0.0f && fabsf(slot) < FLT_MIN / factor ? 0.0f : slot; /* NaN stays */
+}
+static inline float normal_or_zero(float x) { return fabsf(x) < FLT_MIN ? 0.0f : x; }
+
 int pr_k_sgd_momentum(float *var, const float *grad, float *velocity, int64_t n, float lr,
                       float momentum, int nesterov, float wd) {
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++) {
         float v = var[i], g = grad[i];
         if (wd != 0.0f) v = v - v * wd * lr;
-        float m = velocity[i] * momentum - g * lr;
+        float m = normal_or_zero(below(velocity[i], momentum) * momentum - g * lr);
         velocity[i] = m;
         var[i] = v + (nesterov ? m * momentum - g * lr : m);
     }
@@ -131,8 +147,9 @@ int pr_k_adam(float *var, const float *grad, float *m, float *v, float *vhat, in
     for (int64_t i = 0; i < n; i++) {
         float w = var[i], g = grad[i];
         if (wd != 0.0f) w = w - w * wd * lr;
-        float mi = m[i] + (g - m[i]) * one_minus_b1;
-        float vi = v[i] + (g * g - v[i]) * one_minus_b2;
+        float m0 = below(m[i], one_minus_b1), v0 = below(v[i], one_minus_b2);
+        float mi = normal_or_zero(m0 + (g - m0) * one_minus_b1);
+        float vi = normal_or_zero(v0 + (g * g - v0) * one_minus_b2);
         m[i] = mi;
         v[i] = vi;
         if (vhat) {
@@ -152,11 +169,11 @@ int pr_k_rmsprop(float *var, const float *grad, float *vel, float *mom, float *a
     for (int64_t i = 0; i < n; i++) {
         float w = var[i], g = grad[i];
         if (wd != 0.0f) w = w - w * wd * lr;
-        float ve = rho * vel[i] + one_minus_rho * (g * g);
+        float ve = normal_or_zero(rho * below(vel[i], rho) + one_minus_rho * (g * g));
         vel[i] = ve;
         float denom;
         if (avg) {
-            float a = rho * avg[i] + one_minus_rho * g;
+            float a = normal_or_zero(rho * below(avg[i], rho) + one_minus_rho * g);
             avg[i] = a;
             denom = ve - a * a + epsilon;
         } else {
@@ -164,7 +181,7 @@ int pr_k_rmsprop(float *var, const float *grad, float *vel, float *mom, float *a
         }
         float inc = lr * g / sqrtf(denom);
         if (mom) {
-            float mo = momentum * mom[i] + inc;
+            float mo = normal_or_zero(momentum * below(mom[i], momentum) + inc);
             mom[i] = mo;
             var[i] = w - mo;
         } else {

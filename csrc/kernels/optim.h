@@ -1,6 +1,8 @@
 /* In-place variable updates: assign family, moving averages, Keras 3 SGD.
  * Every kernel either fails before writing anything or updates every
- * element. */
+ * element.  The optimizers' slots (momentum, moments, averages) stay zero
+ * rather than subnormal, as under TensorFlow's flush-to-zero (optim.c,
+ * `below`). */
 #ifndef PR_K_OPTIM_H
 #define PR_K_OPTIM_H
 
