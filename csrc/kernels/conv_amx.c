@@ -84,6 +84,27 @@ static padded padded_of(const pr_window *g) {
     return p;
 }
 
+/* n pixels of ch values, src_step and dst_step values apart, to bfloat16
+ * (float32 rounded, bfloat16 copied); a few channels (the stem's 3) inline
+ * rather than a call per pixel. */
+static void convert_pixels(const char *src, pr_dtype dt, int64_t ch, int64_t src_step, int64_t n,
+                           uint16_t *dst, int64_t dst_step) {
+    if (ch >= 16) {
+        for (int64_t j = 0; j < n; j++)
+            pr_bf16_convert_run(src + (size_t)(j * src_step) * pr_dtype_size(dt), dt, ch,
+                                dst + j * dst_step);
+    } else if (dt == PR_BF16) {
+        const uint16_t *h = (const uint16_t *)src;
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t c = 0; c < ch; c++) dst[j * dst_step + c] = h[j * src_step + c];
+    } else {
+        const float *f = (const float *)src;
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t c = 0; c < ch; c++)
+                dst[j * dst_step + c] = pr_bf16_from_f32(f[j * src_step + c]);
+    }
+}
+
 /* Bytes of one padded image and the zero slack after it. */
 static size_t image_bytes(const padded *p) {
     return align64(sizeof(uint16_t) * (size_t)((p->hp * p->wp + p->slack) * p->cp));
@@ -103,22 +124,18 @@ static void pad_one(const padded *p, pr_operand x, int64_t n, uint16_t *d, int s
         const char *s = (const char *)x.data + (size_t)((n * p->h + ih) * p->w * p->c) * es;
         if (p->dw > 1) { /* spread out: pixel j at column pw + j dw */
             memset(d, 0, sizeof(uint16_t) * (size_t)(p->wp * p->cp));
-            for (int64_t j = 0; j < p->w && p->pw + j * p->dw < p->wp; j++) {
-                uint16_t *e = d + (p->pw + j * p->dw) * p->cp;
-                pr_bf16_convert_run(s + (size_t)(j * p->c) * es, x.dtype, p->c, e);
-            }
+            const int64_t fit = (p->wp - p->pw + p->dw - 1) / p->dw; /* pixels inside */
+            convert_pixels(s, x.dtype, p->c, p->c, p->w < fit ? p->w : fit, d + p->pw * p->cp,
+                           p->dw * p->cp);
             continue;
         }
         memset(d, 0, sizeof(uint16_t) * (size_t)(p->pw * p->cp));
         uint16_t *body = d + p->pw * p->cp;
         if (p->cp == p->c) {
             pr_bf16_convert_run(s, x.dtype, cols * p->c, body);
-        } else {
-            for (int64_t j = 0; j < cols; j++) {
-                pr_bf16_convert_run(s + (size_t)(j * p->c) * es, x.dtype, p->c,
-                                    body + j * p->cp);
-                memset(body + j * p->cp + p->c, 0, sizeof(uint16_t) * (size_t)(p->cp - p->c));
-            }
+        } else { /* channels padded with zeros */
+            memset(body, 0, sizeof(uint16_t) * (size_t)(cols * p->cp));
+            convert_pixels(s, x.dtype, p->c, p->c, cols, body, p->cp);
         }
         memset(body + cols * p->cp, 0,
                sizeof(uint16_t) * (size_t)((p->wp - p->pw - cols) * p->cp));
@@ -541,12 +558,12 @@ static void grid_rows(const grid *s, const flat_filter *f, int64_t n0, int64_t n
                                     (hi - lo) * s->ch, d + (lo - q - s->w0) * width);
             continue;
         }
-        for (int64_t j = 0; j < run; j++) {
-            const int64_t w = (q + j) * s->mw + s->w0;
-            if (w >= 0 && w < s->ws)
-                pr_bf16_convert_run(row + (size_t)(w * s->ch) * es, s->src.dtype, s->ch,
-                                    d + j * width);
-        }
+        int64_t j0 = 0, j1 = run; /* the j with 0 <= (q + j) mw + w0 < ws */
+        while (j0 < run && (q + j0) * s->mw + s->w0 < 0) j0++;
+        while (j1 > j0 && (q + j1 - 1) * s->mw + s->w0 >= s->ws) j1--;
+        if (j0 < j1)
+            convert_pixels(row + (size_t)(((q + j0) * s->mw + s->w0) * s->ch) * es, s->src.dtype,
+                           s->ch, s->mw * s->ch, j1 - j0, d + j0 * width, width);
     }
 }
 
