@@ -18,10 +18,11 @@
  * two neighbouring input pixels: the taps kw and kw + 1 at once (a lone
  * last tap uses a half-width tile).  Weights are packed once per call into
  * B tiles (16 pairs of K rows x 16 output channels, the pair-interleaved
- * layout of gemm_bf16.h); a call makes four product tiles, two pixel blocks
- * sharing each B tile or two or three output-channel blocks sharing each A
- * tile, and each finished tile is stored to a small buffer and its valid
- * rows copied out.  Each output is one tile row's sum, so the order of its
+ * layout of gemm_bf16.h); a call makes two to four product tiles: two
+ * pixel blocks sharing each B tile (one output-channel block at a time),
+ * or one or two pixel blocks each meeting all of two or three output-
+ * channel blocks; each finished tile is stored to a small buffer and its
+ * valid rows copied out.  Each output is one tile row's sum, so the order of its
  * sums never depends on the thread count.
  *
  * Input gradient: the stride-1 forward convolution of dy, padded by
@@ -42,7 +43,7 @@
  *
  * Tiles of the forward pass: 0-3 products (16 x 16 float32), 4 A (16 x 32
  * bfloat16), 5 A of one 16-channel tap (16 x 16), 6 B (16 pairs x 16), 7 B
- * of one 16-channel tap (8 pairs x 16); of the filter gradient: 0-3
+ * of one 16-channel tap (8 pairs x 16); of the filter gradient: 0-2
  * products, 3-5 A, 6 and 7 B in turn.
  */
 #include "conv_amx.h"
@@ -489,7 +490,9 @@ static pr_window flipped_window(const pr_window *g) {
  * round-robin to STRIPES stripes, each with its partial sums, added in
  * stripe order at the end.  (A virtual output reads real pixels with a
  * zero dy: an infinite x there makes a NaN that the exact sum would not
- * have; finite inputs are unaffected.) */
+ * have, in the taps of its row's edge columns or, under 'valid', of columns
+ * no window uses; finite inputs are unaffected.  The forward pass and the
+ * input gradient drop their virtual outputs and have no such case.) */
 typedef struct {
     int64_t hq, wq, phases;          /* a phase's rows and columns; SH * SW */
     int64_t positions, group, groups; /* HQ * WQ per image; images per group; groups */
