@@ -454,31 +454,39 @@ static void window_bpf(const pr_view *in, const pr_view *out, const void *a, pr_
     conv_window(a, in[0].shape, out->shape, g);
 }
 
-#define DIRECT_VARIANT(pass, PASS, kernel, a0, a1)                                              \
-    static int direct_supports_##pass(const pr_view *in, int n, const pr_view *out,             \
+/* A variant whose supports, scratch and run functions read the pass's
+ * window g: `name`_supports_`pass` etc., from the three expressions. */
+#define WINDOW_VARIANT(name, pass, SUPPORTS, SCRATCH, RUN)                                      \
+    static int name##_supports_##pass(const pr_view *in, int n, const pr_view *out,             \
                                       const void *a) {                                          \
         pr_window g;                                                                            \
         window_##pass(in, out, a, &g);                                                          \
-        return ((const pr_conv_attrs *)a)->groups == 1 && all_f32(in) &&                       \
-               pr_conv_direct_supports(&g, PASS);                                               \
+        return SUPPORTS;                                                                        \
     }                                                                                           \
-    static size_t direct_scratch_##pass(const pr_view *in, int n, const pr_view *out,           \
+    static size_t name##_scratch_##pass(const pr_view *in, int n, const pr_view *out,           \
                                         const void *a) {                                        \
         pr_window g;                                                                            \
         window_##pass(in, out, a, &g);                                                          \
-        return pr_conv_direct_scratch_bytes(&g, PASS);                                          \
+        return SCRATCH;                                                                         \
     }                                                                                           \
-    static int direct_run_##pass(const pr_view *in, int n, pr_view *out, const void *a,         \
+    static int name##_run_##pass(const pr_view *in, int n, pr_view *out, const void *a,         \
                                  void *ws) {                                                    \
         pr_window g;                                                                            \
         window_##pass(in, out, a, &g);                                                          \
-        return kernel(&g, a0, a1, out->data, ws);                                               \
+        return RUN;                                                                             \
     }
 
-DIRECT_VARIANT(fw, PR_CONV_FORWARD, pr_conv_direct_forward, in[0].data, in[1].data)
-DIRECT_VARIANT(bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_backprop_input, in[0].data, in[1].data)
-DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_backprop_filter, in[0].data,
-               in[1].data)
+/* Direct AVX-512 (kernels/conv_direct.c): float32 calls of one group. */
+#define DIRECT_VARIANT(pass, PASS, kernel)                                                      \
+    WINDOW_VARIANT(direct, pass,                                                                \
+                   ((const pr_conv_attrs *)a)->groups == 1 && all_f32(in) &&                    \
+                       pr_conv_direct_supports(&g, PASS),                                       \
+                   pr_conv_direct_scratch_bytes(&g, PASS),                                      \
+                   kernel(&g, in[0].data, in[1].data, out->data, ws))
+
+DIRECT_VARIANT(fw, PR_CONV_FORWARD, pr_conv_direct_forward)
+DIRECT_VARIANT(bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_backprop_input)
+DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_backprop_filter)
 
 /* The bfloat16 variants (AMX, AVX512_BF16) take the calls with a bfloat16
  * operand, any window and stride (kernels/conv_bf16.c). */
@@ -517,24 +525,10 @@ BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 /* Direct AMX convolutions (kernels/conv_amx.c): bfloat16 calls whose
  * geometry they take (pr_conv_amx_supports). */
 #define AMX_DIRECT_VARIANT(pass, PASS)                                                          \
-    static int amx_direct_supports_##pass(const pr_view *in, int n, const pr_view *out,         \
-                                          const void *a) {                                      \
-        pr_window g;                                                                            \
-        window_##pass(in, out, a, &g);                                                          \
-        return bf16_conv_supports(in, n, out, a) && pr_conv_amx_supports(&g, PASS);             \
-    }                                                                                           \
-    static size_t amx_direct_scratch_##pass(const pr_view *in, int n, const pr_view *out,       \
-                                            const void *a) {                                    \
-        pr_window g;                                                                            \
-        window_##pass(in, out, a, &g);                                                          \
-        return pr_conv_amx_scratch_bytes(&g, PASS);                                             \
-    }                                                                                           \
-    static int amx_direct_run_##pass(const pr_view *in, int n, pr_view *out, const void *a,     \
-                                     void *ws) {                                                \
-        pr_window g;                                                                            \
-        window_##pass(in, out, a, &g);                                                          \
-        return pr_conv_amx(PASS, &g, operand(&in[0]), operand(&in[1]), out->data, ws);          \
-    }
+    WINDOW_VARIANT(amx_direct, pass,                                                            \
+                   bf16_conv_supports(in, n, out, a) && pr_conv_amx_supports(&g, PASS),         \
+                   pr_conv_amx_scratch_bytes(&g, PASS),                                         \
+                   pr_conv_amx(PASS, &g, operand(&in[0]), operand(&in[1]), out->data, ws))
 
 AMX_DIRECT_VARIANT(fw, PR_CONV_FORWARD)
 AMX_DIRECT_VARIANT(bpi, PR_CONV_BACKPROP_INPUT)

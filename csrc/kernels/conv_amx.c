@@ -207,35 +207,18 @@ static void pack_filter(const filter_map *f, const kstep *ks, int64_t nks, int64
 
 /* ---- AMX ------------------------------------------------------------------- */
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define TARGET_AMX \
-    __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
-
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
-/* A constant in memory: GCC 12 drops stores to a local configuration
- * before LDTILECFG reads it (as in gemm_bf16.c). */
-static const tile_config config = {
+/* The forward pass's tiles (see the top); the filter gradient's are
+ * pr_bf16_thread_begin's eight of 16 rows x 64 bytes. */
+static const pr_amx_tiles forward_config = {
     .palette = 1,
     .colsb = {64, 64, 64, 64, 64, 32, 64, 64},
     .rows = {16, 16, 16, 16, 16, 16, 16, 8},
 };
 
-/* The filter gradient's: eight tiles of 16 rows x 64 bytes. */
-static const tile_config config_full = {
-    .palette = 1,
-    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
-    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
-};
-
-TARGET_AMX static void tiles_begin(void) { _tile_loadconfig(&config); }
-TARGET_AMX static void tiles_begin_full(void) { _tile_loadconfig(&config_full); }
-TARGET_AMX static void tiles_end(void) { _tile_release(); }
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TARGET_AMX \
+    __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
 
 /* Product tiles t < nblk * nbs (<= 4) of nblk blocks of 16 output pixels
  * (block j's first input pixel at a[j], row stride sa bytes) and nbs
@@ -351,9 +334,6 @@ TARGET_AVX512 static void transpose16(const uint32_t *src, int64_t ss, uint32_t 
 #define HAVE_AMX 1
 #else
 #define HAVE_AMX 0
-static void tiles_begin(void) {}
-static void tiles_begin_full(void) {}
-static void tiles_end(void) {}
 static void forward_tiles(const uint16_t *const *a, int nblk, long sa, const kstep *ks,
                           int64_t nks, const uint16_t *wp, int64_t nbs_all, int64_t nb0, int nbs,
                           float *ct) {}
@@ -422,7 +402,7 @@ static int forward(const pr_window *g, pr_operand x, int64_t dh, int64_t dw, con
     {
         uint16_t *xp = (uint16_t *)(slots + (size_t)THREAD_ID() * forward_slot_bytes(&p));
         float *ct = (float *)((char *)xp + image_bytes(&p));
-        tiles_begin();
+        pr_amx_load(&forward_config);
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < g->n; n++) {
             pad_one(&p, x, n, xp, 1);
@@ -457,7 +437,7 @@ static int forward(const pr_window *g, pr_operand x, int64_t dh, int64_t dw, con
                 }
             }
         }
-        tiles_end();
+        pr_bf16_thread_end(PR_BF16_AMX);
     }
     return PR_OK;
 }
@@ -612,7 +592,7 @@ static int backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, floa
     {
         char *slot = slots + (size_t)THREAD_ID() * f.slot;
         const uint16_t *xt = (const uint16_t *)slot, *pairs = (const uint16_t *)(slot + f.xt);
-        tiles_begin_full();
+        pr_bf16_thread_begin(PR_BF16_AMX);
 #pragma omp for schedule(static)
         for (int64_t s = 0; s < stripes; s++) {
             float *partial = (float *)(partials + (size_t)s * f.partial);
@@ -643,7 +623,7 @@ static int backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, floa
                 }
             }
         }
-        tiles_end();
+        pr_bf16_thread_end(PR_BF16_AMX);
 #pragma omp for schedule(static)
         for (int64_t tc = 0; tc < taps * C; tc++) {
             const int64_t tap = tc / C, c = tc % C;

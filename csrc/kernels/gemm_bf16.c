@@ -99,21 +99,17 @@ TARGET_BF16 void pr_bf16_interleave(const uint16_t *row0, const uint16_t *row1, 
 
 /* ---- AMX ---------------------------------------------------------------- */
 
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
-/* Palette 1, tiles 0-7 of 16 rows x 64 bytes.  A constant in memory: GCC 12
- * drops stores to a local configuration before LDTILECFG reads it. */
-static const tile_config config = {
+/* Palette 1, tiles 0-7 of 16 rows x 64 bytes (a constant in memory, see
+ * pr_amx_tiles). */
+static const pr_amx_tiles config = {
     .palette = 1,
     .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
     .rows = {16, 16, 16, 16, 16, 16, 16, 16},
 };
 
-TARGET_AMX static void amx_begin(void) { _tile_loadconfig(&config); }
+TARGET_AMX void pr_amx_load(const pr_amx_tiles *t) { _tile_loadconfig(t); }
+
+static void amx_begin(void) { pr_amx_load(&config); }
 
 TARGET_AMX static void amx_end(void) { _tile_release(); }
 
@@ -222,6 +218,7 @@ void pr_bf16_block(pr_bf16_isa isa, const uint16_t *a, int64_t lda, int64_t kp,
                    const uint16_t *bp, int64_t np, float *ct) {}
 void pr_bf16_thread_begin(pr_bf16_isa isa) {}
 void pr_bf16_thread_end(pr_bf16_isa isa) {}
+void pr_amx_load(const pr_amx_tiles *t) {}
 
 #endif
 

@@ -67,6 +67,18 @@ void pr_bf16_block(pr_bf16_isa isa, const uint16_t *a, int64_t lda, int64_t kp,
 void pr_bf16_thread_begin(pr_bf16_isa isa); /* AMX: load the tile configuration */
 void pr_bf16_thread_end(pr_bf16_isa isa);   /* AMX: release the tiles */
 
+/* An AMX tile configuration, palette 1: bytes per row and rows of tiles
+ * 0-7.  pr_bf16_thread_begin loads eight tiles of 16 rows x 64 bytes; a
+ * kernel needing other shapes loads its own with pr_amx_load (keep it in
+ * static storage: GCC 12 drops stores to a local configuration before
+ * LDTILECFG reads it) and releases with pr_bf16_thread_end. */
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} pr_amx_tiles;
+void pr_amx_load(const pr_amx_tiles *t);
+
 /* Threads for `units` independent work units (at most the kernel threads). */
 int pr_bf16_threads(int64_t units);
 /* Scratch slots for `units` work units: at most PR_BF16_MAX_SLOTS. */
