@@ -330,12 +330,22 @@ int pr_kernel_status(const pr_op *op, int rc) {
     }
 }
 
-/* An op without PR_OP_BF16 computes in float32: a bfloat16 input it reads
- * (not one it updates in place) becomes cast(x, float32), called like any
- * op, so tapes and traced graphs record it. */
-static int widen_bf16(const pr_op *op, int i, PyObject **t) {
-    if ((op->flags & PR_OP_BF16) || (op->mutates >> i & 1) ||
-        ((pr_Tensor *)*t)->v.dtype != PR_BF16)
+/* Which bfloat16 inputs of a call an op takes as they are (struct pr_op's
+ * bf16_inputs): all for PR_OP_BF16 ops, those of the mask when every input
+ * of the mask is bfloat16, none otherwise. */
+static unsigned bf16_taken(const pr_op *op, PyObject *const *t, int n_in) {
+    if (op->flags & PR_OP_BF16) return ~0u;
+    unsigned mask = op->bf16_inputs;
+    for (int i = 0; i < n_in && mask; i++)
+        if ((mask >> i & 1) && ((pr_Tensor *)t[i])->v.dtype != PR_BF16) mask = 0;
+    return mask;
+}
+
+/* A bfloat16 input the op does not take (and does not update in place)
+ * becomes cast(x, float32), called like any op, so tapes and traced graphs
+ * record it. */
+static int widen_bf16(const pr_op *op, int i, unsigned taken, PyObject **t) {
+    if ((taken >> i & 1) || (op->mutates >> i & 1) || ((pr_Tensor *)*t)->v.dtype != PR_BF16)
         return 0;
     pr_cast_attrs a = {PR_F32};
     PyObject *wide = pr_call_by_name("cast", t, 1, &a);
@@ -366,7 +376,10 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
         snprintf(what, sizeof what, "input %d", i);
         t[i] = (PyObject *)pr_tensor_from_arg(inputs[i], op->name, what);
         if (!t[i]) goto done;
-        if (widen_bf16(op, i, &t[i]) < 0) goto done;
+    }
+    unsigned taken = bf16_taken(op, t, n_in);
+    for (int i = 0; i < n_in; i++) {
+        if (widen_bf16(op, i, taken, &t[i]) < 0) goto done;
         symbolic |= pr_is_symbolic(t[i]);
     }
     /* While a function is traced every call is traced, also on real inputs:

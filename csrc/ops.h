@@ -53,8 +53,8 @@ enum {
                                   * recorded on tapes, and a gradient that must pass through it
                                   * (a second derivative) raises NotImplementedError naming it,
                                   * instead of silently giving None */
-    PR_OP_BF16 = 32,       /* takes bfloat16 inputs itself; pr_call gives every other op its
-                            * bfloat16 inputs cast to float32 (recorded like any op call) */
+    PR_OP_BF16 = 32,       /* takes bfloat16 inputs itself, any mix with float32; other ops
+                            * take bfloat16 only in the inputs of their `bf16_inputs` mask */
 };
 
 typedef struct pr_op pr_op;
@@ -110,6 +110,13 @@ struct pr_op {
     const pr_variant *variants; /* NULL: only `forward` */
     int n_variants;
     pr_known_fn known;         /* NULL: output values unknown while tracing */
+    /* Inputs (bitmask) an op without PR_OP_BF16 takes as bfloat16 when all
+     * of them are bfloat16 (Keras's mixed_bfloat16 activations: batch norm,
+     * ReLU, the residual add), computing in float32 inside and writing
+     * bfloat16 where the shape rule says.  pr_call casts every other
+     * bfloat16 input to float32, and those of the mask too when they mix
+     * dtypes (as NumPy promotes); the cast is an op call, recorded as any. */
+    unsigned bf16_inputs;
 };
 
 /* Registration: each ops_*.c file exposes `const pr_op *const pr_ops_<family>[]`
