@@ -50,6 +50,26 @@ int pr_expect_dtype(const pr_op *op, const pr_view *in, int i, pr_dtype dtype) {
     return 0;
 }
 
+int pr_activation_dtype(const pr_op *op, const pr_view *in, pr_dtype *dtype) {
+    unsigned mask = op->bf16_inputs;
+    int first = -1;
+    for (int i = 0; mask >> i; i++) {
+        if (!(mask >> i & 1)) continue;
+        if (first < 0) {
+            first = i;
+            if (in[i].dtype != PR_F32 && in[i].dtype != PR_BF16)
+                return pr_fail(op, PyExc_TypeError, "input %d must be float32 or bfloat16, got %s",
+                               i, pr_dtype_name(in[i].dtype));
+        } else if (in[i].dtype != in[first].dtype) {
+            return pr_fail(op, PyExc_TypeError,
+                           "inputs %d and %d must have the same dtype, got %s and %s", first, i,
+                           pr_dtype_name(in[first].dtype), pr_dtype_name(in[i].dtype));
+        }
+    }
+    *dtype = first < 0 ? PR_F32 : in[first].dtype;
+    return 0;
+}
+
 static int same_shape(const pr_view *a, const pr_view *b) {
     if (a->ndim != b->ndim) return 0;
     for (int d = 0; d < a->ndim; d++)

@@ -168,6 +168,10 @@ int pr_kernel_status(const pr_op *op, int rc);
 
 /* Shape-rule helpers: raise ValueError/TypeError naming the op. */
 int pr_expect_dtype(const pr_op *op, const pr_view *in, int i, pr_dtype dtype);
+/* The dtype of the inputs in op->bf16_inputs: float32, or bfloat16 when all
+ * of them are; TypeError when they differ or are not floating (shape rules
+ * of ops with a bfloat16 mask; their outputs take this dtype). */
+int pr_activation_dtype(const pr_op *op, const pr_view *in, pr_dtype *dtype);
 int pr_expect_ndim(const pr_op *op, const pr_view *in, int i, int ndim);
 /* Input i is float32 with input j's shape (symbolic dimensions may match). */
 int pr_expect_like(const pr_op *op, const pr_view *in, int i, int j);

@@ -70,6 +70,33 @@ static void widen_operands(const pr_view *in, void *ws, size_t used, pr_view *w)
     }
 }
 
+/* The output of conv2d and conv2d_backprop_input: bfloat16 when both
+ * operands are (Keras's mixed_bfloat16 layers compute and return
+ * bfloat16), else float32.  The filter gradient stays float32 (the
+ * weights' dtype: one rounding fewer than Keras's bfloat16 gradient of the
+ * cast kernel). */
+static pr_dtype activation_dtype(const pr_view *in) {
+    return in[0].dtype == PR_BF16 && in[1].dtype == PR_BF16 ? PR_BF16 : PR_F32;
+}
+
+/* A kernel that writes float32 runs a bfloat16-output call into float32
+ * staging at the start of its scratch, rounded once into the output
+ * afterwards (the amx_direct_bf16 variants round as they store instead). */
+static size_t staging_bytes(const pr_view *out) {
+    if (out->dtype != PR_BF16 || pr_dim_is_sym(out->size)) return 0;
+    return align64(sizeof(float) * (size_t)out->size);
+}
+static float *staged(const pr_view *out, void *ws) {
+    return out->dtype == PR_BF16 ? ws : out->data;
+}
+static void *after_staging(const pr_view *out, void *ws) {
+    return (char *)ws + staging_bytes(out);
+}
+static int unstage(int rc, const pr_view *out, void *ws) {
+    if (rc == PR_OK && out->dtype == PR_BF16) pr_f32_to_bf16(ws, out->data, out->size);
+    return rc;
+}
+
 /* The bfloat16 variants (AMX, AVX512_BF16) take the calls with a bfloat16
  * operand (kernels/conv_bf16.c). */
 static pr_operand operand(const pr_view *v) { return (pr_operand){v->data, v->dtype}; }
@@ -83,7 +110,8 @@ static int bf16_supports(const pr_view *in, int n, const pr_view *out, const voi
  * in bfloat16 as the forward one did (Keras's gradients of a bfloat16
  * layer are bfloat16 too); otherwise g itself.  A new reference. */
 static PyObject *bf16_gradient(PyObject *const *in, PyObject *g) {
-    if (((pr_Tensor *)in[0])->v.dtype != PR_BF16 && ((pr_Tensor *)in[1])->v.dtype != PR_BF16) {
+    if ((((pr_Tensor *)in[0])->v.dtype != PR_BF16 && ((pr_Tensor *)in[1])->v.dtype != PR_BF16) ||
+        ((pr_Tensor *)g)->v.dtype == PR_BF16) {
         Py_INCREF(g);
         return g;
     }
@@ -364,9 +392,9 @@ static int infer_conv2d(const pr_op *op, const pr_view *in, int n, const void *a
         check_conv(op, attrs, &in[0], &in[1], "x", "kernel", &g) < 0)
         return -1;
     int64_t shape[4] = {g.n, g.ho, g.wo, g.o};
-    pr_set_out(out, PR_F32, 4, shape);
-    *ws = conv_scratch(&g, attrs, PR_CONV_FORWARD);
-    *ws = align64(*ws) + widened_bytes(in);
+    pr_set_out(out, activation_dtype(in), 4, shape);
+    *ws = staging_bytes(out) + align64(conv_scratch(&g, attrs, PR_CONV_FORWARD)) +
+          widened_bytes(in);
     return 0;
 }
 
@@ -382,8 +410,9 @@ static int infer_conv2d_bpi(const pr_op *op, const pr_view *in, int n, const voi
     int64_t dy[4] = {g.n, g.ho, g.wo, g.o};
     if (check_dy(op, in, 0, 4, dy) < 0) return -1;
     *out = x;
-    *ws = conv_scratch(&g, a, PR_CONV_BACKPROP_INPUT);
-    *ws = align64(*ws) + widened_bytes(in);
+    out->dtype = activation_dtype(in);
+    *ws = staging_bytes(out) + align64(conv_scratch(&g, a, PR_CONV_BACKPROP_INPUT)) +
+          widened_bytes(in);
     return 0;
 }
 
@@ -407,26 +436,33 @@ static int infer_conv2d_bpf(const pr_op *op, const pr_view *in, int n, const voi
 /* The reference kernels: im2col + OpenBLAS, or direct loops for groups > 1.
  * A bfloat16 call runs them on the rounded operands, kept after the
  * kernel's own scratch. */
-static int fw_conv2d(const pr_view *in_given, int n, pr_view *out, const void *attrs, void *ws) {
+static int fw_conv2d(const pr_view *in_given, int n, pr_view *out, const void *attrs,
+                     void *ws0) {
     pr_window g;
     pr_view in[2];
     int64_t groups = ((const pr_conv_attrs *)attrs)->groups;
+    float *y = staged(out, ws0);
+    void *ws = after_staging(out, ws0);
     conv_window(attrs, in_given[0].shape, in_given[1].shape, &g);
     widen_operands(in_given, ws, align64(conv_scratch(&g, attrs, PR_CONV_FORWARD)), in);
-    if (groups > 1) return pr_conv2d_grouped_forward(&g, groups, in[0].data, in[1].data, out->data);
-    return pr_conv2d_forward(&g, in[0].data, in[1].data, out->data, ws);
+    int rc = groups > 1 ? pr_conv2d_grouped_forward(&g, groups, in[0].data, in[1].data, y)
+                        : pr_conv2d_forward(&g, in[0].data, in[1].data, y, ws);
+    return unstage(rc, out, ws0);
 }
 
 static int fw_conv2d_bpi(const pr_view *in_given, int n, pr_view *out, const void *attrs,
-                         void *ws) {
+                         void *ws0) {
     pr_window g;
     pr_view in[2];
     int64_t groups = ((const pr_conv_attrs *)attrs)->groups;
+    float *dx = staged(out, ws0);
+    void *ws = after_staging(out, ws0);
     conv_window(attrs, out->shape, in_given[1].shape, &g);
     widen_operands(in_given, ws, align64(conv_scratch(&g, attrs, PR_CONV_BACKPROP_INPUT)), in);
-    if (groups > 1)
-        return pr_conv2d_grouped_backprop_input(&g, groups, in[0].data, in[1].data, out->data);
-    return pr_conv2d_backprop_input(&g, in[0].data, in[1].data, out->data, ws);
+    int rc = groups > 1
+                 ? pr_conv2d_grouped_backprop_input(&g, groups, in[0].data, in[1].data, dx)
+                 : pr_conv2d_backprop_input(&g, in[0].data, in[1].data, dx, ws);
+    return unstage(rc, out, ws0);
 }
 
 static int fw_conv2d_bpf(const pr_view *in_given, int n, pr_view *out, const void *attrs,
@@ -501,21 +537,23 @@ static int bf16_conv_supports(const pr_view *in, int n, const pr_view *out, cons
                                       const void *a) {                                          \
         pr_window g;                                                                            \
         window_##pass(in, out, a, &g);                                                          \
-        return pr_conv_bf16_scratch_bytes(&g, PASS);                                            \
+        return staging_bytes(out) + pr_conv_bf16_scratch_bytes(&g, PASS);                       \
     }                                                                                           \
     static int amx_run_##pass(const pr_view *in, int n, pr_view *out, const void *a,            \
                               void *ws) {                                                       \
         pr_window g;                                                                            \
         window_##pass(in, out, a, &g);                                                          \
-        return pr_conv_bf16(PR_BF16_AMX, PASS, &g, operand(&in[0]), operand(&in[1]),           \
-                            out->data, ws);                                                     \
+        return unstage(pr_conv_bf16(PR_BF16_AMX, PASS, &g, operand(&in[0]), operand(&in[1]),   \
+                                    staged(out, ws), after_staging(out, ws)),                   \
+                       out, ws);                                                                \
     }                                                                                           \
     static int avx512_bf16_run_##pass(const pr_view *in, int n, pr_view *out, const void *a,    \
                                       void *ws) {                                               \
         pr_window g;                                                                            \
         window_##pass(in, out, a, &g);                                                          \
-        return pr_conv_bf16(PR_BF16_AVX512, PASS, &g, operand(&in[0]), operand(&in[1]),        \
-                            out->data, ws);                                                     \
+        return unstage(pr_conv_bf16(PR_BF16_AVX512, PASS, &g, operand(&in[0]),                  \
+                                    operand(&in[1]), staged(out, ws), after_staging(out, ws)),  \
+                       out, ws);                                                                \
     }
 
 BF16_VARIANT(fw, PR_CONV_FORWARD)
@@ -528,7 +566,7 @@ BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
     WINDOW_VARIANT(amx_direct, pass,                                                            \
                    bf16_conv_supports(in, n, out, a) && pr_conv_amx_supports(&g, PASS),         \
                    pr_conv_amx_scratch_bytes(&g, PASS),                                         \
-                   pr_conv_amx(PASS, &g, operand(&in[0]), operand(&in[1]), out->data, ws))
+                   pr_conv_amx(PASS, &g, operand(&in[0]), operand(&in[1]), operand(out), ws))
 
 AMX_DIRECT_VARIANT(fw, PR_CONV_FORWARD)
 AMX_DIRECT_VARIANT(bpi, PR_CONV_BACKPROP_INPUT)

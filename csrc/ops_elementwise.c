@@ -29,16 +29,31 @@ static int broadcast_shape(const pr_op *op, const pr_view *a, const pr_view *b, 
     return 0;
 }
 
+/* float32 inputs, or for an op with a bfloat16 mask (add, relu,
+ * relu_backward: Keras's mixed_bfloat16 activations) bfloat16 ones; the
+ * output has the inputs' dtype. */
+static int expect_dtypes(const pr_op *op, const pr_view *in, int n, pr_dtype *dt) {
+    if (op->bf16_inputs) return pr_activation_dtype(op, in, dt);
+    *dt = PR_F32;
+    for (int i = 0; i < n; i++)
+        if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
+    return 0;
+}
+
 static int infer_binary(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
                         size_t *ws) {
-    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || pr_expect_dtype(op, in, 1, PR_F32) < 0) return -1;
-    return broadcast_shape(op, &in[0], &in[1], out);
+    pr_dtype dt;
+    if (expect_dtypes(op, in, 2, &dt) < 0 || broadcast_shape(op, &in[0], &in[1], out) < 0)
+        return -1;
+    out->dtype = dt;
+    return 0;
 }
 
 static int infer_same(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
                       size_t *ws) {
-    if (pr_expect_dtype(op, in, 0, PR_F32) < 0) return -1;
-    pr_set_out(out, PR_F32, in[0].ndim, in[0].shape);
+    pr_dtype dt;
+    if (expect_dtypes(op, in, 1, &dt) < 0) return -1;
+    pr_set_out(out, dt, in[0].ndim, in[0].shape);
     return 0;
 }
 
@@ -59,7 +74,8 @@ static int infer_like(const pr_op *op, const pr_view *in, int n, const void *att
 
 static int infer_two_same(const pr_op *op, const pr_view *in, int n, const void *attrs,
                           pr_view *out, size_t *ws) {
-    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || pr_expect_dtype(op, in, 1, PR_F32) < 0) return -1;
+    pr_dtype dt;
+    if (expect_dtypes(op, in, 2, &dt) < 0) return -1;
     int same = in[0].ndim == in[1].ndim;
     for (int d = 0; same && d < in[0].ndim; d++)
         same = pr_dim_maybe_equal(in[0].shape[d], in[1].shape[d]);
@@ -68,7 +84,7 @@ static int infer_two_same(const pr_op *op, const pr_view *in, int n, const void 
         return pr_fail(op, PyExc_ValueError, "inputs must have the same shape, got %s and %s",
                        pr_shape_str(&in[0], sa, sizeof sa), pr_shape_str(&in[1], sb, sizeof sb));
     }
-    pr_set_out(out, PR_F32, in[0].ndim, in[0].shape);
+    pr_set_out(out, dt, in[0].ndim, in[0].shape);
     return 0;
 }
 
@@ -113,6 +129,9 @@ static int binary(pr_binary_kind k, const pr_view *in, pr_view *out) {
     int64_t sa[PR_MAX_DIMS], sb[PR_MAX_DIMS];
     pr_broadcast_strides(&in[0], out->ndim, out->shape, sa);
     pr_broadcast_strides(&in[1], out->ndim, out->shape, sb);
+    if (out->dtype == PR_BF16)
+        return pr_k_binary_bf16(k, in[0].data, sa, in[1].data, sb, out->data, out->ndim,
+                                out->shape);
     return pr_k_binary(k, in[0].data, sa, in[1].data, sb, out->data, out->ndim, out->shape);
 }
 static int fw_add(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
@@ -166,9 +185,12 @@ static int fw_scale(const pr_view *in, int n, pr_view *out, const void *a, void 
     return pr_k_scale(in[0].data, out->data, out->size, (float)(s->value / (double)s->divisor));
 }
 static int fw_relu(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    if (out->dtype == PR_BF16) return pr_k_relu_bf16(in[0].data, out->data, out->size);
     return pr_k_relu(in[0].data, out->data, out->size);
 }
 static int fw_relu_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    if (out->dtype == PR_BF16)
+        return pr_k_relu_backward_bf16(in[0].data, in[1].data, out->data, out->size);
     return pr_k_relu_backward(in[0].data, in[1].data, out->data, out->size);
 }
 static int fw_ones(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
@@ -476,7 +498,11 @@ static const pr_attr_spec clip_attrs[] = {
                               .infer = infer_binary, \
                               .forward = fw, .gradient = gr, .doc = d}
 
-BINARY(op_add, "add", fw_add, gr_add, "x + y with NumPy broadcasting (float32).");
+static const pr_op op_add = {
+    .name = "add", .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_binary,
+    .forward = fw_add, .gradient = gr_add, .bf16_inputs = 3,
+    .doc = "x + y with NumPy broadcasting (float32; bfloat16 when both are: the float32 sum "
+           "rounded once, as Keras's mixed_bfloat16 Add)."};
 BINARY(op_sub, "subtract", fw_sub, gr_sub, "x - y with NumPy broadcasting (float32).");
 BINARY(op_mul, "multiply", fw_mul, gr_mul, "x * y with NumPy broadcasting (float32).");
 BINARY(op_div, "divide", fw_div, gr_div, "x / y with NumPy broadcasting (float32).");
@@ -526,11 +552,12 @@ static const pr_op op_scale = {.name = "scale", .n_in = 1, .n_out = 1, .flags = 
                                .doc = "x * (value / divisor) for a constant float `value` and a "
                                       "size `divisor` >= 0 (default 1; a mean's count)."};
 static const pr_op op_relu = {.name = "relu", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_same,
-                              .forward = fw_relu, .gradient = gr_relu, .doc = "max(x, 0)."};
+                              .forward = fw_relu, .gradient = gr_relu, .bf16_inputs = 1,
+                              .doc = "max(x, 0) (float32 or bfloat16, exact)."};
 static const pr_op op_relu_backward = {
     .name = "relu_backward", .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_two_same,
-    .forward = fw_relu_backward, .gradient = gr_relu_backward,
-    .doc = "relu_backward(dy, y): dy where y > 0, else 0."};
+    .forward = fw_relu_backward, .gradient = gr_relu_backward, .bf16_inputs = 3,
+    .doc = "relu_backward(dy, y): dy where y > 0, else 0 (float32, or bfloat16 when both are)."};
 static const pr_op op_ones = {.name = "ones_like", .n_in = 1, .n_out = 1, .infer = infer_like,
                               .forward = fw_ones, .doc = "float32 ones of x's shape."};
 static const pr_op op_zeros = {.name = "zeros_like", .n_in = 1, .n_out = 1, .infer = infer_like,

@@ -60,6 +60,18 @@ class Case:
     make: Callable
     attrs: dict = dataclasses.field(default_factory=dict)
     grad: bool = True  # small enough for central differences of every element
+    bf16_out: bool = False  # float outputs are bfloat16: the float32 result rounded once
+
+
+def as_bf16(case, bf16_out=False):
+    """The case with its float inputs in bfloat16 (the mixed_bfloat16 policy's
+    operands and activations): matmul and the convolutions compute in
+    bfloat16 with float32 sums, the activation ops in float32 on the widened
+    values, so on these exactly representable inputs the float32 tolerances
+    still hold, for outputs rounded to bfloat16 (``bf16_out``) up to that
+    rounding."""
+    return Case(case.label + " bf16", lambda r: [a.astype(bf16) for a in case.make(r)],
+                case.attrs, grad=False, bf16_out=bf16_out)
 
 
 @dataclasses.dataclass
@@ -184,8 +196,10 @@ def _binary_cases(gen):
 
 
 for _name, _fn in [("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply)]:
-    add(Entry(_name, _binary_cases(lambda r, sa, sb: [randn(r, *sa), randn(r, *sb)]),
-              reference=_fn, rtol=1e-6, atol=1e-6, grad_wrt=(0, 1)))
+    _cases = _binary_cases(lambda r, sa, sb: [randn(r, *sa), randn(r, *sb)])
+    # add takes bfloat16 activations (the residual add under mixed_bfloat16)
+    _bf16 = [as_bf16(c, bf16_out=True) for c in _cases] if _name == "add" else []
+    add(Entry(_name, _cases + _bf16, reference=_fn, rtol=1e-6, atol=1e-6, grad_wrt=(0, 1)))
 add(Entry("divide", _binary_cases(lambda r, sa, sb: [randn(r, *sa), nonzero_divisor(r, *sb)]),
           reference=np.divide, rtol=1e-6, atol=1e-6, grad_wrt=(0, 1)))
 for _name, _fn in [("maximum", np.maximum), ("minimum", np.minimum)]:
@@ -227,9 +241,10 @@ for _name, _fn, _lo, _hi in [
               reference=_fn, rtol=2e-6, atol=2e-7, grad_wrt=(0,)))
 add(Entry("negative", _unary_cases(lambda r, s: randn(r, *s)), reference=np.negative,
           rtol=0, atol=0, grad_wrt=(0,)))
-add(Entry("relu", _unary_cases(lambda r, s: away_from_zero(r, *s)),
+_cases = _unary_cases(lambda r, s: away_from_zero(r, *s))
+add(Entry("relu", _cases + [as_bf16(c, bf16_out=True) for c in _cases],
           reference=lambda x: np.maximum(x, 0), rtol=0, atol=0, grad_wrt=(0,),
-          note="no value within 1e-2 of the kink"))
+          note="no value within 1e-2 of the kink; bfloat16 in, bfloat16 out"))
 
 
 add(Entry("scale", _unary_cases(lambda r, s: randn(r, *s), {"value": 2.5, "divisor": 3})
@@ -281,7 +296,8 @@ def _relu_outputs(r, s):
     return y
 
 
-add(Entry("relu_backward", _mask_cases(_relu_outputs)
+_cases = _mask_cases(_relu_outputs)
+add(Entry("relu_backward", _cases + [as_bf16(c, bf16_out=True) for c in _cases]
           + [Case("(3, 5) y away from 0", lambda r: [randn(r, 3, 5), away_from_zero(r, 3, 5)])],
           reference=lambda dy, y: np.where(y > 0, dy, 0.0), rtol=0, atol=0, grad_wrt=(0, 1),
           note="second order: linear in dy, 0 in y (the mask is piecewise constant)"))
@@ -631,14 +647,6 @@ def _matmul_case(m, k, n, ta, tb, grad=True):
                 {"transpose_a": ta, "transpose_b": tb}, grad=grad)
 
 
-def as_bf16(case):
-    """The case with its float inputs in bfloat16 (the mixed_bfloat16 policy's
-    operands): the op computes in bfloat16 with float32 sums, so on these
-    exactly representable inputs the float32 tolerances still hold."""
-    return Case(case.label + " bf16", lambda r: [a.astype(bf16) for a in case.make(r)],
-                case.attrs, grad=False)
-
-
 MATMUL_CASES = ([_matmul_case(3, 4, 5, ta, tb) for ta in (False, True) for tb in (False, True)]
                 + [_matmul_case(17, 33, 15, False, True, grad=False),
                    _matmul_case(1, 64, 17, True, False, grad=False),
@@ -753,8 +761,11 @@ CONV_BF16 = ("3x3 s1 same c3 o4 batch1 odd", "3x3 s2 same c15 o17 odd", "3x3 s1 
 
 
 def _conv_cases_all(kind):
+    """The float32 cases, then bfloat16 ones: conv2d and its input gradient
+    return bfloat16 for two bfloat16 operands, the filter gradient float32."""
     f32_cases = _conv_cases(kind)
-    return f32_cases + [as_bf16(c) for c in f32_cases if c.label in CONV_BF16]
+    return f32_cases + [as_bf16(c, bf16_out=kind != "bpf") for c in f32_cases
+                        if c.label in CONV_BF16]
 
 
 add(Entry("conv2d", _conv_cases_all("fw"), reference=_grouped_conv_ref,

@@ -47,17 +47,24 @@ def _tuple(y):
     return tuple(y) if isinstance(y, (tuple, list)) else (y,)
 
 
-def assert_matches(got, want, rtol, atol, what):
+def assert_matches(got, want, rtol, atol, what, bf16_out=False):
     """A float32 (or integer) output against a float64 (or integer) reference:
-    same shape, the dtype the reference implies, values within rtol/atol."""
+    same shape, the dtype the reference implies, values within rtol/atol.
+    With ``bf16_out`` a float output is bfloat16: the reference rounded to
+    bfloat16 when exact (rtol = atol = 0), else within rtol + 2**-8 (the
+    rounding's relative error is at most 2**-9)."""
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
     if want.dtype.kind == "f":
-        assert got.dtype == np.float32, f"{what}: dtype {got.dtype}, expected float32"
+        expected = bf16 if bf16_out else np.float32
+        assert got.dtype == expected, f"{what}: dtype {got.dtype}, expected {expected}"
     else:
         assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, expected {want.dtype}"
     if rtol == 0 and atol == 0:
         np.testing.assert_array_equal(got, want.astype(got.dtype), err_msg=what)
+    elif bf16_out:
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol + 2 ** -8,
+                                   atol=atol * (1 + 2 ** -8), err_msg=what)
     else:
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=what)
 
@@ -69,6 +76,9 @@ def assert_same(got, want, what, rtol=0.0, atol=0.0):
         f"{what}: {got.dtype}{got.shape} vs {want.dtype}{want.shape}"
     if rtol == 0 and atol == 0:
         np.testing.assert_array_equal(got, want, err_msg=what)
+    elif got.dtype == bf16:  # two float32 results within rtol/atol, each rounded once
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                   rtol=rtol + 2 ** -7, atol=atol * (1 + 2 ** -7), err_msg=what)
     else:
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=what)
 
@@ -153,7 +163,7 @@ def test_forward(name, label):
     want = _tuple(e.ref(inputs, **case.attrs))
     assert len(got) == len(want)
     for k, (g, w) in enumerate(zip(got, want)):
-        assert_matches(g, w, e.rtol, e.atol, f"{name} [{label}] output {k}")
+        assert_matches(g, w, e.rtol, e.atol, f"{name} [{label}] output {k}", case.bf16_out)
 
 
 @pytest.mark.parametrize("name,label", _params(lambda e: e.kind == "state"))
@@ -191,7 +201,7 @@ def test_random_op(name, label):
     rest = [o for k, o in enumerate(out) if k not in e.draw_outputs]
     assert len(rest) == len(want)
     for k, (g, w) in enumerate(zip(rest, want)):
-        assert_matches(g, w, e.rtol, e.atol, f"{name} [{label}] output {k}")
+        assert_matches(g, w, e.rtol, e.atol, f"{name} [{label}] output {k}", case.bf16_out)
     assert state.numpy().tolist() == [inputs[si][0], inputs[si][1] + 1]
 
 
@@ -246,7 +256,7 @@ def test_compiled_equals_eager(name, label, jit):
             assert_same(graph_args[i], eager_args[i], f"{name} [{label}] call {call} input {i}")
         if e.kind == "pure":
             assert_matches(want[0], _tuple(e.ref(inputs, **case.attrs))[0], e.rtol, e.atol,
-                           f"{name} [{label}] against NumPy")
+                           f"{name} [{label}] against NumPy", case.bf16_out)
     assert fn.tracing_count == 1
 
 
@@ -326,7 +336,8 @@ def test_kernel_variants_equal_the_reference(name, label):
     ref_name, ref_cpu = variants[-1]
     assert ref_cpu, "the reference variant runs on every CPU"
     reference = _C.run_variant(name, ref_name, *inputs, **case.attrs).numpy()
-    assert_matches(reference, want, e.rtol, e.atol, f"{name} [{label}] {ref_name} vs NumPy")
+    assert_matches(reference, want, e.rtol, e.atol, f"{name} [{label}] {ref_name} vs NumPy",
+                   case.bf16_out)
     runs = []
     for v, cpu_ok in variants[:-1]:
         try:
@@ -336,7 +347,8 @@ def test_kernel_variants_equal_the_reference(name, label):
             continue
         assert cpu_ok and not CPU["reference_only"], f"{v} ran though it should not"
         assert_same(out, reference, f"{name} [{label}] {v} vs {ref_name}", e.rtol, e.atol)
-        assert_matches(out, want, e.rtol, e.atol, f"{name} [{label}] {v} vs NumPy")
+        assert_matches(out, want, e.rtol, e.atol, f"{name} [{label}] {v} vs NumPy",
+                       case.bf16_out)
         runs.append((v, out))
     first = runs[0][1] if runs else reference
     assert_same(_C.call(name, *inputs, **case.attrs).numpy(), first,

@@ -10,21 +10,12 @@
 #define PAR_MIN 65536 /* elements below which one thread converts */
 
 #if defined(__x86_64__)
-#include <immintrin.h>
 
 __attribute__((target("avx512f"))) static void round_avx512(const float *src, uint16_t *dst,
                                                             int64_t n) {
-    const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
-    const __m512i quiet = _mm512_set1_epi32(0x40);
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 x = _mm512_loadu_ps(src + i);
-        __m512i u = _mm512_castps_si512(x), high = _mm512_srli_epi32(u, 16);
-        __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(high, one)));
-        r = _mm512_srli_epi32(r, 16);
-        r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), high, quiet);
-        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(r));
-    }
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i), pr_bf16_round16(_mm512_loadu_ps(src + i)));
     for (; i < n; i++) dst[i] = pr_bf16_from_f32(src[i]);
 }
 #endif
@@ -39,8 +30,16 @@ static void round_run(const float *src, uint16_t *dst, int64_t n, int wide) {
     for (int64_t i = 0; i < n; i++) dst[i] = pr_bf16_from_f32(src[i]);
 }
 
+static int wide_rounding(void) {
+    return (pr_cpu_features() & PR_CPU_AVX512F) && !pr_cpu_reference_only();
+}
+
+void pr_f32_to_bf16_run(const float *src, uint16_t *dst, int64_t n) {
+    round_run(src, dst, n, wide_rounding());
+}
+
 void pr_f32_to_bf16(const float *src, uint16_t *dst, int64_t n) {
-    const int wide = (pr_cpu_features() & PR_CPU_AVX512F) && !pr_cpu_reference_only();
+    const int wide = wide_rounding();
     const int64_t block = 16384, blocks = (n + block - 1) / block;
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN) num_threads(pr_get_num_threads())
     for (int64_t b = 0; b < blocks; b++) {

@@ -27,11 +27,28 @@ static inline float pr_bf16_to_f32(uint16_t h) {
     return f;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+/* 16 float32 lanes rounded to bfloat16 exactly as pr_bf16_from_f32 (the
+ * same integer rounding, NaN quieted); for AVX-512 F code. */
+__attribute__((target("avx512f"))) static inline __m256i pr_bf16_round16(__m512 x) {
+    const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+    __m512i u = _mm512_castps_si512(x), high = _mm512_srli_epi32(u, 16);
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(high, one)));
+    r = _mm512_srli_epi32(r, 16);
+    r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), high,
+                             _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(r);
+}
+#endif
+
 /* f32 value rounded to the nearest bfloat16, as a float32. */
 static inline float pr_bf16_round(float f) { return pr_bf16_to_f32(pr_bf16_from_f32(f)); }
 
-/* dst[i] = bf16(src[i]) for i < n. */
+/* dst[i] = bf16(src[i]) for i < n, split across our threads. */
 void pr_f32_to_bf16(const float *src, uint16_t *dst, int64_t n);
+/* The same on the calling thread (for kernels converting their own pieces). */
+void pr_f32_to_bf16_run(const float *src, uint16_t *dst, int64_t n);
 /* dst[i] = float(src[i]) (exact). */
 void pr_bf16_to_f32_array(const uint16_t *src, float *dst, int64_t n);
 /* dst[i] = float(bf16(src[i])): src as float32 after rounding to bfloat16

@@ -302,6 +302,17 @@ TARGET_AVX512 static void copy_row(float *dst, const float *src, int64_t width) 
     }
 }
 
+/* The same, rounded to bfloat16 (bf16.h's rounding). */
+TARGET_AVX512 static void copy_row_bf16(uint16_t *dst, const float *src, int64_t width) {
+    int64_t i = 0;
+    for (; i + 16 <= width; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i), pr_bf16_round16(_mm512_loadu_ps(src + i * 64)));
+    if (i < width) {
+        __mmask16 m = (__mmask16)((1u << (width - i)) - 1);
+        _mm256_mask_storeu_epi16(dst + i, m, pr_bf16_round16(_mm512_maskz_loadu_ps(m, src + i * 64)));
+    }
+}
+
 /* dst rows i < 16 (stride ds) = columns i of the 16 x 16 32-bit block at
  * src (row stride ss): unpack 32- and 64-bit pairs, then 128-bit lanes. */
 TARGET_AVX512 static void transpose16(const uint32_t *src, int64_t ss, uint32_t *dst,
@@ -343,6 +354,9 @@ static void filter_taps(const uint16_t *a, long sa, const int64_t *off, const ui
 static void copy_row(float *dst, const float *src, int64_t width) {
     for (int64_t i = 0; i < width; i++) dst[i] = src[i / 16 * 1024 + i % 16];
 }
+static void copy_row_bf16(uint16_t *dst, const float *src, int64_t width) {
+    for (int64_t i = 0; i < width; i++) dst[i] = pr_bf16_from_f32(src[i / 16 * 1024 + i % 16]);
+}
 static void transpose16(const uint32_t *src, int64_t ss, uint32_t *dst, int64_t ds) {
     for (int i = 0; i < 16; i++)
         for (int j = 0; j < 16; j++) dst[i * ds + j] = src[j * ss + i];
@@ -380,7 +394,7 @@ static size_t forward_scratch(const pr_window *g) {
  * padded.dh, .dw) with the filter f.  Image by image: each thread pads its
  * image into a buffer that stays in cache while the tiles read it. */
 static int forward(const pr_window *g, pr_operand x, int64_t dh, int64_t dw, const filter_map *f,
-                   float *y, void *scratch) {
+                   pr_operand y, void *scratch) {
     padded p = padded_of(g);
     p.dh = dh, p.dw = dw;
     const int64_t nks = count_ksteps(g, &p), nbs = out_blocks(g->o), O = g->o;
@@ -406,7 +420,7 @@ static int forward(const pr_window *g, pr_operand x, int64_t dh, int64_t dw, con
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < g->n; n++) {
             pad_one(&p, x, n, xp, 1);
-            float *yn = y + n * g->ho * g->wo * O;
+            const int64_t yn = n * g->ho * g->wo * O; /* this image's first output */
             for (int64_t b0 = 0; b0 < per_image; b0 += group) {
                 const int nblk = (int)(per_image - b0 < group ? per_image - b0 : group);
                 const uint16_t *a[4];
@@ -430,8 +444,12 @@ static int forward(const pr_window *g, pr_operand x, int64_t dh, int64_t dw, con
                         for (int64_t r = 0; r < 16; r++, ow++) {
                             if (flat && ow == p.wp) ow = 0, oh++;
                             if (oh >= g->ho || ow >= g->wo) continue;
-                            copy_row(yn + (oh * g->wo + ow) * O + nb0 * 16,
-                                     ct + j * per_call * 1024 + r * 64, width);
+                            const int64_t at = yn + (oh * g->wo + ow) * O + nb0 * 16;
+                            const float *src = ct + j * per_call * 1024 + r * 64;
+                            if (y.dtype == PR_BF16)
+                                copy_row_bf16((uint16_t *)y.data + at, src, width);
+                            else
+                                copy_row((float *)y.data + at, src, width);
                         }
                     }
                 }
@@ -657,9 +675,9 @@ size_t pr_conv_amx_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
     return forward_scratch(g);
 }
 
-int pr_conv_amx(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand b, float *out,
-                void *scratch) {
-    if (pass == PR_CONV_BACKPROP_FILTER) return backprop_filter(g, a, b, out, scratch);
+int pr_conv_amx(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand b,
+                pr_operand out, void *scratch) {
+    if (pass == PR_CONV_BACKPROP_FILTER) return backprop_filter(g, a, b, (float *)out.data, scratch);
     const int64_t C = g->c, O = g->o, KW = g->kw;
     if (pass == PR_CONV_FORWARD) { /* w[kh][kw][c][o] */
         filter_map f = {b, 0, KW * C * O, C * O, O, 1, C, O};

@@ -3,7 +3,8 @@
  * bfloat16 image and AMX tile loads read each tap's rows straight from it
  * (the tile's row stride steps along the output row), the "implicit GEMM"
  * of oneDNN's and LIBXSMM's AMX convolutions.  Operands are float32
- * (rounded to bfloat16 while copied) or bfloat16; results float32, within
+ * (rounded to bfloat16 while copied) or bfloat16; results float32 (or
+ * bfloat16 for the forward and input-gradient passes, rounded once), within
  * the same float32 summation bound as the other bfloat16 kernels
  * (conv_bf16.h).  Callers check PR_BF16_AMX_CPU first. */
 #ifndef PR_K_CONV_AMX_H
@@ -21,8 +22,9 @@ int pr_conv_amx_supports(const pr_window *g, pr_conv_pass pass);
  * the thread count, so are the results). */
 size_t pr_conv_amx_scratch_bytes(const pr_window *g, pr_conv_pass pass);
 /* forward: a = x, b = w -> y; backprop_input: a = dy, b = w -> dx;
- * backprop_filter: a = x, b = dy -> dw (conv_bf16.h's convention). */
-int pr_conv_amx(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand b, float *out,
-                void *scratch);
+ * backprop_filter: a = x, b = dy -> dw (conv_bf16.h's convention).  out is
+ * float32, or bfloat16 for forward and backprop_input. */
+int pr_conv_amx(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand b,
+                pr_operand out, void *scratch);
 
 #endif

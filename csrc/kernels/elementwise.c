@@ -3,6 +3,8 @@
  * per-dimension element strides in the output's rank (0 where broadcast). */
 #include "elementwise.h"
 
+#include "bf16.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -126,6 +128,37 @@ int pr_k_binary(pr_binary_kind k, const float *a, const int64_t *sa_in, const fl
     return PR_OK;
 }
 
+int pr_k_binary_bf16(pr_binary_kind k, const uint16_t *a, const int64_t *sa_in, const uint16_t *b,
+                     const int64_t *sb_in, uint16_t *out, int ndim, const int64_t *shape_in) {
+    int64_t shape[PR_MAX_DIMS] = {0}, sa[PR_MAX_DIMS] = {0}, sb[PR_MAX_DIMS] = {0};
+    for (int d = 0; d < ndim; d++) shape[d] = shape_in[d], sa[d] = sa_in[d], sb[d] = sb_in[d];
+    ndim = collapse(ndim, shape, sa, sb);
+    if (ndim == 0) {
+        out[0] = pr_bf16_from_f32(apply(k, pr_bf16_to_f32(a[0]), pr_bf16_to_f32(b[0])));
+        return PR_OK;
+    }
+    int64_t inner = shape[ndim - 1], rows = 1;
+    for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
+    const int64_t ia = sa[ndim - 1], ib = sb[ndim - 1];
+    /* Pieces of BF16_PIECE elements of one row: widened into float32 on the
+     * stack, the float32 row loop, rounded out. */
+    enum { BF16_PIECE = 1024 };
+    const int64_t pieces = (inner + BF16_PIECE - 1) / BF16_PIECE, tasks = rows * pieces;
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (rows * inner >= PARALLEL_MIN)
+    for (int64_t t = 0; t < tasks; t++) {
+        float fa[BF16_PIECE], fb[BF16_PIECE], fo[BF16_PIECE];
+        const int64_t r = t / pieces, lo = t % pieces * BF16_PIECE;
+        const int64_t n = inner - lo < BF16_PIECE ? inner - lo : BF16_PIECE;
+        const uint16_t *ar = a + outer_offset(r, ndim, shape, sa) + lo * ia;
+        const uint16_t *br = b + outer_offset(r, ndim, shape, sb) + lo * ib;
+        for (int64_t i = 0; i < n; i++) fa[i] = pr_bf16_to_f32(ar[i * ia]);
+        for (int64_t i = 0; i < n; i++) fb[i] = pr_bf16_to_f32(br[i * ib]);
+        row(k, fa, 1, fb, 1, fo, n);
+        pr_f32_to_bf16_run(fo, out + r * inner + lo, n);
+    }
+    return PR_OK;
+}
+
 int pr_k_sum_to(const float *g, int ndim, const int64_t *shape, const int64_t *st, float *out,
                 int64_t out_size) {
     memset(out, 0, sizeof(float) * (size_t)out_size);
@@ -186,6 +219,21 @@ int pr_k_relu_backward(const float *dy, const float *y, float *dx, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float g = dy[i]; /* an unconditional load lets the loop vectorize */
         dx[i] = y[i] <= 0.0f ? 0.0f : g;
+    }
+    return PR_OK;
+}
+
+int pr_k_relu_bf16(const uint16_t *x, uint16_t *y, int64_t n) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) y[i] = pr_bf16_to_f32(x[i]) <= 0.0f ? 0 : x[i];
+    return PR_OK;
+}
+
+int pr_k_relu_backward_bf16(const uint16_t *dy, const uint16_t *y, uint16_t *dx, int64_t n) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t g = dy[i];
+        dx[i] = pr_bf16_to_f32(y[i]) <= 0.0f ? 0 : g;
     }
     return PR_OK;
 }

@@ -44,6 +44,11 @@ void pr_broadcast_strides(const pr_view *in, int ndim, const int64_t *out_shape,
 /* out[i] = a[i] (op) b[i] over `shape`; a, b read through broadcast strides. */
 int pr_k_binary(pr_binary_kind k, const float *a, const int64_t *sa, const float *b,
                 const int64_t *sb, float *out, int ndim, const int64_t *shape);
+/* The same on bfloat16 a, b and out: each element computed in float32 on
+ * the exactly widened values and rounded once (bf16.h), so the result is
+ * the float32 op's rounded to bfloat16. */
+int pr_k_binary_bf16(pr_binary_kind k, const uint16_t *a, const int64_t *sa, const uint16_t *b,
+                     const int64_t *sb, uint16_t *out, int ndim, const int64_t *shape);
 /* out (out_size elements) = g (shape) summed over the dimensions where the
  * output strides `st` are 0. */
 int pr_k_sum_to(const float *g, int ndim, const int64_t *shape, const int64_t *st, float *out,
@@ -54,6 +59,9 @@ int pr_k_fill(float *out, int64_t n, float value);
 int pr_k_relu(const float *x, float *y, int64_t n);
 /* dx = dy where y > 0 else 0 (y is relu's output). */
 int pr_k_relu_backward(const float *dy, const float *y, float *dx, int64_t n);
+/* relu and relu_backward on bfloat16 data (exact: each output is an input). */
+int pr_k_relu_bf16(const uint16_t *x, uint16_t *y, int64_t n);
+int pr_k_relu_backward_bf16(const uint16_t *dy, const uint16_t *y, uint16_t *dx, int64_t n);
 int pr_k_scale(const float *x, float *y, int64_t n, float s);
 /* y = pr_unary_apply(k, x) elementwise (C99 expf/logf/sqrtf/tanhf/erff semantics). */
 int pr_k_unary(pr_unary_kind k, const float *x, float *y, int64_t n);

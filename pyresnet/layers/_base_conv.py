@@ -71,7 +71,7 @@ class BaseConv(Layer):
         self.input_spec = InputSpec(ndim=4, axes={-1: channels})
 
     def call(self, inputs):
-        y = self._convolve(inputs, self._compute_kernel(self.kernel))
+        y = self._convolve(self._autocast(inputs), self._compute_kernel(self.kernel))
         if self.use_bias:
-            y = ops.add(y, self.bias)
+            y = ops.add(y, self._compute_kernel(self.bias))
         return self.activation(y)
