@@ -83,19 +83,19 @@ static int64_t bn_rows(const pr_view *x) { return x->ndim ? x->size / x->shape[x
 static int64_t bn_channels(const pr_view *x) { return x->ndim ? x->shape[x->ndim - 1] : 1; }
 
 static int fw_bn_relu_train(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_bn_train_act(in[0].data, in[1].data, in[2].data, n > 3 ? in[3].data : NULL,
-                             bn_rows(&in[0]), bn_channels(&in[0]),
-                             ((const pr_bn_attrs *)a)->epsilon, out[0].data, out[1].data,
-                             out[2].data, ws, 1);
+    return pr_k_bn_train(in[0].data, in[1].data, in[2].data, n > 3 ? in[3].data : NULL,
+                         in[0].dtype, bn_rows(&in[0]), bn_channels(&in[0]),
+                         ((const pr_bn_attrs *)a)->epsilon, out[0].data, out[1].data,
+                         out[2].data, ws, 1);
 }
 
-/* batch_norm_add_relu_train(x, gamma, beta, residual): relu(BN(x) + residual). */
+/* batch_norm_add_relu_train(x, gamma, beta, residual): relu(BN(x) + residual),
+ * the residual of x's shape and dtype (batch_norm_train's rule checks it). */
 static int infer_bn_add_relu(const pr_op *op, const pr_view *in, int n, const void *attrs,
                              pr_view *out, size_t *ws) {
     const pr_op *base = pr_op_lookup("batch_norm_train");
     if (!base) return pr_fail(op, PyExc_RuntimeError, "batch normalization is not registered");
-    if (base->infer(op, in, 3, attrs, out, ws) < 0) return -1;
-    return pr_expect_like(op, in, 3, 0);
+    return base->infer(op, in, 4, attrs, out, ws);
 }
 
 /* batch_norm_relu_train_backward(dy, x, gamma, beta, mean, var): the plain
@@ -110,16 +110,16 @@ static int infer_bn_relu_backward(const pr_op *op, const pr_view *in, int n, con
 }
 
 static int fw_bn_relu_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_bn_train_backward_act(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
-                                      in[5].data, bn_rows(&in[1]), bn_channels(&in[1]),
-                                      ((const pr_bn_attrs *)a)->epsilon, out[0].data,
-                                      out[0].dtype == PR_BF16, out[1].data, out[2].data, ws, 1);
+    return pr_k_bn_train_backward(in[0].data, in[1].data, in[1].dtype, in[2].data, in[3].data,
+                                  in[4].data, in[5].data, bn_rows(&in[1]), bn_channels(&in[1]),
+                                  ((const pr_bn_attrs *)a)->epsilon, out[0].data, out[0].dtype,
+                                  out[1].data, out[2].data, ws, 1);
 }
 
 static int fw_bn_relu_infer(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_bn_infer_act(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
-                             bn_rows(&in[0]), bn_channels(&in[0]), ((const pr_bn_attrs *)a)->epsilon,
-                             out->data, ws, 1);
+    return pr_k_bn_infer(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, in[0].dtype,
+                         bn_rows(&in[0]), bn_channels(&in[0]), ((const pr_bn_attrs *)a)->epsilon,
+                         out->data, ws, 1);
 }
 
 static const pr_attr_spec bn_attrs[] = {
@@ -128,18 +128,20 @@ static const pr_attr_spec bn_attrs[] = {
 static const pr_op op_bn_relu_train = {
     .name = "batch_norm_relu_train", .n_in = 3, .n_out = 3, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu, .forward = fw_bn_relu_train,
+    .bf16_inputs = 1,
     .doc = "relu(batch_norm_train(x, gamma, beta)) and the batch statistics, in one pass "
            "(made by jit_compile; the graph's own backward nodes serve as its gradient)."};
 static const pr_op op_bn_relu_infer = {
     .name = "batch_norm_relu_infer", .n_in = 5, .n_out = 1, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu, .forward = fw_bn_relu_infer,
+    .bf16_inputs = 1,
     .doc = "relu(batch_norm_infer(x, gamma, beta, moving_mean, moving_var)) in one pass (made by "
            "jit_compile)."};
 
 static const pr_op op_bn_add_relu_train = {
     .name = "batch_norm_add_relu_train", .n_in = 4, .n_out = 3, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_add_relu, .forward = fw_bn_relu_train,
-    .flags = PR_OP_NO_GRADIENT_RULE,
+    .flags = PR_OP_NO_GRADIENT_RULE, .bf16_inputs = 9, /* x, the residual */
     .doc = "relu(batch_norm_train(x, gamma, beta) + residual) and the batch statistics, in one "
            "pass (made by jit_compile from a residual block's BN, add and ReLU; bit for bit "
            "the unfused ops' results)."};
@@ -147,7 +149,7 @@ static const pr_op op_bn_relu_train_backward = {
     .name = "batch_norm_relu_train_backward", .n_in = 6, .n_out = 3,
     .attrs = pr_bn_backward_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu_backward,
-    .forward = fw_bn_relu_backward, .flags = PR_OP_NO_GRADIENT_RULE,
+    .forward = fw_bn_relu_backward, .flags = PR_OP_NO_GRADIENT_RULE, .bf16_inputs = 3,
     .doc = "batch_norm_relu_train_backward(dy, x, gamma, beta, batch_mean, batch_var; epsilon, "
            "dx_dtype) -> dx, dgamma, dbeta: batch_norm_train_backward of relu_backward(dy, "
            "relu(batch_norm_train(x))), the ReLU's mask recomputed from x (made by "
