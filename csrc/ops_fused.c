@@ -83,19 +83,19 @@ static int64_t bn_rows(const pr_view *x) { return x->ndim ? x->size / x->shape[x
 static int64_t bn_channels(const pr_view *x) { return x->ndim ? x->shape[x->ndim - 1] : 1; }
 
 static int fw_bn_relu_train(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_bn_train_act(in[0].data, in[1].data, in[2].data, n > 3 ? in[3].data : NULL,
-                             bn_rows(&in[0]), bn_channels(&in[0]),
-                             ((const pr_bn_attrs *)a)->epsilon, out[0].data, out[1].data,
-                             out[2].data, ws, 1);
+    return pr_k_bn_train(in[0].data, in[1].data, in[2].data, n > 3 ? in[3].data : NULL,
+                         in[0].dtype, bn_rows(&in[0]), bn_channels(&in[0]),
+                         ((const pr_bn_attrs *)a)->epsilon, out[0].data, out[1].data,
+                         out[2].data, ws, 1);
 }
 
-/* batch_norm_add_relu_train(x, gamma, beta, residual): relu(BN(x) + residual). */
+/* batch_norm_add_relu_train(x, gamma, beta, residual): relu(BN(x) + residual),
+ * the residual of x's shape and dtype (batch_norm_train's rule checks it). */
 static int infer_bn_add_relu(const pr_op *op, const pr_view *in, int n, const void *attrs,
                              pr_view *out, size_t *ws) {
     const pr_op *base = pr_op_lookup("batch_norm_train");
     if (!base) return pr_fail(op, PyExc_RuntimeError, "batch normalization is not registered");
-    if (base->infer(op, in, 3, attrs, out, ws) < 0) return -1;
-    return pr_expect_like(op, in, 3, 0);
+    return base->infer(op, in, 4, attrs, out, ws);
 }
 
 /* batch_norm_relu_train_backward(dy, x, gamma, beta, mean, var): the plain
@@ -110,16 +110,16 @@ static int infer_bn_relu_backward(const pr_op *op, const pr_view *in, int n, con
 }
 
 static int fw_bn_relu_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_bn_train_backward_act(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
-                                      in[5].data, bn_rows(&in[1]), bn_channels(&in[1]),
-                                      ((const pr_bn_attrs *)a)->epsilon, out[0].data,
-                                      out[0].dtype == PR_BF16, out[1].data, out[2].data, ws, 1);
+    return pr_k_bn_train_backward(in[0].data, in[1].data, in[1].dtype, in[2].data, in[3].data,
+                                  in[4].data, in[5].data, bn_rows(&in[1]), bn_channels(&in[1]),
+                                  ((const pr_bn_attrs *)a)->epsilon, out[0].data, out[0].dtype,
+                                  out[1].data, out[2].data, ws, 1);
 }
 
 static int fw_bn_relu_infer(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_bn_infer_act(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
-                             bn_rows(&in[0]), bn_channels(&in[0]), ((const pr_bn_attrs *)a)->epsilon,
-                             out->data, ws, 1);
+    return pr_k_bn_infer(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, in[0].dtype,
+                         bn_rows(&in[0]), bn_channels(&in[0]), ((const pr_bn_attrs *)a)->epsilon,
+                         out->data, ws, 1);
 }
 
 static const pr_attr_spec bn_attrs[] = {
@@ -128,18 +128,20 @@ static const pr_attr_spec bn_attrs[] = {
 static const pr_op op_bn_relu_train = {
     .name = "batch_norm_relu_train", .n_in = 3, .n_out = 3, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu, .forward = fw_bn_relu_train,
+    .bf16_inputs = 1,
     .doc = "relu(batch_norm_train(x, gamma, beta)) and the batch statistics, in one pass "
            "(made by jit_compile; the graph's own backward nodes serve as its gradient)."};
 static const pr_op op_bn_relu_infer = {
     .name = "batch_norm_relu_infer", .n_in = 5, .n_out = 1, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu, .forward = fw_bn_relu_infer,
+    .bf16_inputs = 1,
     .doc = "relu(batch_norm_infer(x, gamma, beta, moving_mean, moving_var)) in one pass (made by "
            "jit_compile)."};
 
 static const pr_op op_bn_add_relu_train = {
     .name = "batch_norm_add_relu_train", .n_in = 4, .n_out = 3, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_add_relu, .forward = fw_bn_relu_train,
-    .flags = PR_OP_NO_GRADIENT_RULE,
+    .flags = PR_OP_NO_GRADIENT_RULE, .bf16_inputs = 9, /* x, the residual */
     .doc = "relu(batch_norm_train(x, gamma, beta) + residual) and the batch statistics, in one "
            "pass (made by jit_compile from a residual block's BN, add and ReLU; bit for bit "
            "the unfused ops' results)."};
@@ -147,7 +149,7 @@ static const pr_op op_bn_relu_train_backward = {
     .name = "batch_norm_relu_train_backward", .n_in = 6, .n_out = 3,
     .attrs = pr_bn_backward_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu_backward,
-    .forward = fw_bn_relu_backward, .flags = PR_OP_NO_GRADIENT_RULE,
+    .forward = fw_bn_relu_backward, .flags = PR_OP_NO_GRADIENT_RULE, .bf16_inputs = 3,
     .doc = "batch_norm_relu_train_backward(dy, x, gamma, beta, batch_mean, batch_var; epsilon, "
            "dx_dtype) -> dx, dgamma, dbeta: batch_norm_train_backward of relu_backward(dy, "
            "relu(batch_norm_train(x))), the ReLU's mask recomputed from x (made by "
@@ -350,7 +352,12 @@ static int same_shape(const pr_gvalue *a, const pr_gvalue *b) {
  * reads, whose output only a ReLU reads (a residual block's end), writes
  * relu(BN(x) + r) (batch_norm_add_relu_train), at the BN's place: r must
  * exist by then (when both addends are BN outputs, the later BN is the one
- * fused) and stay unwritten until the add. */
+ * fused) and stay unwritten until the add.  Every value of the chain (BN
+ * output, r, the add's and the ReLU's outputs) has x's dtype: float32, or
+ * bfloat16 where each op rounds its output to bfloat16 and the fused kernel
+ * does the same; a bfloat16 BN with a float32 residual (the add then reads
+ * a cast of the BN output) or an op whose output dtype differs stays
+ * unfused. */
 static int fuse_bn_forward(pr_Graph *g) {
     readers_t r;
     if (readers_init(g, &r) < 0) return -1;
@@ -362,7 +369,9 @@ static int fuse_bn_forward(pr_Graph *g) {
         if (r.count[u] != 1) continue;
         int cj = r.last[u];
         pr_gnode *C = &g->nodes[cj];
+        pr_dtype dt = g->vals[u].dtype;
         if (runs(C, "relu")) {
+            if (C->n_in != 1 || g->vals[C->out[0]].dtype != dt) continue;
             P->op = train ? &op_bn_relu_train : &op_bn_relu_infer;
             P->out[0] = C->out[0];
             C->op = NULL;
@@ -370,10 +379,12 @@ static int fuse_bn_forward(pr_Graph *g) {
             continue;
         }
         if (!train || !runs(C, "add") || C->n_in != 2 || C->in[0] == C->in[1] ||
-            r.count[C->out[0]] != 1 || !runs(&g->nodes[r.last[C->out[0]]], "relu"))
+            r.count[C->out[0]] != 1 || !runs(&g->nodes[r.last[C->out[0]]], "relu") ||
+            g->vals[C->out[0]].dtype != dt ||
+            g->vals[g->nodes[r.last[C->out[0]]].out[0]].dtype != dt)
             continue;
         int w = C->in[0] == u ? C->in[1] : C->in[0];
-        if (producer(g, w) >= pj || !same_shape(&g->vals[w], &g->vals[u]) ||
+        if (producer(g, w) >= pj || !same_shape(&g->vals[w], &g->vals[u]) || /* and dtype */
             written_between(g, w, pj, cj))
             continue;
         pr_gnode *R = &g->nodes[r.last[C->out[0]]];
@@ -391,7 +402,10 @@ static int fuse_bn_forward(pr_Graph *g) {
 /* Backward: batch_norm_train_backward whose gradient comes only from the
  * relu_backward of a batch_norm_relu_train's output becomes
  * batch_norm_relu_train_backward on the ReLU's output gradient (the mask
- * recomputed from x), and the relu_backward node goes. */
+ * recomputed from x, as the forward rounded it), and the relu_backward node
+ * goes.  The ReLU's output gradient, the masked gradient and x share one
+ * dtype (masking is then exact: the fused kernel reads the unmasked
+ * gradient where the unfused backward read the masked one). */
 static int fuse_bn_relu_backward(pr_Graph *g) {
     readers_t r;
     if (readers_init(g, &r) < 0) return -1;
@@ -406,7 +420,9 @@ static int fuse_bn_relu_backward(pr_Graph *g) {
         pr_gnode *B = &g->nodes[bj];
         if (B->op != &op_bn_relu_train || B->out[0] != Rb->in[1] || K->in[1] != B->in[0] ||
             K->in[2] != B->in[1] || K->in[3] != B->out[1] || K->in[4] != B->out[2] ||
-            ((const pr_bn_attrs *)K->attrs)->epsilon != ((const pr_bn_attrs *)B->attrs)->epsilon)
+            ((const pr_bn_attrs *)K->attrs)->epsilon != ((const pr_bn_attrs *)B->attrs)->epsilon ||
+            g->vals[Rb->in[0]].dtype != g->vals[gv].dtype ||
+            g->vals[gv].dtype != g->vals[B->in[0]].dtype)
             continue;
         int x = B->in[0], gamma = B->in[1], beta = B->in[2];
         if (written_between(g, x, bj, kj) || written_between(g, gamma, bj, kj) ||
@@ -424,11 +440,12 @@ static int fuse_bn_relu_backward(pr_Graph *g) {
     return 0;
 }
 
-/* Backward: the cast to bfloat16 of a batch-norm training backward's dx
- * (what a bfloat16 convolution's gradient makes of its output gradient),
- * when nothing else reads dx, goes: the backward writes dx rounded to
- * bfloat16 itself (dx_dtype), the same rounding, one pass and a float32
- * buffer fewer. */
+/* Backward: the cast to bfloat16 of a batch-norm training backward's
+ * float32 dx (what a bfloat16 convolution's gradient makes of its output
+ * gradient), when nothing else reads dx, goes: the backward writes dx
+ * rounded to bfloat16 itself (dx_dtype), the same rounding, one pass and a
+ * float32 buffer fewer.  (A backward of bfloat16 dy and x writes bfloat16
+ * dx already.) */
 static int fuse_bn_backward_cast(pr_Graph *g) {
     readers_t r;
     if (readers_init(g, &r) < 0) return -1;
@@ -439,7 +456,8 @@ static int fuse_bn_backward_cast(pr_Graph *g) {
         if (kj < 0 || r.count[v] != 1) continue;
         pr_gnode *K = &g->nodes[kj];
         if ((!runs(K, "batch_norm_train_backward") && K->op != &op_bn_relu_train_backward) ||
-            K->out[0] != v || ((const pr_bn_attrs *)K->attrs)->dx_dtype != PR_F32)
+            K->out[0] != v || ((const pr_bn_attrs *)K->attrs)->dx_dtype != PR_F32 ||
+            g->vals[v].dtype != PR_F32)
             continue;
         ((pr_bn_attrs *)K->attrs)->dx_dtype = PR_BF16;
         K->out[0] = C->out[0];

@@ -564,15 +564,46 @@ static int expect_channels(const pr_op *op, const pr_view *in, int i, int64_t c,
     return 0;
 }
 
-/* x (input xi): float32, rank >= 2, C >= 1 channels last, and at least one
- * row when batch statistics are computed; epsilon finite and >= 0 (the
- * kernels take sqrt(var + epsilon)). */
+/* The activations of a BN op: inputs `mask` (struct pr_op's bf16_inputs)
+ * all float32 or all bfloat16 (pr_call casts a mix to float32; graph passes
+ * build nodes directly, so the rule checks).  Their dtype, or -1 (error
+ * set). */
+static int bn_activation_dtype(const pr_op *op, const pr_view *in, unsigned mask) {
+    int first = -1;
+    for (int i = 0; mask >> i; i++) {
+        if (!(mask >> i & 1)) continue;
+        if (first < 0) {
+            if (in[i].dtype != PR_BF16 && pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
+            first = i;
+        } else if (in[i].dtype != in[first].dtype) {
+            return pr_fail(op, PyExc_TypeError,
+                           "input %d must be %s like input %d (float32 or bfloat16 "
+                           "activations, not a mix), got %s",
+                           i, pr_dtype_name(in[first].dtype), first, pr_dtype_name(in[i].dtype));
+        }
+    }
+    return in[first].dtype;
+}
+
+/* Input i has input j's shape (pr_expect_like without its float32 rule). */
+static int expect_shape_like(const pr_op *op, const pr_view *in, int i, int j) {
+    int same = in[i].ndim == in[j].ndim;
+    for (int d = 0; same && d < in[i].ndim; d++)
+        same = pr_dim_maybe_equal(in[i].shape[d], in[j].shape[d]);
+    if (same) return 0;
+    char a[128], b[128];
+    return pr_fail(op, PyExc_ValueError, "input %d has shape %s, expected %s (input %d's)", i,
+                   pr_shape_str(&in[i], a, sizeof a), pr_shape_str(&in[j], b, sizeof b), j);
+}
+
+/* x (input xi): float32 or bfloat16, rank >= 2, C >= 1 channels last, and
+ * at least one row when batch statistics are computed; epsilon finite and
+ * >= 0 (the kernels take sqrt(var + epsilon)). */
 static int expect_bn_input(const pr_op *op, const pr_view *in, int xi, int need_rows,
                            const void *attrs) {
     double eps = ((const pr_bn_attrs *)attrs)->epsilon;
     if (!(eps >= 0.0 && eps <= DBL_MAX))
         return pr_fail(op, PyExc_ValueError, "epsilon must be a finite float >= 0, got %g", eps);
-    if (pr_expect_dtype(op, in, xi, PR_F32) < 0) return -1;
     char s[128];
     if (in[xi].ndim < 2 || (!pr_dim_is_sym(last_of(&in[xi])) && last_of(&in[xi]) < 1))
         return pr_fail(op, PyExc_ValueError,
@@ -586,24 +617,31 @@ static int expect_bn_input(const pr_op *op, const pr_view *in, int xi, int need_
     return 0;
 }
 
-/* (x, gamma, beta) -> y, batch_mean, batch_var */
+/* (x, gamma, beta) -> y (x's dtype), batch_mean, batch_var; also the rule
+ * of the fused BN + ReLU and, with a fourth input (the residual: x's dtype
+ * and shape), BN + add + ReLU (ops_fused.c). */
 static int infer_bn_train(const pr_op *op, const pr_view *in, int n, const void *attrs,
                           pr_view *out, size_t *ws) {
-    if (expect_bn_input(op, in, 0, 1, attrs) < 0) return -1;
+    int xt = bn_activation_dtype(op, in, n > 3 ? 9 : 1); /* x, the residual */
+    if (xt < 0 || expect_bn_input(op, in, 0, 1, attrs) < 0) return -1;
+    if (n > 3 && expect_shape_like(op, in, 3, 0) < 0) return -1;
     int64_t c = last_of(&in[0]);
     if (expect_channels(op, in, 1, c, "gamma") < 0 || expect_channels(op, in, 2, c, "beta") < 0)
         return -1;
-    pr_set_out(&out[0], PR_F32, in[0].ndim, in[0].shape);
+    pr_set_out(&out[0], (pr_dtype)xt, in[0].ndim, in[0].shape);
     pr_set_out(&out[1], PR_F32, 1, &c);
     pr_set_out(&out[2], PR_F32, 1, &c);
     *ws = bn_scratch(rows_of(&in[0]), c);
     return 0;
 }
 
-/* (dy, x, gamma, mean, var) -> dx, dgamma, dbeta (both backward ops). */
+/* (dy, x, gamma, mean, var) -> dx, dgamma, dbeta (both backward ops; dy and
+ * x both float32 or both bfloat16). */
 static int infer_bn_backward(const pr_op *op, const pr_view *in, int n, const void *attrs,
                              pr_view *out, size_t *ws) {
-    if (expect_bn_input(op, in, 1, 0, attrs) < 0 || pr_expect_like(op, in, 0, 1) < 0) return -1;
+    int xt = bn_activation_dtype(op, in, 3); /* dy, x */
+    if (xt < 0 || expect_bn_input(op, in, 1, 0, attrs) < 0) return -1;
+    if (expect_shape_like(op, in, 0, 1) < 0) return -1;
     int64_t c = last_of(&in[1]);
     if (expect_channels(op, in, 2, c, "gamma") < 0 || expect_channels(op, in, 3, c, "mean") < 0 ||
         expect_channels(op, in, 4, c, "variance") < 0)
@@ -613,23 +651,26 @@ static int infer_bn_backward(const pr_op *op, const pr_view *in, int n, const vo
         return pr_fail(op, PyExc_ValueError,
                        "dx_dtype must be %d (float32) or %d (bfloat16), got %lld", PR_F32,
                        PR_BF16, (long long)dx_dtype);
-    pr_set_out(&out[0], (pr_dtype)dx_dtype, in[1].ndim, in[1].shape);
+    /* dx: bfloat16 with bfloat16 dy and x, or when dx_dtype says (a cast
+     * jit_compile folded in); float32 otherwise */
+    pr_set_out(&out[0], xt == PR_BF16 ? PR_BF16 : (pr_dtype)dx_dtype, in[1].ndim, in[1].shape);
     pr_set_out(&out[1], PR_F32, 1, &c);
     pr_set_out(&out[2], PR_F32, 1, &c);
     *ws = bn_scratch(rows_of(&in[1]), c);
     return 0;
 }
 
-/* (x, gamma, beta, moving_mean, moving_var) -> y */
+/* (x, gamma, beta, moving_mean, moving_var) -> y (x's dtype) */
 static int infer_bn_infer(const pr_op *op, const pr_view *in, int n, const void *attrs,
                           pr_view *out, size_t *ws) {
-    if (expect_bn_input(op, in, 0, 0, attrs) < 0) return -1;
+    int xt = bn_activation_dtype(op, in, 1);
+    if (xt < 0 || expect_bn_input(op, in, 0, 0, attrs) < 0) return -1;
     int64_t c = last_of(&in[0]);
     if (expect_channels(op, in, 1, c, "gamma") < 0 || expect_channels(op, in, 2, c, "beta") < 0 ||
         expect_channels(op, in, 3, c, "moving_mean") < 0 ||
         expect_channels(op, in, 4, c, "moving_variance") < 0)
         return -1;
-    pr_set_out(out, PR_F32, in[0].ndim, in[0].shape);
+    pr_set_out(out, (pr_dtype)xt, in[0].ndim, in[0].shape);
     *ws = bn_scratch(rows_of(&in[0]), c);
     return 0;
 }
@@ -637,23 +678,23 @@ static int infer_bn_infer(const pr_op *op, const pr_view *in, int n, const void 
 #define EPS(a) (((const pr_bn_attrs *)(a))->epsilon)
 
 static int fw_bn_train(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_bn_train(in[0].data, in[1].data, in[2].data, rows_of(&in[0]), last_of(&in[0]),
-                         EPS(a), out[0].data, out[1].data, out[2].data, ws);
+    return pr_k_bn_train(in[0].data, in[1].data, in[2].data, NULL, in[0].dtype, rows_of(&in[0]),
+                         last_of(&in[0]), EPS(a), out[0].data, out[1].data, out[2].data, ws, 0);
 }
 static int fw_bn_train_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_bn_train_backward_act(in[0].data, in[1].data, in[2].data, NULL, in[3].data,
-                                      in[4].data, rows_of(&in[1]), last_of(&in[1]), EPS(a),
-                                      out[0].data, out[0].dtype == PR_BF16, out[1].data,
-                                      out[2].data, ws, 0);
+    return pr_k_bn_train_backward(in[0].data, in[1].data, in[1].dtype, in[2].data, NULL,
+                                  in[3].data, in[4].data, rows_of(&in[1]), last_of(&in[1]),
+                                  EPS(a), out[0].data, out[0].dtype, out[1].data, out[2].data,
+                                  ws, 0);
 }
 static int fw_bn_infer(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_bn_infer(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
-                         rows_of(&in[0]), last_of(&in[0]), EPS(a), out->data, ws);
+    return pr_k_bn_infer(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, in[0].dtype,
+                         rows_of(&in[0]), last_of(&in[0]), EPS(a), out->data, ws, 0);
 }
 static int fw_bn_infer_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
-    return pr_k_bn_infer_backward(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
-                                  rows_of(&in[1]), last_of(&in[1]), EPS(a), out[0].data,
-                                  out[1].data, out[2].data, ws);
+    return pr_k_bn_infer_backward(in[0].data, in[1].data, in[1].dtype, in[2].data, in[3].data,
+                                  in[4].data, rows_of(&in[1]), last_of(&in[1]), EPS(a),
+                                  out[0].data, out[1].data, out[2].data, ws);
 }
 
 /* Run a BN backward op on (dy, x, gamma, mean, var); hand out the gradients
@@ -788,29 +829,36 @@ LOSS_BW(op_probs_ce_bw, "categorical_crossentropy_backward", infer_dense_backwar
 static const pr_op op_bn_train = {
     .name = "batch_norm_train", .n_in = 3, .n_out = 3, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_train, .forward = fw_bn_train,
-    .gradient = gr_bn_train,
+    .gradient = gr_bn_train, .bf16_inputs = 1,
     .doc = "batch_norm_train(x (..., C), gamma (C), beta (C); epsilon) -> (y, batch_mean, "
            "batch_var): normalise with the batch statistics over all axes but the last "
-           "(biased variance)."};
+           "(biased variance).  x float32 or bfloat16 (computed in float32, y in x's dtype); "
+           "the rest float32."};
 static const pr_op op_bn_train_backward = {
     .name = "batch_norm_train_backward", .n_in = 5, .n_out = 3, .flags = PR_OP_NO_GRADIENT_RULE,
     .attrs = pr_bn_backward_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_backward, .forward = fw_bn_train_backward,
+    .bf16_inputs = 3,
     .doc = "batch_norm_train_backward(dy, x, gamma, batch_mean, batch_var; epsilon, dx_dtype) -> "
-           "(dx, dgamma, dbeta) (Ioffe & Szegedy 2015, section 3); dx in float32, or rounded "
-           "to bfloat16 with dx_dtype=5 (made by jit_compile from the cast that follows)."};
+           "(dx, dgamma, dbeta) (Ioffe & Szegedy 2015, section 3); dy and x both float32 or "
+           "both bfloat16.  dx is bfloat16 when dy and x are (dx_dtype's default, float32, "
+           "then means x's dtype) or with dx_dtype=5 (float32 dy and x: made by jit_compile "
+           "from the cast that follows), else float32."};
 static const pr_op op_bn_infer = {
     .name = "batch_norm_infer", .n_in = 5, .n_out = 1, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_infer, .forward = fw_bn_infer,
-    .gradient = gr_bn_infer,
+    .gradient = gr_bn_infer, .bf16_inputs = 1,
     .doc = "batch_norm_infer(x (..., C), gamma, beta, moving_mean, moving_var (C); epsilon) -> "
-           "gamma * (x - mean) / sqrt(var + epsilon) + beta."};
+           "gamma * (x - mean) / sqrt(var + epsilon) + beta; x float32 or bfloat16 (y in x's "
+           "dtype)."};
 static const pr_op op_bn_infer_backward = {
     .name = "batch_norm_infer_backward", .n_in = 5, .n_out = 3, .flags = PR_OP_NO_GRADIENT_RULE,
     .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_backward, .forward = fw_bn_infer_backward,
+    .bf16_inputs = 3,
     .doc = "batch_norm_infer_backward(dy, x, gamma, moving_mean, moving_var; epsilon) -> "
-           "(dx, dgamma, dbeta) with fixed statistics."};
+           "(dx, dgamma, dbeta) with fixed statistics; dy and x both float32 or both bfloat16 "
+           "(dx in their dtype)."};
 
 const pr_op *const pr_ops_nn[] = {
     &op_sum, &op_mean, &op_reshape, &op_flatten, &op_dim_size, &op_size, &op_softmax, &op_log_softmax,

@@ -8,11 +8,13 @@
  * The rows are cut into a fixed number of chunks (never more than
  * MAX_CHUNKS, independent of the thread count); per-channel sums accumulate
  * in double within a chunk and the chunk partials are added in chunk order,
- * so results are the same for any thread count.  The statistics loops (the
- * only arithmetic-bound ones: float -> double conversion) are compiled for
- * AVX-512, AVX2 and baseline x86-64 from the same C and chosen at load time
- * (target_clones); results agree bit for bit (no FMA contraction in ISO C
- * mode). */
+ * so results are the same for any thread count.  The row loops are
+ * compiled for AVX-512, AVX2 and baseline x86-64 from the same C and chosen
+ * at load time (target_clones); results agree bit for bit (no FMA
+ * contraction in ISO C mode).  Activations may be bfloat16 (norm.h): each
+ * row loop is one macro instantiated for float32 and bfloat16 elements, so
+ * the 16-bit data is read and written in place, never widened into a
+ * float32 copy. */
 #include "norm.h"
 
 #include "bf16.h"
@@ -45,170 +47,247 @@ static float *coefs(void *scratch, int64_t m, int64_t c) {
     return (float *)((double *)scratch + n_chunks(m) * 2 * c);
 }
 
-/* ---- row loops ------------------------------------------------------------ */
+/* ---- element types -------------------------------------------------------- */
 
-/* These loops keep the double accumulators of 16 channels in
- * registers (GCC vector types, lowered to whatever the clone's ISA has) and
- * walk the rows; leftover channels use accumulators in memory.  Either way
- * each channel adds its rows in order. */
-#define CB 16
+/* The activations (x, dy, the residual, y, dx) are float32, or bfloat16 (the
+ * upper half of a float32, uint16_t storage: Keras's mixed_bfloat16).  Each
+ * row loop below is written once, for an element type T of one of these,
+ * with T's loads and stores:
+ *   ld_T(p, i)    element i as float32 (bfloat16: exactly, by a shift);
+ *   ld8_T(p)      8 elements as a v8f;
+ *   rnd_T(v)      a float32 v as T would hold it (bfloat16: rounded to
+ *                 nearest even, NaN quieted, as pr_bf16_from_f32), as float32;
+ *   rnd8_T(v)     the same for a v8f;
+ *   st_T(p, i, v) store a float32 v as T (bfloat16: rounded as rnd_T);
+ *   put_T(p, i, v) store a v that rnd_T already rounded (no second rounding).
+ * The bfloat16 data is read and written as 16-bit words inside the loops, so
+ * a bfloat16 activation costs half the memory traffic of a float32 one; the
+ * arithmetic is the float32 kernel's, on the exact float32 values, with one
+ * rounding of each value the unfused ops would store in bfloat16. */
 typedef float v8f __attribute__((vector_size(32)));
-typedef double v8d __attribute__((vector_size(64)));
+typedef int v8i __attribute__((vector_size(32)));
+typedef unsigned v8u __attribute__((vector_size(32)));
 /* Unaligned views for loads and stores. */
 typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef uint16_t v8h_u __attribute__((vector_size(16), aligned(2), may_alias));
+
+typedef float elem_f32;
+typedef uint16_t elem_bf16;
+
+static inline float ld_f32(const float *p, int64_t i) { return p[i]; }
+#define ld8_f32(p) (*(const v8f_u *)(p))
+static inline float rnd_f32(float v) { return v; }
+#define rnd8_f32(v) (v)
+static inline void st_f32(float *p, int64_t i, float v) { p[i] = v; }
+static inline void put_f32(float *p, int64_t i, float v) { p[i] = v; }
+
+static inline float ld_bf16(const uint16_t *p, int64_t i) { return pr_bf16_to_f32(p[i]); }
+/* (vector helpers are macros: GCC warns of the ABI of functions passing
+ * 32-byte vectors in the baseline clone) */
+#define ld8_bf16(p) ((v8f)(__builtin_convertvector(*(const v8h_u *)(p), v8u) << 16))
+/* The bits of float32 v rounded to bfloat16 (in the upper half): branch-free
+ * pr_bf16_from_f32, so loops over it vectorize. */
+static inline uint32_t bf16_bits(float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    return (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x400000u) & 0xffff0000u : r;
+}
+static inline float rnd_bf16(float v) {
+    uint32_t u = bf16_bits(v);
+    memcpy(&v, &u, 4);
+    return v;
+}
+#define rnd8_bf16(v)                                                                  \
+    __extension__({                                                               \
+        v8u u_ = (v8u)(v);                                                        \
+        v8u r_ = (u_ + 0x7fffu + ((u_ >> 16) & 1u)) & 0xffff0000u;                \
+        v8u q_ = (u_ | 0x400000u) & 0xffff0000u;                                  \
+        v8u nan_ = (v8u)((u_ & 0x7fffffffu) > 0x7f800000u);                       \
+        (v8f)((q_ & nan_) | (r_ & ~nan_));                                        \
+    })
+static inline void st_bf16(uint16_t *p, int64_t i, float v) { p[i] = (uint16_t)(bf16_bits(v) >> 16); }
+static inline void put_bf16(uint16_t *p, int64_t i, float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    p[i] = (uint16_t)(u >> 16);
+}
+
+/* ---- row loops ------------------------------------------------------------ */
+
+/* The statistics loops keep the double accumulators of 16 channels in
+ * registers (GCC vector types, lowered to whatever the clone's ISA has) and
+ * walk the rows; leftover channels use accumulators in memory.  Either way
+ * each channel adds its rows in order.  Each loop is a macro of the element
+ * type T (float32 or bfloat16 activations), instantiated below for both. */
+#define CB 16
+typedef double v8d __attribute__((vector_size(64)));
 typedef double v8d_u __attribute__((vector_size(64), aligned(8), may_alias));
-#define load8(p) (*(const v8f_u *)(p))
 #define widen(v) __builtin_convertvector((v), v8d)
 #define store8d(p, v) (*(v8d_u *)(p) = (v))
 
 /* s1 = sum (x - shift), s2 = sum (x - shift)^2 over rows [lo, hi). */
-CLONES static void stats_rows(const float *restrict x, const float *restrict shift, int64_t lo,
-                              int64_t hi, int64_t c, double *restrict s1, double *restrict s2) {
-    int64_t j0 = 0;
-    for (; j0 + CB <= c; j0 += CB) {
-        v8d sh0 = widen(load8(shift + j0)), sh1 = widen(load8(shift + j0 + 8));
-        v8d a0 = {0}, a1 = {0}, q0 = {0}, q1 = {0};
-        for (int64_t r = lo; r < hi; r++) {
-            const float *xr = x + r * c + j0;
-            v8d d0 = widen(load8(xr)) - sh0, d1 = widen(load8(xr + 8)) - sh1;
-            a0 += d0;
-            a1 += d1;
-            q0 += d0 * d0;
-            q1 += d1 * d1;
-        }
-        store8d(s1 + j0, a0), store8d(s1 + j0 + 8, a1);
-        store8d(s2 + j0, q0), store8d(s2 + j0 + 8, q1);
+#define STATS_ROWS(T)                                                                        \
+    CLONES static void stats_rows_##T(const elem_##T *restrict x, const float *restrict shift, \
+                                      int64_t lo, int64_t hi, int64_t c, double *restrict s1,  \
+                                      double *restrict s2) {                                   \
+        int64_t j0 = 0;                                                                        \
+        for (; j0 + CB <= c; j0 += CB) {                                                       \
+            v8d sh0 = widen(ld8_f32(shift + j0)), sh1 = widen(ld8_f32(shift + j0 + 8));        \
+            v8d a0 = {0}, a1 = {0}, q0 = {0}, q1 = {0};                                        \
+            for (int64_t r = lo; r < hi; r++) {                                                \
+                const elem_##T *xr = x + r * c + j0;                                           \
+                v8d d0 = widen(ld8_##T(xr)) - sh0, d1 = widen(ld8_##T(xr + 8)) - sh1;          \
+                a0 += d0;                                                                      \
+                a1 += d1;                                                                      \
+                q0 += d0 * d0;                                                                 \
+                q1 += d1 * d1;                                                                 \
+            }                                                                                  \
+            store8d(s1 + j0, a0), store8d(s1 + j0 + 8, a1);                                    \
+            store8d(s2 + j0, q0), store8d(s2 + j0 + 8, q1);                                    \
+        }                                                                                      \
+        for (int64_t j = j0; j < c; j++) s1[j] = s2[j] = 0.0;                                  \
+        for (int64_t r = lo; r < hi && j0 < c; r++)                                            \
+            for (int64_t j = j0; j < c; j++) {                                                 \
+                double d = (double)ld_##T(x, r * c + j) - shift[j];                            \
+                s1[j] += d;                                                                    \
+                s2[j] += d * d;                                                                \
+            }                                                                                  \
     }
-    for (int64_t j = j0; j < c; j++) s1[j] = s2[j] = 0.0;
-    for (int64_t r = lo; r < hi && j0 < c; r++) {
-        const float *xr = x + r * c;
-        for (int64_t j = j0; j < c; j++) {
-            double d = (double)xr[j] - shift[j];
-            s1[j] += d;
-            s2[j] += d * d;
-        }
-    }
-}
 
 /* s1 = sum g, s2 = sum g * (x - mean) over rows [lo, hi), where g is dy,
  * or, when ra is not NULL (a BN whose output went through a ReLU), dy where
- * the BN output x * ra + rb (recomputed exactly as affine_rows computes it)
- * is not <= 0, else 0 (NaN passes, as pr_k_relu_backward); if dx is not
- * NULL also dx = g * a (the inference backward's single pass). */
-typedef int v8i __attribute__((vector_size(32)));
-CLONES static void grad_stats_rows(const float *restrict dy, const float *restrict x,
-                                   const float *restrict mean, const float *restrict a,
-                                   const float *restrict ra, const float *restrict rb, int64_t lo,
-                                   int64_t hi, int64_t c, double *restrict s1,
-                                   double *restrict s2, float *restrict dx) {
-    int64_t j0 = 0;
-    const v8f zero = {0};
-    for (; j0 + CB <= c; j0 += CB) {
-        v8f mu0 = load8(mean + j0), mu1 = load8(mean + j0 + 8);
-        v8f ra0 = zero, ra1 = zero, rb0 = zero, rb1 = zero;
-        if (ra) {
-            ra0 = load8(ra + j0), ra1 = load8(ra + j0 + 8);
-            rb0 = load8(rb + j0), rb1 = load8(rb + j0 + 8);
-        }
-        v8d a0 = {0}, a1 = {0}, q0 = {0}, q1 = {0};
-        for (int64_t r = lo; r < hi; r++) {
-            const float *xr = x + r * c + j0, *gr = dy + r * c + j0;
-            v8f x0 = load8(xr), x1 = load8(xr + 8), g0 = load8(gr), g1 = load8(gr + 8);
-            if (ra) {
-                g0 = (v8f)((v8i)g0 & ~(x0 * ra0 + rb0 <= zero));
-                g1 = (v8f)((v8i)g1 & ~(x1 * ra1 + rb1 <= zero));
-            }
-            v8d w0 = widen(g0), w1 = widen(g1);
-            a0 += w0;
-            a1 += w1;
-            q0 += w0 * widen(x0 - mu0);
-            q1 += w1 * widen(x1 - mu1);
-        }
-        store8d(s1 + j0, a0), store8d(s1 + j0 + 8, a1);
-        store8d(s2 + j0, q0), store8d(s2 + j0 + 8, q1);
+ * the BN output x * ra + rb (recomputed exactly as affine_rows computes and
+ * stores it, rounded to T) is not <= 0, else 0 (NaN passes, as
+ * pr_k_relu_backward); if dx is not NULL also dx = g * a (the inference
+ * backward's single pass). */
+#define GRAD_STATS_ROWS(T)                                                                     \
+    CLONES static void grad_stats_rows_##T(                                                    \
+        const elem_##T *restrict dy, const elem_##T *restrict x, const float *restrict mean,   \
+        const float *restrict a, const float *restrict ra, const float *restrict rb,           \
+        int64_t lo, int64_t hi, int64_t c, double *restrict s1, double *restrict s2,           \
+        elem_##T *restrict dx) {                                                               \
+        int64_t j0 = 0;                                                                        \
+        const v8f zero = {0};                                                                  \
+        for (; j0 + CB <= c; j0 += CB) {                                                       \
+            v8f mu0 = ld8_f32(mean + j0), mu1 = ld8_f32(mean + j0 + 8);                        \
+            v8f ra0 = zero, ra1 = zero, rb0 = zero, rb1 = zero;                                \
+            if (ra) {                                                                          \
+                ra0 = ld8_f32(ra + j0), ra1 = ld8_f32(ra + j0 + 8);                            \
+                rb0 = ld8_f32(rb + j0), rb1 = ld8_f32(rb + j0 + 8);                            \
+            }                                                                                  \
+            v8d a0 = {0}, a1 = {0}, q0 = {0}, q1 = {0};                                        \
+            for (int64_t r = lo; r < hi; r++) {                                                \
+                const elem_##T *xr = x + r * c + j0, *gr = dy + r * c + j0;                    \
+                v8f x0 = ld8_##T(xr), x1 = ld8_##T(xr + 8);                                    \
+                v8f g0 = ld8_##T(gr), g1 = ld8_##T(gr + 8);                                    \
+                if (ra) {                                                                      \
+                    g0 = (v8f)((v8i)g0 & ~(rnd8_##T(x0 * ra0 + rb0) <= zero));                 \
+                    g1 = (v8f)((v8i)g1 & ~(rnd8_##T(x1 * ra1 + rb1) <= zero));                 \
+                }                                                                              \
+                v8d w0 = widen(g0), w1 = widen(g1);                                            \
+                a0 += w0;                                                                      \
+                a1 += w1;                                                                      \
+                q0 += w0 * widen(x0 - mu0);                                                    \
+                q1 += w1 * widen(x1 - mu1);                                                    \
+            }                                                                                  \
+            store8d(s1 + j0, a0), store8d(s1 + j0 + 8, a1);                                    \
+            store8d(s2 + j0, q0), store8d(s2 + j0 + 8, q1);                                    \
+        }                                                                                      \
+        for (int64_t j = j0; j < c; j++) s1[j] = s2[j] = 0.0;                                  \
+        for (int64_t r = lo; r < hi && j0 < c; r++)                                            \
+            for (int64_t j = j0; j < c; j++) {                                                 \
+                float g = ld_##T(dy, r * c + j), xv = ld_##T(x, r * c + j);                    \
+                if (ra && rnd_##T(xv * ra[j] + rb[j]) <= 0.0f) g = 0.0f;                       \
+                s1[j] += g;                                                                    \
+                s2[j] += (double)g * (xv - mean[j]);                                           \
+            }                                                                                  \
+        for (int64_t r = lo; r < hi && dx; r++)                                                \
+            for (int64_t j = 0; j < c; j++)                                                    \
+                st_##T(dx, r * c + j, ld_##T(dy, r * c + j) * a[j]);                           \
     }
-    for (int64_t j = j0; j < c; j++) s1[j] = s2[j] = 0.0;
-    for (int64_t r = lo; r < hi && j0 < c; r++) {
-        const float *xr = x + r * c, *gr = dy + r * c;
-        for (int64_t j = j0; j < c; j++) {
-            float g = gr[j];
-            if (ra && xr[j] * ra[j] + rb[j] <= 0.0f) g = 0.0f;
-            s1[j] += g;
-            s2[j] += (double)g * (xr[j] - mean[j]);
-        }
-    }
-    for (int64_t r = lo; r < hi && dx; r++)
-        for (int64_t j = 0; j < c; j++) dx[r * c + j] = dy[r * c + j] * a[j];
-}
 
 /* The elementwise passes are bound by memory traffic, not arithmetic. */
 
 /* y = x * a + b over rows [lo, hi); then + res (when not NULL: the
  * residual add after a BN), then max(y, 0) when relu (jit_compile's fused
  * BN + ReLU and BN + add + ReLU).  The same float operations in the same
- * order as the unfused ops, so the results are bit for bit theirs. */
-static void affine_rows(const float *restrict x, const float *restrict a,
-                        const float *restrict b, const float *restrict res, int64_t lo,
-                        int64_t hi, int64_t c, float *restrict y, int relu) {
-    if (res && relu) {
-        for (int64_t r = lo; r < hi; r++)
-            for (int64_t j = 0; j < c; j++) {
-                int64_t i = r * c + j;
-                float v = x[i] * a[j] + b[j];
-                v = v + res[i];
-                y[i] = v <= 0.0f ? 0.0f : v; /* NaN passes, as pr_k_relu */
-            }
-        return;
+ * order as the unfused ops, and with bfloat16 activations the same
+ * roundings (each op's output: the BN's, the add's; a ReLU's is exact), so
+ * the results are bit for bit theirs. */
+#define AFFINE_ROWS(T)                                                                         \
+    CLONES static void affine_rows_##T(const elem_##T *restrict x, const float *restrict a,    \
+                                       const float *restrict b, const elem_##T *restrict res,  \
+                                       int64_t lo, int64_t hi, int64_t c,                      \
+                                       elem_##T *restrict y, int relu) {                       \
+        if (res && relu) {                                                                     \
+            for (int64_t r = lo; r < hi; r++)                                                  \
+                for (int64_t j = 0; j < c; j++) {                                              \
+                    int64_t i = r * c + j;                                                     \
+                    float v = rnd_##T(ld_##T(x, i) * a[j] + b[j]);                             \
+                    v = rnd_##T(v + ld_##T(res, i));                                           \
+                    put_##T(y, i, v <= 0.0f ? 0.0f : v); /* NaN passes, as pr_k_relu */        \
+                }                                                                              \
+            return;                                                                            \
+        }                                                                                      \
+        if (relu) {                                                                            \
+            for (int64_t r = lo; r < hi; r++)                                                  \
+                for (int64_t j = 0; j < c; j++) {                                              \
+                    float v = rnd_##T(ld_##T(x, r * c + j) * a[j] + b[j]);                     \
+                    put_##T(y, r * c + j, v <= 0.0f ? 0.0f : v);                               \
+                }                                                                              \
+            return;                                                                            \
+        }                                                                                      \
+        if (res) {                                                                             \
+            for (int64_t r = lo; r < hi; r++)                                                  \
+                for (int64_t j = 0; j < c; j++) {                                              \
+                    int64_t i = r * c + j;                                                     \
+                    st_##T(y, i, rnd_##T(ld_##T(x, i) * a[j] + b[j]) + ld_##T(res, i));        \
+                }                                                                              \
+            return;                                                                            \
+        }                                                                                      \
+        for (int64_t r = lo; r < hi; r++)                                                      \
+            for (int64_t j = 0; j < c; j++)                                                    \
+                st_##T(y, r * c + j, ld_##T(x, r * c + j) * a[j] + b[j]);                      \
     }
-    if (relu) {
-        for (int64_t r = lo; r < hi; r++)
-            for (int64_t j = 0; j < c; j++) {
-                float v = x[r * c + j] * a[j] + b[j];
-                y[r * c + j] = v <= 0.0f ? 0.0f : v;
-            }
-        return;
-    }
-    for (int64_t r = lo; r < hi; r++)
-        for (int64_t j = 0; j < c; j++) y[r * c + j] = x[r * c + j] * a[j] + b[j];
-    if (res)
-        for (int64_t r = lo; r < hi; r++)
-            for (int64_t j = 0; j < c; j++) y[r * c + j] = y[r * c + j] + res[r * c + j];
-}
 
 /* dx = A * g + B * (x - mean) + C over rows [lo, hi), g = dy masked as in
- * grad_stats_rows when ra is not NULL; stored as bfloat16 (rounded to
- * nearest even, as the cast op rounds) in dxh when that is not NULL. */
-CLONES static void dx_rows(const float *restrict dy, const float *restrict x,
-                    const float *restrict mean, const float *restrict A,
-                    const float *restrict B, const float *restrict C,
-                    const float *restrict ra, const float *restrict rb, int64_t lo, int64_t hi,
-                    int64_t c, float *restrict dx, uint16_t *restrict dxh) {
-    if (dxh) {
-        for (int64_t r = lo; r < hi; r++)
-            for (int64_t j = 0; j < c; j++) {
-                int64_t i = r * c + j;
-                float g = dy[i];
-                if (ra) g = x[i] * ra[j] + rb[j] <= 0.0f ? 0.0f : g;
-                dxh[i] = pr_bf16_from_f32(A[j] * g + B[j] * (x[i] - mean[j]) + C[j]);
-            }
-        return;
+ * grad_stats_rows when ra is not NULL; dy and x of type TI, dx stored as TO
+ * (bfloat16: rounded to nearest even, as the cast op rounds). */
+#define DX_ROWS(TI, TO)                                                                        \
+    CLONES static void dx_rows_##TI##_##TO(                                                    \
+        const elem_##TI *restrict dy, const elem_##TI *restrict x, const float *restrict mean, \
+        const float *restrict A, const float *restrict B, const float *restrict C,             \
+        const float *restrict ra, const float *restrict rb, int64_t lo, int64_t hi, int64_t c, \
+        elem_##TO *restrict dx) {                                                              \
+        if (ra) {                                                                              \
+            for (int64_t r = lo; r < hi; r++)                                                  \
+                for (int64_t j = 0; j < c; j++) {                                              \
+                    int64_t i = r * c + j;                                                     \
+                    /* an unconditional load lets the loop vectorize */                        \
+                    float g = ld_##TI(dy, i), xv = ld_##TI(x, i);                              \
+                    g = rnd_##TI(xv * ra[j] + rb[j]) <= 0.0f ? 0.0f : g;                       \
+                    st_##TO(dx, i, A[j] * g + B[j] * (xv - mean[j]) + C[j]);                   \
+                }                                                                              \
+            return;                                                                            \
+        }                                                                                      \
+        for (int64_t r = lo; r < hi; r++)                                                      \
+            for (int64_t j = 0; j < c; j++) {                                                  \
+                int64_t i = r * c + j;                                                         \
+                st_##TO(dx, i, A[j] * ld_##TI(dy, i) + B[j] * (ld_##TI(x, i) - mean[j]) + C[j]); \
+            }                                                                                  \
     }
-    if (ra) {
-        for (int64_t r = lo; r < hi; r++)
-            for (int64_t j = 0; j < c; j++) {
-                int64_t i = r * c + j;
-                float g = dy[i]; /* an unconditional load lets the loop vectorize */
-                g = x[i] * ra[j] + rb[j] <= 0.0f ? 0.0f : g;
-                dx[i] = A[j] * g + B[j] * (x[i] - mean[j]) + C[j];
-            }
-        return;
-    }
-    for (int64_t r = lo; r < hi; r++)
-        for (int64_t j = 0; j < c; j++) {
-            int64_t i = r * c + j;
-            dx[i] = A[j] * dy[i] + B[j] * (x[i] - mean[j]) + C[j];
-        }
-}
+
+STATS_ROWS(f32)
+STATS_ROWS(bf16)
+GRAD_STATS_ROWS(f32)
+GRAD_STATS_ROWS(bf16)
+AFFINE_ROWS(f32)
+AFFINE_ROWS(bf16)
+DX_ROWS(f32, f32)
+DX_ROWS(f32, bf16)
+DX_ROWS(bf16, bf16)
+DX_ROWS(bf16, f32)
 
 /* Add the chunk partials into the first chunk's 2c slots, in chunk order. */
 static void combine(double *part, int64_t nc, int64_t c) {
@@ -231,24 +310,55 @@ static void affine_coefs(const float *gamma, const float *beta, const float *mea
 
 /* ---- kernels -------------------------------------------------------------- */
 
-int pr_k_bn_train(const float *x, const float *gamma, const float *beta, int64_t m, int64_t c,
-                  double eps, float *y, float *mean, float *var, void *scratch) {
-    return pr_k_bn_train_act(x, gamma, beta, NULL, m, c, eps, y, mean, var, scratch, 0);
+#define BF(t) ((t) == PR_BF16)
+
+/* Row loops of the activations' type. */
+static void stats_rows(const void *x, pr_dtype xt, const float *shift, int64_t lo, int64_t hi,
+                       int64_t c, double *s1, double *s2) {
+    if (BF(xt)) stats_rows_bf16(x, shift, lo, hi, c, s1, s2);
+    else stats_rows_f32(x, shift, lo, hi, c, s1, s2);
 }
 
-int pr_k_bn_train_act(const float *x, const float *gamma, const float *beta, const float *res,
-                      int64_t m, int64_t c, double eps, float *y, float *mean, float *var,
-                      void *scratch, int relu) {
+static void grad_stats_rows(const void *dy, const void *x, pr_dtype xt, const float *mean,
+                            const float *a, const float *ra, const float *rb, int64_t lo,
+                            int64_t hi, int64_t c, double *s1, double *s2, void *dx) {
+    if (BF(xt)) grad_stats_rows_bf16(dy, x, mean, a, ra, rb, lo, hi, c, s1, s2, dx);
+    else grad_stats_rows_f32(dy, x, mean, a, ra, rb, lo, hi, c, s1, s2, dx);
+}
+
+static void affine_rows(const void *x, pr_dtype xt, const float *a, const float *b,
+                        const void *res, int64_t lo, int64_t hi, int64_t c, void *y, int relu) {
+    if (BF(xt)) affine_rows_bf16(x, a, b, res, lo, hi, c, y, relu);
+    else affine_rows_f32(x, a, b, res, lo, hi, c, y, relu);
+}
+
+static void dx_rows(const void *dy, const void *x, pr_dtype xt, const float *mean,
+                    const float *A, const float *B, const float *C, const float *ra,
+                    const float *rb, int64_t lo, int64_t hi, int64_t c, void *dx,
+                    pr_dtype dxt) {
+    if (BF(xt) && BF(dxt)) dx_rows_bf16_bf16(dy, x, mean, A, B, C, ra, rb, lo, hi, c, dx);
+    else if (BF(xt)) dx_rows_bf16_f32(dy, x, mean, A, B, C, ra, rb, lo, hi, c, dx);
+    else if (BF(dxt)) dx_rows_f32_bf16(dy, x, mean, A, B, C, ra, rb, lo, hi, c, dx);
+    else dx_rows_f32_f32(dy, x, mean, A, B, C, ra, rb, lo, hi, c, dx);
+}
+
+int pr_k_bn_train(const void *x, const float *gamma, const float *beta, const void *res,
+                  pr_dtype xt, int64_t m, int64_t c, double eps, void *y, float *mean,
+                  float *var, void *scratch, int relu) {
     int64_t nc = n_chunks(m);
     double *part = scratch;
     float *a = coefs(scratch, m, c), *b = a + c, *shift = b + c;
     /* sums of x - x[row 0]: no cancellation in E[d^2] - E[d]^2.  A
      * non-finite first row shifts by 0 instead, so that NaN and Inf reach
      * the statistics as in NumPy (an Inf gives mean Inf, variance NaN). */
-    for (int64_t j = 0; j < c; j++) shift[j] = isfinite(x[j]) ? x[j] : 0.0f;
+    for (int64_t j = 0; j < c; j++) {
+        float x0 = BF(xt) ? ld_bf16(x, j) : ld_f32(x, j);
+        shift[j] = isfinite(x0) ? x0 : 0.0f;
+    }
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
     for (int64_t k = 0; k < nc; k++)
-        stats_rows(x, shift, CHUNK_LO(k), CHUNK_HI(k), c, part + k * 2 * c, part + k * 2 * c + c);
+        stats_rows(x, xt, shift, CHUNK_LO(k), CHUNK_HI(k), c, part + k * 2 * c,
+                   part + k * 2 * c + c);
     combine(part, nc, c);
     for (int64_t j = 0; j < c; j++) {
         double mu = part[j] / m, v = part[c + j] / m - mu * mu;
@@ -259,22 +369,14 @@ int pr_k_bn_train_act(const float *x, const float *gamma, const float *beta, con
     affine_coefs(gamma, beta, mean, var, c, eps, a, b);
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
     for (int64_t k = 0; k < nc; k++)
-        affine_rows(x, a, b, res, CHUNK_LO(k), CHUNK_HI(k), c, y, relu);
+        affine_rows(x, xt, a, b, res, CHUNK_LO(k), CHUNK_HI(k), c, y, relu);
     return PR_OK;
 }
 
-int pr_k_bn_train_backward(const float *dy, const float *x, const float *gamma,
-                           const float *mean, const float *var, int64_t m, int64_t c, double eps,
-                           float *dx, float *dgamma, float *dbeta, void *scratch) {
-    return pr_k_bn_train_backward_act(dy, x, gamma, NULL, mean, var, m, c, eps, dx, 0, dgamma,
-                                      dbeta, scratch, 0);
-}
-
-int pr_k_bn_train_backward_act(const float *dy, const float *x, const float *gamma,
-                               const float *beta, const float *mean, const float *var, int64_t m,
-                               int64_t c, double eps, void *dx, int dx_bf16, float *dgamma,
-                               float *dbeta,
-                               void *scratch, int relu) {
+int pr_k_bn_train_backward(const void *dy, const void *x, pr_dtype xt, const float *gamma,
+                           const float *beta, const float *mean, const float *var, int64_t m,
+                           int64_t c, double eps, void *dx, pr_dtype dxt, float *dgamma,
+                           float *dbeta, void *scratch, int relu) {
     int64_t nc = n_chunks(m);
     double *part = scratch;
     float *A = coefs(scratch, m, c), *B = A + c, *C = B + c, *ra = NULL, *rb = NULL;
@@ -284,8 +386,8 @@ int pr_k_bn_train_backward_act(const float *dy, const float *x, const float *gam
     }
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
     for (int64_t k = 0; k < nc; k++)
-        grad_stats_rows(dy, x, mean, NULL, ra, rb, CHUNK_LO(k), CHUNK_HI(k), c, part + k * 2 * c,
-                        part + k * 2 * c + c, NULL);
+        grad_stats_rows(dy, x, xt, mean, NULL, ra, rb, CHUNK_LO(k), CHUNK_HI(k), c,
+                        part + k * 2 * c, part + k * 2 * c + c, NULL);
     combine(part, nc, c);
     /* dx = A * g + B * (x - mean) + C per channel. */
     for (int64_t j = 0; j < c; j++) {
@@ -299,38 +401,32 @@ int pr_k_bn_train_backward_act(const float *dy, const float *x, const float *gam
     }
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
     for (int64_t k = 0; k < nc; k++)
-        dx_rows(dy, x, mean, A, B, C, ra, rb, CHUNK_LO(k), CHUNK_HI(k), c,
-                dx_bf16 ? NULL : (float *)dx, dx_bf16 ? (uint16_t *)dx : NULL);
+        dx_rows(dy, x, xt, mean, A, B, C, ra, rb, CHUNK_LO(k), CHUNK_HI(k), c, dx, dxt);
     return PR_OK;
 }
 
-int pr_k_bn_infer(const float *x, const float *gamma, const float *beta, const float *mean,
-                  const float *var, int64_t m, int64_t c, double eps, float *y, void *scratch) {
-    return pr_k_bn_infer_act(x, gamma, beta, mean, var, m, c, eps, y, scratch, 0);
-}
-
-int pr_k_bn_infer_act(const float *x, const float *gamma, const float *beta, const float *mean,
-                      const float *var, int64_t m, int64_t c, double eps, float *y, void *scratch,
-                      int relu) {
+int pr_k_bn_infer(const void *x, const float *gamma, const float *beta, const float *mean,
+                  const float *var, pr_dtype xt, int64_t m, int64_t c, double eps, void *y,
+                  void *scratch, int relu) {
     int64_t nc = n_chunks(m);
     float *a = coefs(scratch, m, c), *b = a + c;
     affine_coefs(gamma, beta, mean, var, c, eps, a, b);
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
     for (int64_t k = 0; k < nc; k++)
-        affine_rows(x, a, b, NULL, CHUNK_LO(k), CHUNK_HI(k), c, y, relu);
+        affine_rows(x, xt, a, b, NULL, CHUNK_LO(k), CHUNK_HI(k), c, y, relu);
     return PR_OK;
 }
 
-int pr_k_bn_infer_backward(const float *dy, const float *x, const float *gamma,
-                           const float *mean, const float *var, int64_t m, int64_t c, double eps,
-                           float *dx, float *dgamma, float *dbeta, void *scratch) {
+int pr_k_bn_infer_backward(const void *dy, const void *x, pr_dtype xt, const float *gamma,
+                           const float *mean, const float *var, int64_t m, int64_t c,
+                           double eps, void *dx, float *dgamma, float *dbeta, void *scratch) {
     int64_t nc = n_chunks(m);
     double *part = scratch;
     float *a = coefs(scratch, m, c);
     for (int64_t j = 0; j < c; j++) a[j] = (float)(gamma[j] / sqrt((double)var[j] + eps));
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
     for (int64_t k = 0; k < nc; k++)
-        grad_stats_rows(dy, x, mean, a, NULL, NULL, CHUNK_LO(k), CHUNK_HI(k), c,
+        grad_stats_rows(dy, x, xt, mean, a, NULL, NULL, CHUNK_LO(k), CHUNK_HI(k), c,
                         part + k * 2 * c, part + k * 2 * c + c, dx);
     combine(part, nc, c);
     for (int64_t j = 0; j < c; j++) {

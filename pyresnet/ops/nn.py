@@ -338,18 +338,21 @@ def batch_norm_train(x, gamma, beta, epsilon=1e-3):
     ``y = gamma * (x - mean) / sqrt(var + epsilon) + beta``.
 
     Args:
-        x: float32 ``(N, ..., C)`` (NHWC images or ``(N, C)``), rank >= 2.
+        x: float32 or bfloat16 ``(N, ..., C)`` (NHWC images or ``(N, C)``),
+            rank >= 2; bfloat16 (mixed_bfloat16 activations) is read as
+            it is and the result computed in float32, y rounded once.
         gamma, beta: float32 ``(C,)``.
         epsilon (float): Keras' default 1e-3.
     Returns:
-        ``(y, batch_mean, batch_var)``: y like x; mean and the *biased*
+        ``(y, batch_mean, batch_var)``: y like x (its dtype too); float32
+        mean and the *biased*
         variance ``(C,)`` (as ``keras.ops.moments``; Keras'
         BatchNormalization feeds the same variance to its moving average).
         Gradients flow to x, gamma, beta through y (section 3 of the paper);
         the mean and variance outputs pass none.
     Raises:
         ValueError: rank < 2, no rows, or gamma/beta not ``(C,)``.
-        TypeError: not float32.
+        TypeError: x not float32 or bfloat16, or the rest not float32.
     """
     return call("batch_norm_train", x, gamma, beta, epsilon=float(epsilon))
 
@@ -359,11 +362,11 @@ def batch_norm_infer(x, gamma, beta, moving_mean, moving_variance, epsilon=1e-3)
     ``gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta``.
 
     Args:
-        x: float32 ``(N, ..., C)``, rank >= 2.
+        x: float32 or bfloat16 ``(N, ..., C)``, rank >= 2.
         gamma, beta, moving_mean, moving_variance: float32 ``(C,)``.
         epsilon (float): Keras' default 1e-3.
     Returns:
-        float32 like x.  Gradients flow to x, gamma and beta (not to the
+        like x (its dtype too).  Gradients flow to x, gamma and beta (not to the
         statistics).
     Raises:
         ValueError / TypeError: as :func:`batch_norm_train`.
