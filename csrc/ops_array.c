@@ -176,9 +176,15 @@ static int fw_cast(const pr_view *in, int n, pr_view *out, const void *a, void *
 static int gr_cast(PyObject *const *in, PyObject *const *out, const void *attrs,
                    PyObject *const *gout, const int *needs, PyObject **gin) {
     if (!pr_dtype_is_float(T(in[0])->dtype) || !pr_dtype_is_float(T(out[0])->dtype)) return 0;
-    Py_INCREF(gout[0]);
-    gin[0] = gout[0];
-    return 0;
+    if (T(gout[0])->dtype == T(in[0])->dtype) {
+        Py_INCREF(gout[0]);
+        gin[0] = gout[0];
+        return 0;
+    }
+    /* back to the source's dtype, as TensorFlow's Cast gradient: a bfloat16
+     * activation gets a bfloat16 gradient */
+    cast_attrs a = {T(in[0])->dtype};
+    return (gin[0] = pr_call_by_name("cast", &gout[0], 1, &a)) ? 0 : -1;
 }
 
 static const pr_attr_spec cast_specs[] = {
@@ -192,7 +198,7 @@ static const pr_op op_cast = {
            "5 bfloat16 (from and to float32 only, round to nearest even); "
            "pyresnet.ops.cast takes names).  Float to integer truncates toward 0 (NaN -> 0, "
            "out-of-range values clamp to the type's ends); integer to integer wraps; to bool "
-           "is `!= 0`.  The gradient passes between float types only."};
+           "is `!= 0`.  The gradient passes between float types only, cast back to x's dtype."};
 
 static int infer_copy(const pr_op *op, const pr_view *in, int n, const void *attrs,
                       pr_view *out, size_t *ws) {

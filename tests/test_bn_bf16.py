@@ -294,8 +294,9 @@ def _block(residual_dtype):
     def f(x, gamma, beta, res, dz):
         with pr.GradientTape() as tape:
             tape.watch(x)
+            r = ops.cast(res, residual_dtype)  # made before the BN, as a block's shortcut
             y, _, _ = ops.batch_norm_train(x, gamma, beta)
-            z = ops.relu(ops.add(y, ops.cast(res, residual_dtype)))
+            z = ops.relu(ops.add(y, r))
             u, _, _ = ops.batch_norm_train(x, gamma, beta)
             v = ops.relu(u)
         grads = tape.gradient([z, v], [x, gamma, beta],
@@ -328,12 +329,8 @@ def test_jit_never_fuses_a_bfloat16_bn_with_a_float32_residual(rng):
 
 
 def test_jit_fuses_bfloat16_bn_relu_and_residual_chains(rng):
-    """NEEDS relu and add taking bfloat16 (the parallel conv/add/relu
-    branch): without them pr_call widens the BN output before the ReLU and
-    the add, and nothing here fuses.  With them, BN + ReLU and BN + bfloat16
-    residual add + ReLU fuse on bfloat16 data and give the eager (unfused)
-    bits, gradients included.  (The BN + ReLU backward does not fuse here:
-    gradients are float32, so the tape's BN backward reads a widened x.)"""
+    """BN + ReLU and BN + bfloat16 residual add + ReLU fuse on bfloat16 data
+    and give the eager (unfused) bits, gradients included."""
     names = _jit_equals_eager(_block("bfloat16"), _block_args(rng))
     assert {"batch_norm_relu_train", "batch_norm_add_relu_train"} <= set(names), names
     assert "relu" not in names, names

@@ -289,6 +289,147 @@ DX_ROWS(f32, bf16)
 DX_ROWS(bf16, bf16)
 DX_ROWS(bf16, f32)
 
+/* ---- AVX-512 row loops for c a multiple of 16 ------------------------------
+ * The GCC vector code above, compiled for AVX-512, splits its mixed 256/512-bit
+ * vectors and spills them; with intrinsics the same operations, in the same
+ * order and with the same roundings (so bit for bit the same results), run
+ * with 16 channels in one register.  Used when the CPU has AVX-512 F and
+ * PYRESNET_KERNELS=reference is not set (the suite runs both). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include "cpu.h"
+#define HAVE_ROWS16 1
+#define AVX512 __attribute__((target("avx512f")))
+
+static inline AVX512 __m512 ld16_f32(const float *p) { return _mm512_loadu_ps(p); }
+static inline AVX512 __m512 ld16_bf16(const uint16_t *p) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+static inline AVX512 __m512 rnd16_f32(__m512 v) { return v; }
+/* v rounded to bfloat16 as rnd_bf16, as float32. */
+static inline AVX512 __m512 rnd16_bf16(__m512 v) {
+    __m512i u = _mm512_castps_si512(v), top = _mm512_set1_epi32((int)0xffff0000u);
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                 _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, top));
+}
+static inline AVX512 void st16_f32(float *p, __m512 v) { _mm512_storeu_ps(p, v); }
+static inline AVX512 void st16_bf16(uint16_t *p, __m512 v) {
+    _mm256_storeu_si256((__m256i *)p, pr_bf16_round16(v));
+}
+#define LO8(v) _mm512_cvtps_pd(_mm512_castps512_ps256(v))
+#define HI8(v) _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))
+
+/* stats_rows for c % 16 == 0. */
+#define STATS16(T)                                                                             \
+    AVX512 static void stats16_##T(const elem_##T *x, const float *shift, int64_t lo,          \
+                                   int64_t hi, int64_t c, double *s1, double *s2) {            \
+        for (int64_t j0 = 0; j0 < c; j0 += 16) {                                               \
+            __m512 shf = _mm512_loadu_ps(shift + j0);                                          \
+            __m512d sh0 = LO8(shf), sh1 = HI8(shf), z = _mm512_setzero_pd();                   \
+            __m512d a0 = z, a1 = z, q0 = z, q1 = z;                                            \
+            for (int64_t r = lo; r < hi; r++) {                                                \
+                __m512 v = ld16_##T(x + r * c + j0);                                           \
+                __m512d d0 = _mm512_sub_pd(LO8(v), sh0), d1 = _mm512_sub_pd(HI8(v), sh1);      \
+                a0 = _mm512_add_pd(a0, d0), a1 = _mm512_add_pd(a1, d1);                        \
+                q0 = _mm512_add_pd(q0, _mm512_mul_pd(d0, d0));                                 \
+                q1 = _mm512_add_pd(q1, _mm512_mul_pd(d1, d1));                                 \
+            }                                                                                  \
+            _mm512_storeu_pd(s1 + j0, a0), _mm512_storeu_pd(s1 + j0 + 8, a1);                  \
+            _mm512_storeu_pd(s2 + j0, q0), _mm512_storeu_pd(s2 + j0 + 8, q1);                  \
+        }                                                                                      \
+    }
+
+/* The ReLU mask of the fused backward: g where the BN output (x * ra + rb,
+ * rounded to T) is not <= 0 (NaN passes). */
+#define MASKED(T, g, v, ra, rb)                                                                \
+    _mm512_maskz_mov_ps((__mmask16) ~_mm512_cmp_ps_mask(                                       \
+                            rnd16_##T(_mm512_add_ps(_mm512_mul_ps(v, ra), rb)),                \
+                            _mm512_setzero_ps(), _CMP_LE_OQ), g)
+
+/* grad_stats_rows for c % 16 == 0, without dx. */
+#define GRAD_STATS16(T)                                                                        \
+    AVX512 static void grad_stats16_##T(const elem_##T *dy, const elem_##T *x,                \
+                                        const float *mean, const float *ra, const float *rb,   \
+                                        int64_t lo, int64_t hi, int64_t c, double *s1,         \
+                                        double *s2) {                                          \
+        for (int64_t j0 = 0; j0 < c; j0 += 16) {                                               \
+            __m512 mu = _mm512_loadu_ps(mean + j0), ra16 = _mm512_setzero_ps(), rb16 = ra16;   \
+            if (ra) ra16 = _mm512_loadu_ps(ra + j0), rb16 = _mm512_loadu_ps(rb + j0);          \
+            __m512d z = _mm512_setzero_pd(), a0 = z, a1 = z, q0 = z, q1 = z;                   \
+            for (int64_t r = lo; r < hi; r++) {                                                \
+                __m512 v = ld16_##T(x + r * c + j0), g = ld16_##T(dy + r * c + j0);            \
+                if (ra) g = MASKED(T, g, v, ra16, rb16);                                       \
+                __m512d w0 = LO8(g), w1 = HI8(g);                                              \
+                __m512 d = _mm512_sub_ps(v, mu);                                               \
+                a0 = _mm512_add_pd(a0, w0), a1 = _mm512_add_pd(a1, w1);                        \
+                q0 = _mm512_add_pd(q0, _mm512_mul_pd(w0, LO8(d)));                             \
+                q1 = _mm512_add_pd(q1, _mm512_mul_pd(w1, HI8(d)));                             \
+            }                                                                                  \
+            _mm512_storeu_pd(s1 + j0, a0), _mm512_storeu_pd(s1 + j0 + 8, a1);                  \
+            _mm512_storeu_pd(s2 + j0, q0), _mm512_storeu_pd(s2 + j0 + 8, q1);                  \
+        }                                                                                      \
+    }
+
+/* affine_rows for c % 16 == 0: rounded to T after each op as there. */
+#define AFFINE16(T)                                                                            \
+    AVX512 static void affine16_##T(const elem_##T *x, const float *a, const float *b,        \
+                                    const elem_##T *res, int64_t lo, int64_t hi, int64_t c,    \
+                                    elem_##T *y, int relu) {                                   \
+        for (int64_t r = lo; r < hi; r++)                                                      \
+            for (int64_t j = 0; j < c; j += 16) {                                              \
+                const int64_t i = r * c + j;                                                   \
+                __m512 v = _mm512_add_ps(_mm512_mul_ps(ld16_##T(x + i), _mm512_loadu_ps(a + j)), \
+                                         _mm512_loadu_ps(b + j));                              \
+                if (res) v = _mm512_add_ps(rnd16_##T(v), ld16_##T(res + i));                  \
+                if (relu) {                                                                    \
+                    v = rnd16_##T(v);                                                          \
+                    v = _mm512_maskz_mov_ps(                                                   \
+                        (__mmask16) ~_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LE_OQ), v); \
+                }                                                                              \
+                st16_##T(y + i, v);                                                            \
+            }                                                                                  \
+    }
+
+/* dx_rows for c % 16 == 0. */
+#define DX16(TI, TO)                                                                           \
+    AVX512 static void dx16_##TI##_##TO(const elem_##TI *dy, const elem_##TI *x,              \
+                                        const float *mean, const float *A, const float *B,     \
+                                        const float *C, const float *ra, const float *rb,      \
+                                        int64_t lo, int64_t hi, int64_t c, elem_##TO *dx) {    \
+        for (int64_t r = lo; r < hi; r++)                                                      \
+            for (int64_t j = 0; j < c; j += 16) {                                              \
+                const int64_t i = r * c + j;                                                   \
+                __m512 v = ld16_##TI(x + i), g = ld16_##TI(dy + i);                            \
+                if (ra) g = MASKED(TI, g, v, _mm512_loadu_ps(ra + j), _mm512_loadu_ps(rb + j)); \
+                __m512 t = _mm512_add_ps(                                                      \
+                    _mm512_mul_ps(_mm512_loadu_ps(A + j), g),                                  \
+                    _mm512_mul_ps(_mm512_loadu_ps(B + j), _mm512_sub_ps(v, _mm512_loadu_ps(mean + j)))); \
+                st16_##TO(dx + i, _mm512_add_ps(t, _mm512_loadu_ps(C + j)));                   \
+            }                                                                                  \
+    }
+
+STATS16(f32)
+STATS16(bf16)
+GRAD_STATS16(f32)
+GRAD_STATS16(bf16)
+AFFINE16(f32)
+AFFINE16(bf16)
+DX16(f32, f32)
+DX16(bf16, bf16)
+DX16(f32, bf16)
+
+static int rows16(int64_t c) {
+    return c % 16 == 0 && (pr_cpu_features() & PR_CPU_AVX512F) && !pr_cpu_reference_only();
+}
+#else
+#define HAVE_ROWS16 0
+static int rows16(int64_t c) { return 0; }
+#endif
+
 /* Add the chunk partials into the first chunk's 2c slots, in chunk order. */
 static void combine(double *part, int64_t nc, int64_t c) {
     for (int64_t k = 1; k < nc; k++)
@@ -315,6 +456,13 @@ static void affine_coefs(const float *gamma, const float *beta, const float *mea
 /* Row loops of the activations' type. */
 static void stats_rows(const void *x, pr_dtype xt, const float *shift, int64_t lo, int64_t hi,
                        int64_t c, double *s1, double *s2) {
+#if HAVE_ROWS16
+    if (rows16(c)) {
+        if (BF(xt)) stats16_bf16(x, shift, lo, hi, c, s1, s2);
+        else stats16_f32(x, shift, lo, hi, c, s1, s2);
+        return;
+    }
+#endif
     if (BF(xt)) stats_rows_bf16(x, shift, lo, hi, c, s1, s2);
     else stats_rows_f32(x, shift, lo, hi, c, s1, s2);
 }
@@ -322,12 +470,26 @@ static void stats_rows(const void *x, pr_dtype xt, const float *shift, int64_t l
 static void grad_stats_rows(const void *dy, const void *x, pr_dtype xt, const float *mean,
                             const float *a, const float *ra, const float *rb, int64_t lo,
                             int64_t hi, int64_t c, double *s1, double *s2, void *dx) {
+#if HAVE_ROWS16
+    if (!dx && rows16(c)) {
+        if (BF(xt)) grad_stats16_bf16(dy, x, mean, ra, rb, lo, hi, c, s1, s2);
+        else grad_stats16_f32(dy, x, mean, ra, rb, lo, hi, c, s1, s2);
+        return;
+    }
+#endif
     if (BF(xt)) grad_stats_rows_bf16(dy, x, mean, a, ra, rb, lo, hi, c, s1, s2, dx);
     else grad_stats_rows_f32(dy, x, mean, a, ra, rb, lo, hi, c, s1, s2, dx);
 }
 
 static void affine_rows(const void *x, pr_dtype xt, const float *a, const float *b,
                         const void *res, int64_t lo, int64_t hi, int64_t c, void *y, int relu) {
+#if HAVE_ROWS16
+    if (rows16(c)) {
+        if (BF(xt)) affine16_bf16(x, a, b, res, lo, hi, c, y, relu);
+        else affine16_f32(x, a, b, res, lo, hi, c, y, relu);
+        return;
+    }
+#endif
     if (BF(xt)) affine_rows_bf16(x, a, b, res, lo, hi, c, y, relu);
     else affine_rows_f32(x, a, b, res, lo, hi, c, y, relu);
 }
@@ -336,6 +498,14 @@ static void dx_rows(const void *dy, const void *x, pr_dtype xt, const float *mea
                     const float *A, const float *B, const float *C, const float *ra,
                     const float *rb, int64_t lo, int64_t hi, int64_t c, void *dx,
                     pr_dtype dxt) {
+#if HAVE_ROWS16
+    if (rows16(c) && (BF(xt) == BF(dxt) || !BF(xt))) {
+        if (BF(xt)) dx16_bf16_bf16(dy, x, mean, A, B, C, ra, rb, lo, hi, c, dx);
+        else if (BF(dxt)) dx16_f32_bf16(dy, x, mean, A, B, C, ra, rb, lo, hi, c, dx);
+        else dx16_f32_f32(dy, x, mean, A, B, C, ra, rb, lo, hi, c, dx);
+        return;
+    }
+#endif
     if (BF(xt) && BF(dxt)) dx_rows_bf16_bf16(dy, x, mean, A, B, C, ra, rb, lo, hi, c, dx);
     else if (BF(xt)) dx_rows_bf16_f32(dy, x, mean, A, B, C, ra, rb, lo, hi, c, dx);
     else if (BF(dxt)) dx_rows_f32_bf16(dy, x, mean, A, B, C, ra, rb, lo, hi, c, dx);
