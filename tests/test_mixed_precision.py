@@ -297,7 +297,6 @@ def test_training_eager_compiled_and_jit_agree(mixed, rng):
     # one per conv kernel and the dense kernel, the image to bfloat16, and the
     # last activations back to float32 for the pooling (no bfloat16 kernel)
     assert ops_run.count("cast") == 8
-    assert ops_run[ops_run.index("global_average_pool") - 1] == "cast"
     assert {n["kernel"] for n in graph.get_concrete_function(x).nodes
             if n["op"] == "conv2d"} <= {v for v, _ in pr.config.config()["variants"]["conv2d"]}
 
