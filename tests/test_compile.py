@@ -601,8 +601,9 @@ def test_batch_norm_fusions_are_bit_for_bit(shortcut, policy):
                 assert ops_run.count("batch_norm_add_relu_train") >= 1
     finally:
         pr.mixed_precision.set_global_policy(before)
-    if policy == "mixed_bfloat16":  # each conv's output gradient cast is folded into a BN
-        assert casts[True] <= casts[False] - 4, casts
+    if policy == "mixed_bfloat16":  # bfloat16 activations have bfloat16 gradients: only the
+        # kernels, the image and the pooled activations are cast, none folds into a BN
+        assert casts[True] == casts[False], casts
     exact = pr.config.config()["reference_only"]
     for a, b in zip(weights[False], weights[True]):
         np.testing.assert_allclose(b, a, rtol=0 if exact else 1e-4, atol=0 if exact else 1e-5)

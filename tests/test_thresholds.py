@@ -512,6 +512,8 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_amx.c", "STRIPES"): amx_direct_groups,
     ("conv_amx.c", "TILE_BYTES"): amx_direct_groups,
     ("conv_amx.c", "HAVE_AMX"): "whether the AMX intrinsics exist (x86-64), not a size",
+    ("norm.c", "HAVE_ROWS16"): "whether the AVX-512 row loops exist (x86-64), not a size; "
+                               "they take c % 16 == 0 (test_bn_bf16: channels 3, 16, 17, 64)",
     ("gemm_bf16.c", "PR_BF16_MAX_SLOTS"): "threads sharing one product (the tests run 1-3)",
     ("gemm_bf16.c", "HAVE_X86"): "whether the intrinsics exist (x86-64), not a size",
     # constants that govern no size of the data
