@@ -320,3 +320,16 @@ def test_fit_save_and_load_keep_float32_weights_and_the_policy(mixed, rng, tmp_p
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
     assert model.predict(x, verbose=0).dtype == np.float32
+
+
+def test_float32_models_have_no_casts(rng):
+    """Under the float32 policy no layer casts anything: the compiled training
+    step of a residual network has no cast node (a float32 -> float32 cast
+    would copy every activation)."""
+    x = rng.standard_normal((4, 8, 8, 3)).astype(f32)
+    y = rng.integers(0, 10, 4).astype(np.int32)
+    model = _small_resnet(2)
+    model.compile(optimizer=pr.optimizers.SGD(0.05),
+                  loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True))
+    step = pr.compile(model.train_step)
+    assert "cast" not in [n["op"] for n in step.get_concrete_function((x, y)).nodes]

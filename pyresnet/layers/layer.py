@@ -535,9 +535,10 @@ class Layer:
             _context.training = outer
 
     def _autocast(self, x):
-        """A float32 Tensor input cast to the compute dtype (others as they are)."""
+        """A float32 Tensor input cast to a bfloat16 compute dtype (others as
+        they are)."""
         return cast(x, self.compute_dtype) if isinstance(x, Tensor) and x.dtype == "float32" \
-            else x
+            and self.compute_dtype != "float32" else x
 
     def _call_symbolic(self, inputs, args, kwargs):
         for t in tree.flatten(inputs):
