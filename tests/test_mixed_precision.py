@@ -332,4 +332,7 @@ def test_float32_models_have_no_casts(rng):
     model.compile(optimizer=pr.optimizers.SGD(0.05),
                   loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True))
     step = pr.compile(model.train_step)
-    assert "cast" not in [n["op"] for n in step.get_concrete_function((x, y)).nodes]
+    nodes = step.get_concrete_function((x, y)).nodes
+    assert any(n["op"] == "conv2d" for n in nodes)
+    casts = [n["output_shapes"][0] for n in nodes if n["op"] == "cast"]
+    assert all(np.prod(s) <= 1 for s in casts), casts  # the step count's, a scalar, only
