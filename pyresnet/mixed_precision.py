@@ -13,24 +13,32 @@ so no loss scaling is needed: Kalamkar et al., "A Study of BFLOAT16 for Deep
 Learning Training", 2019):
 
 * weights stay float32 (optimizers update and ``save`` writes float32);
-* ``Conv2D``, ``Dense`` and ``ResidualBlock`` cast their kernels to bfloat16
-  once per call (one ``cast`` node per step in a compiled step) and their
-  convolutions and matmuls multiply in bfloat16, summing in float32 (AMX
+* ``Conv2D``, ``Dense`` and the residual blocks cast their kernels to
+  bfloat16 once per call (one ``cast`` node per step in a compiled step);
+  convolutions and matmuls multiply in bfloat16 and sum in float32 (AMX
   tiles or AVX512_BF16 where the CPU has them, ``pyresnet.show_config()``);
-  the activations are rounded to bfloat16 while the kernels pack them;
+* the activations between layers are bfloat16, as in Keras: ``Conv2D`` and
+  the residual blocks cast a float32 input to bfloat16 and a convolution of
+  two bfloat16 operands returns bfloat16 (its float32 sums rounded once);
+  batch normalization, ReLU and the residual adds read and write bfloat16,
+  computing in float32 inside (batch-norm statistics summed in double,
+  returned float32), so the activations move half the bytes; their
+  gradients are bfloat16 too (a cast's gradient is cast back to its
+  source's dtype, as TensorFlow's);
 * batch-norm statistics, softmax, losses and metrics are float32, and a
   model's outputs are float32;
 * a custom Python layer follows its policy's compute dtype as in Keras:
   floating inputs reach its ``call`` cast to bfloat16, and any op on them
   computes as that op does with bfloat16 operands (matmul and convolutions
-  in bfloat16; other ops in float32 on the exactly widened values).
+  in bfloat16; add, relu, relu_backward and batch norm on bfloat16 data;
+  other ops in float32 on the exactly widened values, returning float32).
 
-Where this departs from Keras: Keras's convolution and dense layers return
-bfloat16 tensors; here they return the float32 sums (one rounding fewer;
-the next convolution rounds its input to bfloat16 as it packs it), so the
-elementwise ops between convolutions run in float32 as Keras's batch
-normalization does internally.  Gradients are float32 throughout.
-"""
+Where this departs from Keras: ``Dense`` returns its float32 sums (a
+model's logits stay float32 without a float32 last layer), and so does a
+convolution with one float32 operand; ops without bfloat16 kernels
+(pooling, dropout, softmax, ...) widen their inputs and return float32 (the
+next ``Conv2D`` casts back); a convolution's weight gradient is its float32
+sum (one rounding fewer than Keras's bfloat16 gradient of the cast kernel).
 __all__ = ["DTypePolicy", "set_global_policy", "global_policy", "dtype_policy",
            "set_dtype_policy"]
 
