@@ -9,10 +9,11 @@ from ._loader import _C
 __all__ = ["show_config", "config"]
 
 _KERNELS = os.environ.get("PYRESNET_KERNELS")
-if _KERNELS not in (None, "", "reference"):
-    warnings.warn(f"PYRESNET_KERNELS={_KERNELS!r} is not understood and was ignored: the only "
-                  f"setting is PYRESNET_KERNELS=reference (every op on its reference kernel)",
-                  RuntimeWarning, stacklevel=2)
+if _KERNELS not in (None, "", "reference", "no_amx"):
+    warnings.warn(f"PYRESNET_KERNELS={_KERNELS!r} is not understood and was ignored: the "
+                  f"settings are PYRESNET_KERNELS=reference (every op on its reference kernel) "
+                  f"and PYRESNET_KERNELS=no_amx (the AMX kernels off, as on a CPU with "
+                  f"AVX512_BF16 but no AMX)", RuntimeWarning, stacklevel=2)
 
 
 def config():
@@ -27,7 +28,9 @@ def config():
         import, so every op runs its portable reference kernel),
         ``amx`` (str: ``"absent"``, ``"tile state granted"`` or
         ``"refused: ..."`` when Linux denied the AMX tile state, in which
-        case the AMX bits are cleared and AMX kernels do not run),
+        case the AMX bits are cleared and AMX kernels do not run, or
+        ``"off: PYRESNET_KERNELS=no_amx"`` when that was set at import: the
+        AMX bits cleared as on a CPU with AVX512_BF16 but no AMX),
         ``threads`` (int) and ``variants``: for each op with several
         kernels, a list of ``(name, this_cpu_has_its_features)`` in priority
         order (the reference kernel last).  A call runs the first variant that

@@ -39,6 +39,7 @@ convolution with one float32 operand; ops without bfloat16 kernels
 (pooling, dropout, softmax, ...) widen their inputs and return float32 (the
 next ``Conv2D`` casts back); a convolution's weight gradient is its float32
 sum (one rounding fewer than Keras's bfloat16 gradient of the cast kernel).
+"""
 __all__ = ["DTypePolicy", "set_global_policy", "global_policy", "dtype_policy",
            "set_dtype_policy"]
 

@@ -206,6 +206,39 @@ def test_which_bf16_kernels_ran(capsys):
                        ["amx_direct_bf16", "amx_bf16", "avx512_bf16", "reference"])
 
 
+_NO_AMX_SCRIPT = """
+import json, numpy as np, ml_dtypes, pyresnet as pr
+pr.mixed_precision.set_global_policy("mixed_bfloat16")
+c = pr.config.config()
+rng = np.random.default_rng(0)
+x = rng.standard_normal((2, 8, 8, 16)).astype(np.float32)
+f = pr.compile(lambda a: pr.layers.Conv2D(16, 3, padding="same", use_bias=False)(a))
+kernel = [n["kernel"] for n in f.get_concrete_function(x).nodes if n["op"] == "conv2d"][0]
+print(json.dumps({"amx": c["amx"], "features": c["features"], "kernel": kernel}))
+"""
+
+
+def test_no_amx_runs_what_a_cpu_without_amx_runs():
+    """PYRESNET_KERNELS=no_amx clears the AMX features at import, as on a
+    CPU with AVX512_BF16 but no AMX (AMD Zen 4/5): show_config says so and
+    a bfloat16 convolution runs avx512_bf16 where the CPU has it, else the
+    reference (tested here in a subprocess, whatever this process's
+    setting)."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    env = {**os.environ, "PYRESNET_KERNELS": "no_amx"}
+    out = subprocess.run([sys.executable, "-c", _NO_AMX_SCRIPT], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert not {"amx_tile", "amx_bf16"} & set(got["features"])
+    if "amx_bf16" in CPU["features"] or CPU["amx"].startswith("off"):
+        assert got["amx"] == "off: PYRESNET_KERNELS=no_amx"
+    want = "avx512_bf16" if "avx512_bf16" in got["features"] else "im2col_blas"
+    assert got["kernel"] == want, got
+
+
 @pytest.mark.parametrize("strides", [1, 2])
 def test_amx_direct_nan_reaches_exactly_the_windows_that_hold_it(strides, rng):
     """amx_direct_bf16's forward and input gradient read every tap from a

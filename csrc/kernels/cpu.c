@@ -93,9 +93,16 @@ static unsigned request_tiles(unsigned f) {
 
 static void ensure(void) {
     if (probed) return;
-    features = request_tiles(probe(brand));
     const char *env = getenv("PYRESNET_KERNELS");
     reference_only = env && strcmp(env, "reference") == 0;
+    features = probe(brand);
+    if (env && strcmp(env, "no_amx") == 0 && (features & PR_CPU_AMX_BF16)) {
+        /* a CPU with AVX512_BF16 but no AMX (AMD Zen 4/5), on this one */
+        features &= ~(unsigned)(PR_CPU_AMX_TILE | PR_CPU_AMX_BF16);
+        snprintf(amx_status, sizeof amx_status, "off: PYRESNET_KERNELS=no_amx");
+    } else {
+        features = request_tiles(features);
+    }
     probed = 1;
 }
 
