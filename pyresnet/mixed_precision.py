@@ -25,11 +25,12 @@ Learning Training", 2019):
   computes as that op does with bfloat16 operands (matmul and convolutions
   in bfloat16; other ops in float32 on the exactly widened values).
 
-Where this departs from Keras: Keras's convolution and dense layers return
-bfloat16 tensors; here they return the float32 sums (one rounding fewer;
-the next convolution rounds its input to bfloat16 as it packs it), so the
-elementwise ops between convolutions run in float32 as Keras's batch
-normalization does internally.  Gradients are float32 throughout.
+As in Keras, activations between layers are bfloat16: ``Conv2D`` returns
+bfloat16 (its float32 sums rounded once), and batch normalization, ReLU and
+the residual additions read and write bfloat16, computing in float32 inside.
+A layer whose policy computes in float32 gets bfloat16 inputs widened to
+float32 (Keras's autocast).  Gradients of bfloat16 activations are bfloat16;
+gradients of float32 tensors (weights above all) are float32.
 """
 __all__ = ["DTypePolicy", "set_global_policy", "global_policy", "dtype_policy",
            "set_dtype_policy"]
