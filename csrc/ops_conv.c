@@ -599,12 +599,29 @@ static PyObject *conv_call(const char *name, PyObject *a, PyObject *b, const voi
     return pr_call_by_name(name, in, 2, &at);
 }
 
+/* A gradient for x of x's float dtype: the input gradient of a bfloat16
+ * call is bfloat16 only when x is (a float32 x beside a bfloat16 kernel, a
+ * Variable say, gets float32, as its optimizer takes).  Steals g. */
+static PyObject *like_input(PyObject *g, PyObject *x) {
+    if (!g || T(g)->dtype != PR_BF16 || T(x)->dtype != PR_F32) return g;
+    pr_cast_attrs a = {PR_F32};
+    PyObject *wide = pr_call_by_name("cast", &g, 1, &a);
+    Py_DECREF(g);
+    return wide;
+}
+
 static int gr_conv2d(PyObject *const *in, PyObject *const *out, const void *attrs,
                      PyObject *const *gout, const int *needs, PyObject **gin) {
     PyObject *x = in[0], *w = in[1], *dy = bf16_gradient(in, gout[0]);
     if (!dy) return -1;
     int rc = -1;
-    if (needs[0] && !(gin[0] = conv_call("conv2d_backprop_input", dy, w, attrs, x))) goto done;
+    /* a float32 x takes the float32 sums of the product with the rounded
+     * output gradient (conv2d_backprop_input rounds a float32 operand
+     * beside a bfloat16 one itself), not their bfloat16 rounding */
+    PyObject *dyx = T(x)->dtype == PR_F32 ? gout[0] : dy;
+    if (needs[0] &&
+        !(gin[0] = like_input(conv_call("conv2d_backprop_input", dyx, w, attrs, x), x)))
+        goto done;
     if (needs[1] && !(gin[1] = conv_call("conv2d_backprop_filter", x, dy, attrs, w))) goto done;
     rc = 0;
 done:
@@ -615,7 +632,7 @@ done:
 static int gr_conv2d_bpi(PyObject *const *in, PyObject *const *out, const void *attrs,
                          PyObject *const *gout, const int *needs, PyObject **gin) {
     PyObject *dy = in[0], *w = in[1], *g = gout[0];
-    if (needs[0] && !(gin[0] = conv_call("conv2d", g, w, attrs, NULL))) return -1;
+    if (needs[0] && !(gin[0] = like_input(conv_call("conv2d", g, w, attrs, NULL), dy))) return -1;
     if (needs[1] && !(gin[1] = conv_call("conv2d_backprop_filter", g, dy, attrs, w))) return -1;
     return 0;
 }
@@ -623,7 +640,8 @@ static int gr_conv2d_bpi(PyObject *const *in, PyObject *const *out, const void *
 static int gr_conv2d_bpf(PyObject *const *in, PyObject *const *out, const void *attrs,
                          PyObject *const *gout, const int *needs, PyObject **gin) {
     PyObject *x = in[0], *dy = in[1], *g = gout[0];
-    if (needs[0] && !(gin[0] = conv_call("conv2d_backprop_input", dy, g, attrs, x))) return -1;
+    if (needs[0] && !(gin[0] = like_input(conv_call("conv2d_backprop_input", dy, g, attrs, x), x)))
+        return -1;
     if (needs[1] && !(gin[1] = conv_call("conv2d", x, g, attrs, NULL))) return -1;
     return 0;
 }

@@ -31,7 +31,9 @@ Learning Training", 2019):
   floating inputs reach its ``call`` cast to bfloat16, and any op on them
   computes as that op does with bfloat16 operands (matmul and convolutions
   in bfloat16; add, relu, relu_backward and batch norm on bfloat16 data;
-  other ops in float32 on the exactly widened values, returning float32).
+  other ops in float32 on the exactly widened values, returning float32);
+  a layer whose own policy computes in float32 gets bfloat16 inputs widened
+  to float32 (exact), as Keras's autocast does.
 
 Where this departs from Keras: ``Dense`` returns its float32 sums (a
 model's logits stay float32 without a float32 last layer), and so does a

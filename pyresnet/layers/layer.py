@@ -40,6 +40,11 @@ def _to_tensor(x):
     return x if isinstance(x, (Tensor, KerasTensor)) else convert_to_tensor(x)
 
 
+def _widen_bfloat16(x):
+    """A bfloat16 Tensor as float32 (exact); anything else as it is."""
+    return cast(x, "float32") if isinstance(x, Tensor) and x.dtype == "bfloat16" else x
+
+
 def _tracked_build(build):
     """Wrap a ``build`` method (as Keras does): on success mark the layer
     built for ``input_shape``; if it raises, remove every weight and
@@ -525,7 +530,13 @@ class Layer:
         if accepts_training:
             kwargs["training"] = training
         self._maybe_build(tree.map_structure(lambda t: tuple(t.shape), inputs))
-        if self._autocast_inputs and self.compute_dtype != "float32":
+        if self.compute_dtype == "float32":
+            # a float32 layer computes in float32 whatever precedes it (Keras's
+            # autocast): the bfloat16 activations of mixed_bfloat16 layers are
+            # widened (exactly), so e.g. a BatchNormalization(dtype="float32")
+            # returns float32 and a float32 Conv2D does not round its kernel
+            inputs = tree.map_structure(_widen_bfloat16, inputs)
+        elif self._autocast_inputs:
             inputs = tree.map_structure(self._autocast, inputs)
         outer = getattr(_context, "training", None)
         _context.training = training
