@@ -66,8 +66,12 @@ Units and derived figures:
     python bench/peers.py [--batch 128] [--rounds 3] [--steps 5] [--warmup 3]
                           [--threads 2] [--modes a,b,...] [--out bench/results]
 
-With --out DIR it writes DIR/peers_resnet20_b<batch>.md (the table) and
-.json (the table's numbers plus every step time, versions and peak tries).
+With --out DIR it writes DIR/peers_resnet20_b<batch>[_<tag>].md (the
+table) and .json (the table's numbers plus every step time, versions and
+peak tries).  The settings that choose kernels (PYRESNET_KERNELS,
+ONEDNN_MAX_CPU_ISA, OMP_WAIT_POLICY) are recorded when set: for example
+PYRESNET_KERNELS=no_amx ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 --tag no_amx
+runs both frameworks as on a CPU with AVX512_BF16 but no AMX.
 """
 import argparse
 import datetime
@@ -103,6 +107,8 @@ MODES = {
     "tf_xla": ("tensorflow", "TF 2 / Keras 3 tf.function(jit_compile=True)"),
 }
 BASELINE = "pyresnet_compiled"
+# Settings that choose kernels, recorded with the results when set.
+KERNEL_ENV = ("PYRESNET_KERNELS", "ONEDNN_MAX_CPU_ISA", "OMP_WAIT_POLICY")
 TORCH_BF16 = "torch_bf16_cl"  # the issue's second bar: mixed_bfloat16 against torch autocast
 
 
@@ -394,6 +400,8 @@ def main():
                          "torch.compile modes need 2)")
     ap.add_argument("--threads", type=int, default=2, help="threads per framework (default 2)")
     ap.add_argument("--modes", default=",".join(MODES), help="comma list (default: all)")
+    ap.add_argument("--tag", default="",
+                    help="suffix of the output files' names (e.g. no_amx)")
     ap.add_argument("--out", metavar="DIR",
                     help="write DIR/peers_resnet20_b<batch>.md and .json (e.g. bench/results)")
     ap.add_argument("--pyresnet-python", default="/work/venv/bin/python",
@@ -525,6 +533,10 @@ def main():
               "bf16 modes are compared to the fp32 peak."]
     vers = ", ".join(f"{d} {v}" for vv in versions.values() if vv for d, v in vv.items())
     lines.append(f"Versions: {vers}; pyresnet checkout {checkout}.")
+    kernel_env = {k: os.environ[k] for k in KERNEL_ENV if os.environ.get(k)}
+    if kernel_env:
+        lines.append("Environment: " + " ".join(f"{k}={v}" for k, v in kernel_env.items())
+                     + " (passed to every process).")
     lines += [f"Note: {n}." for n in notes]
     for row in rows:
         if row["status"] == "failed":
@@ -537,7 +549,7 @@ def main():
     if args.out:
         out = pathlib.Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        stem = out / f"peers_resnet{DEPTH}_b{args.batch}"
+        stem = out / (f"peers_resnet{DEPTH}_b{args.batch}" + (f"_{args.tag}" if args.tag else ""))
         stem.with_suffix(".md").write_text(
             table + "\n\nCommand: `python bench/peers.py " + " ".join(sys.argv[1:]) + "`\n")
         record = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -546,7 +558,8 @@ def main():
                   "steps": args.steps, "warmup": args.warmup, "flops_per_step": flops,
                   "fma_peak_gflops": peak, "fma_peak_points": peaks,
                   "load_average_end": os.getloadavg(), "versions": versions,
-                  "pyresnet_checkout": checkout, "notes": notes, "modes": rows}
+                  "pyresnet_checkout": checkout, "notes": notes, "modes": rows,
+                  "environment": kernel_env}
         stem.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
         print(f"\nwrote {stem}.md and {stem}.json")
     if any(not math.isfinite(o["loss"]) for v in results.values() for o in v):
