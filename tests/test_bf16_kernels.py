@@ -218,7 +218,7 @@ print(json.dumps({"amx": c["amx"], "features": c["features"], "kernel": kernel})
 """
 
 
-def test_no_amx_runs_what_a_cpu_without_amx_runs():
+def test_no_amx_runs_what_a_cpu_without_amx_runs(tmp_path):
     """PYRESNET_KERNELS=no_amx clears the AMX features at import, as on a
     CPU with AVX512_BF16 but no AMX (AMD Zen 4/5): show_config says so and
     a bfloat16 convolution runs avx512_bf16 where the CPU has it, else the
@@ -229,9 +229,11 @@ def test_no_amx_runs_what_a_cpu_without_amx_runs():
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
     env = {**os.environ, "PYRESNET_KERNELS": "no_amx"}
-    out = subprocess.run([sys.executable, "-c", _NO_AMX_SCRIPT], env=env, check=True,
-                         capture_output=True, text=True).stdout
-    got = json.loads(out.strip().splitlines()[-1])
+    # run outside the checkout: there `import pyresnet` would find the sources
+    run = subprocess.run([sys.executable, "-c", _NO_AMX_SCRIPT], env=env, cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.strip().splitlines()[-1])
     assert not {"amx_tile", "amx_bf16"} & set(got["features"])
     if "amx_bf16" in CPU["features"] or CPU["amx"].startswith("off"):
         assert got["amx"] == "off: PYRESNET_KERNELS=no_amx"
