@@ -291,6 +291,15 @@ class ConcreteFunction:
         return self._plan()["flops"]
 
     @property
+    def threads(self):
+        """Threads the kernels of one call may use (int): every thread
+        (``pyresnet.get_num_threads()``), or 1 for a call of fewer than 3e7
+        floating-point operations (``flops``), whose kernels are too short
+        for waking other threads to pay (csrc/executor.c,
+        PLAN_PARALLEL_MIN_FLOPS).  A loop's body decides for itself."""
+        return self._plan()["threads"]
+
+    @property
     def passes(self):
         """What the graph passes did: nodes ``removed`` (dead), ``fused``."""
         return self._graph.passes

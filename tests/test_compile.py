@@ -742,3 +742,31 @@ def test_a_layer_object_compiles_and_keeps_its_attributes(rng):
     np.testing.assert_array_equal(f(x).numpy(), eager)
     np.testing.assert_allclose(eager, x @ layer.kernel.numpy() + layer.bias.numpy(), rtol=1e-5, atol=1e-6)
     assert not hasattr(f, "kernel") and f.tracing_count == 1
+
+
+def test_small_plans_run_on_one_thread(rng):
+    """A call of fewer than 3e7 floating-point operations runs its kernels on
+    one thread (waking the others costs more than they give: an MLP step at
+    batch 32); a larger one keeps every thread; the results are the same
+    bits either way (kernels do not depend on the thread count)."""
+    w = rng.standard_normal((784, 128)).astype(np.float32)
+
+    def f(x):
+        return pr.ops.relu(pr.ops.matmul(x, w))
+
+    small = rng.standard_normal((32, 784)).astype(np.float32)  # 6.4e6 multiply-adds x 2
+    large = rng.standard_normal((512, 784)).astype(np.float32)  # 1.0e8
+    cf = pr.compile(f)
+    before = pr.get_num_threads()
+    try:
+        pr.set_num_threads(2)
+        assert cf.get_concrete_function(small).flops < 3e7
+        assert cf.get_concrete_function(small).threads == 1
+        assert cf.get_concrete_function(large).flops > 3e7
+        assert cf.get_concrete_function(large).threads == 2
+        for x in (small, large):
+            want = np.maximum(x.astype(np.float64) @ w, 0)
+            np.testing.assert_allclose(cf(x).numpy(), want, rtol=1e-4, atol=1e-4)
+            np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+    finally:
+        pr.set_num_threads(before)

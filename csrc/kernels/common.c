@@ -141,6 +141,8 @@ int pr_get_num_threads(void) {
 
 void pr_set_thread_limit(int n) { thread_limit = n > 0 ? n : 0; }
 
+int pr_get_thread_limit(void) { return thread_limit; }
+
 void pr_set_num_threads(int n) {
     if (n < 1) n = 1;
     num_threads = n;

@@ -64,8 +64,10 @@ void pr_free(void *p);
 int pr_get_num_threads(void);
 void pr_set_num_threads(int n);
 /* At most n threads for kernels called from this thread (0: no limit); the
- * compiled executor runs a node single-threaded when that timed faster. */
+ * compiled executor runs a node single-threaded when that timed faster, and
+ * a small plan single-threaded (executor.c, PLAN_PARALLEL_MIN_FLOPS). */
 void pr_set_thread_limit(int n);
+int pr_get_thread_limit(void);
 
 /* OpenBLAS sgemm, row-major: C = alpha * op(A) op(B) + beta * C.  OpenBLAS
  * itself runs single-threaded; called outside a parallel region, large
