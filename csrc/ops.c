@@ -77,14 +77,16 @@ static int same_shape(const pr_view *a, const pr_view *b) {
     return 1;
 }
 
+int pr_expect_shape_like(const pr_op *op, const pr_view *in, int i, int j) {
+    if (same_shape(&in[i], &in[j])) return 0;
+    char a[128], b[128];
+    return pr_fail(op, PyExc_ValueError, "input %d has shape %s, expected %s (input %d's)", i,
+                   pr_shape_str(&in[i], a, sizeof a), pr_shape_str(&in[j], b, sizeof b), j);
+}
+
 int pr_expect_like(const pr_op *op, const pr_view *in, int i, int j) {
     if (pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
-    if (!same_shape(&in[i], &in[j])) {
-        char a[128], b[128];
-        return pr_fail(op, PyExc_ValueError, "input %d has shape %s, expected %s (input %d's)", i,
-                       pr_shape_str(&in[i], a, sizeof a), pr_shape_str(&in[j], b, sizeof b), j);
-    }
-    return 0;
+    return pr_expect_shape_like(op, in, i, j);
 }
 
 int pr_expect_rng_state(const pr_op *op, const pr_view *in, int i) {

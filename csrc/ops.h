@@ -173,7 +173,9 @@ int pr_expect_dtype(const pr_op *op, const pr_view *in, int i, pr_dtype dtype);
  * of ops with a bfloat16 mask; their outputs take this dtype). */
 int pr_activation_dtype(const pr_op *op, const pr_view *in, pr_dtype *dtype);
 int pr_expect_ndim(const pr_op *op, const pr_view *in, int i, int ndim);
-/* Input i is float32 with input j's shape (symbolic dimensions may match). */
+/* Input i has input j's shape (symbolic dimensions may match). */
+int pr_expect_shape_like(const pr_op *op, const pr_view *in, int i, int j);
+/* Input i is float32 with input j's shape. */
 int pr_expect_like(const pr_op *op, const pr_view *in, int i, int j);
 /* Input i is an RNG state: int64 of shape (2,), [seed, counter] (TypeError). */
 int pr_expect_rng_state(const pr_op *op, const pr_view *in, int i);

@@ -564,38 +564,6 @@ static int expect_channels(const pr_op *op, const pr_view *in, int i, int64_t c,
     return 0;
 }
 
-/* The activations of a BN op: inputs `mask` (struct pr_op's bf16_inputs)
- * all float32 or all bfloat16 (pr_call casts a mix to float32; graph passes
- * build nodes directly, so the rule checks).  Their dtype, or -1 (error
- * set). */
-static int bn_activation_dtype(const pr_op *op, const pr_view *in, unsigned mask) {
-    int first = -1;
-    for (int i = 0; mask >> i; i++) {
-        if (!(mask >> i & 1)) continue;
-        if (first < 0) {
-            if (in[i].dtype != PR_BF16 && pr_expect_dtype(op, in, i, PR_F32) < 0) return -1;
-            first = i;
-        } else if (in[i].dtype != in[first].dtype) {
-            return pr_fail(op, PyExc_TypeError,
-                           "input %d must be %s like input %d (float32 or bfloat16 "
-                           "activations, not a mix), got %s",
-                           i, pr_dtype_name(in[first].dtype), first, pr_dtype_name(in[i].dtype));
-        }
-    }
-    return in[first].dtype;
-}
-
-/* Input i has input j's shape (pr_expect_like without its float32 rule). */
-static int expect_shape_like(const pr_op *op, const pr_view *in, int i, int j) {
-    int same = in[i].ndim == in[j].ndim;
-    for (int d = 0; same && d < in[i].ndim; d++)
-        same = pr_dim_maybe_equal(in[i].shape[d], in[j].shape[d]);
-    if (same) return 0;
-    char a[128], b[128];
-    return pr_fail(op, PyExc_ValueError, "input %d has shape %s, expected %s (input %d's)", i,
-                   pr_shape_str(&in[i], a, sizeof a), pr_shape_str(&in[j], b, sizeof b), j);
-}
-
 /* x (input xi): float32 or bfloat16, rank >= 2, C >= 1 channels last, and
  * at least one row when batch statistics are computed; epsilon finite and
  * >= 0 (the kernels take sqrt(var + epsilon)). */
@@ -622,13 +590,14 @@ static int expect_bn_input(const pr_op *op, const pr_view *in, int xi, int need_
  * and shape), BN + add + ReLU (ops_fused.c). */
 static int infer_bn_train(const pr_op *op, const pr_view *in, int n, const void *attrs,
                           pr_view *out, size_t *ws) {
-    int xt = bn_activation_dtype(op, in, n > 3 ? 9 : 1); /* x, the residual */
-    if (xt < 0 || expect_bn_input(op, in, 0, 1, attrs) < 0) return -1;
-    if (n > 3 && expect_shape_like(op, in, 3, 0) < 0) return -1;
+    pr_dtype xt; /* of x, and of the residual (bf16_inputs) */
+    if (pr_activation_dtype(op, in, &xt) < 0 || expect_bn_input(op, in, 0, 1, attrs) < 0)
+        return -1;
+    if (n > 3 && pr_expect_shape_like(op, in, 3, 0) < 0) return -1;
     int64_t c = last_of(&in[0]);
     if (expect_channels(op, in, 1, c, "gamma") < 0 || expect_channels(op, in, 2, c, "beta") < 0)
         return -1;
-    pr_set_out(&out[0], (pr_dtype)xt, in[0].ndim, in[0].shape);
+    pr_set_out(&out[0], xt, in[0].ndim, in[0].shape);
     pr_set_out(&out[1], PR_F32, 1, &c);
     pr_set_out(&out[2], PR_F32, 1, &c);
     *ws = bn_scratch(rows_of(&in[0]), c);
@@ -639,9 +608,10 @@ static int infer_bn_train(const pr_op *op, const pr_view *in, int n, const void 
  * x both float32 or both bfloat16). */
 static int infer_bn_backward(const pr_op *op, const pr_view *in, int n, const void *attrs,
                              pr_view *out, size_t *ws) {
-    int xt = bn_activation_dtype(op, in, 3); /* dy, x */
-    if (xt < 0 || expect_bn_input(op, in, 1, 0, attrs) < 0) return -1;
-    if (expect_shape_like(op, in, 0, 1) < 0) return -1;
+    pr_dtype xt; /* of dy and x (bf16_inputs) */
+    if (pr_activation_dtype(op, in, &xt) < 0 || expect_bn_input(op, in, 1, 0, attrs) < 0)
+        return -1;
+    if (pr_expect_shape_like(op, in, 0, 1) < 0) return -1;
     int64_t c = last_of(&in[1]);
     if (expect_channels(op, in, 2, c, "gamma") < 0 || expect_channels(op, in, 3, c, "mean") < 0 ||
         expect_channels(op, in, 4, c, "variance") < 0)
@@ -663,14 +633,15 @@ static int infer_bn_backward(const pr_op *op, const pr_view *in, int n, const vo
 /* (x, gamma, beta, moving_mean, moving_var) -> y (x's dtype) */
 static int infer_bn_infer(const pr_op *op, const pr_view *in, int n, const void *attrs,
                           pr_view *out, size_t *ws) {
-    int xt = bn_activation_dtype(op, in, 1);
-    if (xt < 0 || expect_bn_input(op, in, 0, 0, attrs) < 0) return -1;
+    pr_dtype xt;
+    if (pr_activation_dtype(op, in, &xt) < 0 || expect_bn_input(op, in, 0, 0, attrs) < 0)
+        return -1;
     int64_t c = last_of(&in[0]);
     if (expect_channels(op, in, 1, c, "gamma") < 0 || expect_channels(op, in, 2, c, "beta") < 0 ||
         expect_channels(op, in, 3, c, "moving_mean") < 0 ||
         expect_channels(op, in, 4, c, "moving_variance") < 0)
         return -1;
-    pr_set_out(out, (pr_dtype)xt, in[0].ndim, in[0].shape);
+    pr_set_out(out, xt, in[0].ndim, in[0].shape);
     *ws = bn_scratch(rows_of(&in[0]), c);
     return 0;
 }
