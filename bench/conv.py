@@ -13,8 +13,8 @@ kernel's.
 FLOPs of a pass: 2 * N * HO * WO * KH * KW * C * O.
 
 --dtype bfloat16 times the passes as a mixed_bfloat16 training step runs
-them: the kernel and dy in bfloat16, the activations x in float32 (rounded
-while packed), float32 results; the variants that take bfloat16 operands
+them: x, the kernel and dy in bfloat16, bfloat16 results for the forward
+and input-gradient passes, a float32 weight gradient; the variants that take bfloat16 operands
 (amx_direct_bf16, amx_bf16, avx512_bf16 and the reference im2col_blas on rounded
 operands; a variant that refuses a dtype or shape shows '-')
 and PyTorch with bfloat16 tensors (what its autocast runs).  Percentages
@@ -149,7 +149,7 @@ def main():
         ho, wo = -(-h // s), -(-w // s)
         dy = pr.Tensor(rng.standard_normal((args.batch, ho, wo, o)).astype(np.float32))
         gflop = 2.0 * args.batch * ho * wo * kh * kw * c * o / 1e9
-        k, dy = low(k), low(dy)  # x stays float32: the kernels round it while packing
+        x, k, dy = low(x), low(k), low(dy)  # bfloat16 activations, as the step's
         inputs = {"forward": (x, k, {}), "backprop_input": (dy, k, {"shape": x.shape}),
                   "backprop_filter": (x, dy, {"shape": k.shape})}
         shape_rows = []
