@@ -286,7 +286,7 @@ int pr_variant_usable(const pr_op *op, int v, const pr_view *in, int n_in, const
     if (v < 0 || v >= op->n_variants) return v < 0 && !op->variants;
     if (v == op->n_variants - 1) return 1; /* the reference */
     const pr_variant *k = &op->variants[v];
-    return !pr_cpu_reference_only() && (pr_cpu_features() & k->cpu) == k->cpu &&
+    return pr_cpu_fast(k->cpu) &&
            (!k->supports || k->supports(in, n_in, out, attrs));
 }
 

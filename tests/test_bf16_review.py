@@ -16,24 +16,11 @@ import pytest
 
 import pyresnet as pr
 from pyresnet import layers, mixed_precision, ops
+from test_mixed_precision import mixed, rounded  # noqa: F401 (mixed: a fixture)
 from test_ops_conv import conv_bpi_ref, conv_ref
 
 bf16 = ml_dtypes.bfloat16
 f32 = np.float32
-
-
-def rounded(a):
-    """float64 of ``a`` rounded to bfloat16."""
-    return np.asarray(a, f32).astype(bf16).astype(np.float64)
-
-
-@pytest.fixture
-def mixed():
-    mixed_precision.set_global_policy("mixed_bfloat16")
-    try:
-        yield
-    finally:
-        mixed_precision.set_global_policy("float32")
 
 
 def test_float32_input_beside_a_bfloat16_kernel_gets_a_float32_gradient(rng):

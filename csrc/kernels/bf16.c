@@ -31,7 +31,7 @@ static void round_run(const float *src, uint16_t *dst, int64_t n, int wide) {
 }
 
 static int wide_rounding(void) {
-    return (pr_cpu_features() & PR_CPU_AVX512F) && !pr_cpu_reference_only();
+    return pr_cpu_fast(PR_CPU_AVX512F);
 }
 
 void pr_f32_to_bf16_run(const float *src, uint16_t *dst, int64_t n) {

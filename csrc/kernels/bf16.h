@@ -12,12 +12,12 @@
 
 #include "kernels.h"
 
+/* (a select, not a branch, so that loops over it vectorize) */
 static inline uint16_t pr_bf16_from_f32(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40 : r); /* NaN: quiet */
 }
 
 static inline float pr_bf16_to_f32(uint16_t h) {
@@ -30,15 +30,20 @@ static inline float pr_bf16_to_f32(uint16_t h) {
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 /* 16 float32 lanes rounded to bfloat16 exactly as pr_bf16_from_f32 (the
- * same integer rounding, NaN quieted); for AVX-512 F code. */
-__attribute__((target("avx512f"))) static inline __m256i pr_bf16_round16(__m512 x) {
+ * same integer rounding, NaN quieted), each as the float32 it is; for
+ * AVX-512 F code. */
+__attribute__((target("avx512f"))) static inline __m512 pr_bf16_round16_ps(__m512 x) {
     const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
-    __m512i u = _mm512_castps_si512(x), high = _mm512_srli_epi32(u, 16);
-    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(high, one)));
-    r = _mm512_srli_epi32(r, 16);
-    r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), high,
-                             _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(r);
+    __m512i u = _mm512_castps_si512(x);
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half,
+                                                     _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+    r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), u,
+                             _mm512_set1_epi32(0x400000));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
+}
+/* The same as 16 bfloat16 values (for a store). */
+__attribute__((target("avx512f"))) static inline __m256i pr_bf16_round16(__m512 x) {
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(pr_bf16_round16_ps(x)), 16));
 }
 #endif
 

@@ -116,6 +116,11 @@ int pr_cpu_reference_only(void) {
     return reference_only;
 }
 
+int pr_cpu_fast(unsigned f) {
+    ensure();
+    return !reference_only && (features & f) == f;
+}
+
 const char *pr_cpu_brand(void) {
     ensure();
     const char *s = brand;

@@ -25,8 +25,14 @@ unsigned pr_cpu_features(void);
 const char *pr_cpu_feature_name(int k);
 /* Whether only reference kernels may run (PYRESNET_KERNELS=reference). */
 int pr_cpu_reference_only(void);
-/* The AMX tile state: "absent" (no AMX), "tile state granted", or
- * "refused: ..." (the OS said no; AMX bits cleared from pr_cpu_features). */
+/* Whether code needing `features` may run: this CPU has them and only
+ * reference kernels are not forced (the rule of variants and of the fast
+ * loops inside a kernel alike). */
+int pr_cpu_fast(unsigned features);
+/* The AMX tile state: "absent" (no AMX), "tile state granted",
+ * "refused: ..." (the OS said no; AMX bits cleared from pr_cpu_features) or
+ * "off: PYRESNET_KERNELS=no_amx" (cleared on request, as on a CPU with
+ * AVX512_BF16 but no AMX). */
 const char *pr_cpu_amx_status(void);
 /* The processor's brand string ("Intel(R) Xeon(R) ..."), or "". */
 const char *pr_cpu_brand(void);

@@ -150,9 +150,6 @@ __attribute__((target("avx512f"))) static void add_bf16_avx512(const uint16_t *a
     for (; i < n; i++) o[i] = pr_bf16_from_f32(pr_bf16_to_f32(a[i]) + pr_bf16_to_f32(b[i]));
 }
 
-static int add_bf16_fast(void) {
-    return (pr_cpu_features() & PR_CPU_AVX512F) && !pr_cpu_reference_only();
-}
 #endif
 
 int pr_k_binary_bf16(pr_binary_kind k, const uint16_t *a, const int64_t *sa_in, const uint16_t *b,
@@ -168,7 +165,7 @@ int pr_k_binary_bf16(pr_binary_kind k, const uint16_t *a, const int64_t *sa_in, 
     for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
     const int64_t ia = sa[ndim - 1], ib = sb[ndim - 1];
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (k == PR_BIN_ADD && rows == 1 && ia == 1 && ib == 1 && add_bf16_fast()) {
+    if (k == PR_BIN_ADD && rows == 1 && ia == 1 && ib == 1 && pr_cpu_fast(PR_CPU_AVX512F)) {
         const int64_t chunk = 16384, nchunks = (inner + chunk - 1) / chunk;
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (inner >= PARALLEL_MIN)
         for (int64_t c = 0; c < nchunks; c++) {

@@ -60,6 +60,15 @@ const char *pr_kernel_error_message(void);
 void *pr_alloc(size_t nbytes);
 void pr_free(void *p);
 
+/* Loops compiled for AVX-512, AVX2 and baseline x86-64 from the same C,
+ * chosen at load time (the same operations in each and no FMA contraction
+ * in ISO C mode, so the same bits). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PR_CLONES
+#endif
+
 /* Threads used by our own parallel loops and by OpenBLAS (one place). */
 int pr_get_num_threads(void);
 void pr_set_num_threads(int n);

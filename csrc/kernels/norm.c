@@ -25,11 +25,6 @@
 #define MAX_CHUNKS 64
 #define PARALLEL_MIN 32768
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define CLONES
-#endif
 
 static int64_t n_chunks(int64_t m) { return m < MAX_CHUNKS ? (m > 0 ? m : 1) : MAX_CHUNKS; }
 
@@ -85,19 +80,7 @@ static inline float ld_bf16(const uint16_t *p, int64_t i) { return pr_bf16_to_f3
 /* (vector helpers are macros: GCC warns of the ABI of functions passing
  * 32-byte vectors in the baseline clone) */
 #define ld8_bf16(p) ((v8f)(__builtin_convertvector(*(const v8h_u *)(p), v8u) << 16))
-/* The bits of float32 v rounded to bfloat16 (in the upper half): branch-free
- * pr_bf16_from_f32, so loops over it vectorize. */
-static inline uint32_t bf16_bits(float v) {
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    return (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x400000u) & 0xffff0000u : r;
-}
-static inline float rnd_bf16(float v) {
-    uint32_t u = bf16_bits(v);
-    memcpy(&v, &u, 4);
-    return v;
-}
+static inline float rnd_bf16(float v) { return pr_bf16_round(v); }
 #define rnd8_bf16(v)                                                                  \
     __extension__({                                                               \
         v8u u_ = (v8u)(v);                                                        \
@@ -106,7 +89,7 @@ static inline float rnd_bf16(float v) {
         v8u nan_ = (v8u)((u_ & 0x7fffffffu) > 0x7f800000u);                       \
         (v8f)((q_ & nan_) | (r_ & ~nan_));                                        \
     })
-static inline void st_bf16(uint16_t *p, int64_t i, float v) { p[i] = (uint16_t)(bf16_bits(v) >> 16); }
+static inline void st_bf16(uint16_t *p, int64_t i, float v) { p[i] = pr_bf16_from_f32(v); }
 static inline void put_bf16(uint16_t *p, int64_t i, float v) {
     uint32_t u;
     memcpy(&u, &v, 4);
@@ -128,7 +111,7 @@ typedef double v8d_u __attribute__((vector_size(64), aligned(8), may_alias));
 
 /* s1 = sum (x - shift), s2 = sum (x - shift)^2 over rows [lo, hi). */
 #define STATS_ROWS(T)                                                                        \
-    CLONES static void stats_rows_##T(const elem_##T *restrict x, const float *restrict shift, \
+    PR_CLONES static void stats_rows_##T(const elem_##T *restrict x, const float *restrict shift, \
                                       int64_t lo, int64_t hi, int64_t c, double *restrict s1,  \
                                       double *restrict s2) {                                   \
         int64_t j0 = 0;                                                                        \
@@ -162,7 +145,7 @@ typedef double v8d_u __attribute__((vector_size(64), aligned(8), may_alias));
  * pr_k_relu_backward); if dx is not NULL also dx = g * a (the inference
  * backward's single pass). */
 #define GRAD_STATS_ROWS(T)                                                                     \
-    CLONES static void grad_stats_rows_##T(                                                    \
+    PR_CLONES static void grad_stats_rows_##T(                                                    \
         const elem_##T *restrict dy, const elem_##T *restrict x, const float *restrict mean,   \
         const float *restrict a, const float *restrict ra, const float *restrict rb,           \
         int64_t lo, int64_t hi, int64_t c, double *restrict s1, double *restrict s2,           \
@@ -216,7 +199,7 @@ typedef double v8d_u __attribute__((vector_size(64), aligned(8), may_alias));
  * roundings (each op's output: the BN's, the add's; a ReLU's is exact), so
  * the results are bit for bit theirs. */
 #define AFFINE_ROWS(T)                                                                         \
-    CLONES static void affine_rows_##T(const elem_##T *restrict x, const float *restrict a,    \
+    PR_CLONES static void affine_rows_##T(const elem_##T *restrict x, const float *restrict a,    \
                                        const float *restrict b, const elem_##T *restrict res,  \
                                        int64_t lo, int64_t hi, int64_t c,                      \
                                        elem_##T *restrict y, int relu) {                       \
@@ -255,7 +238,7 @@ typedef double v8d_u __attribute__((vector_size(64), aligned(8), may_alias));
  * grad_stats_rows when ra is not NULL; dy and x of type TI, dx stored as TO
  * (bfloat16: rounded to nearest even, as the cast op rounds). */
 #define DX_ROWS(TI, TO)                                                                        \
-    CLONES static void dx_rows_##TI##_##TO(                                                    \
+    PR_CLONES static void dx_rows_##TI##_##TO(                                                    \
         const elem_##TI *restrict dy, const elem_##TI *restrict x, const float *restrict mean, \
         const float *restrict A, const float *restrict B, const float *restrict C,             \
         const float *restrict ra, const float *restrict rb, int64_t lo, int64_t hi, int64_t c, \
@@ -308,14 +291,7 @@ static inline AVX512 __m512 ld16_bf16(const uint16_t *p) {
 }
 static inline AVX512 __m512 rnd16_f32(__m512 v) { return v; }
 /* v rounded to bfloat16 as rnd_bf16, as float32. */
-static inline AVX512 __m512 rnd16_bf16(__m512 v) {
-    __m512i u = _mm512_castps_si512(v), top = _mm512_set1_epi32((int)0xffff0000u);
-    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                                 _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
-    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
-    return _mm512_castsi512_ps(_mm512_and_si512(r, top));
-}
+static inline AVX512 __m512 rnd16_bf16(__m512 v) { return pr_bf16_round16_ps(v); }
 static inline AVX512 void st16_f32(float *p, __m512 v) { _mm512_storeu_ps(p, v); }
 static inline AVX512 void st16_bf16(uint16_t *p, __m512 v) {
     _mm256_storeu_si256((__m256i *)p, pr_bf16_round16(v));
@@ -423,7 +399,7 @@ DX16(bf16, bf16)
 DX16(f32, bf16)
 
 static int rows16(int64_t c) {
-    return c % 16 == 0 && (pr_cpu_features() & PR_CPU_AVX512F) && !pr_cpu_reference_only();
+    return c % 16 == 0 && pr_cpu_fast(PR_CPU_AVX512F);
 }
 #else
 #define HAVE_ROWS16 0

@@ -129,11 +129,6 @@ static inline float normal_or_zero(float x) { return fabsf(x) < FLT_MIN ? 0.0f :
  * baseline x86-64 from the same C (target_clones; the same operations in
  * each, no FMA contraction, so the same bits), with the weight-decay and
  * Nesterov cases as constants of their own loops. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define CLONES
-#endif
 #define SGD_MOMENTUM_LOOP(WD, NESTEROV)                                                        \
     for (int64_t i = lo; i < hi; i++) {                                                        \
         float v = var[i], g = grad[i];                                                         \
@@ -143,7 +138,7 @@ static inline float normal_or_zero(float x) { return fabsf(x) < FLT_MIN ? 0.0f :
         var[i] = v + ((NESTEROV) ? m * momentum - g * lr : m);                                 \
     }
 
-CLONES static void sgd_momentum_rows(float *restrict var, const float *restrict grad,
+PR_CLONES static void sgd_momentum_rows(float *restrict var, const float *restrict grad,
                                      float *restrict velocity, int64_t lo, int64_t hi, float lr,
                                      float momentum, int nesterov, float wd) {
     if (wd != 0.0f) {

@@ -19,6 +19,8 @@ class BaseConv(Layer):
             the input channels.
     """
 
+    _autocast_inputs = True  # Keras's autocast: float32 inputs to a bfloat16 compute dtype
+
     def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
                  dilation_rate=(1, 1), activation=None, use_bias=True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
@@ -71,7 +73,7 @@ class BaseConv(Layer):
         self.input_spec = InputSpec(ndim=4, axes={-1: channels})
 
     def call(self, inputs):
-        y = self._convolve(self._autocast(inputs), self._compute_kernel(self.kernel))
+        y = self._convolve(inputs, self._compute_kernel(self.kernel))
         if self.use_bias:
             y = ops.add(y, self._compute_kernel(self.bias))
         return self.activation(y)

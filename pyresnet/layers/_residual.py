@@ -22,6 +22,8 @@ class ResidualBase(Layer):
             shortcut to fewer channels.
     """
 
+    _autocast_inputs = True  # Keras's autocast: float32 inputs to a bfloat16 compute dtype
+
     def __init__(self, filters, strides=1, shortcut="projection", kernel_initializer="he_normal",
                  momentum=0.99, epsilon=1e-3, **kwargs):
         super().__init__(**kwargs)

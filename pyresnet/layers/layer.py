@@ -123,8 +123,10 @@ class Layer:
         ValueError: for a dtype policy other than float32 and mixed_bfloat16.
     """
 
-    # Whether __call__ casts floating inputs to the compute dtype: True for
-    # layers written outside pyresnet (set in __init_subclass__).
+    # Whether __call__ casts float32 inputs to a bfloat16 compute dtype: True
+    # for layers written outside pyresnet (set in __init_subclass__) and for
+    # the built-in ones that declare it (convolutions, residual blocks);
+    # other built-in layers take either dtype and manage precision.
     _autocast_inputs = False
 
     def __new__(cls, *args, **kwargs):
@@ -159,8 +161,8 @@ class Layer:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "_autocast_inputs" not in cls.__dict__:
-            cls._autocast_inputs = not cls.__module__.startswith("pyresnet.")
+        if "_autocast_inputs" not in cls.__dict__ and not cls.__module__.startswith("pyresnet."):
+            cls._autocast_inputs = True
         if "build" in cls.__dict__:
             cls.build = _tracked_build(cls.__dict__["build"])
 

@@ -58,7 +58,6 @@ class PreActivationResidualBlock(ResidualBase):
         self._build_shortcut(input_shape, with_bn=False)
 
     def call(self, inputs, training=None):
-        inputs = self._autocast(inputs)  # the shortcut adds it in the compute dtype
         a = ops.relu(self.bn1(inputs, training=training))
         x = self.conv1(a)
         x = self.conv2(ops.relu(self.bn2(x, training=training)))

@@ -61,7 +61,6 @@ class ResidualBlock(ResidualBase):
         self._build_shortcut(input_shape, with_bn=True)
 
     def call(self, inputs, training=None):
-        inputs = self._autocast(inputs)  # the shortcut adds it in the compute dtype
         x = ops.relu(self.bn1(self.conv1(inputs), training=training))
         x = self.bn2(self.conv2(x), training=training)
         return ops.relu(ops.add(x, self._shortcut(inputs, inputs, training)))
