@@ -5,9 +5,11 @@
  * liveness-based placement of every intermediate value and every node's
  * scratch in one arena (the greedy best-fit reuse of ggml-alloc.c: a buffer
  * is freed after its last reader and its bytes reused by later values).
- * Under jit_compile an elementwise node may write over an input that dies
- * there (in place), and ops with several kernels are timed once on the
- * plan's first run; the fastest is kept.
+ * A node may write its first output over an input that dies there (in
+ * place: elementwise ops, batch norm's backward; pr_op.inplace_inputs),
+ * which spares a fresh buffer's cache misses.  Under jit_compile ops with
+ * several kernels are timed once on the plan's first run; the fastest is
+ * kept.
  *
  * A run converts the inputs and makes the output Tensors (GIL held; work
  * proportional to the number of inputs and outputs), takes an arena from the
@@ -350,11 +352,12 @@ static pr_plan *plan_make(pr_Graph *g, const int64_t *binding, const pr_view *in
             if (is_output(g, v)) continue;
             size_t bytes = view_bytes(&p->views[v]);
             p->naive_bytes += ALIGN((int64_t)bytes);
-            if (g->jit && (n->op->flags & PR_OP_ELEMENTWISE) && i == 0) {
+            unsigned over = n->op->flags & PR_OP_ELEMENTWISE ? ~0u : n->op->inplace_inputs;
+            if (over && i == 0) {
                 int taken = 0;
                 for (int k = 0; k < n->n_in && !taken; k++) {
                     int u = n->in[k];
-                    if (p->offset[u] < 0 || last[u] != j || owner[u] != u ||
+                    if (!(over >> k & 1) || p->offset[u] < 0 || last[u] != j || owner[u] != u ||
                         !same_layout(&p->views[u], &p->views[v]))
                         continue;
                     int used_twice = 0; /* x op x: the buffer still has one reader */

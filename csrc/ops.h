@@ -117,6 +117,12 @@ struct pr_op {
      * bfloat16 input to float32, and those of the mask too when they mix
      * dtypes (as NumPy promotes); the cast is an op call, recorded as any. */
     unsigned bf16_inputs;
+    /* Inputs (bitmask) whose buffer output 0 may take over in a compiled
+     * graph when the input dies there and has output 0's dtype and shape:
+     * the kernel reads element i of each of them before it writes element i
+     * of output 0 (PR_OP_ELEMENTWISE ops: every input; batch norm's
+     * backward: dy and x). */
+    unsigned inplace_inputs;
 };
 
 /* Registration: each ops_*.c file exposes `const pr_op *const pr_ops_<family>[]`

@@ -150,6 +150,7 @@ static const pr_op op_bn_relu_train_backward = {
     .attrs = pr_bn_backward_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu_backward,
     .forward = fw_bn_relu_backward, .flags = PR_OP_NO_GRADIENT_RULE, .bf16_inputs = 3,
+    .inplace_inputs = 3,
     .doc = "batch_norm_relu_train_backward(dy, x, gamma, beta, batch_mean, batch_var; epsilon, "
            "dx_dtype) -> dx, dgamma, dbeta: batch_norm_train_backward of relu_backward(dy, "
            "relu(batch_norm_train(x))), the ReLU's mask recomputed from x (made by "

@@ -809,7 +809,7 @@ static const pr_op op_bn_train_backward = {
     .name = "batch_norm_train_backward", .n_in = 5, .n_out = 3, .flags = PR_OP_NO_GRADIENT_RULE,
     .attrs = pr_bn_backward_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_backward, .forward = fw_bn_train_backward,
-    .bf16_inputs = 3,
+    .bf16_inputs = 3, .inplace_inputs = 3,
     .doc = "batch_norm_train_backward(dy, x, gamma, batch_mean, batch_var; epsilon, dx_dtype) -> "
            "(dx, dgamma, dbeta) (Ioffe & Szegedy 2015, section 3); dy and x both float32 or "
            "both bfloat16.  dx is bfloat16 when dy and x are (dx_dtype's default, float32, "

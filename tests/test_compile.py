@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import pyresnet as pr
-from pyresnet import layers, ops
+from pyresnet import _C, layers, ops
 
 
 def rng_array(*shape, seed=0):
@@ -426,11 +426,37 @@ def test_memory_plan_reuses_buffers():
     mem = cf.memory
     tensor_bytes = 64 * 64 * 4
     assert mem["naive_bytes"] >= 29 * tensor_bytes  # 30 intermediates, one is the output
-    assert mem["arena_bytes"] <= 2 * tensor_bytes + 64 * 2
+    # every op after the first writes over its dying input: one buffer
+    assert mem["arena_bytes"] <= tensor_bytes
+    assert mem["inplace"] == 28  # 30 ops; the first reads the input, the last is the output
     assert cf.peak_memory_bytes == mem["arena_bytes"] + tensor_bytes
     np.testing.assert_allclose(chain(x).numpy(), np.full((64, 64), 2047.0))
     jit = pr.compile(chain.__wrapped__, jit_compile=True).get_concrete_function(x)
     assert jit.memory["arena_bytes"] <= tensor_bytes
+
+
+@pytest.mark.parametrize("dying", ["dy", "x"])
+def test_batch_norm_backward_writes_over_a_dying_input(rng, dying):
+    """batch_norm_train_backward's dx takes the buffer of dy or x when that
+    input dies there (pr_op.inplace_inputs); values stay the eager ones."""
+    x = rng.standard_normal((4, 5, 5, 16)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    gamma = rng.standard_normal(16).astype(np.float32)
+    mean, var = x.mean((0, 1, 2)), x.var((0, 1, 2))
+
+    def step(x, dy, gamma, mean, var):
+        if dying == "dy":
+            dy = dy * 2.0  # computed here: its buffer is the arena's
+        else:
+            x = x * 2.0
+        dx, dgamma, dbeta = _C.call("batch_norm_train_backward", dy, x, gamma, mean, var,
+                                    epsilon=1e-3)
+        return ops.relu(dx), dgamma, dbeta
+
+    compiled = pr.compile(step)
+    assert compiled.get_concrete_function(x, dy, gamma, mean, var).memory["inplace"] == 1
+    for got, want in zip(compiled(x, dy, gamma, mean, var), step(x, dy, gamma, mean, var)):
+        np.testing.assert_array_equal(got.numpy(), np.asarray(want))
 
 
 def test_dead_code_is_removed_but_side_effects_stay(capsys):

@@ -288,9 +288,9 @@ def max_dims(rng):
 
 def _conv_all_passes(rng, xs, ks, strides, same, what):
     x, k = randn(rng, *xs), randn(rng, *ks)
-    st = (strides, strides)
+    st = tuple(strides) if isinstance(strides, tuple) else (strides, strides)
     y = conv_ref(x.astype(np.float64), k.astype(np.float64), st, same)
-    attrs = {"strides": [strides], "same": same}
+    attrs = {"strides": list(st), "same": same}
     close(_C.call("conv2d", x, k, **attrs), y, 1e-4, 1e-4, f"conv2d {what}")
     dy = randn(rng, *y.shape)
     close(_C.call("conv2d_backprop_input", dy, k, shape=list(xs), **attrs),
@@ -340,6 +340,34 @@ def conv_direct_channel_blocks(rng):
         _conv_all_passes(rng, (1, 4, 9, 16), (3, 3, 16, o), 1, True, f"o={o}")
     for c in around(16) + around(64):
         _conv_all_passes(rng, (1, 4, 9, c), (3, 3, c, 16), 1, True, f"c={c}")
+
+
+def conv_direct_filter3_channels(rng):
+    """conv_direct.c FT3_CT = 8 input channels per weight-gradient tile of
+    windows three taps wide (one block of output channels): c of 7, 8, 9
+    and 15, 16, 17, output channels 1, 13 and 16, horizontal strides 1 and 2
+    (and 2 down, 1 across), both paddings, widths 1 to 5 (every group an
+    edge group) and 12."""
+    for c in around(8) + around(16):
+        _conv_all_passes(rng, (2, 5, 12, c), (3, 3, c, 16), 1, True, f"c={c}")
+    for o in (1, 13, 16):
+        for strides in (1, 2, (2, 1), (1, 2)):
+            for same in (True, False):
+                for width in (1, 2, 3, 4, 5, 12):
+                    if not same and width < 3:
+                        continue
+                    _conv_all_passes(rng, (2, 4, width, 9), (3, 3, 9, o), strides, same,
+                                     f"o={o} strides {strides} same={same} width {width}")
+
+
+def allocator_huge_pages(rng):
+    """common.c HUGE_MIN = 4 MiB: blocks from this size are 2 MiB-aligned and
+    advised to use huge pages (HUGE_PAGE); values of outputs of 4 MiB - 4,
+    4 MiB and 4 MiB + 4 bytes, made fresh and reused."""
+    for n in around((4 << 20) // 4):
+        for _ in range(2):
+            a, b = randn(rng, n), randn(rng, n)
+            close(_C.call("add", a, b), a.astype(np.float64) + b, 1e-6, 1e-6, f"add {n}")
 
 
 def conv_direct_weight_bytes(rng):
@@ -503,6 +531,9 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct.c", "MAX_NB"): conv_direct_channel_blocks,
     ("conv_direct.c", "MAX_NB3"): conv_direct_channel_blocks,
     ("conv_direct.c", "TILE_WEIGHT_BYTES"): conv_direct_weight_bytes,
+    ("conv_direct.c", "FT3_CT"): conv_direct_filter3_channels,
+    ("common.c", "HUGE_MIN"): allocator_huge_pages,
+    ("common.c", "HUGE_PAGE"): allocator_huge_pages,
     ("bf16.c", "PAR_MIN"): bf16_parallel,
     ("gemm_bf16.c", "MB"): bf16_blocks,
     ("conv_bf16.c", "CHUNK"): bf16_filter_chunks,

@@ -137,6 +137,15 @@ ALWAYS_INLINE void prefetch_tile(float *out, int64_t os, const int WT, const int
         for (int b = 0; b < NB; b++) __builtin_prefetch(out + p * os + 16 * b, 1, 3);
 }
 
+/* Ask for part i of `parts` of the next image's `bytes` at p (NULL: none)
+ * into L2 while this one computes, so the copy that starts it does not wait
+ * on memory. */
+ALWAYS_INLINE void prefetch_part(const void *p, int64_t bytes, int64_t i, int64_t parts) {
+    if (!p) return;
+    for (int64_t b = bytes * i / parts & ~(int64_t)63; b < bytes * (i + 1) / parts; b += 64)
+        _mm_prefetch((const char *)p + b, _MM_HINT_T1);
+}
+
 /* Store a tile: pixel p, block b at out + p*os + 16*b; block NB-1 masked. */
 ALWAYS_INLINE void store_tile(__m512 acc[MAX_NB][MAX_TILE], float *out, int64_t os,
                               __mmask16 mask, const int WT, const int NB) {
@@ -223,23 +232,20 @@ ALWAYS_INLINE void transpose16(__m512 r[16]) {
  * window at offset (top, left), in channel-major rows: row r of the buffer is
  * ch runs of pcols floats, so a tile's pixels along one channel are consecutive (forward and
  * backprop_input broadcast from them at constant offsets).  16 x 16 blocks
- * of (pixels, channels) are transposed in registers, the rest one by one. */
+ * of (pixels, channels) are transposed in registers, the rest one by one.
+ * Only the image's own pixels are written: the padding around them is the
+ * same for every image, so the buffer is zeroed once per call (`fresh`: the
+ * buffer's first image of this call). */
 static void pad_rows_cm(const float *src, int64_t rows_in, int64_t cols_in, int64_t ch, float *dst,
-                        int64_t prows, int64_t pcols, int64_t top, int64_t left) {
+                        int64_t prows, int64_t pcols, int64_t top, int64_t left, int fresh) {
     int64_t lo = left < 0 ? 0 : left, hi = left + cols_in < pcols ? left + cols_in : pcols;
     int64_t n = hi - lo;
+    if (fresh) memset(dst, 0, sizeof(float) * (size_t)(prows * ch * pcols));
     for (int64_t r = 0; r < prows; r++) {
         float *d = dst + r * ch * pcols;
         int64_t ir = r - top;
-        if (ir < 0 || ir >= rows_in || n <= 0) {
-            memset(d, 0, sizeof(float) * (size_t)(ch * pcols));
-            continue;
-        }
+        if (ir < 0 || ir >= rows_in || n <= 0) continue;
         const float *row = src + (ir * cols_in + lo - left) * ch;
-        for (int64_t c = 0; c < ch; c++) {
-            memset(d + c * pcols, 0, sizeof(float) * (size_t)lo);
-            memset(d + c * pcols + hi, 0, sizeof(float) * (size_t)(pcols - hi));
-        }
         int64_t c0 = 0;
         for (; c0 + 16 <= ch; c0 += 16) {
             int64_t q0 = 0;
@@ -490,14 +496,18 @@ int pr_conv_direct_forward(const pr_window *g, const float *x, const float *w, f
 #pragma omp parallel num_threads(threads_for(slots))
     {
         float *xp = pads + THREAD_ID() * slot;
+        int fresh = 1;
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < g->n; n++) {
-            pad_rows_cm(x + n * g->h * g->w * C, g->h, g->w, C, xp, HP, WP, g->ph, g->pw);
+            pad_rows_cm(x + n * g->h * g->w * C, g->h, g->w, C, xp, HP, WP, g->ph, g->pw, fresh);
+            fresh = 0;
             tile_args A = {.cs = WP, .cin = C, .wob = taps * C * 16, .os = O, .toff = toff,
                            .w = wt, .taps = (int)taps};
             tile3_args A3 = {.cs = WP, .cin = C, .wob = taps * C * 16, .os = O, .roff = roff,
                              .w = wt, .rows = (int)g->kh};
+            const float *next = n + 1 < g->n ? x + (n + 1) * g->h * g->w * C : NULL;
             for (int64_t oh = 0; oh < g->ho; oh++) {
+                prefetch_part(next, 4 * g->h * g->w * C, oh, g->ho);
                 A.in = A3.in = xp + oh * g->sh * C * WP;
                 A.out = A3.out = y + (n * g->ho + oh) * g->wo * O;
                 if (g->kw == 3) row_tiles3(A3, g->wo, O, g->sw);
@@ -518,10 +528,14 @@ int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const flo
 #pragma omp parallel num_threads(threads_for(slots))
     {
         float *dp = pads + THREAD_ID() * slot;
+        int fresh = 1;
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < g->n; n++) {
             float *dxn = dx + n * g->h * g->w * C;
-            pad_rows_cm(dy + n * g->ho * g->wo * O, g->ho, g->wo, O, dp, DR, DC, g->kh, g->kw);
+            const float *next = n + 1 < g->n ? dy + (n + 1) * g->ho * g->wo * O : NULL;
+            pad_rows_cm(dy + n * g->ho * g->wo * O, g->ho, g->wo, O, dp, DR, DC, g->kh, g->kw,
+                        fresh);
+            fresh = 0;
             for (int64_t rh = 0; rh < g->sh && rh < g->h; rh++)
                 for (int64_t rw = 0; rw < g->sw && rw < g->w; rw++) {
                     /* This phase's taps: dx[i*sh + rh, j*sw + rw] reads dy[i + di, j + dj]. */
@@ -553,6 +567,7 @@ int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const flo
                     int64_t rows = (g->h - rh + g->sh - 1) / g->sh;
                     int64_t cols = (g->w - rw + g->sw - 1) / g->sw;
                     for (int64_t i = 0; i < rows; i++) {
+                        if (rh == 0 && rw == 0) prefetch_part(next, 4 * g->ho * g->wo * O, i, rows);
                         float *out = dxn + ((i * g->sh + rh) * g->w + rw) * C;
                         if (nt == 0) { /* no tap reaches these pixels */
                             for (int64_t j = 0; j < cols; j++)
@@ -650,10 +665,13 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b 
 /* Add one image's contribution to the partial gradient dw (T, C, O).  Tap
  * (kh, kw) sums over the output pixels whose input pixel is inside the
  * image (the others read padding, zeros), so x is read in place. */
-static void filter_image(const pr_window *g, const float *xn, const float *dyn, float *dw) {
+static void filter_image(const pr_window *g, const float *xn, const float *dyn, float *dw,
+                         const float *next_x, const float *next_dy) {
     const int64_t C = g->c, O = g->o, nob = blocks16(O);
     for (int64_t kh = 0; kh < g->kh; kh++)
         for (int64_t kw = 0; kw < g->kw; kw++) {
+            prefetch_part(next_x, 4 * g->h * g->w * C, kh * g->kw + kw, g->kh * g->kw);
+            prefetch_part(next_dy, 4 * g->ho * g->wo * O, kh * g->kw + kw, g->kh * g->kw);
             /* rows oh with 0 <= oh*sh - ph + kh < h; columns likewise */
             int64_t r0 = ceil_div(g->ph - kh, g->sh), r1 = (g->h - 1 + g->ph - kh) / g->sh + 1;
             int64_t q0 = ceil_div(g->pw - kw, g->sw), q1 = (g->w - 1 + g->pw - kw) / g->sw + 1;
@@ -680,6 +698,123 @@ static void filter_image(const pr_window *g, const float *xn, const float *dyn, 
         }
 }
 
+/* Windows three taps wide (horizontal stride 1 or 2): the input-side twin of
+ * tile3.  Input column q of a row feeds tap kw of output pixel ow when
+ * q = ow*SW + kw - pw, so one broadcast of x[q][c] serves every tap that
+ * reads column q (three at stride 1), each with the dy vector of its own
+ * pixel: acc[kw][c] (16 output channels) += x[q][c] * dy[(q + pw - kw) / SW].
+ * Group g is the SW columns g*SW - pw .. g*SW - pw + SW-1; they read dy of
+ * pixels g - 2/SW .. g.  A tile is 3 taps x FT3_CT input channels x one
+ * block of 16 output channels, summed over the output rows whose input row
+ * is inside the image.  x and dy are read in place: padding contributes
+ * nothing, so columns outside the image are skipped, and the groups near
+ * the edges (a column outside the image, or a pixel outside 0 .. wo-1)
+ * take a checked copy of the loop body. */
+#define FT3_CT 8
+typedef struct {
+    const float *x, *dy; /* x at the input row of the first output row, column 0, channel c0;
+                            dy at that output row, pixel 0, block ob */
+    int64_t xrs, drs;    /* floats from one output row's input row to the next; dy rows */
+    int64_t c, o, pw, w, wo, rows, groups, g_lo, g_hi; /* groups [g_lo, g_hi): no checks */
+    int64_t dwt, dwc; /* dw: floats between taps kw, between input channels */
+    float *dw;        /* tap (kh, 0), channel c0, output block */
+    __mmask16 mask;
+} ftile3_args;
+
+ALWAYS_INLINE void ftile3_group(__m512 acc[3][FT3_CT], const ftile3_args *A, const float *xr,
+                                const float *dr, int64_t g, const int CT, const int SW,
+                                const int checked) {
+    __m512 d[3];
+#pragma GCC unroll 3
+    for (int j = 0; j <= 2 / SW; j++) {
+        int64_t p = g - j; /* d[j]: dy of pixel g - j */
+        d[j] = checked && (p < 0 || p >= A->wo) ? _mm512_setzero_ps()
+                                                 : _mm512_loadu_ps(dr + p * A->o);
+    }
+#pragma GCC unroll 2
+    for (int s = 0; s < SW; s++) {
+        int64_t q = g * SW + s - A->pw;
+        if (checked && (q < 0 || q >= A->w)) continue;
+        const float *xq = xr + q * A->c;
+#pragma GCC unroll 8
+        for (int c = 0; c < CT; c++) {
+            __m512 b = _mm512_set1_ps(xq[c]);
+#pragma GCC unroll 3
+            for (int k = 0; k < 3; k++) {
+                if ((s - k + 2 * SW) % SW) continue; /* column g*SW + s is no input of tap k */
+                acc[k][c] = _mm512_fmadd_ps(b, d[(k - s) / SW], acc[k][c]);
+            }
+        }
+    }
+}
+
+ALWAYS_INLINE void ftile3_body(const ftile3_args *A, const int CT, const int SW) {
+    __m512 acc[3][FT3_CT];
+#pragma GCC unroll 3
+    for (int k = 0; k < 3; k++)
+#pragma GCC unroll 8
+        for (int c = 0; c < CT; c++)
+            acc[k][c] = _mm512_maskz_loadu_ps(A->mask, A->dw + k * A->dwt + c * A->dwc);
+    for (int64_t r = 0; r < A->rows; r++) {
+        const float *xr = A->x + r * A->xrs, *dr = A->dy + r * A->drs;
+        for (int64_t g = 0; g < A->g_lo; g++) ftile3_group(acc, A, xr, dr, g, CT, SW, 1);
+        for (int64_t g = A->g_lo; g < A->g_hi; g++) ftile3_group(acc, A, xr, dr, g, CT, SW, 0);
+        for (int64_t g = A->g_hi; g < A->groups; g++) ftile3_group(acc, A, xr, dr, g, CT, SW, 1);
+    }
+#pragma GCC unroll 3
+    for (int k = 0; k < 3; k++)
+#pragma GCC unroll 8
+        for (int c = 0; c < CT; c++)
+            _mm512_mask_storeu_ps(A->dw + k * A->dwt + c * A->dwc, A->mask, acc[k][c]);
+}
+
+typedef void (*ftile3_fn)(const ftile3_args *);
+#define FTILE3(CT, SW) \
+    static void ftile3_##CT##_##SW(const ftile3_args *A) { ftile3_body(A, CT, SW); }
+#define FTILES3(SW) FTILE3(1, SW) FTILE3(2, SW) FTILE3(3, SW) FTILE3(4, SW) FTILE3(5, SW) \
+    FTILE3(6, SW) FTILE3(7, SW) FTILE3(8, SW)
+FTILES3(1)
+FTILES3(2)
+#define FREF3(SW) {ftile3_1_##SW, ftile3_2_##SW, ftile3_3_##SW, ftile3_4_##SW, ftile3_5_##SW, \
+    ftile3_6_##SW, ftile3_7_##SW, ftile3_8_##SW}
+static const ftile3_fn ftiles3_by_sw[2][FT3_CT] = {FREF3(1), FREF3(2)};
+
+/* filter_image for windows three taps wide and horizontal strides 1 and 2. */
+static void filter_image3(const pr_window *g, const float *xn, const float *dyn, float *dw,
+                          const float *next_x, const float *next_dy) {
+    const int64_t C = g->c, O = g->o, SW = g->sw, jmax = 2 / SW;
+    const int64_t groups = g->wo + 3 - SW; /* every (pixel, tap) pair: pixels up to g */
+    /* groups whose columns are all inside the image and whose pixels are all < wo */
+    int64_t g_lo = ceil_div(g->pw, SW), top = g->w + g->pw - SW;
+    int64_t g_hi = top < 0 ? 0 : top / SW + 1;
+    if (g_lo < jmax) g_lo = jmax;
+    if (g_hi > g->wo) g_hi = g->wo;
+    if (g_hi < g_lo) g_hi = g_lo;
+    for (int64_t kh = 0; kh < g->kh; kh++) {
+        /* output rows oh with 0 <= oh*sh - ph + kh < h */
+        int64_t r0 = ceil_div(g->ph - kh, g->sh), r1 = (g->h - 1 + g->ph - kh) / g->sh + 1;
+        if (r0 < 0) r0 = 0;
+        if (r1 > g->ho) r1 = g->ho;
+        if (g->h - 1 + g->ph - kh < 0 || r1 <= r0) continue;
+        for (int64_t ob = 0; ob < blocks16(O); ob++)
+            for (int64_t c0 = 0; c0 < C; c0 += FT3_CT) {
+                int64_t part = (kh * blocks16(O) + ob) * ceil_div(C, FT3_CT) + c0 / FT3_CT;
+                int64_t parts = g->kh * blocks16(O) * ceil_div(C, FT3_CT);
+                prefetch_part(next_x, 4 * g->h * g->w * C, part, parts);
+                prefetch_part(next_dy, 4 * g->ho * g->wo * O, part, parts);
+                int ct = (int)(C - c0 < FT3_CT ? C - c0 : FT3_CT);
+                ftile3_args A = {
+                    .x = xn + (r0 * g->sh - g->ph + kh) * g->w * C + c0,
+                    .dy = dyn + r0 * g->wo * O + ob * 16, .xrs = g->sh * g->w * C,
+                    .drs = g->wo * O, .c = C, .o = O, .pw = g->pw, .w = g->w, .wo = g->wo,
+                    .rows = r1 - r0, .groups = groups, .g_lo = g_lo, .g_hi = g_hi,
+                    .dwt = C * O, .dwc = O, .dw = dw + (kh * 3 * C + c0) * O + ob * 16,
+                    .mask = ob + 1 == blocks16(O) ? tail_mask(O) : (__mmask16)0xFFFF};
+                ftiles3_by_sw[g->sw - 1][ct - 1](&A);
+            }
+    }
+}
+
 int pr_conv_direct_backprop_filter(const pr_window *g, const float *x, const float *dy, float *dw,
                                    void *scratch) {
     const int64_t C = g->c, O = g->o, K = g->kh * g->kw * C * O;
@@ -690,14 +825,25 @@ int pr_conv_direct_backprop_filter(const pr_window *g, const float *x, const flo
         return PR_OK;
     }
     float *parts = (float *)scratch + round16(packed_floats(g, PR_CONV_BACKPROP_FILTER));
+    /* filter_image3 where its three-FMA broadcasts pay: one block of output
+     * channels (with two or more, filter_image's tiles already share each
+     * broadcast among the blocks and skip filter_image3's edge checks;
+     * 32 and 64 channels ran 1-14% slower in filter_image3) */
+    const int three = g->kw == 3 && g->sw <= 2 && g->o <= 16;
 #pragma omp parallel num_threads(threads_for(stripes))
     {
 #pragma omp for schedule(static)
         for (int64_t s = 0; s < stripes; s++) {
             float *part = parts + s * slot;
             memset(part, 0, sizeof(float) * (size_t)K);
-            for (int64_t n = s; n < g->n; n += stripes)
-                filter_image(g, x + n * g->h * g->w * C, dy + n * g->ho * g->wo * O, part);
+            for (int64_t n = s; n < g->n; n += stripes) {
+                const float *xn = x + n * g->h * g->w * C, *dyn = dy + n * g->ho * g->wo * O;
+                const int64_t m = n + stripes; /* this stripe's next image */
+                const float *nx = m < g->n ? xn + stripes * g->h * g->w * C : NULL;
+                const float *ndy = m < g->n ? dyn + stripes * g->ho * g->wo * O : NULL;
+                if (three) filter_image3(g, xn, dyn, part, nx, ndy);
+                else filter_image(g, xn, dyn, part, nx, ndy);
+            }
         }
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < K; i++) {

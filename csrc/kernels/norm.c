@@ -239,10 +239,10 @@ typedef double v8d_u __attribute__((vector_size(64), aligned(8), may_alias));
  * (bfloat16: rounded to nearest even, as the cast op rounds). */
 #define DX_ROWS(TI, TO)                                                                        \
     PR_CLONES static void dx_rows_##TI##_##TO(                                                    \
-        const elem_##TI *restrict dy, const elem_##TI *restrict x, const float *restrict mean, \
+        const elem_##TI *dy, const elem_##TI *x, const float *restrict mean,                   \
         const float *restrict A, const float *restrict B, const float *restrict C,             \
         const float *restrict ra, const float *restrict rb, int64_t lo, int64_t hi, int64_t c, \
-        elem_##TO *restrict dx) {                                                              \
+        elem_##TO *dx) { /* dx may be dy or x (a compiled graph's in-place output) */          \
         if (ra) {                                                                              \
             for (int64_t r = lo; r < hi; r++)                                                  \
                 for (int64_t j = 0; j < c; j++) {                                              \
