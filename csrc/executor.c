@@ -581,7 +581,7 @@ static int run_kernel(pr_gnode *n, pr_plan *p, int j, pr_view *iv, pr_view *ov, 
 /* An arena for a run of plan p (GIL held): a pooled one, else a new one. */
 static void *arena_get(pr_plan *p) {
     if (p->n_pool) return p->pool[--p->n_pool];
-    void *a = pr_alloc(p->arena_bytes);
+    void *a = pr_alloc_huge(p->arena_bytes);
     if (!a) PyErr_NoMemory();
     return a;
 }

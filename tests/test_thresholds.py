@@ -361,13 +361,20 @@ def conv_direct_filter3_channels(rng):
 
 
 def allocator_huge_pages(rng):
-    """common.c HUGE_MIN = 4 MiB: blocks from this size are 2 MiB-aligned and
-    advised to use huge pages (HUGE_PAGE); values of outputs of 4 MiB - 4,
-    4 MiB and 4 MiB + 4 bytes, made fresh and reused."""
-    for n in around((4 << 20) // 4):
+    """common.c HUGE_MIN = 4 MiB: a compiled graph's arena from this size is
+    2 MiB-aligned and advised to use huge pages (HUGE_PAGE); arenas of
+    4 MiB - 64, 4 MiB and 4 MiB + 64 bytes, each run twice (fresh, then
+    pooled), give the op's values."""
+    def chain(x):
+        return pr.ops.relu(x * 2.0 + 1.0) * 3.0  # in place: one arena buffer
+
+    for n in ((4 << 20) // 4 - 16, (4 << 20) // 4, (4 << 20) // 4 + 16):
+        x = randn(rng, n)
+        f = pr.compile(chain)
+        assert f.get_concrete_function(x).memory["arena_bytes"] == 4 * n, n
+        want = np.maximum(x.astype(np.float64) * 2 + 1, 0) * 3
         for _ in range(2):
-            a, b = randn(rng, n), randn(rng, n)
-            close(_C.call("add", a, b), a.astype(np.float64) + b, 1e-6, 1e-6, f"add {n}")
+            close(f(x), want, 1e-6, 1e-6, f"arena of {4 * n} bytes")
 
 
 def conv_direct_weight_bytes(rng):

@@ -101,17 +101,27 @@ void *pr_alloc(size_t nbytes) {
         pthread_mutex_unlock(&cache_lock);
         if (hit) return hit;
     }
-    char *raw;
-    if (rounded >= HUGE_MIN) {
-        /* whole 2 MiB pages, backed by huge pages where the kernel allows
-         * (transparent_hugepage "madvise"): a 4 KiB page per 4 KiB of a
-         * streamed activation costs a TLB miss each */
-        raw = aligned_alloc(HUGE_PAGE, (rounded + HEADER + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
-        if (raw) madvise(raw, (rounded + HEADER + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
-    } else {
-        raw = aligned_alloc(64, rounded + HEADER);
-    }
+    char *raw = aligned_alloc(64, rounded + HEADER);
     if (!raw) return NULL;
+    *(size_t *)raw = rounded;
+    return raw + HEADER;
+}
+
+/* A long-lived block (a compiled graph's arena): from HUGE_MIN bytes on 2 MiB
+ * boundaries, advised to use huge pages where the kernel allows
+ * (transparent_hugepage "madvise"): a kernel streaming an activation then
+ * misses the TLB once per 2 MiB instead of once per 4 KiB.  Not for
+ * short-lived blocks: a huge page is zeroed (and maybe compacted for) on
+ * first touch, which eager calls would pay again and again.  Freed by
+ * pr_free. */
+void *pr_alloc_huge(size_t nbytes) {
+    if (nbytes > SIZE_MAX - 2 * HUGE_PAGE) return NULL;
+    size_t rounded = (nbytes + 63) & ~(size_t)63;
+    if (rounded < HUGE_MIN) return pr_alloc(nbytes);
+    size_t total = (rounded + HEADER + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    char *raw = aligned_alloc(HUGE_PAGE, total);
+    if (!raw) return NULL;
+    madvise(raw, total, MADV_HUGEPAGE); /* advice only: failure leaves 4 KiB pages */
     *(size_t *)raw = rounded;
     return raw + HEADER;
 }

@@ -58,6 +58,7 @@ const char *pr_kernel_error_message(void);
  * of 256 KiB and more are kept when freed and reused (up to 1 GiB), so
  * repeated eager calls do not page-fault fresh memory (common.c). */
 void *pr_alloc(size_t nbytes);
+void *pr_alloc_huge(size_t nbytes); /* long-lived blocks: huge pages from 4 MiB (common.c) */
 void pr_free(void *p);
 
 /* Loops compiled for AVX-512, AVX2 and baseline x86-64 from the same C,
