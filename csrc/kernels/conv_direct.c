@@ -146,6 +146,19 @@ ALWAYS_INLINE void prefetch_part(const void *p, int64_t bytes, int64_t i, int64_
         _mm_prefetch((const char *)p + b, _MM_HINT_T1);
 }
 
+/* Bytes a filter-gradient tile asks for (prefetch_part), spread over its
+ * rows: a burst of hundreds of prefetches stalls on the fill buffers. */
+typedef struct {
+    const char *p;
+    int64_t bytes;
+} pf_span;
+
+static pf_span span_part(const float *p, int64_t floats, int64_t i, int64_t parts) {
+    if (!p) return (pf_span){NULL, 0};
+    int64_t lo = 4 * floats * i / parts & ~(int64_t)63, hi = 4 * floats * (i + 1) / parts;
+    return (pf_span){(const char *)p + lo, hi - lo};
+}
+
 /* Store a tile: pixel p, block b at out + p*os + 16*b; block NB-1 masked. */
 ALWAYS_INLINE void store_tile(__m512 acc[MAX_NB][MAX_TILE], float *out, int64_t os,
                               __mmask16 mask, const int WT, const int NB) {
@@ -603,6 +616,7 @@ typedef struct {
     int64_t ps, rs, rows, cols, dps, drs, dwc;
     float *dw;
     __mmask16 mask;
+    pf_span pf[2]; /* of the next image's x and dy, spread over the rows */
 } ftile_args;
 
 ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
@@ -614,6 +628,8 @@ ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
         acc[NB - 1][c] = _mm512_maskz_loadu_ps(A->mask, A->dw + c * A->dwc + 16 * (NB - 1));
     }
     for (int64_t r = 0; r < A->rows; r++) {
+        prefetch_part(A->pf[0].p, A->pf[0].bytes, r, A->rows);
+        prefetch_part(A->pf[1].p, A->pf[1].bytes, r, A->rows);
         const float *xp = A->x + r * A->rs, *dyp = A->dy + r * A->drs;
         for (int64_t q = 0; q < A->cols; q++, xp += A->ps, dyp += A->dps) {
             __m512 dv[MAX_NB];
@@ -670,8 +686,9 @@ static void filter_image(const pr_window *g, const float *xn, const float *dyn, 
     const int64_t C = g->c, O = g->o, nob = blocks16(O);
     for (int64_t kh = 0; kh < g->kh; kh++)
         for (int64_t kw = 0; kw < g->kw; kw++) {
-            prefetch_part(next_x, 4 * g->h * g->w * C, kh * g->kw + kw, g->kh * g->kw);
-            prefetch_part(next_dy, 4 * g->ho * g->wo * O, kh * g->kw + kw, g->kh * g->kw);
+            /* this tap's share of the next image, asked for by its first tile */
+            pf_span px = span_part(next_x, g->h * g->w * C, kh * g->kw + kw, g->kh * g->kw);
+            pf_span pdy = span_part(next_dy, g->ho * g->wo * O, kh * g->kw + kw, g->kh * g->kw);
             /* rows oh with 0 <= oh*sh - ph + kh < h; columns likewise */
             int64_t r0 = ceil_div(g->ph - kh, g->sh), r1 = (g->h - 1 + g->ph - kh) / g->sh + 1;
             int64_t q0 = ceil_div(g->pw - kw, g->sw), q1 = (g->w - 1 + g->pw - kw) / g->sw + 1;
@@ -691,8 +708,10 @@ static void filter_image(const pr_window *g, const float *xn, const float *dyn, 
                                     .ps = g->sw * C, .rs = g->sh * g->w * C, .rows = r1 - r0,
                                     .cols = q1 - q0, .dps = O, .drs = g->wo * O, .dwc = O,
                                     .dw = dwt + c0 * O + ob * 16,
-                                    .mask = ob + nb == nob ? tail_mask(O) : (__mmask16)0xFFFF};
+                                    .mask = ob + nb == nob ? tail_mask(O) : (__mmask16)0xFFFF,
+                                    .pf = {px, pdy}};
                     ftiles[nb][n - 1](&A);
+                    px = pdy = (pf_span){NULL, 0};
                 }
             }
         }
@@ -719,6 +738,7 @@ typedef struct {
     int64_t dwt, dwc; /* dw: floats between taps kw, between input channels */
     float *dw;        /* tap (kh, 0), channel c0, output block */
     __mmask16 mask;
+    pf_span pf[2]; /* of the next image's x and dy, spread over the rows */
 } ftile3_args;
 
 ALWAYS_INLINE void ftile3_group(__m512 acc[3][FT3_CT], const ftile3_args *A, const float *xr,
@@ -756,6 +776,8 @@ ALWAYS_INLINE void ftile3_body(const ftile3_args *A, const int CT, const int SW)
         for (int c = 0; c < CT; c++)
             acc[k][c] = _mm512_maskz_loadu_ps(A->mask, A->dw + k * A->dwt + c * A->dwc);
     for (int64_t r = 0; r < A->rows; r++) {
+        prefetch_part(A->pf[0].p, A->pf[0].bytes, r, A->rows);
+        prefetch_part(A->pf[1].p, A->pf[1].bytes, r, A->rows);
         const float *xr = A->x + r * A->xrs, *dr = A->dy + r * A->drs;
         for (int64_t g = 0; g < A->g_lo; g++) ftile3_group(acc, A, xr, dr, g, CT, SW, 1);
         for (int64_t g = A->g_lo; g < A->g_hi; g++) ftile3_group(acc, A, xr, dr, g, CT, SW, 0);
@@ -800,8 +822,6 @@ static void filter_image3(const pr_window *g, const float *xn, const float *dyn,
             for (int64_t c0 = 0; c0 < C; c0 += FT3_CT) {
                 int64_t part = (kh * blocks16(O) + ob) * ceil_div(C, FT3_CT) + c0 / FT3_CT;
                 int64_t parts = g->kh * blocks16(O) * ceil_div(C, FT3_CT);
-                prefetch_part(next_x, 4 * g->h * g->w * C, part, parts);
-                prefetch_part(next_dy, 4 * g->ho * g->wo * O, part, parts);
                 int ct = (int)(C - c0 < FT3_CT ? C - c0 : FT3_CT);
                 ftile3_args A = {
                     .x = xn + (r0 * g->sh - g->ph + kh) * g->w * C + c0,
@@ -809,7 +829,9 @@ static void filter_image3(const pr_window *g, const float *xn, const float *dyn,
                     .drs = g->wo * O, .c = C, .o = O, .pw = g->pw, .w = g->w, .wo = g->wo,
                     .rows = r1 - r0, .groups = groups, .g_lo = g_lo, .g_hi = g_hi,
                     .dwt = C * O, .dwc = O, .dw = dw + (kh * 3 * C + c0) * O + ob * 16,
-                    .mask = ob + 1 == blocks16(O) ? tail_mask(O) : (__mmask16)0xFFFF};
+                    .mask = ob + 1 == blocks16(O) ? tail_mask(O) : (__mmask16)0xFFFF,
+                    .pf = {span_part(next_x, g->h * g->w * C, part, parts),
+                           span_part(next_dy, g->ho * g->wo * O, part, parts)}};
                 ftiles3_by_sw[g->sw - 1][ct - 1](&A);
             }
     }
