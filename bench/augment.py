@@ -197,7 +197,8 @@ def bench_throughput(x, y, repeats):
             times[key].append(epoch_time(make)[0])
     print(f"\n## One CIFAR-10 epoch ({len(x)} images, batch {BATCH}, "
           f"{pr.get_num_threads()} threads, OMP_WAIT_POLICY="
-          f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}), median of {repeats}\n")
+          f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}, GOMP_SPINCOUNT="
+          f"{os.environ.get('GOMP_SPINCOUNT', 'unset')}), median of {repeats}\n")
     print("| recipe | implementation | epoch s | images/s | vs numpy |")
     print("|---|---|---:|---:|---:|")
     for (recipe, impl), ts in times.items():

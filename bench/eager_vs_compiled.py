@@ -446,7 +446,8 @@ def main():
               and (not args.models or m[0] in args.models)]
     rows = []
     print(f"pyresnet {pr.__version__}, {pr.get_num_threads()} threads, median of {args.steps} "
-          f"steps, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, load average "
+          f"steps, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}, GOMP_SPINCOUNT="
+          f"{os.environ.get('GOMP_SPINCOUNT', 'unset')}, load average "
           f"{os.getloadavg()[0]:.1f}")
     for name, build, shape in ladder:
         for n in args.batches:

@@ -108,7 +108,7 @@ MODES = {
 }
 BASELINE = "pyresnet_compiled"
 # Settings that choose kernels, recorded with the results when set.
-KERNEL_ENV = ("PYRESNET_KERNELS", "ONEDNN_MAX_CPU_ISA", "OMP_WAIT_POLICY")
+KERNEL_ENV = ("PYRESNET_KERNELS", "ONEDNN_MAX_CPU_ISA", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 TORCH_BF16 = "torch_bf16_cl"  # the second bar: mixed_bfloat16 against torch autocast
 
 
