@@ -339,13 +339,15 @@ static void row_tiles(tile_args A, int64_t len, int64_t cout, int64_t sw) {
     }
 }
 
-/* Windows three taps wide: a tile of WT pixels x NB blocks that walks each
- * window row's input columns once.  Input column q feeds tap k of pixel p
- * when q = p*SW + k, so one broadcast serves up to three FMAs (stride 1)
+/* Windows K = 3 (or 2) taps wide: a tile of WT pixels x NB blocks that walks
+ * each window row's input columns once.  Input column q feeds tap k of pixel
+ * p when q = p*SW + k, so one broadcast serves up to K FMAs (stride 1)
  * instead of one: fewer loads per FMA, and the tile runs at 85% of the FMA
  * peak where the one-tap tile reaches 70% (bench on the 16-channel layers).
- * in + roff[r] + c*cs + q is column q of window row r, channel c; w[3r + k]
- * the weights of row r, tap k (block 0; block b `wob` floats further). */
+ * in + roff[r] + c*cs + q is column q of window row r, channel c; w[K*r + k]
+ * the weights of row r, tap k (block 0; block b `wob` floats further).
+ * K = 2 serves the input gradient of stride-2 3x3 windows, whose phases
+ * read two adjacent dy columns per window row. */
 typedef struct {
     const float *in;
     int64_t cs, cin, wob, os;
@@ -356,7 +358,8 @@ typedef struct {
     __mmask16 mask;
 } tile3_args;
 
-ALWAYS_INLINE void tile3_body(const tile3_args *A, const int WT, const int NB, const int SW) {
+ALWAYS_INLINE void tile3_body(const tile3_args *A, const int WT, const int NB, const int SW,
+                              const int K) {
     __m512 acc[MAX_NB][MAX_TILE];
     if (A->accumulate) {
 #pragma GCC unroll 24
@@ -378,20 +381,20 @@ ALWAYS_INLINE void tile3_body(const tile3_args *A, const int WT, const int NB, c
     const int64_t cs = A->cs, cin = A->cin, wob = A->wob;
     for (int r = 0; r < A->rows; r++) {
         const float *a = A->in + A->roff[r];
-        const float *w0 = A->w[3 * r], *w1 = A->w[3 * r + 1], *w2 = A->w[3 * r + 2];
+        const float *w0 = A->w[K * r], *w1 = A->w[K * r + 1], *w2 = A->w[K * r + K - 1];
         for (int64_t c = 0; c < cin; c++, a += cs, w0 += 16, w1 += 16, w2 += 16) {
             __m512 wv[3][MAX_NB];
 #pragma GCC unroll 4
             for (int b = 0; b < NB; b++) {
                 wv[0][b] = _mm512_load_ps(w0 + b * wob);
                 wv[1][b] = _mm512_load_ps(w1 + b * wob);
-                wv[2][b] = _mm512_load_ps(w2 + b * wob);
+                wv[2][b] = _mm512_load_ps(w2 + b * wob); /* K = 2: tap 1 again, unused */
             }
 #pragma GCC unroll 56
-            for (int q = 0; q < (WT - 1) * SW + 3; q++) {
+            for (int q = 0; q < (WT - 1) * SW + K; q++) {
                 __m512 xv = _mm512_set1_ps(a[q]);
 #pragma GCC unroll 3
-                for (int k = 0; k < 3; k++) {
+                for (int k = 0; k < K; k++) {
                     int p = (q - k) / SW;
                     if (q < k || (q - k) % SW || p >= WT) continue;
 #pragma GCC unroll 4
@@ -410,8 +413,11 @@ typedef void (*tile3_fn)(const tile3_args *);
 #define MAX_NB3 2
 static const int tile3_cap[MAX_NB3 + 1] = {0, MAX_TILE3_NB1, 8};
 
-#define TILE3(WT, NB, SW) \
-    static void tile3_##WT##_##NB##_##SW(const tile3_args *A) { tile3_body(A, WT, NB, SW); }
+/* Kinds V: 1 and 2 are K = 3 at strides 1 and 2, 3 is K = 2 at stride 1. */
+#define TILE3(WT, NB, V)                                                   \
+    static void tile3_##WT##_##NB##_##V(const tile3_args *A) {              \
+        tile3_body(A, WT, NB, (V) == 2 ? 2 : 1, (V) == 3 ? 2 : 3);         \
+    }
 #define T3_4(NB, SW) TILE3(1, NB, SW) TILE3(2, NB, SW) TILE3(3, NB, SW) TILE3(4, NB, SW)
 #define T3_6(NB, SW) T3_4(NB, SW) TILE3(5, NB, SW) TILE3(6, NB, SW)
 #define T3_8(NB, SW) T3_6(NB, SW) TILE3(7, NB, SW) TILE3(8, NB, SW)
@@ -422,6 +428,7 @@ static const int tile3_cap[MAX_NB3 + 1] = {0, MAX_TILE3_NB1, 8};
 #define ALL_TILES3(SW) T3_24(1, SW) T3_8(2, SW)
 ALL_TILES3(1)
 ALL_TILES3(2)
+ALL_TILES3(3)
 
 #define R3_4(NB, SW) tile3_1_##NB##_##SW, tile3_2_##NB##_##SW, tile3_3_##NB##_##SW, \
     tile3_4_##NB##_##SW
@@ -432,10 +439,11 @@ ALL_TILES3(2)
     tile3_15_##NB##_##SW, tile3_16_##NB##_##SW, tile3_17_##NB##_##SW, tile3_18_##NB##_##SW, \
     tile3_19_##NB##_##SW, tile3_20_##NB##_##SW, tile3_21_##NB##_##SW, tile3_22_##NB##_##SW, \
     tile3_23_##NB##_##SW, tile3_24_##NB##_##SW
-/* tiles3[SW - 1][NB][WT - 1] */
-static const tile3_fn tiles3[2][MAX_NB3 + 1][MAX_TILE3_NB1] = {
+/* tiles3[V - 1][NB][WT - 1] */
+static const tile3_fn tiles3[3][MAX_NB3 + 1][MAX_TILE3_NB1] = {
     {{NULL}, {R3_24(1, 1)}, {R3_8(2, 1)}},
     {{NULL}, {R3_24(1, 2)}, {R3_8(2, 2)}},
+    {{NULL}, {R3_24(1, 3)}, {R3_8(2, 3)}},
 };
 
 /* Weights a tile may stream per pass over its input channels: more than L1
@@ -445,21 +453,23 @@ static const tile3_fn tiles3[2][MAX_NB3 + 1][MAX_TILE3_NB1] = {
  * into the output. */
 #define TILE_WEIGHT_BYTES (24 << 10)
 
-/* row_tiles for windows three taps wide (tile3). */
-static void row_tiles3(tile3_args A, int64_t len, int64_t cout, int64_t sw) {
+/* row_tiles for windows k = 3 taps wide at stride sw = 1 or 2, or k = 2 at
+ * stride 1 (tile3). */
+static void row_tiles3(tile3_args A, int64_t len, int64_t cout, int64_t sw, int k) {
+    const int kind = k == 2 ? 2 : (int)sw - 1;
     int64_t nob = blocks16(cout), cin = A.cin;
     for (int64_t ob = 0; ob < nob; ob += MAX_NB3) {
         int nb = (int)(nob - ob < MAX_NB3 ? nob - ob : MAX_NB3);
         int64_t cap = tile3_cap[nb], tiles = (len + cap - 1) / cap;
         int wt = (int)((len + tiles - 1) / tiles);
-        int64_t chunk = TILE_WEIGHT_BYTES / (3 * A.rows * nb * 64);
+        int64_t chunk = TILE_WEIGHT_BYTES / (k * A.rows * nb * 64);
         chunk = chunk < 16 ? 16 : chunk / 16 * 16;
         if (chunk > cin) chunk = cin;
         tile3_args T = A;
         T.mask = ob + nb == nob ? tail_mask(cout) : (__mmask16)0xFFFF;
         for (int64_t c0 = 0; c0 < cin; c0 += chunk) {
             const float *wb[3 * MAX_WINDOW];
-            for (int t = 0; t < 3 * A.rows; t++) wb[t] = A.w[t] + ob * A.wob + c0 * 16;
+            for (int t = 0; t < k * A.rows; t++) wb[t] = A.w[t] + ob * A.wob + c0 * 16;
             T.w = wb;
             T.cin = cin - c0 < chunk ? cin - c0 : chunk;
             T.accumulate = c0 > 0;
@@ -467,7 +477,7 @@ static void row_tiles3(tile3_args A, int64_t len, int64_t cout, int64_t sw) {
                 int width = (int)(len - p < wt ? len - p : wt);
                 T.in = A.in + p * sw + c0 * A.cs;
                 T.out = A.out + p * A.os + ob * 16;
-                tiles3[sw - 1][nb][width - 1](&T);
+                tiles3[kind][nb][width - 1](&T);
             }
         }
     }
@@ -523,7 +533,7 @@ int pr_conv_direct_forward(const pr_window *g, const float *x, const float *w, f
                 prefetch_part(next, 4 * g->h * g->w * C, oh, g->ho);
                 A.in = A3.in = xp + oh * g->sh * C * WP;
                 A.out = A3.out = y + (n * g->ho + oh) * g->wo * O;
-                if (g->kw == 3) row_tiles3(A3, g->wo, O, g->sw);
+                if (g->kw == 3) row_tiles3(A3, g->wo, O, g->sw, 3);
                 else row_tiles(A, g->wo, O, g->sw);
             }
         }
@@ -565,16 +575,23 @@ int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const flo
                             wt[nt++] = wp + (kh * g->kw + kw) * O * 16;
                         }
                     }
-                    /* Stride 1 across and three taps wide: tile3 over each tap row,
-                     * tap k = 2 - kw at column offset pw - 2 + k. */
-                    int use3 = g->sw == 1 && g->kw == 3 && nt == 3 * (nt / 3), nr = 0;
+                    /* Windows three taps wide: this phase's window rows each read
+                     * kc = 3 (stride 1 across) or 2 adjacent dy columns, tap k at
+                     * column offset v0 + k, its weights those of column kwmax - k*sw:
+                     * tile3 over each tap row. */
+                    int kc = 0, nr = 0;
+                    int64_t kwmax = 0;
+                    for (int64_t kw = 0; g->kw == 3 && kw < 3; kw++)
+                        if (((rw + g->pw - kw) % g->sw + g->sw) % g->sw == 0) kc++, kwmax = kw;
+                    int use3 = kc >= 2;
                     int64_t roff3[MAX_WINDOW];
                     const float *w3[3 * MAX_WINDOW];
                     for (int64_t kh = 0; use3 && kh < g->kh; kh++) {
                         int64_t u = rh + g->ph - kh;
                         if (((u % g->sh) + g->sh) % g->sh) continue;
-                        roff3[nr] = (u / g->sh) * O * DC + (g->pw - 2);
-                        for (int k = 0; k < 3; k++) w3[3 * nr + k] = wp + (kh * 3 + 2 - k) * O * 16;
+                        roff3[nr] = (u / g->sh) * O * DC + (rw + g->pw - kwmax) / g->sw;
+                        for (int k = 0; k < kc; k++)
+                            w3[kc * nr + k] = wp + (kh * 3 + kwmax - k * g->sw) * O * 16;
                         nr++;
                     }
                     int64_t rows = (g->h - rh + g->sh - 1) / g->sh;
@@ -592,7 +609,7 @@ int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const flo
                             tile3_args A3 = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
                                              .os = g->sw * C, .roff = roff3, .w = w3,
                                              .rows = nr, .out = out};
-                            row_tiles3(A3, cols, C, 1);
+                            row_tiles3(A3, cols, C, 1, kc);
                             continue;
                         }
                         tile_args A = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
