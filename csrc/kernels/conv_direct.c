@@ -765,8 +765,10 @@ ALWAYS_INLINE void ftile3_group(__m512 acc[3][FT3_CT], const ftile3_args *A, con
 #pragma GCC unroll 3
     for (int j = 0; j <= 2 / SW; j++) {
         int64_t p = g - j; /* d[j]: dy of pixel g - j */
+        /* masked only where the block is partial: a masked load costs an FMA slot */
         d[j] = checked && (p < 0 || p >= A->wo) ? _mm512_setzero_ps()
-                                                 : _mm512_loadu_ps(dr + p * A->o);
+               : A->mask == 0xFFFF              ? _mm512_loadu_ps(dr + p * A->o)
+                                                : _mm512_maskz_loadu_ps(A->mask, dr + p * A->o);
     }
 #pragma GCC unroll 2
     for (int s = 0; s < SW; s++) {
