@@ -26,8 +26,12 @@
  * CT * NB stay at or below 24 of the 32 zmm registers (the technique of
  * LIBXSMM's and oneDNN's direct convolutions: Georganas et al., "Anatomy of
  * High-Performance Deep Learning Convolutions on SIMD Architectures", SC18,
- * section 3).  Channel counts that are not multiples of 16 use masked loads
- * and stores.
+ * section 3).  Windows three taps wide share each broadcast among the taps
+ * that read the same column (tile3 for forward and backprop_input, two or
+ * three taps; filter_image3 for the weight gradient with one block of
+ * output channels).  Channel counts that are not multiples of 16 use
+ * masked loads and stores.  While an image computes, the next one is
+ * prefetched into L2, a few lines per output row.
  *
  * Threads: forward and backprop_input take whole images; backprop_filter
  * deals images round-robin to a fixed number of stripes (from the shapes
