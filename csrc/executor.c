@@ -907,8 +907,9 @@ cleanup:
 /* A plan of fewer floating-point operations per run (plan->flops: a
  * multiply-add counts 2, an elementwise op one per output element) runs on
  * one thread: its kernels are so short that waking the other threads for
- * each parallel loop (they sleep in between: OMP_WAIT_POLICY=PASSIVE) costs
- * more than they give.  An MLP 784-128-10 step at batch 32 (~1.3e7) runs at
+ * each parallel loop costs more than they give (measured when they slept
+ * at once, OMP_WAIT_POLICY=PASSIVE; they now spin about 0.2 ms first,
+ * GOMP_SPINCOUNT in pyresnet/_loader.py).  An MLP 784-128-10 step at batch 32 (~1.3e7) runs at
  * twice the speed on one thread of a 2-core Xeon; a ResNet-20 step at
  * batch 128 (3.1e10) keeps every thread.  A loop's body decides for
  * itself, per run of its own plan. */

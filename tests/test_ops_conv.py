@@ -243,6 +243,36 @@ def test_conv2d_empty_batch():
     np.testing.assert_array_equal(dk.numpy(), np.zeros_like(k))
 
 
+@pytest.mark.parametrize("strides", [1, 2])
+@pytest.mark.parametrize("o", [4, 16, 17])
+def test_conv2d_filter_gradient_nonfinite_edges(o, strides):
+    """An Inf or NaN of x reaches only the taps that read it: every variant's
+    weight gradient has the reference's NaN pattern (the edge columns of a
+    'same' window are read by two of its three taps; a review found the
+    three-tap kernel multiplying them by the zero dy of missing pixels)."""
+    from pyresnet import _C
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 6, 3)).astype(np.float32)
+    x[0, 1, 0, 0] = np.inf
+    x[1, 2, 5, 1] = np.nan
+    x[0, 3, 2, 2] = -np.inf
+    wo = -(-6 // strides)
+    dy = rng.standard_normal((2, -(-4 // strides), wo, o)).astype(np.float32)
+    attrs = dict(strides=[strides, strides], same=True, shape=[3, 3, 3, o])
+    want = _C.run_variant("conv2d_backprop_filter", "im2col_blas", x, dy, **attrs).numpy()
+    for variant, ok in _C.op_variants("conv2d_backprop_filter"):
+        if not ok:
+            continue
+        try:
+            got = _C.run_variant("conv2d_backprop_filter", variant, x, dy, **attrs).numpy()
+        except ValueError:  # a bfloat16-only variant
+            continue
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=variant)
+        finite = np.isfinite(want)
+        np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-4,
+                                   err_msg=variant)
+
+
 def test_conv2d_bad_inputs():
     x, k = randn(1, 5, 5, 3), randn(3, 3, 3, 4)
     with pytest.raises(ValueError, match=r"conv2d: padding must be 'same' or 'valid', got 'full'"):

@@ -766,11 +766,13 @@ ALWAYS_INLINE void ftile3_group(__m512 acc[3][FT3_CT], const ftile3_args *A, con
                                 const float *dr, int64_t g, const int CT, const int SW,
                                 const int checked) {
     __m512 d[3];
+    int in[3] = {1, 1, 1}; /* pixel g - j exists (always, in unchecked groups) */
 #pragma GCC unroll 3
     for (int j = 0; j <= 2 / SW; j++) {
         int64_t p = g - j; /* d[j]: dy of pixel g - j */
+        if (checked) in[j] = p >= 0 && p < A->wo;
         /* masked only where the block is partial: a masked load costs an FMA slot */
-        d[j] = checked && (p < 0 || p >= A->wo) ? _mm512_setzero_ps()
+        d[j] = !in[j]                           ? _mm512_setzero_ps()
                : A->mask == 0xFFFF              ? _mm512_loadu_ps(dr + p * A->o)
                                                 : _mm512_maskz_loadu_ps(A->mask, dr + p * A->o);
     }
@@ -785,6 +787,9 @@ ALWAYS_INLINE void ftile3_group(__m512 acc[3][FT3_CT], const ftile3_args *A, con
 #pragma GCC unroll 3
             for (int k = 0; k < 3; k++) {
                 if ((s - k + 2 * SW) % SW) continue; /* column g*SW + s is no input of tap k */
+                /* no such pixel: no product (x * 0 would turn an Inf or NaN of x
+                 * into a NaN of a tap that never reads this column) */
+                if (checked && !in[(k - s) / SW]) continue;
                 acc[k][c] = _mm512_fmadd_ps(b, d[(k - s) / SW], acc[k][c]);
             }
         }
