@@ -357,8 +357,8 @@ static pr_plan *plan_make(pr_Graph *g, const int64_t *binding, const pr_view *in
                 int taken = 0;
                 for (int k = 0; k < n->n_in && !taken; k++) {
                     int u = n->in[k];
-                    if (!(over >> k & 1) || p->offset[u] < 0 || last[u] != j || owner[u] != u ||
-                        !same_layout(&p->views[u], &p->views[v]))
+                    if (k >= 32 || !(over >> k & 1) || p->offset[u] < 0 || last[u] != j ||
+                        owner[u] != u || !same_layout(&p->views[u], &p->views[v]))
                         continue;
                     int used_twice = 0; /* x op x: the buffer still has one reader */
                     for (int m = 0; m < n->n_in; m++) used_twice |= m != k && n->in[m] == u;
@@ -909,10 +909,10 @@ cleanup:
  * one thread: its kernels are so short that waking the other threads for
  * each parallel loop costs more than they give (measured when they slept
  * at once, OMP_WAIT_POLICY=PASSIVE; they now spin about 0.2 ms first,
- * GOMP_SPINCOUNT in pyresnet/_loader.py).  An MLP 784-128-10 step at batch 32 (~1.3e7) runs at
- * twice the speed on one thread of a 2-core Xeon; a ResNet-20 step at
- * batch 128 (3.1e10) keeps every thread.  A loop's body decides for
- * itself, per run of its own plan. */
+ * GOMP_SPINCOUNT in pyresnet/_loader.py).  An MLP 784-128-10 step at batch
+ * 32 (~1.3e7) runs at twice the speed on one thread of a 2-core Xeon; a
+ * ResNet-20 step at batch 128 (3.1e10) keeps every thread.  A loop's body
+ * decides for itself, per run of its own plan. */
 #define PLAN_PARALLEL_MIN_FLOPS 3e7
 
 static int plan_threads(const pr_plan *p) {
