@@ -385,15 +385,13 @@ ALWAYS_INLINE void tile3_body(const tile3_args *A, const int WT, const int NB, c
     const int64_t cs = A->cs, cin = A->cin, wob = A->wob;
     for (int r = 0; r < A->rows; r++) {
         const float *a = A->in + A->roff[r];
-        const float *w0 = A->w[K * r], *w1 = A->w[K * r + 1], *w2 = A->w[K * r + K - 1];
-        for (int64_t c = 0; c < cin; c++, a += cs, w0 += 16, w1 += 16, w2 += 16) {
+        const float *const *wr = A->w + K * r; /* this row's taps */
+        for (int64_t c = 0; c < cin; c++, a += cs) {
             __m512 wv[3][MAX_NB];
+#pragma GCC unroll 3
+            for (int k = 0; k < K; k++)
 #pragma GCC unroll 4
-            for (int b = 0; b < NB; b++) {
-                wv[0][b] = _mm512_load_ps(w0 + b * wob);
-                wv[1][b] = _mm512_load_ps(w1 + b * wob);
-                wv[2][b] = _mm512_load_ps(w2 + b * wob); /* K = 2: tap 1 again, unused */
-            }
+                for (int b = 0; b < NB; b++) wv[k][b] = _mm512_load_ps(wr[k] + c * 16 + b * wob);
 #pragma GCC unroll 56
             for (int q = 0; q < (WT - 1) * SW + K; q++) {
                 __m512 xv = _mm512_set1_ps(a[q]);
@@ -699,6 +697,19 @@ static const ftile_fn *const ftiles[MAX_NB + 1] = {NULL, ftiles1, ftiles2, ftile
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); }
 
+/* Output positions [*lo, *hi) along one axis (out of them, stride s, padding
+ * before `pad`) whose tap k reads inside the input (0 <= o*s - pad + k < in);
+ * empty as *hi == *lo. */
+static void tap_range(int64_t in, int64_t out, int64_t s, int64_t pad, int64_t k, int64_t *lo,
+                      int64_t *hi) {
+    int64_t top = in - 1 + pad - k;
+    *lo = ceil_div(pad - k, s);
+    if (*lo < 0) *lo = 0;
+    *hi = top < 0 ? 0 : top / s + 1;
+    if (*hi > out) *hi = out;
+    if (*hi < *lo) *hi = *lo;
+}
+
 /* Add one image's contribution to the partial gradient dw (T, C, O).  Tap
  * (kh, kw) sums over the output pixels whose input pixel is inside the
  * image (the others read padding, zeros), so x is read in place. */
@@ -710,14 +721,9 @@ static void filter_image(const pr_window *g, const float *xn, const float *dyn, 
             /* this tap's share of the next image, asked for by its first tile */
             pf_span px = span_part(next_x, g->h * g->w * C, kh * g->kw + kw, g->kh * g->kw);
             pf_span pdy = span_part(next_dy, g->ho * g->wo * O, kh * g->kw + kw, g->kh * g->kw);
-            /* rows oh with 0 <= oh*sh - ph + kh < h; columns likewise */
-            int64_t r0 = ceil_div(g->ph - kh, g->sh), r1 = (g->h - 1 + g->ph - kh) / g->sh + 1;
-            int64_t q0 = ceil_div(g->pw - kw, g->sw), q1 = (g->w - 1 + g->pw - kw) / g->sw + 1;
-            if (r0 < 0) r0 = 0;
-            if (q0 < 0) q0 = 0;
-            if (r1 > g->ho) r1 = g->ho;
-            if (q1 > g->wo) q1 = g->wo;
-            if (g->h - 1 + g->ph - kh < 0 || g->w - 1 + g->pw - kw < 0) r1 = r0; /* no pixel */
+            int64_t r0, r1, q0, q1; /* output rows and columns whose tap is inside x */
+            tap_range(g->h, g->ho, g->sh, g->ph, kh, &r0, &r1);
+            tap_range(g->w, g->wo, g->sw, g->pw, kw, &q0, &q1);
             float *dwt = dw + (kh * g->kw + kw) * C * O;
             const float *x0 = xn + ((r0 * g->sh - g->ph + kh) * g->w + q0 * g->sw - g->pw + kw) * C;
             for (int64_t ob = 0; ob < nob && r1 > r0 && q1 > q0; ob += MAX_NB) {
@@ -841,11 +847,9 @@ static void filter_image3(const pr_window *g, const float *xn, const float *dyn,
     if (g_hi > g->wo) g_hi = g->wo;
     if (g_hi < g_lo) g_hi = g_lo;
     for (int64_t kh = 0; kh < g->kh; kh++) {
-        /* output rows oh with 0 <= oh*sh - ph + kh < h */
-        int64_t r0 = ceil_div(g->ph - kh, g->sh), r1 = (g->h - 1 + g->ph - kh) / g->sh + 1;
-        if (r0 < 0) r0 = 0;
-        if (r1 > g->ho) r1 = g->ho;
-        if (g->h - 1 + g->ph - kh < 0 || r1 <= r0) continue;
+        int64_t r0, r1; /* output rows whose tap row kh is inside x */
+        tap_range(g->h, g->ho, g->sh, g->ph, kh, &r0, &r1);
+        if (r1 == r0) continue;
         for (int64_t ob = 0; ob < blocks16(O); ob++)
             for (int64_t c0 = 0; c0 < C; c0 += FT3_CT) {
                 int64_t part = (kh * blocks16(O) + ob) * ceil_div(C, FT3_CT) + c0 / FT3_CT;

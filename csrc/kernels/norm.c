@@ -25,7 +25,6 @@
 #define MAX_CHUNKS 64
 #define PARALLEL_MIN 32768
 
-
 static int64_t n_chunks(int64_t m) { return m < MAX_CHUNKS ? (m > 0 ? m : 1) : MAX_CHUNKS; }
 
 /* Rows [lo, hi) of chunk k. */
