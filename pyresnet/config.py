@@ -57,6 +57,12 @@ def show_config(file=None):
     print(f"threads:  {c['threads']}", file=out)
     if c["reference_only"]:
         print("kernels:  reference only (PYRESNET_KERNELS=reference)", file=out)
+    from .mixed_precision import bfloat16_hardware  # noqa: PLC0415
+
+    bf16 = bfloat16_hardware()
+    print("bfloat16: " + (" and ".join(bf16) + " kernels" if bf16 else
+                          "no bfloat16 instructions: bfloat16 operands are widened to float32, "
+                          "so mixed_bfloat16 is slower than float32 here"), file=out)
     for op, variants in c["variants"].items():
         off = [c["reference_only"] and k < len(variants) - 1 for k in range(len(variants))]
         names = ", ".join(f"{n} (off)" if o else n if ok else f"{n} (not on this CPU)"

@@ -43,7 +43,7 @@ next ``Conv2D`` casts back); a convolution's weight gradient is its float32
 sum (one rounding fewer than Keras's bfloat16 gradient of the cast kernel).
 """
 __all__ = ["DTypePolicy", "set_global_policy", "global_policy", "dtype_policy",
-           "set_dtype_policy"]
+           "set_dtype_policy", "bfloat16_hardware"]
 
 _POLICIES = {"float32": ("float32", "float32"), "mixed_bfloat16": ("bfloat16", "float32")}
 
@@ -135,9 +135,55 @@ def get(policy):
     return DTypePolicy(policy)
 
 
+def bfloat16_hardware():
+    """The bfloat16 instructions this process's kernels use: a list of
+    ``"amx_bf16"`` and/or ``"avx512_bf16"`` (empty on a CPU with neither, or
+    under ``PYRESNET_KERNELS=reference``)."""
+    from ._loader import _C  # noqa: PLC0415
+
+    info = _C.cpu_info()
+    if info["reference_only"]:
+        return []
+    return [f for f in ("amx_bf16", "avx512_bf16") if f in info["features"]]
+
+
+# Measured on an AMD EPYC (Zen 3 class: AVX2 + FMA, neither AVX512_BF16 nor
+# AMX), 2 threads: `python bench/peers.py --modes
+# pyresnet_compiled,pyresnet_bf16_compiled --tag avx2_zen3_bf16check`
+# (bench/results/peers_resnet20_b128_avx2_zen3_bf16check.md).
+_SLOW_BF16 = ("the ResNet-20 compiled training step ran 0.83x as fast as in float32 on an "
+              "AMD EPYC with AVX2 and neither (bench/results/"
+              "peers_resnet20_b128_avx2_zen3_bf16check.md)")
+_warned = [False]
+
+
+def _warn_if_slow(policy):
+    """Warn once per process when ``policy`` computes in bfloat16 on a CPU
+    whose kernels have no bfloat16 instructions (every bfloat16 product is
+    then widened to float32 first, so the policy costs speed instead of
+    saving it)."""
+    if policy.compute_dtype != "bfloat16" or _warned[0] or bfloat16_hardware():
+        return
+    _warned[0] = True
+    from ._loader import _C  # noqa: PLC0415
+
+    cpu = _C.cpu_info()["brand"].strip() or "this CPU"
+    import warnings  # noqa: PLC0415
+
+    warnings.warn(f"mixed_bfloat16 is slower than float32 on {cpu}: it has neither AVX512_BF16 "
+                  f"nor AMX (or PYRESNET_KERNELS=reference is set), so bfloat16 convolutions "
+                  f"and matmuls widen their operands to float32 before multiplying; "
+                  f"{_SLOW_BF16}. Keep the float32 policy for speed.",
+                  RuntimeWarning, stacklevel=3)
+
+
 def set_global_policy(policy):
     """Set the policy of layers created from now on without a ``dtype``
     (``keras.mixed_precision.set_global_policy``).
+
+    Warns (``RuntimeWarning``, once per process) when the policy computes in
+    bfloat16 on a CPU without AVX512_BF16 and AMX, where it is slower than
+    float32 (see :func:`bfloat16_hardware`).
 
     Args:
         policy: a :class:`DTypePolicy`, ``"float32"``, ``"mixed_bfloat16"``
@@ -147,6 +193,7 @@ def set_global_policy(policy):
             is then unchanged).
     """
     _global[0] = _default if policy is None else get(policy)
+    _warn_if_slow(_global[0])
 
 
 def global_policy():

@@ -336,3 +336,55 @@ def test_float32_models_have_no_casts(rng):
     assert any(n["op"] == "conv2d" for n in nodes)
     casts = [n["output_shapes"][0] for n in nodes if n["op"] == "cast"]
     assert all(np.prod(s) <= 1 for s in casts), casts  # the step count's, a scalar, only
+
+
+# ---- the warning where bfloat16 is slower ---------------------------------------------
+
+def test_bfloat16_hardware_follows_the_probe():
+    """bfloat16_hardware names the CPU's bfloat16 features, none under
+    PYRESNET_KERNELS=reference, and show_config prints the same."""
+    from pyresnet._loader import _C
+
+    info = _C.cpu_info()
+    want = [] if info["reference_only"] else [
+        f for f in ("amx_bf16", "avx512_bf16") if f in info["features"]]
+    assert mixed_precision.bfloat16_hardware() == want
+    import io
+
+    out = io.StringIO()
+    pr.show_config(file=out)
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("bfloat16:"))
+    assert ("slower than float32" in line) == (not want)
+    assert all(f in line for f in want)
+
+
+@pytest.mark.parametrize("hardware", [[], ["avx512_bf16"], ["amx_bf16", "avx512_bf16"]])
+def test_mixed_bfloat16_warns_once_where_it_is_slower(monkeypatch, hardware):
+    """set_global_policy("mixed_bfloat16") (and so --mixed-precision) warns
+    once per process, naming the CPU and the measured cost, on a CPU without
+    bfloat16 instructions; never where it has them, nor for float32."""
+    import warnings
+
+    from pyresnet._loader import _C
+
+    monkeypatch.setattr(mixed_precision, "_warned", [False])
+    monkeypatch.setattr(mixed_precision, "bfloat16_hardware", lambda: list(hardware))
+    try:
+        with warnings.catch_warnings(record=True) as first:
+            warnings.simplefilter("always")
+            mixed_precision.set_global_policy("float32")
+            mixed_precision.set_global_policy("mixed_bfloat16")
+        with warnings.catch_warnings(record=True) as second:
+            warnings.simplefilter("always")
+            mixed_precision.set_global_policy("mixed_bfloat16")
+    finally:
+        mixed_precision.set_global_policy(None)
+    assert second == []
+    if hardware:
+        assert first == []
+    else:
+        assert len(first) == 1 and first[0].category is RuntimeWarning
+        msg = str(first[0].message)
+        assert "slower than float32" in msg and "0.83x" in msg
+        assert (_C.cpu_info()["brand"].strip() or "this CPU") in msg
+        assert first[0].filename == __file__  # points at the caller's line
