@@ -68,9 +68,9 @@ def conv2d(x, kernel, strides=1, padding="valid", groups=None):
         TypeError: for non-float32 inputs.
     """
     same = _same("conv2d", padding)
-    if groups is None:
-        channels, k_in = convert_to_tensor(x).shape[-1], convert_to_tensor(kernel).shape[2:3]
-        groups = channels // k_in[0] if channels and k_in and k_in[0] else 1
+    if groups is None:  # when the ranks are wrong, groups=1 lets the op name them
+        xs, ks = convert_to_tensor(x).shape, convert_to_tensor(kernel).shape
+        groups = xs[-1] // ks[2] if len(xs) == 4 and len(ks) == 4 and xs[-1] and ks[2] else 1
     return call("conv2d", x, kernel, strides=strides, same=same, groups=int(groups))
 
 
