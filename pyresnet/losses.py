@@ -107,6 +107,7 @@ def align_ranks(name, y_true, y_pred):
         TypeError: a symbolic target that is not float32.
     """
     y_true, y_pred = _float(y_true), convert_to_tensor(y_pred)
+    given = tuple(y_true.shape), tuple(y_pred.shape)
     for a, b in ((0, 1), (1, 0)):
         pair = [y_true, y_pred]
         x, other = pair[a], pair[b]
@@ -121,7 +122,7 @@ def align_ranks(name, y_true, y_pred):
             t is not None and p is not None and t != p for t, p in zip(y_true.shape, y_pred.shape)):
         raise ValueError(f"{name}: y_true and y_pred must have the same shape (or ranks that "
                          f"differ by a trailing axis of length 1), got y_true of shape "
-                         f"{tuple(y_true.shape)} and y_pred of shape {tuple(y_pred.shape)}")
+                         f"{given[0]} and y_pred of shape {given[1]}")
     return y_true, y_pred
 
 
