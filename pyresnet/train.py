@@ -84,7 +84,10 @@ rescaling rule is needed.  (To train with a larger global batch instead,
 raise ``--batch-size`` and scale ``--lr`` with it, the linear rule of Goyal
 et al. 2017, "Accurate, Large Minibatch SGD", section 2.1.)  Only rank 0
 prints, creates the run folder and writes in it; a rank that fails ends the
-job.  Each rank runs its kernels on (cores / ranks on its machine) threads;
+job, and so does a rank that stops answering: a rank that waits more than
+``--collective-timeout`` seconds (default 600; 0: forever) in a collective
+reports which collective and which ranks it waited for, and ends the job
+with status 1.  Each rank runs its kernels on (cores / ranks on its machine) threads;
 OMP_NUM_THREADS, when set, gives the number instead.
 """
 import argparse
@@ -196,6 +199,10 @@ def build_parser():
                    help="parent folder of the run folders (default: ./runs)")
     p.add_argument("--distributed", action="store_true",
                    help="data-parallel over the ranks of mpirun (the batch size stays global)")
+    p.add_argument("--collective-timeout", type=float, default=None, metavar="SECONDS",
+                   help="with --distributed: seconds a rank waits for the others in a "
+                        "collective before it reports them and ends the job (default 600; "
+                        "0: forever)")
     p.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue the killed run in RUN_DIR from its backup, with the options "
                         "of its config.json")
@@ -207,7 +214,8 @@ def build_parser():
 
 
 # options that do not change what is computed: a resumed run may give them anew
-RUNTIME_OPTIONS = ("data", "verbose", "log_dir", "resume", "if_no_backup")
+RUNTIME_OPTIONS = ("data", "verbose", "log_dir", "resume", "if_no_backup",
+                   "collective_timeout")
 # the options of runs made before the recipes, for resuming them
 LEGACY = {"recipe": "cifar", "shortcut": "zero_pad", "optimizer": "sgd", "nesterov": False,
           "weight_decay_form": "decoupled", "schedule": "step", "warmup_epochs": 0.0,
@@ -274,6 +282,9 @@ def parse_args(argv=None):
     if args.data is not None and not os.path.isdir(os.path.expanduser(args.data)):
         # (the loaders would go on to $PYRESNET_DATA and the cache: a typo must not)
         p.error(f"--data {args.data}: no such directory")
+    if args.collective_timeout is not None and not 0 <= args.collective_timeout <= 1e9:
+        p.error(f"--collective-timeout must be seconds in [0, 1e9] (0: none), got "
+                f"{args.collective_timeout}")
     if args.if_no_backup != "refuse" and args.resume is None:
         p.error("--if-no-backup goes with --resume RUN_DIR")
     if args.resume is not None:
@@ -398,6 +409,8 @@ def main(argv=None):
     from .utils.atomic import write_text  # noqa: PLC0415
     args = parse_args(argv)
     t_start = time.perf_counter()
+    if args.distributed:
+        pr.distribute.init(collective_timeout=args.collective_timeout)
     strategy = pr.distribute.DataParallel() if args.distributed else None
     rank = strategy.rank if strategy is not None else 0
     if strategy is not None:
@@ -428,7 +441,7 @@ def main(argv=None):
     num_classes = 10 if args.dataset == "cifar10" else 100
     if run_dir is None and rank == 0:
         run_dir = _run_folder(args)
-        options = {k: v for k, v in vars(args).items() if k not in ("resume", "if_no_backup")}
+        options = {k: v for k, v in vars(args).items() if k not in ("resume",)}
         config = {"options": options, "seed": args.seed, "pyresnet_version": pr.__version__,
                   "cpu": pr.config.config()["cpu"], "threads": pr.get_num_threads(),
                   "started": datetime.datetime.now().isoformat(timespec="seconds"),
