@@ -108,18 +108,23 @@ def align_ranks(name, y_true, y_pred):
     """
     y_true, y_pred = _float(y_true), convert_to_tensor(y_pred)
     given = tuple(y_true.shape), tuple(y_pred.shape)
-    for a, b in ((0, 1), (1, 0)):
-        pair = [y_true, y_pred]
-        x, other = pair[a], pair[b]
-        if x.ndim == other.ndim + 1 and x.shape[-1] == 1:
-            if other.ndim == 1:
-                pair[b] = ops.expand_dims(other, -1)
-            else:
-                pair[a] = ops.reshape(x, ops.shape(x)[:-1])
-            y_true, y_pred = pair
-            break
-    if y_true.ndim != y_pred.ndim or any(
-            t is not None and p is not None and t != p for t, p in zip(y_true.shape, y_pred.shape)):
+
+    def drop_last(x):
+        return ops.reshape(x, ops.shape(x)[:-1])
+
+    if y_true.ndim == y_pred.ndim + 1 and y_true.shape[-1] == 1:
+        if y_pred.ndim == 1:
+            y_pred = ops.expand_dims(y_pred, -1)
+        else:
+            y_true = drop_last(y_true)
+    elif y_pred.ndim == y_true.ndim + 1 and y_pred.shape[-1] == 1:
+        if y_true.ndim == 1:
+            y_true = ops.expand_dims(y_true, -1)
+        else:
+            y_pred = drop_last(y_pred)
+    known_differ = any(t is not None and p is not None and t != p
+                       for t, p in zip(y_true.shape, y_pred.shape))
+    if y_true.ndim != y_pred.ndim or known_differ:
         raise ValueError(f"{name}: y_true and y_pred must have the same shape (or ranks that "
                          f"differ by a trailing axis of length 1), got y_true of shape "
                          f"{given[0]} and y_pred of shape {given[1]}")

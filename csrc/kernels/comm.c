@@ -152,8 +152,11 @@ static int mpi_failed(const char *what, int rc) {
 }
 
 /* The deadline passed: say on stderr which collective this rank waited in
- * and which ranks had not arrived at it, then end the job (MPI_Abort). */
+ * (with its number of floats unless `count` < 0) and which ranks had not
+ * arrived at it, then end the job (MPI_Abort). */
 static void give_up(const char *what, int64_t count, double waited) {
+    char floats[48] = "";
+    if (count >= 0) snprintf(floats, sizeof floats, " (%lld floats)", (long long)count);
     char late[512];
     size_t used = 0;
     int n_late = 0;
@@ -168,10 +171,10 @@ static void give_up(const char *what, int64_t count, double waited) {
         }
     }
     fprintf(stderr,
-            "pyresnet.distribute: rank %d of %d waited %.1f s in %s #%lld (%lld floats) for %s%s "
+            "pyresnet.distribute: rank %d of %d waited %.1f s in %s #%lld%s for %s%s "
             "(stopped, hung or dead?); ending the job.  The collective timeout is %g s "
             "(pyresnet.distribute.init(collective_timeout=...), --collective-timeout)\n",
-            mpi.rank, mpi.size, waited, what, (long long)mpi.collectives, (long long)count,
+            mpi.rank, mpi.size, waited, what, (long long)mpi.collectives, floats,
             n_late ? (n_late > 1 ? "ranks " : "rank ") : "",
             n_late ? late : "the ranks to finish it (all had entered it)", mpi.timeout);
     fflush(stderr);
@@ -180,14 +183,12 @@ static void give_up(const char *what, int64_t count, double waited) {
     _exit(1); /* (MPI_Abort does not return) */
 }
 
-/* Wait for request r with the timeout: every rank first tells every other
- * that it has arrived (one float each way per peer, on the arrival
- * communicator), so that a rank that waits too long can name the ranks that
- * never came; then it polls r (and the arrivals) with MPI_Test. */
+/* Poll request r, then the arrival messages, with MPI_Test until done or
+ * until the timeout from `start` has passed (then give_up). */
 static int wait_timed(request *r, const char *what, int64_t count, double start) {
-    int pending = 1, spins = 0;
+    int spins = 0;
     double deadline = start + mpi.timeout;
-    while (pending) {
+    for (;;) {
         int flag = 0, rc = done(r, &flag);
         if (rc != 0) return mpi_failed(what, rc);
         if (flag) break;
@@ -212,8 +213,13 @@ static int wait_timed(request *r, const char *what, int64_t count, double start)
     return PR_OK;
 }
 
-/* One allreduce of `count` floats, with the timeout when there is one. */
-static int allreduce_piece(const float *in, float *out, int count, const char *what) {
+/* One allreduce of `count` floats, with the timeout when there is one;
+ * `shown` is the count its report gives (-1: none).  Timed, every rank first
+ * tells every other that it has arrived (one float each way per peer, on the
+ * arrival communicator), so that a rank that waits too long can name the
+ * ranks that never came. */
+static int allreduce_piece(const float *in, float *out, int count, const char *what,
+                           int64_t shown) {
     mpi.collectives++;
     if (mpi.timeout <= 0 || mpi.size == 1) {
         int rc = call_allreduce(in, out, count);
@@ -233,7 +239,7 @@ static int allreduce_piece(const float *in, float *out, int count, const char *w
     request r = {0};
     int rc = call_iallreduce(in, out, count, &r);
     if (rc != 0) return mpi_failed("MPI_Iallreduce", rc);
-    return wait_timed(&r, what, count, start);
+    return wait_timed(&r, what, shown, start);
 }
 
 int pr_k_allreduce(const float *in, float *out, int64_t n, int average, float *scratch) {
@@ -249,7 +255,7 @@ int pr_k_allreduce(const float *in, float *out, int64_t n, int average, float *s
     const int64_t piece = (int64_t)1 << 30;
     for (int64_t off = 0; off < n; off += piece) {
         int count = (int)(n - off < piece ? n - off : piece);
-        int rc = allreduce_piece(in + off, out + off, count, "allreduce");
+        int rc = allreduce_piece(in + off, out + off, count, "allreduce", count);
         if (rc != PR_OK) return rc;
     }
     if (average && mpi.size > 1) {
@@ -266,5 +272,5 @@ int pr_comm_barrier(const char *what) {
         return PR_ERR_VALUE;
     }
     float one = 1.0f, sum = 0.0f;
-    return allreduce_piece(&one, &sum, 1, what);
+    return allreduce_piece(&one, &sum, 1, what, -1);
 }

@@ -89,13 +89,21 @@ def init(collective_timeout=None):
                               "pip install 'pyresnet[distributed]' (" + str(e) + ")") from None
         comm = MPI.COMM_WORLD
         _ARRIVALS = comm.Dup()
-        _C.mpi_bind(MPI.__file__, MPI._sizeof(MPI.Comm), MPI._handleof(comm),
-                    MPI._handleof(MPI.FLOAT), MPI._handleof(MPI.SUM), MPI._handleof(_ARRIVALS),
+        handles = [_handle(MPI, h) for h in (comm, MPI.FLOAT, MPI.SUM, _ARRIVALS)]
+        _C.mpi_bind(MPI.__file__, MPI._sizeof(MPI.Comm), *handles,
                     comm.Get_size(), comm.Get_rank())
         _MPI = MPI
         if comm.Get_size() > 1:
             _install_abort_hook(comm)
     return size(), rank()
+
+
+def _handle(MPI, obj):
+    """mpi4py's handle of ``obj`` as a signed 64-bit int: MPICH's int handles
+    of duplicated communicators come sign-extended (0xffffffff84000000), and
+    the C side keeps the low bytes of 4-byte ones."""
+    h = MPI._handleof(obj) & (2**64 - 1)
+    return h - 2**64 if h >= 2**63 else h
 
 
 def _install_abort_hook(comm):

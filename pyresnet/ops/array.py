@@ -538,7 +538,7 @@ def full(shape, fill_value, dtype=None):
     if isinstance(shape, (int, np.integer)) or (isinstance(shape, Tensor) and shape.ndim == 0):
         shape = (shape,)
     shape = tuple(shape)
-    if any(d is None for d in shape):
+    if builtins.any(d is None for d in shape):
         raise ValueError(f"full/zeros/ones: shape {shape} has unknown sizes (None), as x.shape "
                          f"reads inside a compiled function for sizes not known when tracing; "
                          f"pass pyresnet.ops.shape(x) instead (its unknown sizes are traced "

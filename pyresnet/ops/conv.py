@@ -145,8 +145,9 @@ def conv2d_transpose(x, kernel, strides=1, padding="valid"):
 def max_pool2d(x, pool_size=2, strides=None, padding="valid"):
     """2D max pooling over NHWC float32 images (as ``keras.layers.MaxPooling2D``).
 
-    Padded positions never win.  The gradient goes to the first maximum of
-    each window (row-major order, like NumPy argmax).
+    Padded positions never win.  A NaN in a window makes its max NaN (as
+    ``np.max`` and PyTorch).  The gradient goes to the window's first NaN,
+    else to its first maximum (row-major order, like NumPy argmax).
 
     Args:
         x: float32 (N, H, W, C).
