@@ -44,12 +44,14 @@ STALE_SECONDS = 600  # a temporary file untouched this long has no live writer
 
 
 def _alive(pid):
+    """Whether process ``pid`` exists on this machine (a PermissionError
+    means it does: someone else's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:  # (PermissionError: someone else's live process)
-        return True
+    except OSError:
+        pass
     return True
 
 
