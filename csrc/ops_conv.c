@@ -891,7 +891,8 @@ static const pr_op op_max_pool_bw = {
     .name = "max_pool2d_backward", .n_in = 2, .n_out = 1, .flags = PR_OP_NO_GRADIENT_RULE,
     .attrs = pool_attrs,
     .attr_size = sizeof(pr_pool_attrs), .infer = infer_max_pool_bw, .forward = fw_max_pool_bw,
-    .doc = "max_pool2d_backward(x, dy) -> dx: dy routed to the first maximum of each window."};
+    .doc = "max_pool2d_backward(x, dy) -> dx: dy routed to the first NaN of each window, else "
+           "to its first maximum."};
 
 static const pr_op op_avg_pool = {
     .name = "avg_pool2d", .n_in = 1, .n_out = 1, .attrs = pool_attrs,

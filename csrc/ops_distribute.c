@@ -142,11 +142,13 @@ const pr_op *const pr_ops_distribute[] = {&op_allreduce, &op_allreduce_inplace, 
 static PyObject *py_mpi_bind(PyObject *self, PyObject *args) {
     const char *path;
     int handle_bytes, size, rank;
-    long long comm, float_type, sum_op;
-    if (!PyArg_ParseTuple(args, "siLLLii:mpi_bind", &path, &handle_bytes, &comm, &float_type,
-                          &sum_op, &size, &rank))
+    long long comm, float_type, sum_op, arrival_comm;
+    if (!PyArg_ParseTuple(args, "siLLLLii:mpi_bind", &path, &handle_bytes, &comm, &float_type,
+                          &sum_op, &arrival_comm, &size, &rank))
         return NULL;
-    int rc = pr_comm_bind(path, handle_bytes, comm, float_type, sum_op, size, rank);
+    int rc = pr_comm_bind(path, handle_bytes, comm, float_type, sum_op, arrival_comm, size,
+                          rank);
+    if (rc == PR_ERR_MEMORY) return PyErr_NoMemory();
     if (rc != PR_OK) {
         PyErr_Format(PyExc_RuntimeError, "mpi_bind: %s", pr_kernel_error_message());
         return NULL;
@@ -159,13 +161,52 @@ static PyObject *py_mpi_world(PyObject *self, PyObject *noargs) {
                          pr_comm_rank());
 }
 
+static PyObject *py_mpi_set_timeout(PyObject *self, PyObject *arg) {
+    double seconds = PyFloat_AsDouble(arg);
+    if (seconds == -1.0 && PyErr_Occurred()) return NULL;
+    if (!(seconds >= 0) || seconds > 1e9) /* (NaN fails the first test) */
+        return PyErr_Format(PyExc_ValueError,
+                            "collective_timeout must be seconds in [0, 1e9] (0: none), got %R",
+                            arg);
+    pr_comm_set_timeout(seconds);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_mpi_timeout(PyObject *self, PyObject *noargs) {
+    return PyFloat_FromDouble(pr_comm_timeout());
+}
+
+static PyObject *py_mpi_barrier(PyObject *self, PyObject *args) {
+    const char *what;
+    if (!PyArg_ParseTuple(args, "s:mpi_barrier", &what)) return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pr_comm_barrier(what);
+    Py_END_ALLOW_THREADS
+    if (rc != PR_OK) {
+        PyErr_Format(PyExc_RuntimeError, "mpi_barrier: %s", pr_kernel_error_message());
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef distribute_methods[] = {
     {"mpi_bind", py_mpi_bind, METH_VARARGS,
-     "mpi_bind(path, handle_bytes, comm, float_type, sum_op, size, rank): resolve "
-     "MPI_Allreduce from the MPI library the shared object at `path` (mpi4py's MPI module) "
-     "links, with mpi4py's handles of the communicator, MPI_FLOAT and MPI_SUM."},
+     "mpi_bind(path, handle_bytes, comm, float_type, sum_op, arrival_comm, size, rank): "
+     "resolve MPI_Allreduce and the calls of timed collectives from the MPI library the "
+     "shared object at `path` (mpi4py's MPI module) links, with mpi4py's handles of the "
+     "communicator, MPI_FLOAT, MPI_SUM and a duplicate of the communicator for the arrival "
+     "messages."},
     {"mpi_world", py_mpi_world, METH_NOARGS,
      "mpi_world() -> (bound, size, rank); (False, 1, 0) before mpi_bind."},
+    {"mpi_set_timeout", py_mpi_set_timeout, METH_O,
+     "mpi_set_timeout(seconds): how long a collective waits for the other ranks before this "
+     "rank reports them and ends the job (0: forever).  ValueError outside [0, 1e9]."},
+    {"mpi_timeout", py_mpi_timeout, METH_NOARGS,
+     "mpi_timeout() -> the collective timeout in seconds (0: none)."},
+    {"mpi_barrier", py_mpi_barrier, METH_VARARGS,
+     "mpi_barrier(what): wait (GIL released) until every rank has called it, with the "
+     "collective timeout; `what` names it in the report."},
     {NULL}};
 
 int pr_distribute_init(PyObject *module) {

@@ -18,10 +18,12 @@ import io
 import json
 import math
 import os
+import struct
 import sys
 import time
 import warnings
 import zipfile
+import zlib
 
 import numpy as np
 from tqdm import tqdm
@@ -764,12 +766,23 @@ class BackupAndRestore(Callback):
         if not self.model.built:
             raise ValueError(f'BackupAndRestore: model "{self.model.name}" is not built, so the '
                              "backup cannot be restored; start it with an Input")
-        state, arrays = read_backup(self.path)
-        paths = saving_lib.weight_paths(self.model)
-        saving_lib.assign_checked(paths, {k: v for k, v in arrays.items()
-                                          if not k.startswith("optimizer/")}, self.path)
-        saving_lib.restore_optimizer(self.model, paths, arrays, self.path)
-        progress.set_state(state)
+        state, arrays = read_backup(self.path,
+                                    saving_lib.expected_entries(self.model, optimizer=True))
+        before = progress.get_state()
+        try:  # the state first: a malformed one changes no weight
+            progress.set_state(state)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            progress.set_state(before)
+            raise ValueError(f"{self.path} is not a valid backup (its training state: "
+                             f"{type(e).__name__}: {e})") from None
+        try:
+            paths = saving_lib.weight_paths(self.model)
+            saving_lib.assign_checked(paths, {k: v for k, v in arrays.items()
+                                              if not k.startswith("optimizer/")}, self.path)
+            saving_lib.restore_optimizer(self.model, paths, arrays, self.path)
+        except BaseException:
+            progress.set_state(before)
+            raise
 
     def on_train_batch_end(self, batch, logs=None):
         if self.save_freq == "epoch":
@@ -801,24 +814,42 @@ class BackupAndRestore(Callback):
         write_bytes(self.path, buffer.getvalue())
 
 
-def read_backup(path):
-    """``(state dict, {path: array})`` of a :class:`BackupAndRestore` file.
+def read_backup(path, expected=None):
+    """``(state dict, {path: array})`` of a :class:`BackupAndRestore` file,
+    read without inflating anything whole: ``state.json`` is refused above
+    64 MiB, and with ``expected`` (``saving_lib.expected_entries(model,
+    optimizer=True)``) the weights entry and each array are checked against
+    the model's sizes before they are read.
 
     Raises:
-        ValueError: for a file that is not a complete backup.
+        ValueError: naming the file, for a file that is not a complete
+            backup (or whose weights do not fit those sizes).
     """
     from .saving import saving_lib  # noqa: PLC0415
+    broken = (ValueError, OSError, KeyError, zipfile.BadZipFile, EOFError, RecursionError,
+              struct.error, NotImplementedError, zlib.error)
     with open(path, "rb") as f:
-        data = f.read()
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            state = json.loads(z.read("state.json").decode("utf-8"))
-            weights = z.read("weights.npz")
-    except (ValueError, OSError, KeyError, zipfile.BadZipFile, EOFError) as e:
-        raise ValueError(f"{path} is not a valid backup ({type(e).__name__}: {e})") from None
-    if not isinstance(state, dict) or "epoch" not in state:
-        raise ValueError(f"{path} is not a valid backup (no training state)")
-    return state, saving_lib._read_npz(weights, f"{path} (weights.npz)")
+        try:
+            z = zipfile.ZipFile(f)
+            state_info, weights_info = z.getinfo("state.json"), z.getinfo("weights.npz")
+        except broken as e:
+            raise ValueError(f"{path} is not a valid backup ({type(e).__name__}: {e})") from None
+        with z:
+            saving_lib.check_entry_size(state_info, saving_lib._MAX_JSON, path)
+            if expected is not None:
+                saving_lib.check_entry_size(weights_info, saving_lib.npz_limit(expected), path)
+            try:
+                state = json.loads(z.read(state_info).decode("utf-8"))
+                weights = z.open(weights_info)
+            except broken as e:
+                raise ValueError(f"{path} is not a valid backup ({type(e).__name__}: {e})") \
+                    from None
+            if not isinstance(state, dict) or "epoch" not in state:
+                weights.close()
+                raise ValueError(f"{path} is not a valid backup (no training state)")
+            with weights:
+                arrays = saving_lib._read_npz(weights, f"{path} (weights.npz)", expected)
+    return state, arrays
 
 
 class TensorBoard(Callback):

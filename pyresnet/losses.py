@@ -84,18 +84,69 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=
     return ops.categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
 
 
+def align_ranks(name, y_true, y_pred):
+    """``(y_true, y_pred)`` as float32 Tensors of one shape, their ranks
+    aligned as Keras 3 aligns them before an elementwise loss or metric
+    (``squeeze_or_expand_to_same_rank`` in ``keras/src/losses/loss.py``):
+    when the ranks differ by one and the longer one's last axis has length
+    1, a rank-1 tensor gets a trailing axis (``(N,)`` labels for ``(N, 1)``
+    predictions), any other loses that axis.  So ``(N,)`` against
+    ``(N, 1)`` compares N pairs, never an ``(N, N)`` broadcast.  Works on
+    traced tensors (unknown sizes stay unknown).
+
+    Args:
+        name (str): the loss or metric, for messages.
+        y_true: targets (Tensor, NumPy array or numbers; ints become float32).
+        y_pred: float32 predictions.
+    Returns:
+        (y_true, y_pred), float32 Tensors.
+    Raises:
+        ValueError: the shapes cannot be aligned (ranks that differ
+            otherwise, or sizes that differ where both are known); the
+            message names both shapes.
+        TypeError: a symbolic target that is not float32.
+    """
+    y_true, y_pred = _float(y_true), convert_to_tensor(y_pred)
+    given = tuple(y_true.shape), tuple(y_pred.shape)
+
+    def drop_last(x):
+        return ops.reshape(x, ops.shape(x)[:-1])
+
+    if y_true.ndim == y_pred.ndim + 1 and y_true.shape[-1] == 1:
+        if y_pred.ndim == 1:
+            y_pred = ops.expand_dims(y_pred, -1)
+        else:
+            y_true = drop_last(y_true)
+    elif y_pred.ndim == y_true.ndim + 1 and y_pred.shape[-1] == 1:
+        if y_true.ndim == 1:
+            y_true = ops.expand_dims(y_true, -1)
+        else:
+            y_pred = drop_last(y_pred)
+    known_differ = any(t is not None and p is not None and t != p
+                       for t, p in zip(y_true.shape, y_pred.shape))
+    if y_true.ndim != y_pred.ndim or known_differ:
+        raise ValueError(f"{name}: y_true and y_pred must have the same shape (or ranks that "
+                         f"differ by a trailing axis of length 1), got y_true of shape "
+                         f"{given[0]} and y_pred of shape {given[1]}")
+    return y_true, y_pred
+
+
 def mean_squared_error(y_true, y_pred):
     """Per-sample mean squared error (``keras.losses.mean_squared_error``).
 
     Args:
-        y_true, y_pred: float32 of the same shape ``(batch, d1, ...)``.
+        y_true, y_pred: float32 of the same shape ``(batch, d1, ...)``, or
+            ranks differing by a trailing axis of length 1 (see
+            :func:`align_ranks`: ``(batch,)`` against ``(batch, 1)``).
     Returns:
         float32 Tensor ``(batch,)``: the mean over all axes but the first of
         ``(y_true - y_pred) ** 2``.
     Raises:
-        ValueError/TypeError (from the ops): on shape/dtype mismatches.
+        ValueError: shapes that cannot be aligned (naming both);
+            TypeError (from the ops) on dtype mismatches.
     """
-    diff = ops.square(ops.subtract(y_pred, _float(y_true)))
+    y_true, y_pred = align_ranks("mean_squared_error", y_true, y_pred)
+    diff = ops.square(ops.subtract(y_pred, y_true))
     return ops.mean(diff, axis=tuple(range(1, diff.ndim))) if diff.ndim > 1 else diff
 
 
@@ -121,14 +172,19 @@ def mean_absolute_error(y_true, y_pred):
     """Per-sample mean absolute error (``keras.losses.mean_absolute_error``).
 
     Args:
-        y_true, y_pred: float32 of the same shape ``(batch, d1, ...)``.
+        y_true, y_pred: float32 of the same shape ``(batch, d1, ...)``, or
+            ranks differing by a trailing axis of length 1 (see
+            :func:`align_ranks`).
     Returns:
         float32 Tensor ``(batch,)``: the mean over all axes but the first of
         ``|y_true - y_pred|`` (Keras averages the last axis only; for the
         usual ``(batch, d)`` targets the two agree, and so do the reduced
         losses for any shape).
+    Raises:
+        ValueError: shapes that cannot be aligned (naming both).
     """
-    diff = _abs(ops.subtract(y_pred, _float(y_true)))
+    y_true, y_pred = align_ranks("mean_absolute_error", y_true, y_pred)
+    diff = _abs(ops.subtract(y_pred, y_true))
     return ops.mean(diff, axis=tuple(range(1, diff.ndim))) if diff.ndim > 1 else diff
 
 
@@ -143,7 +199,9 @@ def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, 
     ``sigmoid_cross_entropy_with_logits``).
 
     Args:
-        y_true: targets in [0, 1] of ``y_pred``'s shape (ints or floats).
+        y_true: targets in [0, 1] of ``y_pred``'s shape (ints or floats), or
+            of a rank differing by a trailing axis of length 1 (see
+            :func:`align_ranks`: ``(batch,)`` labels for ``(batch, 1)``).
         y_pred: float32 ``(batch, ..., d)``: probabilities, or logits with
             ``from_logits=True``.
         from_logits (bool): see above.
@@ -152,13 +210,14 @@ def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, 
     Returns:
         float32 Tensor ``(batch, ...)`` (the last axis averaged).
     Raises:
-        ValueError: for another axis or a smoothing outside [0, 1];
-            ValueError/TypeError (from the ops) on shape/dtype mismatches.
+        ValueError: for another axis, a smoothing outside [0, 1], or shapes
+            that cannot be aligned (naming both); TypeError (from the ops)
+            on dtype mismatches.
     """
     if axis != -1:
         raise ValueError(f"binary_crossentropy: only axis=-1 is supported, got {axis!r}")
     ls = _check_smoothing(label_smoothing)
-    z = _float(y_true)
+    z, y_pred = align_ranks("binary_crossentropy", y_true, y_pred)
     if ls:
         z = ops.add(ops.scale(z, 1.0 - ls), 0.5 * ls)
     if from_logits:

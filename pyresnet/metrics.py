@@ -37,12 +37,6 @@ def _abs(x):
     return ops.maximum(x, ops.negative(x))
 
 
-def _mean_over_sample_axes(values):
-    """Per-sample mean over every axis but the first (batch); ``(batch,)`` as is."""
-    return ops.mean(values, axis=tuple(range(1, len(values.shape)))) \
-        if len(values.shape) > 1 else values
-
-
 # ---- per-sample metric functions ------------------------------------------------------
 
 def sparse_categorical_accuracy(y_true, y_pred):
@@ -74,21 +68,28 @@ def binary_accuracy(y_true, y_pred, threshold=0.5):
     equals ``y_true`` (0/1 labels), as ``keras.metrics.binary_accuracy``.
 
     Args:
-        y_true: 0/1 labels of ``y_pred``'s shape (ints or floats).
+        y_true: 0/1 labels of ``y_pred``'s shape (ints or floats), or of a
+            rank differing by a trailing axis of length 1
+            (:func:`pyresnet.losses.align_ranks`).
         y_pred: float32 probabilities ``(batch, ..., d)`` (pass logits with
             ``threshold=0``).
     Returns:
         float32 Tensor ``(batch, ...)`` (the last axis averaged).
+    Raises:
+        ValueError: shapes that cannot be aligned (naming both).
     """
+    y_true, y_pred = losses.align_ranks("binary_accuracy", y_true, y_pred)
     above = ops.subtract(1.0, greater_equal_mask(threshold, y_pred))  # y_pred > threshold
-    hit = ops.subtract(1.0, _abs(ops.subtract(above, _float(y_true))))
+    hit = ops.subtract(1.0, _abs(ops.subtract(above, y_true)))
     return ops.mean(hit, axis=-1) if len(hit.shape) > 1 else hit
 
 
 def accuracy(y_true, y_pred):
     """Per-sample mean over the last axis of 1.0 where ``y_pred == y_true``
-    exactly (``keras.metrics.Accuracy``: predictions that are labels)."""
-    y_true, y_pred = _float(y_true), _float(y_pred)
+    exactly (``keras.metrics.Accuracy``: predictions that are labels); ranks
+    aligned as :func:`pyresnet.losses.align_ranks` (ValueError when they
+    cannot be)."""
+    y_true, y_pred = losses.align_ranks("accuracy", y_true, _float(y_pred))
     equal = ops.multiply(greater_equal_mask(y_true, y_pred), greater_equal_mask(y_pred, y_true))
     return ops.mean(equal, axis=-1) if len(equal.shape) > 1 else equal
 
@@ -96,14 +97,15 @@ def accuracy(y_true, y_pred):
 def mean_absolute_error(y_true, y_pred):
     """Per-sample mean of ``|y_pred - y_true|`` over every axis but the
     first (for the usual ``(batch, d)`` targets Keras's mean over the last
-    axis).  float32 Tensor ``(batch,)``."""
-    return _mean_over_sample_axes(_abs(ops.subtract(y_pred, _float(y_true))))
+    axis).  float32 Tensor ``(batch,)``.  Ranks aligned as
+    :func:`pyresnet.losses.align_ranks` (ValueError when they cannot be)."""
+    return losses.mean_absolute_error(y_true, y_pred)
 
 
 def mean_squared_error(y_true, y_pred):
     """Per-sample mean of ``(y_pred - y_true) ** 2`` (see
     :func:`pyresnet.losses.mean_squared_error`)."""
-    return losses.mean_squared_error(_float(y_true), y_pred)
+    return losses.mean_squared_error(y_true, y_pred)
 
 
 def top_k_categorical_accuracy(y_true, y_pred, k=5):

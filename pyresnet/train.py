@@ -67,7 +67,9 @@ last epoch: :class:`pyresnet.callbacks.BackupAndRestore`), ``best.keras``
 scalars of :class:`pyresnet.callbacks.TensorBoard`, when tensorboardX is
 installed) and, when training is over, ``model.keras``.  ``--resume RUN_DIR`` continues a killed run from its
 backup with the options of its ``config.json``, ending with the same
-weights as an uninterrupted run.  ``python -m pyresnet.runs`` lists the runs.
+weights as an uninterrupted run; without ``RUN_DIR/backup/latest.backup``
+it refuses and changes nothing (``--if-no-backup new-run``: train afresh in
+a new run folder beside it).  ``python -m pyresnet.runs`` lists the runs.
 
 Data-parallel over MPI ranks (``pip install "pyresnet[distributed]"``)::
 
@@ -82,7 +84,10 @@ rescaling rule is needed.  (To train with a larger global batch instead,
 raise ``--batch-size`` and scale ``--lr`` with it, the linear rule of Goyal
 et al. 2017, "Accurate, Large Minibatch SGD", section 2.1.)  Only rank 0
 prints, creates the run folder and writes in it; a rank that fails ends the
-job.  Each rank runs its kernels on (cores / ranks on its machine) threads;
+job, and so does a rank that stops answering: a rank that waits more than
+``--collective-timeout`` seconds (default 600; 0: forever) in a collective
+reports which collective and which ranks it waited for, and ends the job
+with status 1.  Each rank runs its kernels on (cores / ranks on its machine) threads;
 OMP_NUM_THREADS, when set, gives the number instead.
 """
 import argparse
@@ -194,14 +199,23 @@ def build_parser():
                    help="parent folder of the run folders (default: ./runs)")
     p.add_argument("--distributed", action="store_true",
                    help="data-parallel over the ranks of mpirun (the batch size stays global)")
+    p.add_argument("--collective-timeout", type=float, default=None, metavar="SECONDS",
+                   help="with --distributed: seconds a rank waits for the others in a "
+                        "collective before it reports them and ends the job (default 600; "
+                        "0: forever)")
     p.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue the killed run in RUN_DIR from its backup, with the options "
                         "of its config.json")
+    p.add_argument("--if-no-backup", default="refuse", choices=("refuse", "new-run"),
+                   help="with --resume, when RUN_DIR has no backup/latest.backup: refuse "
+                        "(default; the run's files are left as they are) or start a new run "
+                        "folder beside it with the run's options")
     return p
 
 
 # options that do not change what is computed: a resumed run may give them anew
-RUNTIME_OPTIONS = ("data", "verbose", "log_dir", "resume")
+RUNTIME_OPTIONS = ("data", "verbose", "log_dir", "resume", "if_no_backup",
+                   "collective_timeout")
 # the options of runs made before the recipes, for resuming them
 LEGACY = {"recipe": "cifar", "shortcut": "zero_pad", "optimizer": "sgd", "nesterov": False,
           "weight_decay_form": "decoupled", "schedule": "step", "warmup_epochs": 0.0,
@@ -268,6 +282,11 @@ def parse_args(argv=None):
     if args.data is not None and not os.path.isdir(os.path.expanduser(args.data)):
         # (the loaders would go on to $PYRESNET_DATA and the cache: a typo must not)
         p.error(f"--data {args.data}: no such directory")
+    if args.collective_timeout is not None and not 0 <= args.collective_timeout <= 1e9:
+        p.error(f"--collective-timeout must be seconds in [0, 1e9] (0: none), got "
+                f"{args.collective_timeout}")
+    if args.if_no_backup != "refuse" and args.resume is None:
+        p.error("--if-no-backup goes with --resume RUN_DIR")
     if args.resume is not None:
         given = [a for a in vars(args) if a not in RUNTIME_OPTIONS
                  and getattr(args, a) != p.get_default(a)]
@@ -360,12 +379,21 @@ def _resumed_args(args):
 
     Raises:
         FileNotFoundError: when RUN_DIR has no config.json.
+        ValueError: naming the file, when config.json is not JSON or holds
+            no ``"options"`` object.
     """
     path = os.path.join(args.resume, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"--resume {args.resume}: no run there ({path} is missing)")
-    with open(path) as f:
-        saved = json.load(f)["options"]
+    try:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"--resume {args.resume}: {path} is not valid JSON ({e})") from None
+    saved = saved.get("options") if isinstance(saved, dict) else None
+    if not isinstance(saved, dict):
+        raise ValueError(f"--resume {args.resume}: {path} holds no \"options\" object (the "
+                         "options of the run); it was not written by python -m pyresnet.train")
     if "recipe" not in saved:  # a run from before the recipes: its decay was Keras's argument
         saved["weight_decay"] = saved.get("weight_decay", 1e-3) * saved.get("lr", 0.1)
     for key, value in {**LEGACY, **saved}.items():
@@ -381,17 +409,28 @@ def main(argv=None):
     from .utils.atomic import write_text  # noqa: PLC0415
     args = parse_args(argv)
     t_start = time.perf_counter()
+    if args.distributed:
+        pr.distribute.init(collective_timeout=args.collective_timeout)
     strategy = pr.distribute.DataParallel() if args.distributed else None
     rank = strategy.rank if strategy is not None else 0
     if strategy is not None:
         threads = os.environ.get("OMP_NUM_THREADS")
         pr.set_num_threads(int(threads) if threads else
                            max(1, (os.cpu_count() or 1) // pr.distribute.local_size()))
+    run_dir = None
     if args.resume is not None:
         args = _resumed_args(args)
-        run_dir = args.resume
-    else:
-        run_dir = None
+        backup = os.path.join(args.resume, "backup", pr.callbacks.BackupAndRestore.FILE)
+        if os.path.isfile(backup):
+            run_dir = args.resume
+        elif args.if_no_backup == "new-run":  # beside the run it was asked to resume
+            args.log_dir = os.path.dirname(os.path.abspath(args.resume))
+        else:
+            raise FileNotFoundError(
+                f"--resume {args.resume}: no backup to resume from ({backup} is missing); "
+                "starting again there would overwrite the run's metrics.csv and best.keras, "
+                "so nothing was changed.  Put the backup back, or add --if-no-backup new-run "
+                "to train afresh in a new run folder with this run's options")
     pr.utils.set_random_seed(args.seed)
     loader = pr.datasets.cifar10 if args.dataset == "cifar10" else pr.datasets.cifar100
     (x_train, y_train), (x_test, y_test) = loader.load_data(path=args.data)
@@ -483,12 +522,23 @@ METRICS_COLUMNS = ["epoch", "loss", "accuracy", "val_loss", "val_accuracy", "lea
 
 def read_metrics(path):
     """The rows of a run's metrics.csv as dicts of floats (``epoch`` an
-    int, 1-based); [] when there is no file."""
+    int, 1-based); [] when there is no file.  Raises ValueError naming the
+    file when it is not such a table (no ``epoch`` column, a short row, a
+    value that is not a number)."""
     if not os.path.exists(path):
         return []
-    with open(path, newline="") as f:
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        rows, fields = list(reader), reader.fieldnames or []
+    try:
+        if "epoch" not in fields:
+            raise KeyError("epoch")
         return [{k: int(v) if k == "epoch" else float(v) for k, v in row.items()}
-                for row in csv.DictReader(f)]
+                for row in rows]
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path} is not a metrics file of python -m pyresnet.train (expected "
+                         f"the columns {METRICS_COLUMNS} with numbers: {type(e).__name__}: "
+                         f"{e})") from None
 
 
 class MetricsCSV(pr.callbacks.Callback):

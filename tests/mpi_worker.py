@@ -16,6 +16,9 @@ Scenarios:
              fit prints its progress (verbose=2), rank 0 only.
   raise   -- rank 1 raises after one allreduce while rank 0 waits in the
              next one: the job must end, showing the error.
+  stop    -- rank 1 stops (SIGSTOP) after one allreduce; rank 0 must time out
+             in the next collective (an allreduce, or with an odd SEED the
+             barrier of broadcast_variables) and end the job.
   sum     -- 20 allreduces of ResNet-20's gradient size (269,722 floats of
              rank + 1); rank 0 writes OUT_DIR/sum.npz with the first result.
 """
@@ -113,6 +116,25 @@ def scenario_raise(out, seed):
     print("rank 0 passed the second allreduce", flush=True)
 
 
+def scenario_stop(out, seed):
+    """Rank 1 stops (SIGSTOP: alive, answering nothing) after one allreduce;
+    rank 0 must give up on the next one after the 2 s timeout, naming it and
+    rank 1.  ``seed`` odd: the stop comes before broadcast_variables instead
+    (mpi4py's broadcast, guarded by a timed barrier)."""
+    import os
+    import signal
+    size, rank = pr.distribute.init(collective_timeout=2)
+    assert pr.distribute.collective_timeout() == 2.0
+    pr.distribute.allreduce(np.ones(4, np.float32))
+    if rank == 1:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    if seed % 2:
+        pr.distribute.broadcast_variables([pr.Variable(np.ones(3, np.float32))])
+    else:
+        pr.distribute.allreduce(np.ones(4, np.float32))
+    print(f"rank {rank} passed the second collective", flush=True)
+
+
 def scenario_sum(out, seed):
     size, rank = pr.distribute.init()
     x = np.full(269722, rank + 1, np.float32)
@@ -124,4 +146,5 @@ def scenario_sum(out, seed):
 if __name__ == "__main__":
     pr.set_num_threads(1)
     scenario, out, seed = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3])
-    {"fit": scenario_fit, "raise": scenario_raise, "sum": scenario_sum}[scenario](out, seed)
+    {"fit": scenario_fit, "raise": scenario_raise, "stop": scenario_stop,
+     "sum": scenario_sum}[scenario](out, seed)

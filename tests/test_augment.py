@@ -175,6 +175,23 @@ def test_rgb_pca():
     np.testing.assert_allclose(eigvec.T @ eigvec, np.eye(3), atol=1e-12)
 
 
+@pytest.mark.parametrize("shape", [(2, 0, 4, 3), (3, 4, 0, 3)])
+def test_rgb_pca_of_images_without_pixels_names_the_shape(shape):
+    """Images with no pixels ended in NumPy's LinAlgError."""
+    with pytest.raises(ValueError, match=re.escape(f"at least one pixel, got shape {shape}")):
+        A.rgb_pca(np.zeros(shape, np.uint8))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_rgb_pca_of_a_non_finite_pixel_names_it(bad):
+    """A NaN (or infinite) value ended in NumPy's LinAlgError."""
+    x = images((5, 3, 4, 3), np.uint8).astype(np.float32)
+    x[3, 1, 2, 1] = bad
+    with pytest.raises(ValueError, match=re.escape(f"must be finite, got {bad} at index "
+                                                   "(3, 1, 2, 1)")):
+        A.rgb_pca(x, chunk=2)
+
+
 @pytest.mark.parametrize("chunk", [0, -1, -4096, 2.5, True, None])
 def test_rgb_pca_chunk_must_be_a_positive_int(chunk):
     """A zero or negative chunk used to end in LinAlgError (no pixel counted)."""

@@ -156,3 +156,96 @@ def test_resumed_epoch_progress_bar_counts_the_batches_done(tmp_path, rng, capsy
     assert "Epoch 2/2:  38%|" in out and "3/8" in out and "Epoch 1/2" not in out
     assert len(history.history["loss"]) == 2
     assert not (tmp_path / "latest.backup").exists()
+
+
+def _backup_of_a_small_fit(tmp_path):
+    """(model, x, y, backup folder): one epoch of a small fit backed up."""
+    x = np.random.default_rng(1).standard_normal((8, 3)).astype("float32")
+    y = np.zeros((8, 2), "float32")
+    model = pr.Sequential([layers.Input((3,)), layers.Dense(2)])
+    model.compile(optimizer=pr.optimizers.SGD(0.1, momentum=0.9), loss="mse")
+    model.fit(x, y, batch_size=4, verbose=0,
+              callbacks=[pr.callbacks.BackupAndRestore(tmp_path, delete_checkpoint=False)])
+    return model, x, y, tmp_path
+
+
+def _rewrite_backup(path, state=None, weights=None):
+    import io
+    import json
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        entries = {n: z.read(n) for n in z.namelist()}
+    if state is not None:
+        entries["state.json"] = json.dumps(state).encode()
+    if weights is not None:
+        entries["weights.npz"] = weights
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+    path.write_bytes(buffer.getvalue())
+
+
+@pytest.mark.parametrize("damage", ["history", "passes", "epoch type", "list"])
+def test_malformed_backup_state_raises_value_error_naming_the_file(tmp_path, damage):
+    """A backup whose state.json lacks what fit needs (a hand-edited or foreign
+    file) raises the ValueError BackupAndRestore documents, naming the file,
+    instead of a bare KeyError; no weight changes."""
+    import json
+    import zipfile
+    model, x, y, folder = _backup_of_a_small_fit(tmp_path)
+    path = folder / "latest.backup"
+    with zipfile.ZipFile(path) as z:
+        state = json.loads(z.read("state.json"))
+    if damage == "history":
+        del state["history"]
+    elif damage == "passes":
+        del state["data"]["passes"]
+    elif damage == "epoch type":
+        state["epoch"] = "one"
+    else:
+        state = {"epoch": 1, "history": [1, 2]}
+    _rewrite_backup(path, state=state)
+    before = [np.asarray(w).copy() for w in model.weights + model.optimizer.variables]
+    with pytest.raises(ValueError, match="latest.backup is not a valid backup"):
+        model.fit(x, y, batch_size=4, epochs=2, verbose=0,
+                  callbacks=[pr.callbacks.BackupAndRestore(folder)])
+    after = [np.asarray(w) for w in model.weights + model.optimizer.variables]
+    assert all(np.array_equal(b, a) for b, a in zip(before, after))
+
+
+def _bomb_npz(key, nbytes):
+    """The bytes of an .npz whose one entry ``key.npy`` (a float32 vector of
+    ``nbytes`` bytes of zeros) is deflated: a few hundred KiB on disk."""
+    import io
+    import zipfile
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        with z.open(key + ".npy", "w", force_zip64=True) as f:
+            np.lib.format.write_array_header_1_0(
+                f, {"descr": "<f4", "fortran_order": False, "shape": (nbytes // 4,)})
+            zeros = bytes(2**20)
+            for _ in range(nbytes // 2**20):
+                f.write(zeros)
+    return buffer.getvalue()
+
+
+def test_backup_whose_weights_inflate_hugely_is_refused_without_allocating(tmp_path):
+    import tracemalloc
+    model, x, y, folder = _backup_of_a_small_fit(tmp_path)
+    big = 256 * 2**20
+    _rewrite_backup(folder / "latest.backup",
+                    weights=_bomb_npz("layers/dense/kernel", big))
+    assert (folder / "latest.backup").stat().st_size < 2**20
+    before = [np.asarray(w).copy() for w in model.weights]
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="latest.backup") as info:
+            model.fit(x, y, batch_size=4, epochs=2, verbose=0,
+                      callbacks=[pr.callbacks.BackupAndRestore(folder)])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "bytes" in str(info.value)
+    assert peak < 16 * 2**20, peak
+    assert all(np.array_equal(b, np.asarray(w)) for b, w in zip(before, model.weights))

@@ -109,6 +109,35 @@ def test_a_rank_that_raises_ends_the_job_with_its_error(tmp_path, rng):
     assert seconds < 60, f"the job took {seconds:.0f} s to end"
 
 
+@pytest.mark.parametrize("collective", ["allreduce", "broadcast_variables"])
+def test_a_stopped_rank_ends_the_job_after_the_collective_timeout(tmp_path, collective):
+    """A rank alive but not answering (SIGSTOP) no longer leaves the others in
+    MPI_Allreduce forever: after the 2 s timeout rank 0 names the collective
+    and the rank it waited for on stderr, and the job ends non-zero."""
+    seed = 1 if collective == "broadcast_variables" else 0
+    proc, seconds = run_ranks("stop", tmp_path, seed)
+    assert proc.returncode != 0, proc.stdout
+    assert "passed the second collective" not in proc.stdout
+    what = "broadcast_variables #2" if seed else "allreduce #2 (4 floats)"
+    assert f"rank 0 of 2 waited 2.0 s in {what} for rank 1 (stopped, hung or dead?)" \
+        in proc.stderr, proc.stderr[-4000:]
+    assert seconds < 40, f"the job took {seconds:.0f} s to end"
+
+
+def test_collective_timeout_argument_checks():
+    before = pr.distribute.collective_timeout()
+    assert before == pr.distribute.DEFAULT_COLLECTIVE_TIMEOUT == 600.0
+    for bad in (-1, float("nan"), "5", True, None):
+        with pytest.raises(ValueError, match="collective_timeout must be"):
+            pr.distribute.set_collective_timeout(bad)
+    assert pr.distribute.collective_timeout() == before
+    try:
+        pr.distribute.set_collective_timeout(0)
+        assert pr.distribute.collective_timeout() == 0.0
+    finally:
+        pr.distribute.set_collective_timeout(before)
+
+
 def ip(*args):
     return subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=60)
 

@@ -393,3 +393,83 @@ def test_generators_with_steps(rng):
     drawn.clear()
     loss = model.evaluate(batches(), steps=4, verbose=0)
     assert len(drawn) == 4 and loss == pytest.approx(model.evaluate(x, y, verbose=0), rel=1e-5)
+
+
+# ---- rank alignment of labels and predictions (issue 25, item 3) ------------------------
+
+def _rank_aligned_cases(rng, n=7):
+    """(name, object, reference(y, p) on (n,) label and (n,) prediction vectors)."""
+    bce = lambda y, p: -(y * np.log(p) + (1 - y) * np.log(1 - p))
+    sig = np_sigmoid
+    return [
+        ("BinaryCrossentropy", pr.losses.BinaryCrossentropy(), lambda y, p: bce(y, p).mean()),
+        ("BinaryCrossentropy(logits)", pr.losses.BinaryCrossentropy(from_logits=True),
+         lambda y, p: bce(y, sig(p)).mean()),
+        ("MeanSquaredError", pr.losses.MeanSquaredError(), lambda y, p: ((y - p) ** 2).mean()),
+        ("MeanAbsoluteError", pr.losses.MeanAbsoluteError(), lambda y, p: abs(y - p).mean()),
+        ("BinaryAccuracy", pr.metrics.BinaryAccuracy(),
+         lambda y, p: ((p > 0.5) == (y > 0.5)).mean()),
+        ("metrics.MeanAbsoluteError", pr.metrics.MeanAbsoluteError(),
+         lambda y, p: abs(y - p).mean()),
+        ("metrics.MeanSquaredError", pr.metrics.MeanSquaredError(),
+         lambda y, p: ((y - p) ** 2).mean()),
+    ]
+
+
+def _value(obj, y, p):
+    if isinstance(obj, pr.metrics.Metric):
+        obj.reset_state()
+        obj.update_state(y, p)
+        return obj.result()
+    return obj(y, p)
+
+
+def test_labels_and_predictions_of_ranks_one_and_two_are_aligned_not_broadcast(rng):
+    """(N,) labels against (N, 1) predictions (and the other way round) compare
+    N pairs, as Keras's squeeze_or_expand_to_same_rank makes them, eagerly and
+    in a compiled function with an unknown batch; an (N, N) broadcast would
+    average every label against every prediction."""
+    n = 7
+    y = rng.integers(0, 2, n).astype(np.float32)
+    p = rng.uniform(0.05, 0.95, n).astype(np.float32)
+    for name, obj, ref in _rank_aligned_cases(rng, n):
+        want = ref(y.astype(np.float64), p.astype(np.float64))
+        for yy, pp in ((y, p[:, None]), (y[:, None], p), (y[:, None], p[:, None])):
+            got = float(_value(obj, yy, pp))
+            np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=f"{name} {yy.shape} "
+                                                                     f"{pp.shape}")
+            f = pr.compile(lambda a, b: _value(obj, a, b),
+                           input_signature=[pr.TensorSpec((None,) + yy.shape[1:]),
+                                            pr.TensorSpec((None,) + pp.shape[1:])])
+            np.testing.assert_allclose(float(f(yy, pp)), want, rtol=1e-5,
+                                       err_msg=f"compiled {name} {yy.shape} {pp.shape}")
+    # per-sample values keep the batch
+    per_sample = pr.losses.BinaryCrossentropy(reduction="none")(y, p[:, None])
+    assert per_sample.shape == (n,)
+
+
+def test_shapes_that_cannot_be_aligned_are_refused_naming_both(rng):
+    y, p = np.zeros((4, 3), np.float32), np.full((4, 2), 0.5, np.float32)
+    for fn in (pr.losses.BinaryCrossentropy(), pr.losses.MeanSquaredError(),
+               pr.losses.MeanAbsoluteError(), pr.metrics.BinaryAccuracy()):
+        # ((2,) against (4, 2) and (1,) against (4, 1) would broadcast silently)
+        for yy, pp in ((y, p), (y[:, 0], p), (np.zeros(4, np.float32), p[None]),
+                       (y[0, :2], p), (y[0, :1], p[:, :1])):
+            with pytest.raises(ValueError) as info:
+                _value(fn, yy, pp)
+            assert str(yy.shape) in str(info.value) and str(pp.shape) in str(info.value)
+
+
+def test_binary_classifier_as_in_the_keras_examples_learns(rng):
+    """Dense(1, sigmoid) with (N,) 0/1 labels, binary_crossentropy and
+    "accuracy": the Keras examples' binary classifier (it learnt nothing when
+    the (N,) labels broadcast against the (N, 1) outputs)."""
+    x = rng.standard_normal((256, 4)).astype(np.float32)
+    y = (x[:, 0] - 0.5 * x[:, 1] > 0).astype(np.float32)
+    pr.utils.set_random_seed(3)
+    model = pr.Sequential([layers.Input((4,)), layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer=pr.optimizers.SGD(0.5), loss="binary_crossentropy",
+                  metrics=["accuracy"])
+    history = model.fit(x, y, batch_size=32, epochs=8, verbose=0)
+    assert history.history["accuracy"][-1] > 0.9
+    assert history.history["loss"][-1] < 0.5 * history.history["loss"][0]

@@ -403,3 +403,47 @@ def test_global_average_pool():
     with pytest.raises(ValueError, match=r"global_average_pool_backward: dy \(input 0\) has shape "
                                          r"\(2, 3\), expected \(2, 4\)"):
         pr.ops.call("global_average_pool_backward", randn(2, 3), shape=x.shape)
+
+
+@pytest.mark.parametrize("where", range(9))
+def test_max_pool_propagates_nan_at_every_window_position(where):
+    """A NaN anywhere in a window is the window's max (np.max, torch), in
+    max_pool2d eagerly and compiled, MaxPooling2D on bfloat16 inputs and
+    GlobalMaxPooling2D; the gradient goes to the window's first NaN (np.argmax,
+    PyTorch's indices).  70 channels: a whole block of the backward's 64 and a
+    partial one, several vector widths of the forward."""
+    x = randn(2, 3, 3, 70)
+    r, c = divmod(where, 3)
+    x[0, r, c, 5] = x[1, r, c, 66] = x[0, r, c, 69] = np.nan
+    if where < 8:
+        x[0, 2, 2, 5] = np.nan  # a later NaN in the same window: the first one wins
+    dy = randn(2, 1, 1, 70)
+    want = np.max(x, axis=(1, 2), keepdims=True)
+    assert np.isnan(want).sum() == 3
+    first = np.argmax(x.reshape(2, 9, 70), axis=1)  # the first NaN, else the first maximum
+    want_dx = np.zeros_like(x).reshape(2, 9, 70)
+    np.put_along_axis(want_dx, first[:, None, :], dy.reshape(2, 1, 70), axis=1)
+    want_dx = want_dx.reshape(x.shape)
+    assert want_dx[0, r, c, 5] == dy[0, 0, 0, 5]
+
+    xv = pr.Variable(x)
+
+    def pool_and_grad(d):
+        with pr.GradientTape() as tape:
+            y = pr.ops.max_pool2d(xv, 3)
+        return y, tape.gradient(y, [xv], d)[0]
+
+    for run in (pool_and_grad, pr.compile(pool_and_grad)):
+        y, dx = run(dy)
+        np.testing.assert_array_equal(y.numpy(), want)
+        np.testing.assert_array_equal(dx.numpy(), want_dx)
+    pooled = pr.layers.GlobalMaxPooling2D(keepdims=True)(x).numpy()
+    np.testing.assert_array_equal(pooled, want)
+
+    import ml_dtypes
+    xb = x.astype(ml_dtypes.bfloat16)
+    want_b = np.max(xb.astype(np.float32), axis=(1, 2), keepdims=True)
+    layer = pr.layers.MaxPooling2D(3, dtype="mixed_bfloat16")
+    for run in (layer, pr.compile(layer)):
+        got = np.asarray(run(pr.Tensor(xb)).numpy(), np.float32)
+        np.testing.assert_array_equal(got, want_b)

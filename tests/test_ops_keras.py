@@ -5,6 +5,7 @@ by tests/test_op_table.py), and the Tensor methods and operators.
 Each check compares with NumPy (float64 references), eagerly and inside
 ``pyresnet.compile``; gradients against float64 central differences."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -154,6 +155,40 @@ def test_concatenate_stack_split_expand_squeeze(rng):
         ops.split(a, 3, axis=0)
     check_gradients(lambda x, y: ops.concatenate([x, y, x], axis=-1),
                     lambda x, y: np.concatenate([x, y, x], -1), [a, b])
+
+
+def test_split_and_conv2d_name_a_bad_axis_or_a_0d_input(rng):
+    """These raised a bare IndexError from inside the Python wrappers."""
+    a = randn(rng, 2, 4)
+    for axis in (2, -3, 7):
+        with pytest.raises(ValueError, match=re.escape(
+                f"split: axis must be in [-2, 2) for x of shape (2, 4), got {axis}")):
+            ops.split(a, 2, axis=axis)
+    with pytest.raises(ValueError, match="split: x must have at least one dimension, got a "
+                                         "0-d tensor"):
+        ops.split(np.float32(3.0), 1)
+    assert [p.shape for p in ops.split(a, 2, axis=-1)] == [(2, 2), (2, 2)]
+    kernel = randn(rng, 3, 3, 2, 4)
+    with pytest.raises(ValueError, match="conv2d: x must have rank 4"):
+        ops.conv2d(np.float32(1.0), kernel)
+    with pytest.raises(ValueError, match="conv2d: .*rank 4"):
+        ops.conv2d(randn(rng, 1, 5, 5, 2), np.float32(1.0))
+
+
+def test_zeros_ones_full_of_a_traced_shape(rng):
+    """Inside a compiled function with unknown sizes ``y.shape`` holds None
+    for them: zeros/ones/full of it name the fix (ops.shape(y), zeros_like)
+    instead of failing in broadcast_to on (-1, -1, -1, 4); ops.shape(y)
+    works."""
+    sig = [pr.TensorSpec((None, None, None, 4))]
+    for make in (ops.zeros, ops.ones, lambda s: ops.full(s, 2.0)):
+        with pytest.raises(ValueError, match=re.escape(
+                "shape (None, None, None, 4) has unknown sizes (None)") + ".*ops.shape"):
+            pr.compile(lambda y: make(y.shape) + y, input_signature=sig)(randn(rng, 1, 2, 3, 4))
+    f = pr.compile(lambda y: ops.full(ops.shape(y), 2.0) + ops.zeros(ops.shape(y)) * y,
+                   input_signature=sig)
+    for shape in ((1, 2, 3, 4), (2, 5, 1, 4)):
+        np.testing.assert_array_equal(f(randn(rng, *shape)).numpy(), np.full(shape, 2.0))
 
 
 def test_take_slice_pad_one_hot_where_cast(rng):

@@ -387,3 +387,104 @@ def test_atomic_write_keeps_the_old_file_on_error(tmp_path):
     mask = os.umask(0o022)
     os.umask(mask)
     assert target.stat().st_mode & 0o777 == 0o666 & ~mask  # as open() makes it, not 0600
+
+
+STRAY_CHILD = '''
+import os, sys
+from pyresnet.utils.atomic import atomic_write
+with atomic_write(sys.argv[1], "wb") as f:
+    f.write(b"half a file")
+    f.flush()
+    print(os.path.basename(f.name), flush=True)
+    os._exit(9)  # as kill -9: no cleanup runs
+'''
+
+
+def test_next_save_removes_the_temp_files_of_killed_saves_and_only_those(tmp_path):
+    """A save killed mid-write leaves its temporary file; the next save of that
+    file removes it (its writer is gone), and also one of ours untouched for
+    longer than STALE_SECONDS; files of other names, patterns or live writers
+    stay."""
+    from pyresnet.utils import atomic
+    path = tmp_path / "m.keras"
+    strays = []
+    for _ in range(2):  # the second killed save removes the first one's file
+        p = subprocess.run([sys.executable, "-c", STRAY_CHILD, str(path)], capture_output=True,
+                           text=True, cwd=tempfile.gettempdir(), timeout=60)
+        assert p.returncode == 9, p.stderr
+        strays.append(p.stdout.strip())
+        assert sorted(q.name for q in tmp_path.iterdir()) == [strays[-1]]
+    old = tmp_path / ".m.keras.abcd1234.tmp"  # an earlier version's name, an hour old
+    kept = [tmp_path / n for n in (".m.keras.x.tmp", ".other.keras.12.abcd1234.tmp",
+                                   f".m.keras.{os.getpid()}.abcd1234.tmp", "m.keras.tmp")]
+    for f in [old] + kept:
+        f.write_bytes(b"x")
+    os.utime(old, (time.time() - atomic.STALE_SECONDS - 60,) * 2)
+    pr.Sequential([layers.Input((2,)), layers.Dense(1)]).save(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["m.keras"] +
+                                                               [f.name for f in kept])
+    pr.models.load_model(path)
+
+
+def _bomb_npz(key, nbytes, outer=None):
+    """An .npz whose entry ``key.npy`` declares (and holds) ``nbytes`` of
+    zeros, deflated to a few hundred KiB; with ``outer``, that .npz stored
+    (then deflated) as the ``model.weights.npz`` entry of a copy of the
+    ``.keras`` bytes ``outer``."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        with z.open(key + ".npy", "w", force_zip64=True) as f:
+            np.lib.format.write_array_header_1_0(
+                f, {"descr": "<f4", "fortran_order": False, "shape": (nbytes // 4,)})
+            zeros = bytes(2**20)
+            for _ in range(nbytes // 2**20):
+                f.write(zeros)
+    if outer is None:
+        return buffer.getvalue()
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(outer)) as src, \
+            zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for name in src.namelist():
+            if name != "model.weights.npz":
+                dst.writestr(name, src.read(name))
+        with dst.open("model.weights.npz", "w", force_zip64=True) as w, \
+                zipfile.ZipFile(w, "w", zipfile.ZIP_STORED) as inner, \
+                inner.open(key + ".npy", "w", force_zip64=True) as f:
+            np.lib.format.write_array_header_1_0(
+                f, {"descr": "<f4", "fortran_order": False, "shape": (nbytes // 4,)})
+            zeros = bytes(2**20)
+            for _ in range(nbytes // 2**20):
+                f.write(zeros)
+    return out.getvalue()
+
+
+def test_small_files_that_inflate_hugely_are_refused_before_any_large_allocation(tmp_path):
+    """A .keras whose model.weights.npz entry inflates to 256 MiB, and a
+    .weights.npz whose kernel entry does, are under 1 MiB on disk: load_model
+    and load_weights check the sizes the zip and .npy headers declare against
+    the model's weights and raise ValueError without allocating them."""
+    import tracemalloc
+    model = pr.Sequential([layers.Input((4,)), layers.Dense(3)])
+    _compile(model)
+    good = tmp_path / "good.keras"
+    model.save(good)
+    big = 256 * 2**20
+    keras_bomb = tmp_path / "bomb.keras"
+    keras_bomb.write_bytes(_bomb_npz("layers/dense/kernel", big, outer=good.read_bytes()))
+    npz_bomb = tmp_path / "bomb.weights.npz"
+    npz_bomb.write_bytes(_bomb_npz("layers/dense/kernel", big))
+    assert keras_bomb.stat().st_size < 2**20 and npz_bomb.stat().st_size < 2**20
+    before = model.get_weights()
+    for load, path in ((pr.models.load_model, keras_bomb), (model.load_weights, keras_bomb),
+                       (model.load_weights, npz_bomb)):
+        tracemalloc.start()
+        try:
+            with pytest.raises(ValueError, match="bytes") as info:
+                load(path)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert path.name in str(info.value)
+        assert peak < 16 * 2**20, f"{load.__name__}({path.name}): peak {peak} bytes"
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+    pr.models.load_model(good)  # the right sizes still load

@@ -218,6 +218,43 @@ def test_nested_floor_divisions_are_one_expression():
         g(rng_array(1, 9, 9, 2))
 
 
+@pytest.mark.parametrize("pool, sizes", [
+    ((2, 2, "valid"), [(6, 10), (10, 6), (8, 8), (7, 9)]),   # rows (h + 1)//4
+    ((3, 2, "valid"), [(8, 12), (12, 8), (9, 10), (7, 11)]),  # rows (h - 1)//4
+])
+def test_nested_floor_division_merge_in_a_compiled_gradient(pool, sizes):
+    """The merge floor((floor(R / d) + k) / c) = floor((R + k*d) / (d*c)) on
+    a stride-2 'same' convolution (rows floor((h + 1) / 2)) then a max pool:
+    2x2 (k = 0: rows (h + 1)//4, where a numerator off by one, (h + 2)//4,
+    differs at heights 6 and 10) and 3x3 stride 2 (k = -1: rows (h - 1)//4,
+    where k not multiplied by d, h//4, differs at heights 8 and 12).  A wrong
+    merge sizes the compiled forward and backward wrongly; the test of the
+    rule above checks forward values at sizes where right and wrong agree.
+    The gradient through both, compiled once for unknown sizes, equals the
+    eager one at every size."""
+    k = pr.Variable(rng_array(3, 3, 2, 3, seed=4))
+    size, stride, padding = pool
+
+    def loss_and_grads(x):
+        with pr.GradientTape() as tape:
+            tape.watch(x)
+            y = ops.max_pool2d(ops.conv2d(x, k, 2, "same"), size, stride, padding)
+            loss = ops.sum(ops.square(y))
+        return (y,) + tuple(tape.gradient(loss, [x, k]))
+
+    f = pr.compile(loss_and_grads, input_signature=[pr.TensorSpec((None, None, None, 2))])
+    for h, w in sizes:
+        x = rng_array(2, h, w, 2, seed=h * w)
+        got = f(x)
+        want = loss_and_grads(pr.Tensor(x))
+        assert got[0].shape == (2, ((h + 1) // 2 - size) // 2 + 1, ((w + 1) // 2 - size) // 2 + 1,
+                                3)
+        for g, e in zip(got, want):
+            assert g.shape == e.shape
+            np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-5)
+    assert f.tracing_count == 1
+
+
 def test_what_is_wrong_only_for_some_sizes_raises_at_run_time_as_eager():
     f = pr.compile(lambda x: ops.conv2d(x, np.ones((3, 3, 1, 1), np.float32)),
                    input_signature=[pr.TensorSpec((None, None, None, 1))])

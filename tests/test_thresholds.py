@@ -575,6 +575,9 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("cpu.c", "ARCH_REQ_XCOMP_PERM"): "Linux arch_prctl request code (asm/prctl.h)",
     ("cpu.c", "XFEATURE_XTILEDATA"): "XSAVE feature number of the AMX tile data",
     ("kernels.h", "PR_N_DTYPES"): "number of tensor dtypes",
+    ("comm.c", "ARRIVAL_TAG"): "MPI message tag of the arrival messages, not a size",
+    ("comm.h", "PR_COMM_DEFAULT_TIMEOUT"): "seconds (the collective timeout's default), tested "
+                                           "by test_distribute's collective timeout checks",
 }
 
 # literal thresholds inside code that the #define scan cannot see

@@ -164,7 +164,7 @@ RECIPE_RUNS = {
 # options every run gives, or that have their own test below
 COVERED_ELSEWHERE = {"-h", "--help", "--model", "--subset", "--test-subset", "--batch-size",
                      "--epochs", "--verbose", "--dataset", "--data", "--log-dir", "--resume",
-                     "--distributed"}
+                     "--distributed", "--collective-timeout", "--if-no-backup"}
 
 
 def test_every_option_of_the_command_is_run():
@@ -204,7 +204,8 @@ def test_distributed_on_two_ranks_equals_one_process(env):
     one = check_success(*run(args + ["--distributed"], env), 48, 40)
     assert [m.group(2, 3, 4, 5) for m in one] == [m.group(2, 3, 4, 5) for m in plain]
     p = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "pyresnet.train", *args,
-                        "--distributed"], env=dict(env, OMP_NUM_THREADS="1"), cwd=env[CWD],
+                        "--distributed", "--collective-timeout", "120"],
+                       env=dict(env, OMP_NUM_THREADS="1"), cwd=env[CWD],
                        capture_output=True, text=True, timeout=300)
     lines = p.stdout.strip().splitlines()
     two = check_success(p.returncode, lines, p.stderr, 48, 40)
@@ -399,6 +400,66 @@ def test_recipes_fill_the_unset_options_and_check_them():
                         "--weight-decay-form", "coupled"], capture_output=True, text=True,
                        timeout=120, cwd=tempfile.gettempdir())
     assert p.returncode == 2 and "coupled is offered for sgd only" in p.stderr
+
+
+def _run_without_backup(folder):
+    """A run folder as a run leaves it after two epochs, its backup lost
+    (deleted, moved, a wrong folder copied): config.json, metrics.csv,
+    best.keras.  Returns {file name: bytes}."""
+    args = train.parse_args(["--model", "resnet8", "--subset", "32", "--test-subset", "16",
+                             "--batch-size", "16", "--epochs", "1", "--seed", "2"])
+    folder.mkdir(parents=True)
+    config = {"options": {k: v for k, v in vars(args).items() if k != "resume"}, "seed": 2}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "metrics.csv").write_text(
+        ",".join(train.METRICS_COLUMNS) + "\n1,2.1,0.2,2.0,0.25,0.1,300,4\n"
+        "2,1.9,0.3,1.8,0.375,0.1,300,4\n")
+    (folder / "best.keras").write_bytes(b"the model of epoch 2")
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_resume_without_a_backup_refuses_and_changes_nothing(env, tmp_path):
+    """--resume on a run folder without backup/latest.backup started again from
+    epoch 0 there, rewriting metrics.csv without the earlier rows and best.keras
+    with a worse model; it refuses now, saying why, and changes nothing;
+    --if-no-backup new-run trains afresh in a new folder beside it."""
+    logs = tmp_path / "logs"
+    run_dir = logs / "20260101-000000_resnet8_cifar10"
+    files = _run_without_backup(run_dir)
+    status, lines, err = run(["--resume", str(run_dir), "--verbose", "0"], env)
+    assert status == 1
+    assert f"--resume {run_dir}: no backup to resume from" in err and \
+        "--if-no-backup new-run" in err, err
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == files
+    assert os.listdir(logs) == [run_dir.name]
+
+    status, lines, err = run(["--resume", str(run_dir), "--verbose", "0", "--if-no-backup",
+                              "new-run"], env)
+    assert status == 0, err
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == files
+    new, = [p for p in logs.iterdir() if p != run_dir]
+    assert [r["epoch"] for r in train.read_metrics(new / "metrics.csv")] == [1]
+    assert json.loads((new / "config.json").read_text())["options"]["subset"] == 32
+    assert run(["--if-no-backup", "new-run"], env)[2].strip().endswith(
+        "--if-no-backup goes with --resume RUN_DIR")
+
+
+def test_resume_of_a_malformed_run_folder_names_the_file(tmp_path):
+    """Malformed config.json or metrics.csv ended in a bare KeyError or
+    JSONDecodeError."""
+    config = tmp_path / "config.json"
+    resume = lambda: train._resumed_args(train.parse_args(["--resume", str(tmp_path)]))
+    for text, message in (("{broken", "config.json is not valid JSON"),
+                          ('{"seed": 1}', 'config.json holds no "options" object'),
+                          ('{"options": [1]}', 'config.json holds no "options" object')):
+        config.write_text(text)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            resume()
+    metrics = tmp_path / "metrics.csv"
+    for text in ("loss,accuracy\n1.0,0.5\n", "epoch,loss\n1\n", "epoch,loss\none,1.0\n"):
+        metrics.write_text(text)
+        with pytest.raises(ValueError, match=re.escape(f"{metrics} is not a metrics file")):
+            train.read_metrics(metrics)
 
 
 def test_a_run_from_before_the_recipes_resumes_with_its_recipe(tmp_path):

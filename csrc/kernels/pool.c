@@ -2,8 +2,10 @@
  *
  * Semantics follow tf.nn.max_pool2d / tf.nn.avg_pool2d (which Keras'
  * MaxPooling2D / AveragePooling2D call): padded positions never win a max
- * and are not counted in an average.  The max gradient goes to the first
- * maximum of each window in row-major window order (NumPy argmax).
+ * and are not counted in an average.  A NaN in a window wins its max
+ * (NumPy's np.max, torch.nn.functional.max_pool2d); the max gradient goes to
+ * the first NaN of the window, else to its first maximum, in row-major
+ * window order (NumPy argmax, PyTorch's max_pool2d indices).
  * Layout: x (N, H, W, C), y (N, HO, WO, C); channels are the inner,
  * vectorised loop.  Forward loops are parallel over output rows; backward
  * loops scatter into overlapping windows and are parallel over images, so
@@ -14,6 +16,11 @@
 #include <string.h>
 
 #define CBLOCK 64 /* channels per block in the max-pool backward argmax */
+
+/* Whether v replaces best as the running max: v is larger, or v is the
+ * first NaN (a NaN best stays).  Branch-free, so the channel loop
+ * vectorises. */
+static inline int wins(float v, float best) { return best == best && !(v <= best); }
 
 /* Valid window rows [*r0, *r1) and columns [*c0, *c1) (input indices) of
  * output pixel (oh, ow). */
@@ -40,7 +47,7 @@ int pr_max_pool2d_forward(const pr_window *g, const float *x, float *y) {
             for (int64_t ih = r0; ih < r1; ih++)
                 for (int64_t iw = c0; iw < c1; iw++) {
                     const float *xp = xn + (ih * g->w + iw) * C;
-                    for (int64_t c = 0; c < C; c++) yo[c] = xp[c] > yo[c] ? xp[c] : yo[c];
+                    for (int64_t c = 0; c < C; c++) yo[c] = wins(xp[c], yo[c]) ? xp[c] : yo[c];
                 }
         }
     }
@@ -69,7 +76,7 @@ int pr_max_pool2d_backward(const pr_window *g, const float *x, const float *dy, 
                         for (int64_t iw = c0; iw < c1; iw++) {
                             int64_t p = (ih * g->w + iw) * C + cb;
                             for (int64_t c = 0; c < nc; c++)
-                                if (xn[p + c] > best[c]) best[c] = xn[p + c], arg[c] = p;
+                                if (wins(xn[p + c], best[c])) best[c] = xn[p + c], arg[c] = p;
                         }
                     for (int64_t c = 0; c < nc; c++) dxn[arg[c] + c] += dyo[cb + c];
                 }

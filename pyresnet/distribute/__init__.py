@@ -23,6 +23,17 @@ same weights when they validate and when rank 0 saves.
 The MPI library is the one mpi4py loads (``pip install
 "pyresnet[distributed]"`` installs mpi4py and MPICH); the C core resolves
 ``MPI_Allreduce`` from it at run time (csrc/kernels/comm.c).
+
+A rank that stops answering (stopped, hung, dead without its process
+ending) would leave the others waiting in a collective forever.  So every
+collective has a timeout, ``DEFAULT_COLLECTIVE_TIMEOUT`` (600 s, PyTorch's
+default for NCCL process groups) unless :func:`init` or
+:func:`set_collective_timeout` (the training command's
+``--collective-timeout``) says otherwise: a rank that waits longer prints on
+stderr which collective it waited in and which ranks had not arrived, and
+ends the job (``MPI_Abort``, exit status 1).  The allreduces are polled
+nonblocking ones (``MPI_Iallreduce``/``MPI_Test``); mpi4py's broadcasts
+are preceded by a timed barrier.
 """
 import contextlib
 import sys
@@ -36,13 +47,16 @@ from .._loader import _C
 from ..tensor import Tensor, Variable
 
 __all__ = ["init", "is_initialized", "size", "rank", "local_size", "abort", "allreduce",
-           "broadcast_variables",
+           "broadcast_variables", "set_collective_timeout", "collective_timeout",
+           "DEFAULT_COLLECTIVE_TIMEOUT",
            "DistributedOptimizer", "DataParallel", "set_distribution", "distribution"]
 
 _MPI = None
+_ARRIVALS = None  # the duplicate of COMM_WORLD that carries the arrival messages
+DEFAULT_COLLECTIVE_TIMEOUT = 600.0  # seconds (the C core's PR_COMM_DEFAULT_TIMEOUT)
 
 
-def init():
+def init(collective_timeout=None):
     """Initialise MPI through mpi4py (once; later calls return at once) and
     bind the C core's collectives to ``MPI.COMM_WORLD``.
 
@@ -51,13 +65,22 @@ def init():
     raises ends the whole job instead of leaving the others waiting in a
     collective (as ``python -m mpi4py`` does).
 
+    Args:
+        collective_timeout (float or None): seconds a collective waits for
+            the other ranks before this rank reports which collective and
+            which ranks, and ends the job; 0 waits forever; None keeps the
+            current setting (``DEFAULT_COLLECTIVE_TIMEOUT`` at first).
+            See :func:`set_collective_timeout`.
     Returns:
         (size, rank) of ``MPI.COMM_WORLD``.
     Raises:
         ImportError: mpi4py (or an MPI library) is not installed, with the
             pip command that installs both.
+        ValueError: a timeout that is not a number of seconds >= 0.
     """
-    global _MPI
+    global _MPI, _ARRIVALS
+    if collective_timeout is not None:
+        set_collective_timeout(collective_timeout)
     if _MPI is None:
         try:
             from mpi4py import MPI
@@ -65,13 +88,22 @@ def init():
             raise ImportError("pyresnet.distribute needs mpi4py and an MPI library: "
                               "pip install 'pyresnet[distributed]' (" + str(e) + ")") from None
         comm = MPI.COMM_WORLD
-        _C.mpi_bind(MPI.__file__, MPI._sizeof(MPI.Comm), MPI._handleof(comm),
-                    MPI._handleof(MPI.FLOAT), MPI._handleof(MPI.SUM), comm.Get_size(),
-                    comm.Get_rank())
+        _ARRIVALS = comm.Dup()
+        handles = [_handle(MPI, h) for h in (comm, MPI.FLOAT, MPI.SUM, _ARRIVALS)]
+        _C.mpi_bind(MPI.__file__, MPI._sizeof(MPI.Comm), *handles,
+                    comm.Get_size(), comm.Get_rank())
         _MPI = MPI
         if comm.Get_size() > 1:
             _install_abort_hook(comm)
     return size(), rank()
+
+
+def _handle(MPI, obj):
+    """mpi4py's handle of ``obj`` as a signed 64-bit int: MPICH's int handles
+    of duplicated communicators come sign-extended (0xffffffff84000000), and
+    the C side keeps the low bytes of 4-byte ones."""
+    h = MPI._handleof(obj) & (2**64 - 1)
+    return h - 2**64 if h >= 2**63 else h
 
 
 def _install_abort_hook(comm):
@@ -91,6 +123,31 @@ def _install_abort_hook(comm):
     # an exception in another thread ends the job too
     threading.excepthook = lambda args: abort(args.exc_type, args.exc_value,
                                               args.exc_traceback)
+
+
+def set_collective_timeout(seconds):
+    """How long (float seconds; 0: forever) a collective of this process
+    (allreduce, and the barrier before each broadcast) waits for the other
+    ranks.  Past it the rank prints on stderr the collective, its number
+    and the ranks that had not arrived at it, then ends the whole job with
+    ``MPI_Abort`` (exit status 1).  Default ``DEFAULT_COLLECTIVE_TIMEOUT``;
+    give every rank the same value, longer than any rank's longest pause
+    between two collectives (an epoch's validation, a save).
+
+    Raises:
+        ValueError: not a number of seconds in [0, 1e9].
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.integer,
+                                                             np.floating)):
+        raise ValueError(f"collective_timeout must be a number of seconds >= 0 (0: none), "
+                         f"got {seconds!r}")
+    _C.mpi_set_timeout(float(seconds))
+
+
+def collective_timeout():
+    """The collective timeout in seconds (0.0: none); see
+    :func:`set_collective_timeout`."""
+    return _C.mpi_timeout()
 
 
 def is_initialized():
@@ -131,6 +188,7 @@ def broadcast_variables(variables, root_rank=0):
         raise ValueError(f"broadcast_variables: root_rank must be in [0, {size()}), got "
                          f"{root_rank!r}")
     comm = _MPI.COMM_WORLD
+    _C.mpi_barrier("broadcast_variables")
     for v in variables:
         if not isinstance(v, Variable):
             raise TypeError(f"broadcast_variables: expected Variables, got {type(v).__name__}")
@@ -143,6 +201,7 @@ def broadcast_variables(variables, root_rank=0):
 def local_size():
     """The number of ranks on this machine (sharing its memory)."""
     init()
+    _C.mpi_barrier("local_size")
     local = _MPI.COMM_WORLD.Split_type(_MPI.COMM_TYPE_SHARED)
     try:
         return local.Get_size()
@@ -162,6 +221,7 @@ def abort(code=1):
 
 def _bcast_object(obj, root_rank=0):
     init()
+    _C.mpi_barrier("broadcast")
     return _MPI.COMM_WORLD.bcast(obj, root=root_rank)
 
 

@@ -9,7 +9,8 @@ class GlobalMaxPooling2D(Layer):
     """The maximum over the spatial axes, as ``keras.layers.GlobalMaxPooling2D``:
     float32 ``(batch, H, W, C)`` -> ``(batch, C)``, or ``(batch, 1, 1, C)``
     with ``keepdims=True``.  Computed as one ``max_pool2d`` whose window is
-    the whole image (the gradient goes to the first maximum of each channel).
+    the whole image (NaN when a channel holds one; the gradient goes to the
+    channel's first NaN, else to its first maximum).
 
     Args:
         data_format: only None/``"channels_last"``.

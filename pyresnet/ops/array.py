@@ -384,10 +384,16 @@ def split(x, indices_or_sections, axis=0):
     Returns:
         list of tensors (slices of x; gradients flow back).
     Raises:
-        ValueError: an int that does not divide the size; an unknown size.
+        ValueError: a 0-d ``x``, an axis outside ``[-rank, rank)``, an int
+            that does not divide the size; an unknown size.
     """
     x = convert_to_tensor(x)
+    if x.ndim == 0:
+        raise ValueError("split: x must have at least one dimension, got a 0-d tensor")
     a = axis + x.ndim if axis < 0 else axis
+    if not 0 <= a < x.ndim:
+        raise ValueError(f"split: axis must be in [{-x.ndim}, {x.ndim}) for x of shape "
+                         f"{tuple(x.shape)}, got {axis!r}")
     n = x.shape[a]
     if n is None:
         raise ValueError(f"split: axis {axis} has an unknown size while tracing")
@@ -522,10 +528,22 @@ def full(shape, fill_value, dtype=None):
     ``shape`` entries are ints or, while tracing, sizes from
     :func:`pyresnet.ops.shape`; dtype defaults to float32.  Built as
     ``broadcast_to`` of a scalar (then :func:`cast` for other dtypes).
+
+    Raises:
+        ValueError: a ``None`` size, as ``x.shape`` holds for the sizes a
+            compiled function does not know: the message points to
+            ``pyresnet.ops.shape(x)`` (those sizes as traced values) and
+            ``zeros_like``/``ones_like``/``full_like``.
     """
     if isinstance(shape, (int, np.integer)) or (isinstance(shape, Tensor) and shape.ndim == 0):
         shape = (shape,)
-    y = call("broadcast_to", float(fill_value), shape=tuple(shape))
+    shape = tuple(shape)
+    if builtins.any(d is None for d in shape):
+        raise ValueError(f"full/zeros/ones: shape {shape} has unknown sizes (None), as x.shape "
+                         f"reads inside a compiled function for sizes not known when tracing; "
+                         f"pass pyresnet.ops.shape(x) instead (its unknown sizes are traced "
+                         f"values), or use zeros_like(x) / ones_like(x) / full_like(x, value)")
+    y = call("broadcast_to", float(fill_value), shape=shape)
     name = _dtype_name(dtype)
     return y if name in (None, "float32") else cast(y, name)
 

@@ -295,20 +295,30 @@ def rgb_pca(images, scale=None, chunk=4096):
         (eigval (3,), eigvec (3, 3)) float64: eigenvalues in descending order,
         column j the unit eigenvector of eigval[j].
     Raises:
-        ValueError: not a non-empty batch of RGB images, ``chunk`` not a
-            positive int.
+        ValueError: not a batch of RGB images with at least one pixel, a
+            pixel that is not finite (NaN or infinity; the message gives
+            its index), a ``scale`` that is not a finite number, ``chunk``
+            not a positive int.
     """
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"rgb_pca: chunk must be a positive int (images per step), got "
                          f"{chunk!r}")
     x = np.asarray(images)
-    if x.ndim != 4 or x.shape[-1] != 3 or x.shape[0] == 0:
-        raise ValueError(f"rgb_pca: expected a non-empty (N, H, W, 3) batch, got shape {x.shape}")
+    if x.ndim != 4 or x.shape[-1] != 3 or x.size == 0:
+        raise ValueError(f"rgb_pca: expected an (N, H, W, 3) batch with at least one pixel, "
+                         f"got shape {x.shape}")
     if scale is None:
         scale = 1 / 255 if x.dtype == np.uint8 else 1.0
+    if not np.isfinite(float(scale)):
+        raise ValueError(f"rgb_pca: scale must be a finite number, got {scale!r}")
     total, outer, count = np.zeros(3), np.zeros((3, 3)), 0
     for i in range(0, len(x), chunk):
         p = x[i:i + chunk].reshape(-1, 3).astype(np.float64) * scale
+        bad = ~np.isfinite(p)
+        if bad.any():
+            at = np.unravel_index(i * x[0].size + int(np.argmax(bad.ravel())), x.shape)
+            raise ValueError(f"rgb_pca: images must be finite, got {x[at]} at index "
+                             f"{tuple(int(k) for k in at)}")
         total += p.sum(0)
         outer += p.T @ p
         count += len(p)

@@ -68,9 +68,9 @@ def conv2d(x, kernel, strides=1, padding="valid", groups=None):
         TypeError: for non-float32 inputs.
     """
     same = _same("conv2d", padding)
-    if groups is None:
-        channels, k_in = convert_to_tensor(x).shape[-1], convert_to_tensor(kernel).shape[2:3]
-        groups = channels // k_in[0] if channels and k_in and k_in[0] else 1
+    if groups is None:  # when the ranks are wrong, groups=1 lets the op name them
+        xs, ks = convert_to_tensor(x).shape, convert_to_tensor(kernel).shape
+        groups = xs[-1] // ks[2] if len(xs) == 4 and len(ks) == 4 and xs[-1] and ks[2] else 1
     return call("conv2d", x, kernel, strides=strides, same=same, groups=int(groups))
 
 
@@ -145,8 +145,9 @@ def conv2d_transpose(x, kernel, strides=1, padding="valid"):
 def max_pool2d(x, pool_size=2, strides=None, padding="valid"):
     """2D max pooling over NHWC float32 images (as ``keras.layers.MaxPooling2D``).
 
-    Padded positions never win.  The gradient goes to the first maximum of
-    each window (row-major order, like NumPy argmax).
+    Padded positions never win.  A NaN in a window makes its max NaN (as
+    ``np.max`` and PyTorch).  The gradient goes to the window's first NaN,
+    else to its first maximum (row-major order, like NumPy argmax).
 
     Args:
         x: float32 (N, H, W, C).

@@ -24,6 +24,7 @@ own weights by weight name (``.../kernel``); a random layer's generator
 state ``.../seed_generator/state``; the optimizer's ``optimizer/iterations``,
 ``optimizer/learning_rate`` and ``optimizer/velocity/<weight path>``.
 """
+import contextlib
 import datetime
 import io
 import json
@@ -151,21 +152,68 @@ def _npz_bytes(entries):
     return buffer.getvalue()
 
 
-def _read_npz(data, where):
-    """Path -> array from .npz bytes, each entry checked: a ``.npy`` v1-v3
-    header, a numeric dtype, a C-order shape whose size fills the entry
-    exactly.
+_CHUNK = 2**20  # bytes read at a time from an entry
+_ENTRY_SLACK = 1024  # bytes of .npy header and zip records an entry may add to its data
+
+
+def expected_entries(model, optimizer=False):
+    """What a weights file for ``model`` may hold: ``{path: bytes}``, the
+    data size of each weight (and, with ``optimizer``, of the compiled
+    optimizer's iterations, learning rate and every slot it may have).
+    Readers check the sizes that files declare against it before they
+    inflate or allocate anything."""
+    paths = weight_paths(model)
+    out = {p: v.nbytes for p, v in paths}
+    opt = getattr(model, "optimizer", None)
+    if optimizer and opt is not None:
+        out["optimizer/iterations"] = opt.iterations.nbytes
+        if isinstance(opt._learning_rate, Variable):
+            out["optimizer/learning_rate"] = opt._learning_rate.nbytes
+        for p, v in paths:
+            if v.trainable:
+                out.update({f"optimizer/{slot}/{p}": 4 * v.size for slot in opt._slot_names})
+    return out
+
+
+def npz_limit(expected):
+    """The most bytes an uncompressed ``.npz`` of the ``expected`` entries
+    (see :func:`expected_entries`) can take, records and headers included."""
+    return sum(n + _ENTRY_SLACK + 2 * len(k) for k, n in expected.items()) + 64 * 2**10
+
+
+def check_entry_size(info, limit, where):
+    """Raise ValueError (naming ``where`` and the entry) when the zip entry
+    ``info`` declares more than ``limit`` bytes once inflated."""
+    if info.file_size > limit:
+        raise ValueError(f"{where}: entry {info.filename!r} declares {info.file_size} bytes "
+                         f"once inflated, more than the {limit} bytes it can take here; "
+                         "not read")
+
+
+def _read_npz(source, where, expected=None):
+    """Path -> array from an .npz (a path or a seekable binary file), each
+    entry checked before its data is read: a ``.npy`` v1-v3 header, a
+    numeric dtype, a C-order shape whose size fills the entry exactly and,
+    when ``expected`` (:func:`expected_entries`) is given, a path in it
+    whose data size the entry does not exceed.  Entries under
+    ``optimizer/`` that ``expected`` lacks are skipped.  The data are read
+    in chunks of ``_CHUNK`` bytes straight into the result, so memory stays
+    within the declared (and checked) sizes.
 
     Raises:
         ValueError: naming ``where`` and the entry, for anything else.
     """
     arrays = {}
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
+        with zipfile.ZipFile(source) as z:
             for info in z.infolist():
                 if not info.filename.endswith(".npy"):
                     raise ValueError(f"entry {info.filename!r} is not a .npy array")
                 key = info.filename[:-4]
+                if expected is not None and key not in expected:
+                    if key.startswith("optimizer/"):
+                        continue
+                    raise ValueError(f"entry {key!r} matches no weight of the model")
                 with z.open(info) as f:
                     version = np.lib.format.read_magic(f)
                     if version == (1, 0):
@@ -184,11 +232,18 @@ def _read_npz(data, where):
                         raise ValueError(f"entry {key!r}: shape {shape} of {dtype} needs "
                                          f"{nbytes} bytes, the entry holds "
                                          f"{info.file_size - f.tell()}")
-                    raw = f.read(nbytes)
-                if len(raw) != nbytes:
-                    raise ValueError(f"entry {key!r} is truncated")
-                arrays[key] = np.frombuffer(raw, dtype).reshape(shape).astype(
-                    dtype.newbyteorder("="), copy=True)
+                    if expected is not None and nbytes > expected[key]:
+                        raise ValueError(f"entry {key!r}: shape {shape} of {dtype} needs "
+                                         f"{nbytes} bytes, more than the model's weight "
+                                         f"({expected[key]} bytes); not read")
+                    raw = np.empty(nbytes, np.uint8)
+                    view = memoryview(raw)
+                    for at in range(0, nbytes, _CHUNK):
+                        piece = view[at:at + _CHUNK]
+                        if f.readinto(piece) != len(piece):
+                            raise ValueError(f"entry {key!r} is truncated")
+                arrays[key] = raw.view(dtype).reshape(shape).astype(dtype.newbyteorder("="),
+                                                                    copy=False)
     except ValueError as e:
         raise ValueError(f"{where} is not a valid weights file: {e}") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
@@ -279,8 +334,14 @@ def save_model(model, filepath, overwrite=True):
                        compress_type=zipfile.ZIP_STORED)
 
 
-def _read_archive(filepath):
-    """(config dict, metadata dict, weights bytes) of a ``.keras`` file.
+@contextlib.contextmanager
+def _open_archive(filepath):
+    """Open a ``.keras`` file: yields ``(config dict, read_weights)`` where
+    ``read_weights(expected)`` reads its weights entry (see
+    :func:`_read_npz`) after checking the entry's declared size against
+    :func:`npz_limit` of ``expected``.  Nothing is read whole: the JSON
+    entries are checked against ``_MAX_JSON`` first, the weights are read
+    entry by entry in chunks.
 
     Raises:
         FileNotFoundError: when it does not exist.
@@ -290,34 +351,49 @@ def _read_archive(filepath):
     if not os.path.isfile(name):
         raise FileNotFoundError(f"load: no file {name!r}")
     with open(name, "rb") as f:  # unreadable: the OSError as it is
-        data = f.read()
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
+        try:
+            z = zipfile.ZipFile(f)
             names = set(z.namelist())
             sizes = {n: z.getinfo(n).file_size for n in (CONFIG, METADATA) if n in names}
             if all(n in names for n in (CONFIG, METADATA, WEIGHTS)) \
                     and max(sizes.values()) <= _MAX_JSON:
                 texts = {n: z.read(n) for n in (CONFIG, METADATA)}
-                weights = z.read(WEIGHTS)
-    except (ValueError, OSError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError,
-            struct.error, NotImplementedError, OverflowError, KeyError) as e:
-        # (OSError from seeks to offsets a corrupted directory gives, in memory)
-        raise ValueError(f"{name} is not a valid .keras file (not a zip archive, or truncated "
-                         f"or corrupted: {type(e).__name__}: {e})") from None
-    missing = [n for n in (CONFIG, METADATA, WEIGHTS) if n not in names]
-    if missing:
-        raise ValueError(f"{name} is not a pyresnet .keras file: it lacks {', '.join(missing)}")
-    if max(sizes.values()) > _MAX_JSON:
-        raise ValueError(f"{name}: config.json or metadata.json is implausibly large")
-    try:
-        config = json.loads(texts[CONFIG].decode("utf-8"))
-        metadata = json.loads(texts[METADATA].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise ValueError(f"{name}: config.json or metadata.json is not valid JSON ({e})") \
-            from None
-    if not isinstance(config, dict) or not isinstance(metadata, dict):
-        raise ValueError(f"{name}: config.json and metadata.json must hold JSON objects")
-    return config, metadata, weights
+        except (ValueError, OSError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error,
+                EOFError, struct.error, NotImplementedError, OverflowError, KeyError) as e:
+            # (OSError from seeks to offsets a corrupted directory gives)
+            raise ValueError(f"{name} is not a valid .keras file (not a zip archive, or "
+                             f"truncated or corrupted: {type(e).__name__}: {e})") from None
+        with z:
+            missing = [n for n in (CONFIG, METADATA, WEIGHTS) if n not in names]
+            if missing:
+                raise ValueError(f"{name} is not a pyresnet .keras file: it lacks "
+                                 f"{', '.join(missing)}")
+            if max(sizes.values()) > _MAX_JSON:
+                raise ValueError(f"{name}: config.json or metadata.json is implausibly large")
+            try:
+                config = json.loads(texts[CONFIG].decode("utf-8"))
+                metadata = json.loads(texts[METADATA].decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+                raise ValueError(f"{name}: config.json or metadata.json is not valid JSON "
+                                 f"({e})") from None
+            if not isinstance(config, dict) or not isinstance(metadata, dict):
+                raise ValueError(f"{name}: config.json and metadata.json must hold JSON "
+                                 "objects")
+
+            def read_weights(expected):
+                where = f"{name} ({WEIGHTS})"
+                info = z.getinfo(WEIGHTS)
+                check_entry_size(info, npz_limit(expected), name)
+                try:
+                    entry = z.open(info)
+                except (ValueError, OSError, zipfile.BadZipFile, NotImplementedError,
+                        struct.error) as e:
+                    raise ValueError(f"{where} is not a valid weights file (truncated or "
+                                     f"corrupted: {type(e).__name__}: {e})") from None
+                with entry:
+                    return _read_npz(entry, where, expected)
+
+            yield config, read_weights
 
 
 def load_model(filepath, custom_objects=None, compile=True):
@@ -337,23 +413,26 @@ def load_model(filepath, custom_objects=None, compile=True):
         FileNotFoundError: when the file does not exist.
         ValueError: for a file that is not a complete ``.keras`` file of
             pyresnet (truncated, corrupted, foreign), an unknown class
-            (naming it and both fixes), or weights that do not fit.
+            (naming it and both fixes), or weights that do not fit
+            (checked against the sizes the file declares before they are
+            read: a small file cannot make a large allocation).
     """
     name = os.fspath(filepath)
-    config, _, weights = _read_archive(name)
-    arrays = _read_npz(weights, f"{name} ({WEIGHTS})")
-    model = model_from_config(config, custom_objects, where=name)
-    compile_cfg = config.get("compile_config")
-    if compile and compile_cfg is not None:
-        try:
-            serialization.compile_from_config(model, compile_cfg)
-        except (KeyError, TypeError, AttributeError) as e:
-            raise ValueError(f"{name}: malformed compile_config ({type(e).__name__}: {e})") \
-                from None
+    with _open_archive(name) as (config, read_weights):
+        model = model_from_config(config, custom_objects, where=name)
+        compile_cfg = config.get("compile_config")
+        with_optimizer = bool(compile and compile_cfg is not None)
+        if with_optimizer:
+            try:
+                serialization.compile_from_config(model, compile_cfg)
+            except (KeyError, TypeError, AttributeError) as e:
+                raise ValueError(f"{name}: malformed compile_config ({type(e).__name__}: {e})") \
+                    from None
+        arrays = read_weights(expected_entries(model, optimizer=with_optimizer))
     paths = weight_paths(model)
     model_arrays = {k: v for k, v in arrays.items() if not k.startswith("optimizer/")}
     assign_checked(paths, model_arrays, name)
-    if compile and compile_cfg is not None:
+    if with_optimizer:
         restore_optimizer(model, paths, arrays, name)
     return model
 
@@ -442,7 +521,8 @@ def load_weights(model, filepath):
     """Assign the weights of a ``.weights.npz`` file (or of a ``.keras``
     file) to ``model``, matched by path; all are checked first, so a
     missing or unexpected weight or a shape mismatch (named, with both
-    shapes) raises ValueError and changes nothing.
+    shapes) raises ValueError and changes nothing.  Sizes the file declares
+    are checked against the model's weights before anything is inflated.
 
     Raises:
         FileNotFoundError, ValueError.
@@ -451,14 +531,14 @@ def load_weights(model, filepath):
     if not model.built:
         raise ValueError(f'Model "{model.name}" is not built yet: build it (call it on data, or '
                          "start it with an Input) before load_weights")
+    expected = expected_entries(model)
     if str(name).endswith(".keras"):
-        _, _, data = _read_archive(name)
-        arrays = _read_npz(data, f"{name} ({WEIGHTS})")
-        arrays = {k: v for k, v in arrays.items() if not k.startswith("optimizer/")}
+        with _open_archive(name) as (_, read_weights):
+            arrays = read_weights(expected)
     else:
         _check_suffix(name, ".weights.npz", "load_weights")
         if not os.path.isfile(name):
             raise FileNotFoundError(f"load_weights: no file {name!r}")
         with open(name, "rb") as f:
-            arrays = _read_npz(f.read(), name)
+            arrays = _read_npz(f, name, expected)
     assign_checked(weight_paths(model), arrays, name)

@@ -5,11 +5,15 @@ folder, flushes and fsyncs it, then renames it over the destination with
 ``os.replace`` (atomic on POSIX and Windows) and fsyncs the folder.  An
 interrupted write (an exception, ``kill -9``, a power cut after the rename)
 therefore leaves either the previous file or the complete new one, never a
-truncated mix; at worst a stray ``.<name>.<random>.tmp`` file stays behind.
+truncated mix.  The temporary file is ``.<name>.<pid>.<random>.tmp``; one a
+killed writer left behind is removed by the next write of ``<name>`` in that
+folder (:func:`remove_stale_temps`).
 """
 import contextlib
 import os
+import re
 import tempfile
+import time
 
 
 def _umask():
@@ -36,11 +40,58 @@ def _fsync_dir(folder):
         os.close(fd)
 
 
+STALE_SECONDS = 600  # a temporary file untouched this long has no live writer
+
+
+def _alive(pid):
+    """Whether process ``pid`` exists on this machine (a PermissionError
+    means it does: someone else's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return True
+
+
+def remove_stale_temps(path):
+    """Remove the temporary files :func:`atomic_write` left for ``path``
+    when its writer was killed: only names of our exact pattern
+    (``.<name>.<pid>.<8 random>.tmp``, or ``.<name>.<8 random>.tmp`` of
+    earlier versions) whose writing process is gone from this machine or
+    that nobody has touched for ``STALE_SECONDS``.  Best effort: a file
+    that cannot be examined or removed stays.  Returns the paths removed."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    pattern = re.compile(r"\." + re.escape(os.path.basename(path))
+                         + r"\.(?:(\d+)\.)?[a-z0-9_]{8}\.tmp")
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        m = pattern.fullmatch(name)
+        if not m:
+            continue
+        tmp = os.path.join(folder, name)
+        with contextlib.suppress(OSError):
+            pid = int(m.group(1)) if m.group(1) else None
+            gone = pid is not None and pid != os.getpid() and not _alive(pid)
+            if gone or now - os.stat(tmp).st_mtime > STALE_SECONDS:
+                os.remove(tmp)
+                removed.append(tmp)
+    return removed
+
+
 @contextlib.contextmanager
 def atomic_write(path, mode="wb", encoding=None, newline=None):
     """Open a temporary file beside ``path`` for writing; on a normal exit
     of the ``with`` block flush, fsync and rename it to ``path``; on an
-    exception remove it and leave ``path`` as it was.
+    exception remove it and leave ``path`` as it was.  Stale temporary
+    files of ``path`` are removed first (:func:`remove_stale_temps`).
 
     Args:
         path (str or PathLike): the destination.
@@ -57,7 +108,9 @@ def atomic_write(path, mode="wb", encoding=None, newline=None):
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    remove_stale_temps(path)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.{os.getpid()}.",
+                               suffix=".tmp")
     try:
         os.close(fd)
         os.chmod(tmp, _MODE)  # mkstemp makes 0600 files
