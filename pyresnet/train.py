@@ -383,6 +383,8 @@ def main(argv=None):
     t_start = time.perf_counter()
     strategy = pr.distribute.DataParallel() if args.distributed else None
     rank = strategy.rank if strategy is not None else 0
+    if rank == 0:  # no silent slow paths: the kernels this CPU gets, first
+        print(pr.config.kernel_notice(), flush=True)
     if strategy is not None:
         threads = os.environ.get("OMP_NUM_THREADS")
         pr.set_num_threads(int(threads) if threads else
