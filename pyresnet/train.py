@@ -383,8 +383,6 @@ def main(argv=None):
     t_start = time.perf_counter()
     strategy = pr.distribute.DataParallel() if args.distributed else None
     rank = strategy.rank if strategy is not None else 0
-    if rank == 0:  # no silent slow paths: the kernels this CPU gets, first
-        print(pr.config.kernel_notice(), flush=True)
     if strategy is not None:
         threads = os.environ.get("OMP_NUM_THREADS")
         pr.set_num_threads(int(threads) if threads else
@@ -417,6 +415,7 @@ def main(argv=None):
     say = print if rank == 0 else (lambda *a, **k: None)
     def count(n, noun):
         return f"{n} {noun}" + ("s" if n != 1 else "")
+    say(pr.config.kernel_notice(), flush=True)  # no silent slow path: the first line
     say(f"{args.dataset}: {len(x_train)} training, {len(x_test)} test images; "
           f"{args.model}, batch {args.batch_size}, {count(args.epochs, 'epoch')}, "
           f"{count(pr.get_num_threads(), 'thread')}{_ranks(strategy)}; run folder {run_dir}",

@@ -56,8 +56,14 @@ def test_sdist_wheel_manylinux_install_without_compiler(tmp_path):
     assert re.search(r"-manylinux_2_\d+_x86_64\.whl$", fixed.name), fixed.name
     with zipfile.ZipFile(fixed) as z:
         listed = z.namelist()
+        ext, = [n for n in listed if re.fullmatch(r"pyresnet/_C\..*\.so", n)]
+        z.extract(ext, tmp_path / "unpacked")
     assert not [n for n in listed if "openblas" in n.lower()], listed  # stays in its own wheel
     assert "pyresnet-0.1.0.dist-info/licenses/LICENSE" in listed, listed
+    # _C still needs the scipy-openblas32 wheel's library: auditwheel drops RPATH entries
+    # that leave the wheel, and pyresnet/_loader.py loads it first (as NumPy's wheels do)
+    dynamic = run(["readelf", "-d", str(tmp_path / "unpacked" / ext)])
+    assert "[libscipy_openblas.so]" in dynamic, dynamic
 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
