@@ -5,9 +5,10 @@ Flags are portable (no ``-march=native``); CPU-specific kernels are compiled
 per function with ``__attribute__((target(...)))`` on x86-64 only and chosen
 at run time.  GCC and clang (``CC=clang``, with libomp) build it on Linux;
 on macOS Apple clang takes OpenMP from Homebrew's libomp (``LIBOMP_PREFIX``
-names another).  The extension finds OpenBLAS in the scipy-openblas32
-wheel beside it in site-packages (RPATH ``$ORIGIN``/``@loader_path``;
-pyresnet/_loader.py also preloads it), so wheels leave it out.
+names another).  OpenBLAS stays in the scipy-openblas32 wheel:
+pyresnet/_loader.py loads it before the extension, which also finds it
+beside itself in site-packages through its RPATH (``$ORIGIN``,
+``@loader_path``; ``auditwheel repair`` drops that entry from wheels).
 """
 import glob
 import os
@@ -43,7 +44,10 @@ ext = Extension(
     runtime_library_dirs=rpath,
     define_macros=[("BLAS_SYMBOL_PREFIX", "scipy_"),
                    ("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    extra_compile_args=["-O3", "-std=c11", "-fno-math-errno", "-Wall",
+    # -ffp-contract=off: no fused multiply-adds the C does not ask for, so the
+    # x86-64 clones of a loop give the same bits (GCC's default under -std=c11,
+    # not clang's)
+    extra_compile_args=["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno", "-Wall",
                         "-Wno-unused-function", *openmp_compile],
     extra_link_args=[*openmp_link, *rpath_link],
 )

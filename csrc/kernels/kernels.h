@@ -62,8 +62,8 @@ void *pr_alloc_huge(size_t nbytes); /* long-lived blocks: huge pages from 4 MiB 
 void pr_free(void *p);
 
 /* Loops compiled for AVX-512, AVX2 and baseline x86-64 from the same C,
- * chosen at load time (the same operations in each and no FMA contraction
- * in ISO C mode, so the same bits).  The choice is a GNU indirect function:
+ * chosen at load time (the same operations in each and no FMA contraction,
+ * -ffp-contract=off in setup.py, so the same bits).  The choice is a GNU indirect function:
  * x86-64 Linux (ELF) with GCC or clang 14+; elsewhere (macOS, Windows,
  * other architectures) one baseline version. */
 #if defined(__has_attribute)
