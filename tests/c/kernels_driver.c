@@ -133,8 +133,10 @@ static void pool_case(void) {
 static void bn_case(void) {
     const int64_t m = 37, c = 5;
     const double eps = 1e-3;
-    float *x = inputs(m * c, 6), *dy = inputs(m * c, 7), *gamma = inputs(c, 8), *beta = inputs(c, 9);
-    float *y = malloc(sizeof(float) * (size_t)(m * c)), *dx = malloc(sizeof(float) * (size_t)(m * c));
+    float *x = inputs(m * c, 6), *dy = inputs(m * c, 7);
+    float *gamma = inputs(c, 8), *beta = inputs(c, 9);
+    float *y = malloc(sizeof(float) * (size_t)(m * c));
+    float *dx = malloc(sizeof(float) * (size_t)(m * c));
     float mean[5], var[5], dgamma[5], dbeta[5];
     if (!y || !dx) exit(2);
     void *sc = scratch(pr_bn_scratch_bytes(m, c));
