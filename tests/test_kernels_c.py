@@ -4,7 +4,7 @@ tests/c/kernels_driver.c runs the portable kernels of csrc/kernels/ (the
 ones every CPU gets) on small awkward shapes and prints their inputs and
 outputs; these tests build it, run it and check every output against NumPy
 (the float64 references of test_ops_conv.py and the formulas of the kernel
-headers).  Built natively, then cross-built with Debian's
+headers).  Built natively by GCC and by clang, then cross-built with Debian's
 gcc-aarch64-linux-gnu with -Werror over all of csrc/ and run under
 qemu-aarch64 against the aarch64 OpenBLAS of the scipy-openblas32 wheel
 (``PYRESNET_AARCH64_OPENBLAS``: its unpacked ``scipy_openblas32`` folder;
@@ -143,10 +143,10 @@ def run(cmd, **kw):
     return p.stdout
 
 
-def test_driver_here(tmp_path):
-    """Natively, with this machine's C compiler and the installed OpenBLAS."""
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    assert cc, "no C compiler on PATH (set CC)"
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_driver_here(cc, tmp_path):
+    """Natively, with GCC and with clang (-Werror both), and the installed OpenBLAS."""
+    assert shutil.which(cc), f"{cc} not found: apt-get install gcc clang libomp-dev (.ci/run does)"
     objects = compile_all(cc, [*KERNELS, DRIVER],
                           [ROOT / "csrc" / "kernels", scipy_openblas32.get_include_dir()],
                           tmp_path)
