@@ -74,8 +74,8 @@ def run(args, env, module="pyresnet.train", timeout=300):
 
 def check_success(status, lines, err, n_train, n_test, epochs=1, dataset="cifar10",
                   test_loss_below=20):
-    """Exit 0; the header, the recipe line, one sane line per epoch, and the
-    final line last."""
+    """Exit 0; the kernel notice, the header, the recipe line, one sane line
+    per epoch, and the final line last."""
     assert status == 0, f"exit status {status}\nstdout: {lines}\nstderr: {err}"
     assert lines[0] == pr.config.kernel_notice(), lines[0]  # no silent slow path
     lines = lines[1:]
