@@ -1,30 +1,37 @@
-"""The kernels as plain C, on this machine and on aarch64 under qemu.
+"""The C core off x86-64: the kernels as plain C here and on aarch64, and
+the whole package on arm64 Python, under qemu.
 
 tests/c/kernels_driver.c runs the portable kernels of csrc/kernels/ (the
 ones every CPU gets) on small awkward shapes and prints their inputs and
 outputs; these tests build it, run it and check every output against NumPy
 (the float64 references of test_ops_conv.py and the formulas of the kernel
-headers).  Built natively by GCC and by clang, then cross-built with Debian's
-gcc-aarch64-linux-gnu with -Werror over all of csrc/ and run under
-qemu-aarch64 against the aarch64 OpenBLAS of the scipy-openblas32 wheel
-(``PYRESNET_AARCH64_OPENBLAS``: its unpacked ``scipy_openblas32`` folder;
-.ci/run downloads it).  Marked ``build`` (slow: they compile the C core
-again): ``pytest -m build`` runs them, as .ci/run does once.
+headers): natively by GCC and by clang, then cross-compiled with Debian's
+gcc-aarch64-linux-gnu (all of csrc/, -Werror, against the arm64 Python's
+headers) and run under qemu-aarch64.  The cross-compiled objects then make
+the extension for Debian's arm64 Python, which imports pyresnet and trains
+ResNet-8 for an epoch under qemu.  The arm64 side needs
+``PYRESNET_AARCH64_SYSROOT``: a folder with root/ (Debian's arm64 Python and
+the libraries it loads, unpacked) and site/ (the aarch64 wheels of
+pyresnet's dependencies), which .ci/run makes.  Marked ``build`` (slow:
+they compile the C core again): ``pytest -m build`` runs them, as .ci/run
+does once.
 """
 import concurrent.futures
 import math
 import os
 import pathlib
+import re
 import shutil
 import subprocess
-import sysconfig
 
 import ml_dtypes
 import numpy as np
 import pytest
 import scipy_openblas32
 
+from conftest import data_root
 from philox_ref import Stream
+from test_train_cli import check_success
 from test_ops_conv import conv_bpf_ref, conv_bpi_ref, conv_ref, max_pool_grad_ref, pool_ref
 
 pytestmark = pytest.mark.build
@@ -38,7 +45,6 @@ CFLAGS = ["-O3", "-std=c11", "-ffp-contract=off", "-fopenmp", "-fno-math-errno",
           "-Wno-unused-function", "-Werror", "-fPIC", "-DBLAS_SYMBOL_PREFIX=scipy_",
           "-DNPY_NO_DEPRECATED_API=NPY_1_7_API_VERSION"]
 CROSS_CC, QEMU = "aarch64-linux-gnu-gcc", "qemu-aarch64"
-CROSS_SYSROOT = "/usr/aarch64-linux-gnu"  # Debian's libc6-arm64-cross
 
 
 def compile_all(cc, sources, includes, out_dir):
@@ -137,8 +143,8 @@ def check_driver_output(a):
     close(a["sgemm.c"], a["sgemm.a"] @ a["sgemm.b"].T)
 
 
-def run(cmd, **kw):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
+def run(cmd, timeout=600, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
     assert p.returncode == 0, f"{cmd[0]} exited {p.returncode}:\n{p.stderr}"
     return p.stdout
 
@@ -156,45 +162,62 @@ def test_driver_here(cc, tmp_path):
 
 @pytest.fixture(scope="module")
 def aarch64(tmp_path_factory):
-    """(objects of csrc/kernels, objects of the rest of csrc, the driver's
-    object, the aarch64 OpenBLAS folder), compiled with the cross compiler."""
+    """The arm64 sysroot and the C core cross-compiled against its Python:
+    (sysroot, its Python, objects of csrc/kernels, of the rest of csrc, of
+    the driver, the output folder)."""
     missing = [t for t in (CROSS_CC, QEMU) if not shutil.which(t)]
     assert not missing, (f"{' and '.join(missing)} not found: apt-get install "
                          f"gcc-aarch64-linux-gnu qemu-user (.ci/run does)")
-    blas = os.environ.get("PYRESNET_AARCH64_OPENBLAS")
-    assert blas and pathlib.Path(blas, "lib", "libscipy_openblas.so").exists(), (
-        "PYRESNET_AARCH64_OPENBLAS must name the scipy_openblas32 folder of the aarch64 wheel "
-        "(pip download --no-deps --only-binary=:all: --platform manylinux2014_aarch64 "
-        "scipy-openblas32, unzipped; .ci/run does)")
-    blas = pathlib.Path(blas)
+    sysroot = pathlib.Path(os.environ.get("PYRESNET_AARCH64_SYSROOT", "/nonexistent"))
+    pythons = [p for p in (sysroot / "root" / "usr" / "bin").glob("python3.*")
+               if re.fullmatch(r"python3\.\d+", p.name)]
+    assert pythons and (sysroot / "site" / "numpy").is_dir(), (
+        "PYRESNET_AARCH64_SYSROOT must name an arm64 sysroot: root/ with Debian's arm64 "
+        "Python and the libraries it needs, site/ with the aarch64 wheels of pyresnet's "
+        "dependencies: .ci/aarch64-sysroot DIR makes one")
     out = tmp_path_factory.mktemp("aarch64")
-    # The boundary files compile against this interpreter's Python and NumPy
-    # headers: their layouts are those of any LP64 little-endian Linux.
-    includes = [ROOT / "csrc", ROOT / "csrc" / "kernels", blas / "include",
-                sysconfig.get_paths()["include"], np.get_include()]
+    include = sysroot / "root" / "usr" / "include"
+    includes = [ROOT / "csrc", ROOT / "csrc" / "kernels", include, include / pythons[-1].name,
+                sysroot / "site" / "numpy" / "_core" / "include",
+                sysroot / "site" / "scipy_openblas32" / "include"]
     objects = compile_all(CROSS_CC, [*KERNELS, *CORE, DRIVER], includes, out)
     n = len(KERNELS)
-    return objects[:n], objects[n:-1], objects[-1], blas, out
+    return sysroot, pythons[-1], objects[:n], objects[n:-1], objects[-1], out
+
+
+def qemu(sysroot, *args, env=(), **kw):
+    """Run an aarch64 program under qemu with the sysroot's libraries."""
+    sets = [a for k, v in env for a in ("-E", f"{k}={v}")]
+    return run([QEMU, "-L", str(sysroot / "root"), *sets, *map(str, args)], **kw)
 
 
 def test_kernels_on_aarch64_under_qemu(aarch64):
-    kernels, _, driver, blas, out = aarch64
-    exe = link_driver(CROSS_CC, [*kernels, driver], blas / "lib", out / "driver")
-    # The wheel's libgfortran lists libz.so.1 but imports none of its symbols
-    # (objdump -T), and the cross sysroot has no zlib: an empty one stands in.
-    stub = out / "stub"
-    stub.mkdir()
-    run([CROSS_CC, "-shared", "-x", "c", os.devnull, "-o", str(stub / "libz.so.1")])
-    check_driver_output(parse(run([QEMU, "-L", CROSS_SYSROOT, "-E", f"LD_LIBRARY_PATH={stub}",
-                                   str(exe)])))
+    sysroot, _, kernels, _, driver, out = aarch64
+    blas = sysroot / "site" / "scipy_openblas32" / "lib"
+    exe = link_driver(CROSS_CC, [*kernels, driver], blas, out / "driver")
+    check_driver_output(parse(qemu(sysroot, exe)))
 
 
-def test_c_core_links_for_aarch64(aarch64):
-    """The whole extension links as an aarch64 shared object exporting its init."""
-    kernels, core, _, blas, out = aarch64
-    so = out / "_C.so"
-    run([CROSS_CC, "-shared", "-fopenmp", *map(str, kernels + core), f"-L{blas / 'lib'}",
-         "-lscipy_openblas", "-lm", "-o", str(so)])
-    header = run(["readelf", "-h", str(so)])
-    assert "AArch64" in header, header
-    assert " PyInit__C" in run(["readelf", "--dyn-syms", "-W", str(so)])
+def test_package_on_aarch64_under_qemu(aarch64, tmp_path):
+    """The whole package on arm64 Python under qemu: the extension linked from
+    the cross-compiled objects, one epoch of ResNet-8 on a CIFAR-10 subset."""
+    sysroot, python, kernels, core, _, out = aarch64
+    package = tmp_path / "pyresnet"
+    shutil.copytree(ROOT / "pyresnet", package,
+                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    ext = package / f"_C.cpython-{python.name[6:].replace('.', '')}-aarch64-linux-gnu.so"
+    run([CROSS_CC, "-shared", "-fopenmp", *map(str, kernels + core),
+         f"-L{sysroot / 'site' / 'scipy_openblas32' / 'lib'}", "-lscipy_openblas", "-lm",
+         "-o", str(ext)])
+    assert "AArch64" in run(["readelf", "-h", str(ext)])
+    work = tmp_path / "work"
+    work.mkdir()
+    env = [("PYTHONPATH", f"{tmp_path}:{sysroot / 'site'}"), ("PYRESNET_DATA", data_root()),
+           ("HOME", work)]
+    out = qemu(sysroot, python, "-c", "import pyresnet as pr; print(pr.config.config())",
+               env=env, cwd=work)
+    assert "'features': []" in out and "'float32': 'im2col_blas'" in out, out
+    out = qemu(sysroot, python, "-m", "pyresnet.train", "--model", "resnet8", "--subset", "64",
+               "--test-subset", "32", "--batch-size", "32", "--epochs", "1", "--verbose", "0",
+               env=env, cwd=work, timeout=1800)
+    check_success(0, out.strip().splitlines(), "", 64, 32)
