@@ -18,7 +18,7 @@ import scipy_openblas32
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "5000"
 
-_lib = os.path.join(scipy_openblas32.get_lib_dir(), "lib" + scipy_openblas32.get_library() + ".so")
+_lib = os.path.join(scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library(fullname=True))
 ctypes.CDLL(_lib, mode=ctypes.RTLD_GLOBAL)
 
 try:

@@ -6,7 +6,13 @@ import warnings
 
 from ._loader import _C
 
-__all__ = ["show_config", "config"]
+__all__ = ["show_config", "config", "kernel_notice"]
+
+# What the portable reference convolutions cost where faster ones exist,
+# measured per pass on ResNet-20's shapes at batch 128 (bench/results/conv.md,
+# Intel Xeon Sapphire Rapids class, 2 threads): 126 ms of convolutions per
+# training step with im2col_blas against 85 ms with avx512_direct.
+_REFERENCE_COST = "ResNet-20's convolutions take about 1.5x as long as with avx512_direct"
 
 _KERNELS = os.environ.get("PYRESNET_KERNELS")
 if _KERNELS not in (None, "", "reference", "no_amx"):
@@ -31,18 +37,54 @@ def config():
         case the AMX bits are cleared and AMX kernels do not run, or
         ``"off: PYRESNET_KERNELS=no_amx"`` when that was set at import: the
         AMX bits cleared as on a CPU with AVX512_BF16 but no AMX),
-        ``threads`` (int) and ``variants``: for each op with several
+        ``threads`` (int), ``variants``: for each op with several
         kernels, a list of ``(name, this_cpu_has_its_features)`` in priority
-        order (the reference kernel last).  A call runs the first variant that
-        runs on this CPU and supports its shapes.
+        order (the reference kernel last; a call runs the first variant that
+        runs on this CPU and supports its shapes), and ``kernels``: the
+        convolution kernel this CPU gets for ``"float32"`` and for
+        ``"bfloat16"`` operands (variants named ``*_bf16`` take the
+        bfloat16 calls, the others the float32 ones; the reference,
+        ``im2col_blas``, takes both where nothing faster runs).
     """
     info = _C.cpu_info()
     variants = {name: _C.op_variants(name) for name in sorted(_C.op_names())
                 if _C.op_variants(name)}
+    reference_only = info["reference_only"]
+
+    def first(bf16):
+        conv = variants["conv2d"]
+        usable = [n for n, ok in conv[:-1]
+                  if ok and not reference_only and n.endswith("_bf16") == bf16]
+        return usable[0] if usable else conv[-1][0]
+
     return {"cpu": info["brand"], "features": info["features"],
-            "reference_only": info["reference_only"], "amx": info["amx"],
+            "reference_only": reference_only, "amx": info["amx"],
             "threads": _C.get_num_threads(),
-            "variants": variants}
+            "variants": variants,
+            "kernels": {"float32": first(False), "bfloat16": first(True)}}
+
+
+def kernel_notice(c=None):
+    """One line naming the convolution kernels this CPU gets (float32 and
+    bfloat16) and, where that is the portable reference, why and what it
+    costs: ``python -m pyresnet.train`` prints it first, ``show_config``
+    too.  ``c`` is a :func:`config` dict (default: this process's)."""
+    c = c or config()
+    conv = c["variants"]["conv2d"]
+    reference = conv[-1][0]
+    parts = []
+    for dtype, bf16 in (("float32", False), ("bfloat16", True)):
+        name = c["kernels"][dtype]
+        if name != reference:
+            parts.append(f"{dtype} {name}")
+            continue
+        faster = [n for n, _ in conv[:-1] if n.endswith("_bf16") == bf16]
+        why = ("PYRESNET_KERNELS=reference" if c["reference_only"] else
+               "this CPU runs none of " + ", ".join(faster))
+        cost = (_REFERENCE_COST if not bf16 else
+                "float32 convolutions of the rounded operands, no faster than float32")
+        parts.append(f"{dtype} {name}, the portable reference ({why}): {cost}")
+    return "convolution kernels: " + "; ".join(parts)
 
 
 def show_config(file=None):
@@ -57,12 +99,7 @@ def show_config(file=None):
     print(f"threads:  {c['threads']}", file=out)
     if c["reference_only"]:
         print("kernels:  reference only (PYRESNET_KERNELS=reference)", file=out)
-    from .mixed_precision import bfloat16_hardware  # noqa: PLC0415
-
-    bf16 = bfloat16_hardware()
-    print("bfloat16: " + (" and ".join(bf16) + " kernels" if bf16 else
-                          "no bfloat16 instructions: bfloat16 operands are widened to float32, "
-                          "so mixed_bfloat16 is slower than float32 here"), file=out)
+    print(kernel_notice(c), file=out)
     for op, variants in c["variants"].items():
         off = [c["reference_only"] and k < len(variants) - 1 for k in range(len(variants))]
         names = ", ".join(f"{n} (off)" if o else n if ok else f"{n} (not on this CPU)"

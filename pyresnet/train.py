@@ -454,6 +454,7 @@ def main(argv=None):
     say = print if rank == 0 else (lambda *a, **k: None)
     def count(n, noun):
         return f"{n} {noun}" + ("s" if n != 1 else "")
+    say(pr.config.kernel_notice(), flush=True)  # no silent slow path: the first line
     say(f"{args.dataset}: {len(x_train)} training, {len(x_test)} test images; "
           f"{args.model}, batch {args.batch_size}, {count(args.epochs, 'epoch')}, "
           f"{count(pr.get_num_threads(), 'thread')}{_ranks(strategy)}; run folder {run_dir}",

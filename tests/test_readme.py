@@ -65,6 +65,8 @@ def _env_words(words):
 
 
 def check_pip(words):
+    env, words = _env_words(words)
+    assert set(env) <= {"CC"}, env  # CC=clang: the clang build
     assert words[:2] == ["pip", "install"], words
     for target in words[2:]:
         m = re.fullmatch(r"\.(?:\[([\w,]+)\])?", target)
@@ -162,12 +164,12 @@ def check_mpirun(words):
 
 
 RULES = [  # (pattern of the command, check)
-    (r"pip install .*", check_pip),
+    (r"(CC=\w+ )?pip install .*", check_pip),
     (r"python3? -m venv .*", check_venv),
     (r"(\.|source) \S+/bin/activate", check_source),
     (r"export \w+=\S+", check_export),
     (r"cd \.\.", check_cd),
-    (r"(\w+=\S+ )*pytest( -q)?( --nbmake)?( [\w/]+)*", check_pytest),
+    (r"(\w+=\S+ )*pytest( -q)?( --nbmake)?( -m \w+)?( [\w/]+)*", check_pytest),
     (r"python3? -m pyresnet\.train( .*)?", check_train),
     (r"python3? bench/\w+\.py( .*)?", check_bench),
     (r"python3? -m pyresnet\.runs( \S+)?", check_runs),

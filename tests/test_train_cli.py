@@ -73,10 +73,12 @@ def run(args, env, module="pyresnet.train", timeout=300):
 
 
 def check_success(status, lines, err, n_train, n_test, epochs=1, dataset="cifar10",
-                  test_loss_below=20):
-    """Exit 0; the header, the recipe line, one sane line per epoch, and the
-    final line last."""
+                  test_loss_below=20, notice=None):
+    """Exit 0; the kernel notice (``notice``, default this process's), the
+    header, the recipe line, one sane line per epoch, and the final line last."""
     assert status == 0, f"exit status {status}\nstdout: {lines}\nstderr: {err}"
+    assert lines[0] == (notice or pr.config.kernel_notice()), lines[0]  # no silent slow path
+    lines = lines[1:]
     assert lines[0].startswith(f"{dataset}: {n_train} training, {n_test} test images; "), lines[0]
     assert RECIPE_LINE.fullmatch(lines[1]), lines[1]
     epochs_seen = [EPOCH.fullmatch(line) for line in lines[2:-1]]
@@ -141,7 +143,7 @@ def test_train_each_family_one_epoch(family, env):
     # an untrained RegNet's residual stream larger ones still: its test loss need only be finite
     check_success(status, lines, err, 48, 40,
                   test_loss_below=np.inf if family == "regnet" else 1e4)
-    assert f"; {FAMILIES[family]}, batch 16, 1 epoch," in lines[0]
+    assert f"; {FAMILIES[family]}, batch 16, 1 epoch," in lines[1]
 
 
 # ---- each recipe flag ------------------------------------------------------------------
@@ -209,7 +211,7 @@ def test_distributed_on_two_ranks_equals_one_process(env):
                        capture_output=True, text=True, timeout=300)
     lines = p.stdout.strip().splitlines()
     two = check_success(p.returncode, lines, p.stderr, 48, 40)
-    assert "1 thread per rank, 2 ranks" in lines[0]
+    assert "1 thread per rank, 2 ranks" in lines[1]
     assert len(os.listdir(os.path.join(env[CWD], "runs"))) == 3
     # BN statistics of half batches: close to, not equal to, the whole batch's
     assert abs(float(two[0][2]) - float(plain[0][2])) < 0.1

@@ -38,6 +38,43 @@ def test_config_lists_the_conv_variants_reference_last():
     assert text.startswith("CPU:") and "conv2d: avx512_direct" in text and "im2col_blas" in text
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_config_names_the_convolution_kernel_a_call_runs(dtype):
+    """config()["kernels"] is what a compiled 3x3 convolution of that dtype runs."""
+    dt = np.float32 if dtype == "float32" else ml_dtypes.bfloat16
+    x, k = np.ones((2, 9, 9, 16), dt), pr.Variable(np.ones((3, 3, 16, 16), dt))
+    f = pr.compile(lambda x: ops.conv2d(x, k, padding="same"))
+    ran = [n["kernel"] for n in f.get_concrete_function(x).nodes if n["op"] == "conv2d"]
+    assert ran == [pr.config.config()["kernels"][dtype]]
+
+
+def test_kernel_notice_names_the_kernels_and_what_the_portable_ones_cost():
+    c = pr.config.config()
+    notice = pr.config.kernel_notice()
+    assert notice == pr.config.kernel_notice(c)
+    assert notice.startswith(f"convolution kernels: float32 {c['kernels']['float32']}")
+    assert f"; bfloat16 {c['kernels']['bfloat16']}" in notice
+    conv = [("avx512_direct", True), ("amx_direct_bf16", False), ("amx_bf16", False),
+            ("avx512_bf16", False), ("im2col_blas", True)]
+    fast = dict(c, reference_only=False, variants={"conv2d": conv},
+                kernels={"float32": "avx512_direct", "bfloat16": "im2col_blas"})
+    assert pr.config.kernel_notice(fast) == (
+        "convolution kernels: float32 avx512_direct; bfloat16 im2col_blas, the portable "
+        "reference (this CPU runs none of amx_direct_bf16, amx_bf16, avx512_bf16): float32 "
+        "convolutions of the rounded operands, no faster than float32")
+    portable = dict(fast, kernels={"float32": "im2col_blas", "bfloat16": "amx_direct_bf16"})
+    assert pr.config.kernel_notice(portable) == (
+        "convolution kernels: float32 im2col_blas, the portable reference (this CPU runs none "
+        "of avx512_direct): ResNet-20's convolutions take about 1.5x as long as with "
+        "avx512_direct; bfloat16 amx_direct_bf16")
+    forced = dict(fast, reference_only=True,
+                  kernels={"float32": "im2col_blas", "bfloat16": "im2col_blas"})
+    assert pr.config.kernel_notice(forced).count("(PYRESNET_KERNELS=reference)") == 2
+    out = io.StringIO()
+    pr.show_config(file=out)
+    assert notice in out.getvalue().splitlines()
+
+
 def test_nodes_profile_and_summary_name_the_kernel():
     k = pr.Variable(rng_array(3, 3, 4, 8))
     f = pr.compile(lambda x: ops.sum(ops.relu(ops.conv2d(x, k, padding="same"))))

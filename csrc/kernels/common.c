@@ -130,7 +130,9 @@ void *pr_alloc_huge(size_t nbytes) {
     size_t total = (rounded + HEADER + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
     char *raw = aligned_alloc(HUGE_PAGE, total);
     if (!raw) return NULL;
+#ifdef MADV_HUGEPAGE /* Linux only */
     madvise(raw, total, MADV_HUGEPAGE); /* advice only: failure leaves 4 KiB pages */
+#endif
     *(size_t *)raw = rounded;
     return raw + HEADER;
 }

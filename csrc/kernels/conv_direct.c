@@ -126,9 +126,14 @@ size_t pr_conv_direct_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
 
 /* ---- AVX-512 ---------------------------------------------------------------- */
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,fma")
-#include <immintrin.h>
+#endif
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -909,4 +914,25 @@ int pr_conv_direct_backprop_filter(const pr_window *g, const float *x, const flo
     return PR_OK;
 }
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
+
+#else /* not x86-64: never called (the CPU probe finds no AVX-512) */
+
+int pr_conv_direct_forward(const pr_window *g, const float *x, const float *w, float *y,
+                           void *scratch) {
+    return PR_ERR_INTERNAL;
+}
+int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const float *w, float *dx,
+                                  void *scratch) {
+    return PR_ERR_INTERNAL;
+}
+int pr_conv_direct_backprop_filter(const pr_window *g, const float *x, const float *dy, float *dw,
+                                   void *scratch) {
+    return PR_ERR_INTERNAL;
+}
+
+#endif

@@ -62,11 +62,16 @@ void *pr_alloc_huge(size_t nbytes); /* long-lived blocks: huge pages from 4 MiB 
 void pr_free(void *p);
 
 /* Loops compiled for AVX-512, AVX2 and baseline x86-64 from the same C,
- * chosen at load time (the same operations in each and no FMA contraction
- * in ISO C mode, so the same bits). */
-#if defined(__x86_64__) && defined(__GNUC__)
+ * chosen at load time (the same operations in each and no FMA contraction,
+ * -ffp-contract=off in setup.py, so the same bits).  The choice is a GNU indirect function:
+ * x86-64 Linux (ELF) with GCC or clang 14+; elsewhere (macOS, Windows,
+ * other architectures) one baseline version. */
+#if defined(__has_attribute)
+#if defined(__x86_64__) && defined(__linux__) && defined(__ELF__) && __has_attribute(target_clones)
 #define PR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
+#endif
+#endif
+#ifndef PR_CLONES
 #define PR_CLONES
 #endif
 
