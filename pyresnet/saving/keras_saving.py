@@ -1,0 +1,219 @@
+"""``.keras`` files and ``.weights.h5`` files in Keras 3's own format
+(issue 29, item 1), so that Keras 3's ``keras.saving.load_model`` opens what
+pyresnet saves and pyresnet opens what Keras 3 saves.
+
+A ``.keras`` file written here is a zip archive of
+
+* ``config.json``: Keras 3's config of the model (:func:`keras_config.lower_model`),
+  plus two keys Keras does not read: ``pyresnet_config`` (pyresnet's own
+  config, so pyresnet rebuilds the very same layers, ``ResidualBlock`` and
+  Python layers included) and ``pyresnet_compile_config``;
+* ``model.weights.h5``: the weights in Keras's layout (:mod:`.keras_h5`);
+* ``metadata.json``.
+
+Loading a file without ``pyresnet_config`` (one Keras 3 wrote) translates
+its Keras config (:func:`keras_config.from_keras_config`); Keras's own
+``compile_config`` is not read (the model comes back uncompiled, with a
+warning when the file had one).
+"""
+import datetime
+import io
+import json
+import os
+import struct
+import warnings
+import zipfile
+import zlib
+
+from ..utils.atomic import atomic_write
+from . import keras_config, keras_h5, serialization
+
+CONFIG = "config.json"
+METADATA = "metadata.json"
+H5_WEIGHTS = "model.weights.h5"
+FORMAT_VERSION = 2
+_MAX_JSON = 64 * 2**20
+
+
+def can_save(model):
+    """Whether ``model.save`` writes Keras 3's format: h5py is installed and
+    the model is functional or Sequential (a subclassed model has no layer
+    graph Keras could rebuild)."""
+    return keras_h5.h5py_or_none() is not None and getattr(model, "_graph", None) is not None
+
+
+def save_keras_model(model, name, compile_config):
+    """Write ``model`` to ``name`` in Keras 3's format, atomically (temporary
+    file, fsync, rename).
+
+    Args:
+        compile_config: pyresnet's compile settings (or None).
+    Raises:
+        ValueError: for a config value that cannot be saved (naming the layer).
+        ImportError: without h5py.
+    """
+    from .. import __version__  # noqa: PLC0415
+    lowered = keras_config.lower_model(model)
+    config = dict(lowered.item)
+    config["compile_config"] = None
+    config["pyresnet_config"] = serialization.serialize_layer(model)
+    config["pyresnet_compile_config"] = compile_config
+    optimizer = []
+    if compile_config is not None or getattr(model, "optimizer", None) is not None:
+        optimizer = keras_h5.optimizer_variables(model, lowered.trainable_variables())
+    weights = keras_h5.h5_bytes(lowered, extras_of(model, lowered), optimizer)
+    metadata = {"keras_version": "3.0.0", "pyresnet_version": __version__,
+                "format_version": FORMAT_VERSION, "keras_loadable": lowered.keras,
+                "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S")}
+    with atomic_write(name, "wb") as f:
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr(METADATA, json.dumps(metadata, indent=1))
+            z.writestr(CONFIG, json.dumps(config))
+            z.writestr(zipfile.ZipInfo(H5_WEIGHTS, date_time=(1980, 1, 1, 0, 0, 0)), weights,
+                       compress_type=zipfile.ZIP_STORED)
+
+
+def extras_of(model, lowered):
+    """``[(weight path, Variable)]`` of the model's state that Keras's layout
+    has no place for (random layers' generator states of Keras layers)."""
+    from .saving_lib import weight_paths  # noqa: PLC0415
+    covered = {id(v) for _, vs in lowered.groups for v in vs}
+    return [(p, v) for p, v in weight_paths(model) if id(v) not in covered]
+
+
+def is_h5_archive(name):
+    """Whether the ``.keras`` file ``name`` holds ``model.weights.h5``
+    (False for pyresnet's older npz files and for anything unreadable)."""
+    try:
+        with zipfile.ZipFile(name) as z:
+            return H5_WEIGHTS in z.namelist()
+    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError,
+            struct.error, NotImplementedError, OverflowError, KeyError):
+        return False
+
+
+def read_h5_archive(name):
+    """(config dict, weights bytes) of a Keras-format ``.keras`` file.
+
+    Raises:
+        ValueError: for a truncated, corrupted or incomplete archive.
+    """
+    with open(name, "rb") as f:
+        data = f.read()
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            names = set(z.namelist())
+            missing = [n for n in (CONFIG, H5_WEIGHTS) if n not in names]
+            if missing:
+                raise ValueError(f"{name} is not a valid .keras file: it lacks "
+                                 f"{', '.join(missing)}")
+            if z.getinfo(CONFIG).file_size > _MAX_JSON:
+                raise ValueError(f"{name}: config.json is implausibly large")
+            text = z.read(CONFIG)
+            weights = z.read(H5_WEIGHTS)
+    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError,
+            struct.error, NotImplementedError, OverflowError, KeyError) as e:
+        raise ValueError(f"{name} is not a valid .keras file (not a zip archive, or truncated "
+                         f"or corrupted: {type(e).__name__}: {e})") from None
+    try:
+        config = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"{name}: config.json is not valid JSON ({e})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{name}: config.json must hold a JSON object")
+    return config, weights
+
+
+def load_keras_model(name, custom_objects=None, compile=True):
+    """A model from a Keras-format ``.keras`` file (written by pyresnet or
+    by Keras 3); see :func:`pyresnet.saving.load_model`.
+
+    Raises:
+        ValueError: for a corrupted file, a layer or argument pyresnet does
+            not support (named), weights that do not fit (named).
+        ImportError: without h5py.
+    """
+    from .saving_lib import model_from_config  # noqa: PLC0415
+    config, weights = read_h5_archive(name)
+    ours = config.get("pyresnet_config")
+    compile_cfg = config.get("pyresnet_compile_config") if ours is not None else None
+    if ours is None:
+        ours = keras_config.from_keras_config(config, name)
+        if compile and config.get("compile_config"):
+            warnings.warn(f"{name}: Keras's compile settings are not read; the model is "
+                          "returned uncompiled: compile it again", stacklevel=3)
+    reader = keras_h5.H5Reader(weights, f"{name} ({H5_WEIGHTS})")
+    try:
+        model = model_from_config(ours, custom_objects, where=name)
+        if compile and compile_cfg is not None:
+            try:
+                serialization.compile_from_config(model, compile_cfg)
+            except (KeyError, TypeError, AttributeError) as e:
+                raise ValueError(f"{name}: malformed compile_config ({type(e).__name__}: "
+                                 f"{e})") from None
+        lowered = keras_config.lower_model(model)
+        plan = keras_h5.plan_weights(reader, lowered, lowered.label,
+                                     extras_of(model, lowered))
+        opt_plan = None
+        if compile and compile_cfg is not None:
+            opt_plan = keras_h5.plan_optimizer(reader, model, lowered.trainable_variables())
+            if opt_plan is None and reader.group_size(keras_h5.OPTIMIZER_GROUP):
+                warnings.warn(f"{name}: the saved optimizer state does not match the "
+                              "optimizer; it starts fresh", stacklevel=3)
+    finally:
+        reader.close()
+    for variable, value in plan + (opt_plan or []):
+        variable.assign(value)
+    if opt_plan:
+        model.optimizer.built = True
+    return model
+
+
+def save_h5_weights(model, name):
+    """Write the model's weights to ``name`` (``.weights.h5``) in Keras 3's
+    layout, atomically.
+
+    Raises:
+        ImportError: without h5py.
+        ValueError: for a model Keras's layout cannot describe (subclassed).
+    """
+    try:
+        lowered = keras_config.lower_model(model)
+    except keras_config.NotKeras as e:
+        raise ValueError(f"save_weights: {e}; save to a .weights.npz file instead") from None
+    data = keras_h5.h5_bytes(lowered, extras_of(model, lowered))
+    with atomic_write(name, "wb") as f:
+        f.write(data)
+
+
+def load_h5_weights(model, name):
+    """Assign the weights of a Keras-layout ``.weights.h5`` file (Keras 3's
+    ``save_weights``, or :func:`save_h5_weights`) or of a Keras-format
+    ``.keras`` file to ``model``; everything is checked first.
+
+    Raises:
+        FileNotFoundError, ValueError (naming the layer group and shapes),
+        ImportError without h5py.
+    """
+    if str(name).endswith(".keras"):
+        _, data = read_h5_archive(name)
+        where = f"{name} ({H5_WEIGHTS})"
+    else:
+        if not os.path.isfile(name):
+            raise FileNotFoundError(f"load_weights: no file {name!r}")
+        with open(name, "rb") as f:
+            data = f.read()
+        where = name
+    try:
+        lowered = keras_config.lower_model(model)
+    except keras_config.NotKeras as e:
+        raise ValueError(f"load_weights: {e}; Keras's .h5 layout needs a functional or "
+                         "Sequential model") from None
+    reader = keras_h5.H5Reader(data, where)
+    try:
+        plan = keras_h5.plan_weights(reader, lowered, lowered.label,
+                                     extras_of(model, lowered))
+    finally:
+        reader.close()
+    for variable, value in plan:
+        variable.assign(value)
