@@ -399,9 +399,13 @@ def _expand_residual(block, item, taken):
     return out
 
 
-def lower_model(model):
+def lower_model(model, functional=False):
     """Keras 3's config item and weight groups for a built functional or
     Sequential ``model`` (see the module docstring).
+
+    Args:
+        functional (bool): describe a Sequential model as the functional
+            graph it is (for the ONNX export), not as Keras's Sequential.
 
     Returns:
         Lowered.
@@ -423,7 +427,7 @@ def lower_model(model):
         if isinstance(layer, InputLayer):
             return _input_item(layer), [], None
         if isinstance(layer, Model):
-            sub = lower_model(layer)
+            sub = lower_model(layer, functional)
             all_keras = all_keras and sub.keras
             return sub.item, None, sub
         try:
@@ -432,7 +436,7 @@ def lower_model(model):
             all_keras = False
             return _own_item(layer), None, None
 
-    sequential = isinstance(model, Sequential) and not any(
+    sequential = not functional and isinstance(model, Sequential) and not any(
         type(layer).__name__ in _COMPOSITES for layer in model.layers)
     if sequential:
         items, classes, parts = [], [], []
@@ -601,8 +605,8 @@ def _from_keras_layer(item, path):
                 cls == "Conv2D" and key == "dilation_rate")):
             ours[key] = _our_value(where, key, value)
             continue
-        defaults = _KERAS_DEFAULTS.get(key)
-        if defaults is not None and any(value == d for d in defaults):
+        defaults = _KERAS_DEFAULTS.get(key, (None, False))
+        if value is None or value is False or any(value == d for d in defaults):
             continue
         raise ValueError(f"{where}: argument {key}={str(value)[:80]} is not supported by "
                          "pyresnet")
