@@ -137,7 +137,10 @@ def load_keras_model(name, custom_objects=None, compile=True):
     config, weights = read_h5_archive(name)
     ours = config.get("pyresnet_config")
     compile_cfg = config.get("pyresnet_compile_config") if ours is not None else None
-    if ours is None:
+    if ours is None and not keras_config.is_keras_written(config):
+        ours = config  # pyresnet's own config beside Keras-layout weights
+        compile_cfg = config.get("compile_config")
+    elif ours is None:
         ours = keras_config.from_keras_config(config, name)
         if compile and config.get("compile_config"):
             warnings.warn(f"{name}: Keras's compile settings are not read; the model is "
