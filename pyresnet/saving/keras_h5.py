@@ -143,9 +143,14 @@ class H5Reader:
             return 0
         if not isinstance(group, self.h5py.Group):
             raise ValueError(f"{self.where}: {path} is not a group")
-        return sum(1 for k in group if isinstance(group.get(k, getlink=True),
-                                                  self.h5py.HardLink)
-                   and isinstance(group[k], self.h5py.Dataset))
+        count = 0
+        for key in group:
+            link = group.get(key, getlink=True)
+            if not isinstance(link, self.h5py.HardLink):
+                raise ValueError(f"{self.where}: {path}/{key} is a {type(link).__name__}, not "
+                                 "data stored in the file")
+            count += isinstance(group[key], self.h5py.Dataset)
+        return count
 
     def read(self, path, shape, kinds, label):
         """The array at ``path`` after checking that it is a dataset of
