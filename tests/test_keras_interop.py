@@ -6,7 +6,9 @@
   Sequential CNN saved by pyresnet give Keras the same logits within 1e-5
   on 64 CIFAR-10 test images; a functional model of the layers Keras and
   pyresnet share and a Sequential CNN saved by Keras load in pyresnet with
-  the same logits; likewise ``.weights.h5`` files.
+  the same logits; likewise ``.weights.h5`` files; a compiled model's
+  optimizer (SGD with momentum, Adam) crosses over both ways, every slot
+  equal.
 * Unsafe or unsupported files: an unknown class, an argument pyresnet does
   not implement, a shape mismatch, a link to data outside the file, a
   corrupted archive: ValueError naming the layer, nothing assigned.
@@ -27,6 +29,7 @@ import pytest
 import pyresnet as pr
 from pyresnet import layers
 from pyresnet.applications.resnet_cifar import resnet20, resnet56
+from pyresnet.saving import keras_config, keras_h5
 
 h5py = pytest.importorskip("h5py")
 
@@ -44,6 +47,12 @@ out = {}
 for name in ("resnet20", "resnet56", "cnn"):
     model = keras.saving.load_model(f"{folder}/{name}.keras")
     out[f"keras_of_{name}"] = model.predict(x, verbose=0)
+    if name != "resnet56":  # compiled by pyresnet: Keras compiles it and reads the optimizer
+        assert model.compiled, name
+        out[f"keras_opt_of_{name}"] = np.concatenate(
+            [np.ravel(np.asarray(v).astype(np.float64)) for v in model.optimizer.variables])
+        out[f"keras_opt_class_of_{name}"] = np.array(type(model.optimizer).__name__)
+        model.save(f"{folder}/{name}_resaved.keras")
 
 
 def cnn():
@@ -149,6 +158,16 @@ def exchanged(tmp_path_factory, cifar64):
     ours = {}
     for name, model in (("resnet20", resnet20()),
                         ("resnet56", resnet56()), ("cnn", _cnn())):
+        if name != "resnet56":  # optimizer state for Keras: SGD with momentum, Adam
+            model.compile(optimizer=pr.optimizers.SGD(0.01, momentum=0.9) if name == "resnet20"
+                          else pr.optimizers.Adam(1e-3),
+                          loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True),
+                          metrics=["accuracy"])
+            model.fit(x[:16], np.arange(16) % 10, batch_size=8, epochs=1, verbose=0)
+            lowered = keras_config.lower_model(model)
+            ours[f"opt_{name}"] = np.concatenate([
+                np.ravel(np.asarray(v, np.float64)) for v in
+                keras_h5.optimizer_variables(model, lowered.trainable_variables())])
         calibrated(model, x)
         model.save(folder / f"{name}.keras")
         ours[name] = model.predict(x, verbose=0)
@@ -170,6 +189,10 @@ def test_pyresnet_files_load_in_keras_with_the_same_logits(exchanged):
         np.testing.assert_allclose(theirs[f"keras_of_{name}"], ours[name], rtol=0, atol=1e-5,
                                    err_msg=name)
     np.testing.assert_allclose(theirs["keras_of_cnn_weights"], ours["cnn"], rtol=0, atol=1e-5)
+    for name, optimizer in (("resnet20", "SGD"), ("cnn", "Adam")):
+        assert str(theirs[f"keras_opt_class_of_{name}"]) == optimizer
+        assert theirs[f"keras_opt_of_{name}"][0] == 2  # iterations
+        np.testing.assert_array_equal(theirs[f"keras_opt_of_{name}"], ours[f"opt_{name}"])
     config = json.loads(zipfile.ZipFile(folder / "resnet20.keras").read("config.json"))
     classes = {item["class_name"] for item in config["config"]["layers"]}
     assert classes == {"InputLayer", "Conv2D", "BatchNormalization", "ReLU", "Add",
@@ -188,6 +211,15 @@ def test_keras_files_load_in_pyresnet_with_the_same_logits(exchanged):
     assert {type(layer).__name__ for layer in functional.layers} >= {
         "Conv2D", "BatchNormalization", "ReLU", "Add", "Dropout", "DepthwiseConv2D",
         "LayerNormalization", "Concatenate", "Reshape", "Flatten", "Dense"}
+    for name in ("resnet20", "cnn"):  # Keras's save of a compiled model: compiled again
+        model = pr.models.load_model(folder / f"{name}_resaved.keras")
+        assert model.compiled and int(model.optimizer.iterations) == 2
+        lowered = keras_config.lower_model(model)
+        state = np.concatenate([np.ravel(np.asarray(v, np.float64)) for v in
+                                keras_h5.optimizer_variables(model, lowered.trainable_variables())])
+        np.testing.assert_array_equal(state, theirs[f"keras_opt_of_{name}"])
+        np.testing.assert_allclose(model.predict(x, verbose=0), theirs[f"keras_of_{name}"],
+                                   rtol=0, atol=1e-5)
     target = _cnn()
     target.load_weights(folder / "k_cnn.weights.h5")
     np.testing.assert_allclose(target.predict(x, verbose=0), theirs["k_cnn"], rtol=0, atol=1e-5)

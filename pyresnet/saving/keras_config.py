@@ -706,3 +706,122 @@ def convert_item(item, path):
 def is_keras_written(config):
     """Whether a config.json item uses Keras 3's modules (not pyresnet's)."""
     return str(config.get("module") or "").startswith("keras")
+
+
+# ---- compile settings ----------------------------------------------------------------------
+
+_OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop")
+# Keras optimizer arguments pyresnet does not have, and their "unused" values
+_KERAS_OPTIMIZER_DEFAULTS = {"use_ema": (False,), "ema_momentum": (0.99,),
+                             "ema_overwrite_frequency": (None,), "loss_scale_factor": (None,),
+                             "gradient_accumulation_steps": (None,)}
+_KERAS_LOSS_DEFAULTS = {"ignore_class": (None,), "axis": (-1,), "dtype": (None,)}
+
+
+def keras_compile_config(ours):
+    """Keras 3's ``compile_config`` from pyresnet's
+    (:func:`serialization.compile_config`), or None when something in it
+    has no Keras equivalent (a learning-rate schedule, a metric object...):
+    Keras then loads the model uncompiled."""
+    if not isinstance(ours, dict):
+        return None
+    opt = ours.get("optimizer") or {}
+    if opt.get("class_name") not in _OPTIMIZERS or \
+            not isinstance((opt.get("config") or {}).get("learning_rate"), float):
+        return None
+
+    def loss(data):
+        if data is None or isinstance(data, str):
+            return data
+        if isinstance(data, dict) and "class_name" in data:
+            config = dict(data["config"])
+            if data["class_name"] == "SparseCategoricalCrossentropy":
+                if config.pop("label_smoothing", 0.0) != 0.0:
+                    raise NotKeras("label_smoothing")
+            return {"module": "keras.losses", "class_name": data["class_name"],
+                    "config": config, "registered_name": None}
+        if isinstance(data, list):
+            return [loss(d) for d in data]
+        if isinstance(data, dict):
+            return {k: loss(v) for k, v in data.items()}
+        raise NotKeras(str(data))
+
+    metrics = ours.get("metrics")
+    if metrics is not None and not (isinstance(metrics, list)
+                                    and all(isinstance(m, str) for m in metrics)):
+        return None
+    try:
+        keras_loss = loss(ours.get("loss"))
+    except NotKeras:
+        return None
+    return {"optimizer": {"module": "keras.optimizers", "class_name": opt["class_name"],
+                          "config": dict(opt["config"]), "registered_name": None},
+            "loss": keras_loss, "loss_weights": ours.get("loss_weights"), "metrics": metrics,
+            "weighted_metrics": None, "run_eagerly": bool(ours.get("run_eagerly") or False),
+            "steps_per_execution": ours.get("steps_per_execution", 1),
+            "jit_compile": False}
+
+
+def from_keras_compile_config(config):
+    """pyresnet's compile settings from Keras 3's ``compile_config``, or
+    ``(None, reason)`` when they use something pyresnet does not have.
+
+    Returns:
+        (dict or None, str or None).
+    """
+    from .. import losses  # noqa: PLC0415
+    if not isinstance(config, dict):
+        return None, "no compile_config"
+    opt = config.get("optimizer")
+    if isinstance(opt, str):
+        opt = {"class_name": {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW",
+                              "rmsprop": "RMSprop"}.get(opt.lower(), opt), "config": {}}
+    if not isinstance(opt, dict) or opt.get("class_name") not in _OPTIMIZERS:
+        return None, f"optimizer {str(opt)[:80]}"
+    opt_config = {}
+    for key, value in (opt.get("config") or {}).items():
+        if key in _KERAS_OPTIMIZER_DEFAULTS:
+            if value not in _KERAS_OPTIMIZER_DEFAULTS[key]:
+                return None, f"optimizer argument {key}={value!r}"
+            continue
+        if key == "learning_rate" and not isinstance(value, (int, float)):
+            return None, "a learning-rate schedule"
+        opt_config[key] = value
+    known = {cls.__name__ for cls in losses._BY_NAME.values()}
+
+    def loss(data):
+        if data is None:
+            return None
+        if isinstance(data, str):
+            if data not in losses._BY_NAME:
+                raise NotKeras(f"loss {data!r}")
+            return data
+        if isinstance(data, dict) and "class_name" in data:
+            if data["class_name"] not in known:
+                raise NotKeras(f"loss {data['class_name']!r}")
+            out = {}
+            for key, value in (data.get("config") or {}).items():
+                if key in _KERAS_LOSS_DEFAULTS:
+                    if value not in _KERAS_LOSS_DEFAULTS[key]:
+                        raise NotKeras(f"loss argument {key}={value!r}")
+                    continue
+                out[key] = value
+            return {"class_name": data["class_name"], "config": out}
+        if isinstance(data, list):
+            return [loss(d) for d in data]
+        if isinstance(data, dict):
+            return {k: loss(v) for k, v in data.items()}
+        raise NotKeras(f"loss {str(data)[:80]}")
+
+    try:
+        our_loss = loss(config.get("loss"))
+    except NotKeras as e:
+        return None, str(e)
+    metrics = config.get("metrics")
+    if metrics is not None and not (isinstance(metrics, list)
+                                    and all(isinstance(m, str) for m in metrics)):
+        return None, f"metrics {str(metrics)[:80]}"
+    return {"optimizer": {"class_name": opt["class_name"], "config": opt_config},
+            "loss": our_loss, "metrics": metrics, "loss_weights": config.get("loss_weights"),
+            "run_eagerly": None, "jit_compile": "auto",
+            "steps_per_execution": config.get("steps_per_execution", 1)}, None

@@ -12,9 +12,12 @@ A ``.keras`` file written here is a zip archive of
 * ``metadata.json``.
 
 Loading a file without ``pyresnet_config`` (one Keras 3 wrote) translates
-its Keras config (:func:`keras_config.from_keras_config`); Keras's own
-``compile_config`` is not read (the model comes back uncompiled, with a
-warning when the file had one).
+its Keras config (:func:`keras_config.from_keras_config`) and Keras's
+``compile_config`` (SGD, Adam, AdamW, RMSprop with a float learning rate,
+pyresnet's losses, metrics by name; anything else: the model comes back
+uncompiled, with a warning saying why).  pyresnet writes a Keras
+``compile_config`` under the same rule, so Keras 3 compiles the model and
+reads the optimizer state from ``optimizer/vars``.
 """
 import datetime
 import io
@@ -55,7 +58,7 @@ def save_keras_model(model, name, compile_config):
     from .. import __version__  # noqa: PLC0415
     lowered = keras_config.lower_model(model)
     config = dict(lowered.item)
-    config["compile_config"] = None
+    config["compile_config"] = keras_config.keras_compile_config(compile_config)
     config["pyresnet_config"] = serialization.serialize_layer(model)
     config["pyresnet_compile_config"] = compile_config
     optimizer = []
@@ -143,8 +146,12 @@ def load_keras_model(name, custom_objects=None, compile=True):
     elif ours is None:
         ours = keras_config.from_keras_config(config, name)
         if compile and config.get("compile_config"):
-            warnings.warn(f"{name}: Keras's compile settings are not read; the model is "
-                          "returned uncompiled: compile it again", stacklevel=3)
+            compile_cfg, reason = keras_config.from_keras_compile_config(
+                config["compile_config"])
+            if compile_cfg is None:
+                warnings.warn(f"{name}: Keras's compile settings use {reason}, which pyresnet "
+                              "does not have; the model is returned uncompiled: compile it "
+                              "again", stacklevel=3)
     reader = keras_h5.H5Reader(weights, f"{name} ({H5_WEIGHTS})")
     try:
         model = model_from_config(ours, custom_objects, where=name)
