@@ -4,7 +4,7 @@
   one subprocess per test session, so no TensorFlow): CIFAR ResNet-20 and
   ResNet-56 (functional, ResidualBlocks written as Keras layers) and a
   Sequential CNN saved by pyresnet give Keras the same logits within 1e-5
-  on 64 CIFAR-10 test images; a functional model of the layers Keras and
+  (2e-5 for ResNet-56, see below) on 64 CIFAR-10 test images; a functional model of the layers Keras and
   pyresnet share and a Sequential CNN saved by Keras load in pyresnet with
   the same logits; likewise ``.weights.h5`` files; a compiled model's
   optimizer (SGD with momentum, Adam) crosses over both ways, every slot
@@ -186,8 +186,10 @@ def test_pyresnet_files_load_in_keras_with_the_same_logits(exchanged):
     folder, _, ours, theirs = exchanged
     for name in ("resnet20", "resnet56", "cnn"):
         assert np.abs(ours[name]).max() > 1.0  # real logits, not a degenerate network
-        np.testing.assert_allclose(theirs[f"keras_of_{name}"], ours[name], rtol=0, atol=1e-5,
-                                   err_msg=name)
+        # ResNet-56: float32 sums in another order over 56 layers differ by up to 1.2e-5 on
+        # logits of magnitude 20 (6e-7 relative; measured over seeds), so 2e-5 there.
+        np.testing.assert_allclose(theirs[f"keras_of_{name}"], ours[name], rtol=0,
+                                   atol=2e-5 if name == "resnet56" else 1e-5, err_msg=name)
     np.testing.assert_allclose(theirs["keras_of_cnn_weights"], ours["cnn"], rtol=0, atol=1e-5)
     for name, optimizer in (("resnet20", "SGD"), ("cnn", "Adam")):
         assert str(theirs[f"keras_opt_class_of_{name}"]) == optimizer
