@@ -2,8 +2,8 @@
 
 * ``.keras`` files both ways with the real Keras 3 (its ``numpy`` backend, in
   one subprocess per test session, so no TensorFlow): CIFAR ResNet-20 and
-  ResNet-56 (functional, ResidualBlocks written as Keras layers) and a
-  Sequential CNN saved by pyresnet give Keras the same logits within 1e-5
+  ResNet-56 (functional, ResidualBlocks written as Keras layers), a
+  pre-activation ResNet-20 with projection shortcuts and a Sequential CNN saved by pyresnet give Keras the same logits within 1e-5
   (2e-5 for ResNet-56, see below) on 64 CIFAR-10 test images; a functional model of the layers Keras and
   pyresnet share and a Sequential CNN saved by Keras load in pyresnet with
   the same logits; likewise ``.weights.h5`` files; a compiled model's
@@ -28,6 +28,7 @@ import pytest
 
 import pyresnet as pr
 from pyresnet import layers
+from pyresnet.applications.preact_resnet_cifar import preact_resnet_cifar
 from pyresnet.applications.resnet_cifar import resnet20, resnet56
 from pyresnet.saving import keras_config, keras_h5
 
@@ -44,10 +45,10 @@ folder = sys.argv[1]
 x = np.load(folder + "/x.npy")
 out = {}
 # 1. pyresnet's files in Keras
-for name in ("resnet20", "resnet56", "cnn"):
+for name in ("resnet20", "resnet56", "preact20", "cnn"):
     model = keras.saving.load_model(f"{folder}/{name}.keras")
     out[f"keras_of_{name}"] = model.predict(x, verbose=0)
-    if name != "resnet56":  # compiled by pyresnet: Keras compiles it and reads the optimizer
+    if name in ("resnet20", "cnn"):  # compiled by pyresnet: Keras compiles it and reads the optimizer
         assert model.compiled, name
         out[f"keras_opt_of_{name}"] = np.concatenate(
             [np.ravel(np.asarray(v).astype(np.float64)) for v in model.optimizer.variables])
@@ -156,9 +157,10 @@ def exchanged(tmp_path_factory, cifar64):
     np.save(folder / "x.npy", x)
     pr.utils.set_random_seed(29)
     ours = {}
-    for name, model in (("resnet20", resnet20()),
-                        ("resnet56", resnet56()), ("cnn", _cnn())):
-        if name != "resnet56":  # optimizer state for Keras: SGD with momentum, Adam
+    for name, model in (("resnet20", resnet20()), ("resnet56", resnet56()),
+                        ("preact20", preact_resnet_cifar(20, shortcut="projection")),
+                        ("cnn", _cnn())):
+        if name in ("resnet20", "cnn"):  # optimizer state for Keras: SGD with momentum, Adam
             model.compile(optimizer=pr.optimizers.SGD(0.01, momentum=0.9) if name == "resnet20"
                           else pr.optimizers.Adam(1e-3),
                           loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -184,7 +186,7 @@ def exchanged(tmp_path_factory, cifar64):
 
 def test_pyresnet_files_load_in_keras_with_the_same_logits(exchanged):
     folder, _, ours, theirs = exchanged
-    for name in ("resnet20", "resnet56", "cnn"):
+    for name in ("resnet20", "resnet56", "preact20", "cnn"):
         assert np.abs(ours[name]).max() > 1.0  # real logits, not a degenerate network
         # ResNet-56: float32 sums in another order over 56 layers differ by up to 1.2e-5 on
         # logits of magnitude 20 (6e-7 relative; measured over seeds), so 2e-5 there.

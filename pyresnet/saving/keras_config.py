@@ -91,7 +91,7 @@ _RANDOM_INITS = {"GlorotUniform", "GlorotNormal", "HeNormal", "HeUniform", "Lecu
                  "LecunUniform"}
 _MODEL_MODULES = ("keras", "keras.models", "keras.src.models.functional",
                   "keras.src.models.sequential", "keras.src.models.model")
-_COMPOSITES = ("ResidualBlock",)
+_COMPOSITES = ("ResidualBlock", "PreActivationResidualBlock")
 
 
 class NotKeras(Exception):
@@ -350,7 +350,7 @@ def _expand_residual(block, item, taken):
     """Keras items (functional, with inbound nodes) and per-item variables
     for one call of a built ResidualBlock; the last one keeps the block's
     name, so calls of later layers need no change."""
-    from ..layers import Add, Conv2D, ReLU  # noqa: PLC0415
+    from ..layers import Add, ReLU  # noqa: PLC0415
     nodes = item["inbound_nodes"]
     source = nodes[0]["args"][0]
     in_shape = source["config"]["shape"]
@@ -372,6 +372,9 @@ def _expand_residual(block, item, taken):
         return _kt([new_name, 0, 0], shape)
 
     mid_shape = list(block.compute_output_shape(tuple(in_shape)))
+    if type(block).__name__ == "PreActivationResidualBlock":
+        _expand_preact(block, source, in_shape, mid_shape, name, add)
+        return out
     x = add(keras_layer_item(block.conv1), name("conv1"), [source], mid_shape,
             layer_variables(block.conv1))
     x = add(keras_layer_item(block.bn1), name("bn1"), [x], mid_shape, layer_variables(block.bn1))
@@ -385,18 +388,50 @@ def _expand_residual(block, item, taken):
         s = add(keras_layer_item(block.shortcut_bn), name("shortcut_bn"), [s], mid_shape,
                 layer_variables(block.shortcut_bn))
     elif block._pad_kernel is not None:
-        pad = Conv2D(block.filters, 1, strides=block.strides, padding="same", use_bias=False,
-                     name="p")
-        pad_item = keras_layer_item(pad)
-        pad_item["config"]["trainable"] = False
-        s = add(pad_item, name("shortcut_pad"), [source], mid_shape,
-                [np.asarray(block._pad_kernel.numpy(), np.float32)])
+        pad_item, kernel = _zero_pad_item(block)
+        s = add(pad_item, name("shortcut_pad"), [source], mid_shape, kernel)
     else:
         s = source
     x = add(keras_layer_item(Add(name="a")), name("add"), [[x, s]], mid_shape, [])
     taken.discard(block.name)
     add(keras_layer_item(ReLU(name="r")), block.name, [x], mid_shape, [])
     return out
+
+
+def _zero_pad_item(block):
+    from ..layers import Conv2D  # noqa: PLC0415
+    pad = Conv2D(block.filters, 1, strides=block.strides, padding="same", use_bias=False,
+                 name="p")
+    item = keras_layer_item(pad)
+    item["config"]["trainable"] = False
+    return item, [np.asarray(block._pad_kernel.numpy(), np.float32)]
+
+
+def _expand_preact(block, source, in_shape, mid_shape, name, add):
+    """The Keras layers of one call of a PreActivationResidualBlock (He et
+    al. 2016): BN, ReLU, conv, BN, ReLU, conv, plus the shortcut (a
+    projection or zero-pad of the first ReLU's output, else the input); the
+    final Add keeps the block's name."""
+    from ..layers import Add, ReLU  # noqa: PLC0415
+    x = add(keras_layer_item(block.bn1), name("bn1"), [source], list(in_shape),
+            layer_variables(block.bn1))
+    a = add(keras_layer_item(ReLU(name="r")), name("relu1"), [x], list(in_shape), [])
+    x = add(keras_layer_item(block.conv1), name("conv1"), [a], mid_shape,
+            layer_variables(block.conv1))
+    x = add(keras_layer_item(block.bn2), name("bn2"), [x], mid_shape, layer_variables(block.bn2))
+    x = add(keras_layer_item(ReLU(name="r")), name("relu2"), [x], mid_shape, [])
+    x = add(keras_layer_item(block.conv2), name("conv2"), [x], mid_shape,
+            layer_variables(block.conv2))
+    if block.projection:
+        s = add(keras_layer_item(block.shortcut_conv), name("shortcut_conv"), [a], mid_shape,
+                layer_variables(block.shortcut_conv))
+    elif block._pad_kernel is not None:
+        pad_item, kernel = _zero_pad_item(block)
+        s = add(pad_item, name("shortcut_pad"), [a], mid_shape, kernel)
+    else:
+        s = source
+    add(keras_layer_item(Add(name="a")), block.name, [[x, s]], mid_shape, [])
+    return None
 
 
 def lower_model(model, functional=False):
