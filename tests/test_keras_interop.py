@@ -98,7 +98,7 @@ a = layers.GlobalAveragePooling2D()(a)
 a = layers.Concatenate()([a, c])
 a = layers.Reshape((17, 8))(a)
 a = layers.Flatten()(a)
-outputs = layers.Dense(10)(a)
+outputs = layers.Dense(10, kernel_regularizer=keras.regularizers.L2(1e-4))(a)
 functional = keras.Model(inputs, outputs, name="keras_functional")
 fill(functional)
 functional.save(f"{folder}/k_functional.keras")
@@ -115,7 +115,8 @@ print("KERAS", keras.__version__)
 
 def _cnn():
     return pr.Sequential([
-        layers.Input((32, 32, 3)), layers.Conv2D(8, 3, padding="same", use_bias=False),
+        layers.Input((32, 32, 3)), layers.Conv2D(8, 3, padding="same", use_bias=False,
+                                                 kernel_regularizer=pr.regularizers.L2(1e-4)),
         layers.BatchNormalization(), layers.ReLU(), layers.MaxPooling2D(),
         layers.Conv2D(16, 3, strides=2, padding="same"), layers.BatchNormalization(),
         layers.Activation("relu"), layers.Dropout(0.3), layers.GlobalAveragePooling2D(),
@@ -224,6 +225,8 @@ def test_keras_files_load_in_pyresnet_with_the_same_logits(exchanged):
         np.testing.assert_array_equal(state, theirs[f"keras_opt_of_{name}"])
         np.testing.assert_allclose(model.predict(x, verbose=0), theirs[f"keras_of_{name}"],
                                    rtol=0, atol=1e-5)
+    dense = functional.layers[-1]
+    assert isinstance(dense.kernel_regularizer, pr.regularizers.L2)
     target = _cnn()
     target.load_weights(folder / "k_cnn.weights.h5")
     np.testing.assert_allclose(target.predict(x, verbose=0), theirs["k_cnn"], rtol=0, atol=1e-5)

@@ -27,7 +27,7 @@ naming the layer and the argument.
 """
 import numpy as np
 
-from .. import activations, initializers
+from .. import activations, initializers, regularizers
 from ..utils.naming import to_snake_case
 
 # Keras class -> the arguments copied between Keras's and pyresnet's configs (the names
@@ -128,6 +128,9 @@ def _keras_value(key, value):
     if key.endswith("_regularizer"):
         if value is None:
             return None
+        if type(value) in regularizers._CLASSES.values():
+            return {"module": "keras.regularizers", "class_name": type(value).__name__,
+                    "config": dict(value.get_config()), "registered_name": None}
         raise NotKeras(f"{key}={value!r}")
     if isinstance(value, np.ndarray):
         return value.tolist()
@@ -267,20 +270,29 @@ def keras_layer_order(config):
             parents[(name, k)] = _refs(node)
     finished, in_progress, ordered, first_seen = set(), set(), [], {}
 
-    def visit(node):
-        if node in finished:
-            return
-        if node[0] not in items:
-            raise ValueError(f"the config refers to layer {node[0]!r}, which it does not define")
-        if node in in_progress:
-            raise ValueError(f"the config's graph has a cycle through layer {node[0]!r}")
-        first_seen.setdefault(node[0], len(first_seen))
-        in_progress.add(node)
-        for parent in parents.get(node, []):
-            visit(parent)
-        finished.add(node)
-        in_progress.discard(node)
-        ordered.append(node)
+    def visit(start):  # Keras's recursive walk, with an explicit stack (any depth)
+        stack = [(start, None)]
+        while stack:
+            node, pending = stack.pop()
+            if pending is None:
+                if node in finished:
+                    continue
+                if node[0] not in items:
+                    raise ValueError(f"the config refers to layer {node[0]!r}, which it does "
+                                     "not define")
+                if node in in_progress:
+                    raise ValueError(f"the config's graph has a cycle through layer "
+                                     f"{node[0]!r}")
+                first_seen.setdefault(node[0], len(first_seen))
+                in_progress.add(node)
+                pending = list(parents.get(node, []))
+            if pending:
+                stack.append((node, pending[1:]))
+                stack.append((pending[0], None))
+                continue
+            finished.add(node)
+            in_progress.discard(node)
+            ordered.append(node)
 
     for ref in _flat_output_refs(config["output_layers"]):
         visit(ref)
@@ -580,15 +592,21 @@ def _our_value(where, key, value):
                              f"({sorted(activations._BY_NAME)})")
         return value
     if key.endswith("_regularizer"):
-        if value is not None:
-            raise ValueError(f"{where}: `{key}` is not supported when loading a Keras file "
-                             f"(got {str(value)[:80]})")
-        return None
+        if value is None:
+            return None
+        config = value.get("config") if isinstance(value, dict) else None
+        if not (isinstance(value, dict) and value.get("class_name") in ("L1", "L2", "L1L2")
+                and isinstance(config, dict) and set(config) <= {"l1", "l2"}
+                and all(isinstance(v, (int, float)) and v >= 0 for v in config.values())):
+            raise ValueError(f"{where}: `{key}` {str(value)[:80]} is not supported (L1, L2 "
+                             "and L1L2 are)")
+        return {"class_name": "__regularizer__",
+                "config": {"class_name": value["class_name"], "config": dict(config)}}
     if isinstance(value, dict):
         raise ValueError(f"{where}: argument `{key}` holds an object ({str(value)[:80]}), "
                          "which pyresnet does not read")
     if isinstance(value, list):
-        if key in ("axis", "noise_shape") and len(value) == 1 and key == "axis":
+        if key == "axis" and len(value) == 1:
             return value[0]
         return tuple(value)
     return value
@@ -636,8 +654,7 @@ def _from_keras_layer(item, path):
     for key, value in config.items():
         if key in ("name", "trainable", "dtype"):
             continue
-        if key in KERAS_LAYERS[cls] and not (cls in ("ReLU",) or (
-                cls == "Conv2D" and key == "dilation_rate")):
+        if key in KERAS_LAYERS[cls] and not (cls == "Conv2D" and key == "dilation_rate"):
             ours[key] = _our_value(where, key, value)
             continue
         defaults = _KERAS_DEFAULTS.get(key, (None, False))
@@ -645,11 +662,6 @@ def _from_keras_layer(item, path):
             continue
         raise ValueError(f"{where}: argument {key}={str(value)[:80]} is not supported by "
                          "pyresnet")
-    if cls == "Conv2D":
-        ours.pop("dilation_rate", None)
-    if cls in ("GlobalAveragePooling2D", "GlobalMaxPooling2D", "Dropout", "Rescaling",
-               "UpSampling2D"):
-        pass
     item_out = {"module": "pyresnet.layers", "class_name": cls, "config": ours,
                 "registered_name": None}
     if isinstance(item.get("build_config"), dict):

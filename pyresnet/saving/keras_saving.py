@@ -144,7 +144,11 @@ def load_keras_model(name, custom_objects=None, compile=True):
         ours = config  # pyresnet's own config beside Keras-layout weights
         compile_cfg = config.get("compile_config")
     elif ours is None:
-        ours = keras_config.from_keras_config(config, name)
+        try:
+            ours = keras_config.from_keras_config(config, name)
+        except (KeyError, TypeError, AttributeError, IndexError, RecursionError) as e:
+            raise ValueError(f"{name}: the Keras config does not describe a model pyresnet "
+                             f"can rebuild ({type(e).__name__}: {e})") from None
         if compile and config.get("compile_config"):
             compile_cfg, reason = keras_config.from_keras_compile_config(
                 config["compile_config"])
