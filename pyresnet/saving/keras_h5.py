@@ -69,8 +69,14 @@ def optimizer_variables(model, trainable):
 
 def h5_bytes(lowered, extras=(), optimizer=()):
     """The bytes of an HDF5 file holding ``lowered.groups``
-    (``<group>/<i>``), ``optimizer`` at ``optimizer/vars/<i>`` and
-    ``extras`` (``[(weight path, Variable)]``) under ``pyresnet/state``."""
+    (``<group>/<i>``, each array with its variable's shape and dtype:
+    float32 weights, the int64 iteration count), ``optimizer`` at
+    ``optimizer/vars/<i>`` and ``extras`` (``[(weight path, Variable)]``)
+    under ``pyresnet/state``.
+
+    Raises:
+        ImportError: without h5py.
+    """
     h5py = require_h5py("saving")
     buffer = io.BytesIO()
     with h5py.File(buffer, "w") as f:

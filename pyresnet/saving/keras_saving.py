@@ -65,7 +65,7 @@ def save_keras_model(model, name, compile_config):
     if compile_config is not None or getattr(model, "optimizer", None) is not None:
         optimizer = keras_h5.optimizer_variables(model, lowered.trainable_variables())
     weights = keras_h5.h5_bytes(lowered, extras_of(model, lowered), optimizer)
-    metadata = {"keras_version": "3.0.0", "pyresnet_version": __version__,
+    metadata = {"pyresnet_version": __version__,
                 "format_version": FORMAT_VERSION, "keras_loadable": lowered.keras,
                 "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S")}
     with atomic_write(name, "wb") as f:
