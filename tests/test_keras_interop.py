@@ -45,7 +45,7 @@ folder = sys.argv[1]
 x = np.load(folder + "/x.npy")
 out = {}
 # 1. pyresnet's files in Keras
-for name in ("resnet20", "resnet56", "preact20", "cnn"):
+for name in ("resnet20", "resnet56", "preact20", "cnn", "zoo"):
     model = keras.saving.load_model(f"{folder}/{name}.keras")
     out[f"keras_of_{name}"] = model.predict(x, verbose=0)
     if name in ("resnet20", "cnn"):  # compiled by pyresnet: Keras compiles it and reads the optimizer
@@ -123,6 +123,28 @@ def _cnn():
         layers.Dense(10)])
 
 
+def _zoo():
+    """A functional model of the other layers Keras and pyresnet share (and a
+    nested model)."""
+    inputs = layers.Input((32, 32, 3))
+    a = layers.Rescaling(0.5, offset=0.1)(inputs)
+    a = layers.ZeroPadding2D(((1, 0), (2, 1)))(a)
+    a = layers.Conv2D(4, 3, strides=2, activation="relu")(a)
+    a = layers.LeakyReLU(0.2)(a)
+    b = layers.Multiply()([a, a])
+    c = layers.Subtract()([a, b])
+    d = layers.Average()([a, b, c])
+    d = layers.UpSampling2D()(d)
+    d = layers.Permute((2, 1, 3))(d)
+    d = layers.AveragePooling2D(4)(d)
+    e = layers.Flatten()(d)
+    d = layers.GlobalMaxPooling2D()(d)
+    d = layers.Concatenate()([d, e])
+    inner_in = layers.Input((260,))
+    inner = pr.Model(inner_in, layers.Dense(6, activation="tanh")(inner_in), name="inner")
+    return pr.Model(inputs, layers.Softmax()(layers.Dense(10)(inner(d))), name="zoo")
+
+
 def _batch_norms(layer):
     for sub in getattr(layer, "_sublayers", []):
         if isinstance(sub, layers.BatchNormalization):
@@ -160,7 +182,7 @@ def exchanged(tmp_path_factory, cifar64):
     ours = {}
     for name, model in (("resnet20", resnet20()), ("resnet56", resnet56()),
                         ("preact20", preact_resnet_cifar(20, shortcut="projection")),
-                        ("cnn", _cnn())):
+                        ("cnn", _cnn()), ("zoo", _zoo())):
         if name in ("resnet20", "cnn"):  # optimizer state for Keras: SGD with momentum, Adam
             model.compile(optimizer=pr.optimizers.SGD(0.01, momentum=0.9) if name == "resnet20"
                           else pr.optimizers.Adam(1e-3),
@@ -187,8 +209,8 @@ def exchanged(tmp_path_factory, cifar64):
 
 def test_pyresnet_files_load_in_keras_with_the_same_logits(exchanged):
     folder, _, ours, theirs = exchanged
-    for name in ("resnet20", "resnet56", "preact20", "cnn"):
-        assert np.abs(ours[name]).max() > 1.0  # real logits, not a degenerate network
+    for name in ("resnet20", "resnet56", "preact20", "cnn", "zoo"):
+        assert np.abs(ours[name]).max() > (0.05 if name == "zoo" else 1.0)  # not degenerate  # real logits, not a degenerate network
         # ResNet-56: float32 sums in another order over 56 layers differ by up to 1.2e-5 on
         # logits of magnitude 20 (6e-7 relative; measured over seeds), so 2e-5 there.
         np.testing.assert_allclose(theirs[f"keras_of_{name}"], ours[name], rtol=0,
@@ -447,6 +469,16 @@ def test_onnx_export_of_other_layers_matches_predict(tmp_path, rng):
     session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
     got = session.run(None, {session.get_inputs()[0].name: x})[0]
     np.testing.assert_allclose(got, model.predict(x, verbose=0), rtol=0, atol=1e-5)
+    zoo = _zoo()
+    with pytest.raises(ValueError, match=r'layer "inner" \(Functional\).*not supported'):
+        zoo.export(tmp_path / "zoo.onnx")  # a nested model
+    flat = pr.Model(zoo.input, zoo.get_layer("inner").layers[-1](zoo.layers[-4].output))
+    flat.export(tmp_path / "flat.onnx")
+    session = ort.InferenceSession(str(tmp_path / "flat.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((3, 32, 32, 3)).astype("float32")
+    got = session.run(None, {session.get_inputs()[0].name: x})[0]
+    np.testing.assert_allclose(got, flat.predict(x, verbose=0), rtol=0, atol=1e-5)
     odd = pr.Sequential([layers.Input((8, 8, 3)), layers.RandomFlip(), layers.Flatten()])
     with pytest.raises(ValueError, match=r"RandomFlip.*not supported by the ONNX export"):
         odd.export(tmp_path / "odd.onnx")

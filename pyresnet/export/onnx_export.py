@@ -380,8 +380,11 @@ def _emit(b, cls, cfg, vals, refs, shapes, out_ref, where, consumers, items, fol
                    epsilon=float(cfg.get("epsilon", 1e-3)))
         return (y, "nhwc", in_shape)
     if cls == "ZeroPadding2D":
+        padding = cfg.get("padding", 1)
+        if isinstance(padding, int):
+            padding = (padding, padding)
         (t, bo), (le, r) = [tuple(p) if isinstance(p, (list, tuple)) else (p, p)
-                            for p in cfg.get("padding", (1, 1))]
+                            for p in padding]
         x = b.layout(refs[0], "nchw")
         pads = b.const(np.array([0, 0, t, le, 0, 0, bo, r], np.int64), "pads")
         y = b.node("Pad", [x, pads], "pad")
@@ -394,6 +397,20 @@ def _emit(b, cls, cfg, vals, refs, shapes, out_ref, where, consumers, items, fol
         y = b.node("Mul", [x, b.const(scale, "scale")], "rescale")
         y = b.node("Add", [y, b.const(offset, "offset")], "offset")
         return (y, "nhwc", shape)
+    if cls == "Permute":
+        dims = [int(d) for d in cfg["dims"]]
+        x = b.layout(refs[0], "nhwc")
+        shape = (None,) + tuple(in_shape[d] for d in dims)
+        return (b.node("Transpose", [x], "permute", perm=[0] + dims), "nhwc", shape)
+    if cls == "UpSampling2D":
+        if cfg.get("interpolation", "nearest") != "nearest":
+            raise ValueError(f"{where}: only nearest interpolation is supported")
+        sh, sw = _pair(cfg.get("size", 2))
+        x = b.layout(refs[0], "nchw")
+        scales = b.const(np.array([1, 1, sh, sw], np.float32), "scales")
+        y = b.node("Resize", [x, "", scales], "upsample", mode="nearest",
+                   coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+        return (y, "nchw", (None, in_shape[1] * sh, in_shape[2] * sw, in_shape[3]))
     raise ValueError(f"{where}: this layer is not supported by the ONNX export")
 
 
