@@ -410,6 +410,25 @@ def test_truncated_and_corrupted_h5_archives_raise_value_error(tmp_path, rng):
         assert np.array_equal(loaded.predict(x, verbose=0), reference)
 
 
+def test_an_inflating_weights_entry_is_refused_before_it_is_read(tmp_path):
+    model = pr.Sequential([layers.Input((4,)), layers.Dense(3)])
+    model.save(tmp_path / "good.keras")
+    bomb = tmp_path / "bomb.keras"
+    with zipfile.ZipFile(tmp_path / "good.keras") as src, \
+            zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as dst:
+        for name in ("metadata.json", "config.json"):
+            dst.writestr(name, src.read(name))
+        with dst.open("model.weights.h5", "w", force_zip64=True) as f:
+            chunk = bytes(2**20)
+            for _ in range(64):
+                f.write(chunk)
+    assert bomb.stat().st_size < 2**20
+    with pytest.raises(ValueError, match="more than the model's weights can need"):
+        pr.models.load_model(bomb)
+    with pytest.raises(ValueError, match="more than the model's weights can need"):
+        model.load_weights(bomb)
+
+
 def test_without_h5py_save_says_so_and_writes_npz(tmp_path, monkeypatch):
     from pyresnet.saving import keras_h5
     monkeypatch.setattr(keras_h5, "h5py_or_none", lambda: None)

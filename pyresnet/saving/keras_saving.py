@@ -28,6 +28,8 @@ import warnings
 import zipfile
 import zlib
 
+import numpy as np
+
 from ..utils.atomic import atomic_write
 from . import keras_config, keras_h5, serialization
 
@@ -95,36 +97,74 @@ def is_h5_archive(name):
         return False
 
 
+class _Archive:
+    """An open Keras-format ``.keras`` archive: its config, and its weights
+    entry read on demand with a size bound (so a small zip cannot inflate
+    to gigabytes)."""
+
+    def __init__(self, name):
+        self.name = name
+        with open(name, "rb") as f:
+            data = f.read()
+        try:
+            self.zip = zipfile.ZipFile(io.BytesIO(data))
+            names = set(self.zip.namelist())
+            missing = [n for n in (CONFIG, H5_WEIGHTS) if n not in names]
+            if missing:
+                raise ValueError(f"{name} is not a valid .keras file: it lacks "
+                                 f"{', '.join(missing)}")
+            if self.zip.getinfo(CONFIG).file_size > _MAX_JSON:
+                raise ValueError(f"{name}: config.json is implausibly large")
+            text = self.zip.read(CONFIG)
+        except _ZIP_ERRORS as e:
+            raise ValueError(f"{name} is not a valid .keras file (not a zip archive, or "
+                             f"truncated or corrupted: {type(e).__name__}: {e})") from None
+        try:
+            self.config = json.loads(text.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+            raise ValueError(f"{name}: config.json is not valid JSON ({e})") from None
+        if not isinstance(self.config, dict):
+            raise ValueError(f"{name}: config.json must hold a JSON object")
+
+    def weights(self, limit=None):
+        """The bytes of ``model.weights.h5``.
+
+        Raises:
+            ValueError: when it is larger than ``limit`` bytes, or corrupted.
+        """
+        try:
+            size = self.zip.getinfo(H5_WEIGHTS).file_size
+            if limit is not None and size > limit:
+                raise ValueError(f"{self.name}: {H5_WEIGHTS} holds {size} bytes, more than "
+                                 f"the model's weights can need ({limit})")
+            return self.zip.read(H5_WEIGHTS)
+        except _ZIP_ERRORS as e:
+            raise ValueError(f"{self.name} is not a valid .keras file (truncated or corrupted: "
+                             f"{type(e).__name__}: {e})") from None
+
+
+_ZIP_ERRORS = (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError,
+               struct.error, NotImplementedError, OverflowError, KeyError)
+
+
+def weights_bound(lowered, extras, optimizer):
+    """An upper bound (bytes) on an honest ``model.weights.h5`` for this
+    model: every array (twice, for an optimizer slot per weight and more),
+    plus HDF5's per-object overhead for every group and dataset."""
+    arrays = [v for _, vs in lowered.groups for v in vs] + [v for _, v in extras]
+    nbytes = sum(int(np.prod(v.shape)) * 8 for v in arrays)
+    return 4 * nbytes + 16384 * (len(arrays) + len(lowered.groups) + len(optimizer)
+                                 + 4 * len(lowered.labels)) + 4 * 2**20
+
+
 def read_h5_archive(name):
     """(config dict, weights bytes) of a Keras-format ``.keras`` file.
 
     Raises:
         ValueError: for a truncated, corrupted or incomplete archive.
     """
-    with open(name, "rb") as f:
-        data = f.read()
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            names = set(z.namelist())
-            missing = [n for n in (CONFIG, H5_WEIGHTS) if n not in names]
-            if missing:
-                raise ValueError(f"{name} is not a valid .keras file: it lacks "
-                                 f"{', '.join(missing)}")
-            if z.getinfo(CONFIG).file_size > _MAX_JSON:
-                raise ValueError(f"{name}: config.json is implausibly large")
-            text = z.read(CONFIG)
-            weights = z.read(H5_WEIGHTS)
-    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError,
-            struct.error, NotImplementedError, OverflowError, KeyError) as e:
-        raise ValueError(f"{name} is not a valid .keras file (not a zip archive, or truncated "
-                         f"or corrupted: {type(e).__name__}: {e})") from None
-    try:
-        config = json.loads(text.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise ValueError(f"{name}: config.json is not valid JSON ({e})") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{name}: config.json must hold a JSON object")
-    return config, weights
+    archive = _Archive(name)
+    return archive.config, archive.weights()
 
 
 def load_keras_model(name, custom_objects=None, compile=True):
@@ -137,7 +177,8 @@ def load_keras_model(name, custom_objects=None, compile=True):
         ImportError: without h5py.
     """
     from .saving_lib import model_from_config  # noqa: PLC0415
-    config, weights = read_h5_archive(name)
+    archive = _Archive(name)
+    config = archive.config
     ours = config.get("pyresnet_config")
     compile_cfg = config.get("pyresnet_compile_config") if ours is not None else None
     if ours is None and not keras_config.is_keras_written(config):
@@ -156,16 +197,19 @@ def load_keras_model(name, custom_objects=None, compile=True):
                 warnings.warn(f"{name}: Keras's compile settings use {reason}, which pyresnet "
                               "does not have; the model is returned uncompiled: compile it "
                               "again", stacklevel=3)
-    reader = keras_h5.H5Reader(weights, f"{name} ({H5_WEIGHTS})")
+    model = model_from_config(ours, custom_objects, where=name)
+    if compile and compile_cfg is not None:
+        try:
+            serialization.compile_from_config(model, compile_cfg)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"{name}: malformed compile_config ({type(e).__name__}: "
+                             f"{e})") from None
+    lowered = keras_config.lower_model(model)
+    optimizer = keras_h5.optimizer_variables(model, lowered.trainable_variables()) \
+        if compile and compile_cfg is not None else []
+    limit = weights_bound(lowered, extras_of(model, lowered), optimizer)
+    reader = keras_h5.H5Reader(archive.weights(limit), f"{name} ({H5_WEIGHTS})")
     try:
-        model = model_from_config(ours, custom_objects, where=name)
-        if compile and compile_cfg is not None:
-            try:
-                serialization.compile_from_config(model, compile_cfg)
-            except (KeyError, TypeError, AttributeError) as e:
-                raise ValueError(f"{name}: malformed compile_config ({type(e).__name__}: "
-                                 f"{e})") from None
-        lowered = keras_config.lower_model(model)
         plan = keras_h5.plan_weights(reader, lowered, lowered.label,
                                      extras_of(model, lowered))
         opt_plan = None
@@ -209,8 +253,16 @@ def load_h5_weights(model, name):
         FileNotFoundError, ValueError (naming the layer group and shapes),
         ImportError without h5py.
     """
+    try:
+        lowered = keras_config.lower_model(model)
+    except keras_config.NotKeras as e:
+        raise ValueError(f"load_weights: {e}; Keras's .h5 layout needs a functional or "
+                         "Sequential model") from None
     if str(name).endswith(".keras"):
-        _, data = read_h5_archive(name)
+        limit = weights_bound(lowered, extras_of(model, lowered),
+                              keras_h5.optimizer_variables(model,
+                                                           lowered.trainable_variables()))
+        data = _Archive(name).weights(limit)
         where = f"{name} ({H5_WEIGHTS})"
     else:
         if not os.path.isfile(name):
@@ -218,11 +270,6 @@ def load_h5_weights(model, name):
         with open(name, "rb") as f:
             data = f.read()
         where = name
-    try:
-        lowered = keras_config.lower_model(model)
-    except keras_config.NotKeras as e:
-        raise ValueError(f"load_weights: {e}; Keras's .h5 layout needs a functional or "
-                         "Sequential model") from None
     reader = keras_h5.H5Reader(data, where)
     try:
         plan = keras_h5.plan_weights(reader, lowered, lowered.label,
