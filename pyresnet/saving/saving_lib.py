@@ -1,6 +1,7 @@
 """The ``.keras`` file (Keras 3's ``saving_lib``) and weight files.
 
-A ``.keras`` file is a zip archive holding
+pyresnet's own ``.keras`` format (``weights_format="npz"``; Keras 3's format, the
+default with h5py, is :mod:`.keras_saving`'s) is a zip archive holding
 
 * ``metadata.json``: ``{"pyresnet_version", "date_saved", "format_version"}``;
 * ``config.json``: the model (:func:`pyresnet.saving.serialization.serialize_layer`)
