@@ -282,21 +282,60 @@ class Model(Trainer, Layer):
 
     # ---- saving ----------------------------------------------------------------------
 
-    def save(self, filepath, overwrite=True):
+    def save(self, filepath, overwrite=True, weights_format=None):
         """Save the model to a ``.keras`` file (``keras.Model.save``): one
         zip archive with the architecture (``config.json``), the compile
-        settings, the weights and the optimizer state (``model.weights.npz``)
-        and ``metadata.json``, written to a temporary file in the same
-        folder, fsynced and renamed, so an interrupted save leaves the
-        previous file intact.  Load it with :func:`pyresnet.models.load_model`.
+        settings, the weights and the optimizer state and ``metadata.json``,
+        written to a temporary file in the same folder, fsynced and renamed,
+        so an interrupted save leaves the previous file intact.  Load it
+        with :func:`pyresnet.models.load_model`.
 
+        With h5py installed (``pip install 'pyresnet[keras]'``), a
+        functional or Sequential model is written in Keras 3's own format
+        (Keras's layer configs and ``model.weights.h5``), which Keras 3's
+        ``keras.saving.load_model`` opens when every layer is one Keras has
+        (a ``ResidualBlock`` is written as its Conv2D/BatchNormalization/
+        ReLU/Add layers); see :mod:`pyresnet.saving.keras_saving`.  Without
+        h5py (a warning says so), or with ``weights_format="npz"``, or for a
+        subclassed model, the weights are pyresnet's ``model.weights.npz``.
+
+        Args:
+            weights_format (str): ``None`` (the rule above), ``"h5"`` or ``"npz"``.
         Raises:
             ValueError: for a name not ending in ``.keras``, an unbuilt model,
                 or a layer config that cannot be saved (naming the layer).
             FileExistsError: when ``overwrite`` is False and the file exists.
         """
         from ..saving.saving_lib import save_model  # noqa: PLC0415
-        save_model(self, filepath, overwrite=overwrite)
+        save_model(self, filepath, overwrite=overwrite, weights_format=weights_format)
+
+    def export(self, filepath, format="onnx", verbose=None, opset_version=None):  # noqa: A002
+        """Export the inference graph (``keras.Model.export``); only
+        ``format="onnx"`` is implemented: an ONNX model (needs the ``onnx``
+        package, ``pip install 'pyresnet[onnx]'``) taking float32 NHWC
+        inputs ``(batch, H, W, C)`` with a symbolic batch dimension and
+        returning the outputs of ``predict`` (float32), batch norm folded
+        into the convolutions; written atomically.  See
+        :mod:`pyresnet.export.onnx_export`.
+
+        Args:
+            filepath: where to write (``.onnx``).
+            format (str): ``"onnx"``.
+            verbose: accepted for Keras's signature; unused.
+            opset_version (int): ONNX opset (default 17).
+        Raises:
+            ValueError: for another format, an unbuilt or subclassed model,
+                or a layer the export does not support (naming it).
+            ImportError: without the onnx package.
+        """
+        if format != "onnx":
+            raise ValueError(f'export: format must be "onnx" (the only format pyresnet '
+                             f"exports), got {format!r}")
+        if not self.built:
+            raise ValueError(f'Model "{self.name}" is not built yet: call it on data or '
+                             "start it with an Input before export")
+        from ..export.onnx_export import export_onnx  # noqa: PLC0415
+        export_onnx(self, filepath, opset_version=opset_version)
 
     def save_weights(self, filepath, overwrite=True):
         """Save the weights (and random layers' generator states) to a

@@ -1,9 +1,12 @@
 """Saving and loading models (``keras.saving``).
 
-``model.save("m.keras")`` writes one zip archive (``config.json``,
-``model.weights.npz``, ``metadata.json``; see :mod:`.saving_lib`) to a
-temporary file renamed into place; :func:`load_model` rebuilds the model
-from it without unpickling or evaluating anything from the file.  Custom
+``model.save("m.keras")`` writes one zip archive (``config.json``, the
+weights, ``metadata.json``) to a temporary file renamed into place:
+Keras 3's own format (Keras's layer configs and ``model.weights.h5``, see
+:mod:`.keras_saving`) when h5py is installed, which Keras 3's
+``load_model`` opens too, else pyresnet's ``model.weights.npz`` (see
+:mod:`.saving_lib`).  :func:`load_model` reads both, and ``.keras`` files
+Keras 3 wrote, without unpickling or evaluating anything from the file.  Custom
 Python layers are found through ``custom_objects`` or
 :func:`register_serializable`.
 """

@@ -1,6 +1,7 @@
 """The ``.keras`` file (Keras 3's ``saving_lib``) and weight files.
 
-A ``.keras`` file is a zip archive holding
+pyresnet's own ``.keras`` format (``weights_format="npz"``; Keras 3's format, the
+default with h5py, is :mod:`.keras_saving`'s) is a zip archive holding
 
 * ``metadata.json``: ``{"pyresnet_version", "date_saved", "format_version"}``;
 * ``config.json``: the model (:func:`pyresnet.saving.serialization.serialize_layer`)
@@ -30,6 +31,7 @@ import io
 import json
 import os
 import struct
+import warnings
 import zipfile
 import zlib
 
@@ -301,15 +303,26 @@ def _check_suffix(filepath, suffix, what):
     return name
 
 
-def save_model(model, filepath, overwrite=True):
+def save_model(model, filepath, overwrite=True, weights_format=None):
     """Write ``model`` to ``filepath`` (``.keras``) atomically: the config,
     the compile settings, the weights, the optimizer state and metadata.
 
+    Args:
+        weights_format (str): ``"h5"``: Keras 3's own format (Keras's
+            config and ``model.weights.h5``, see
+            :mod:`pyresnet.saving.keras_saving`), which Keras 3's
+            ``load_model`` reads; ``"npz"``: pyresnet's earlier format
+            (``model.weights.npz``, read by pyresnet only).  Default: ``"h5"``
+            for functional and Sequential models when h5py is installed,
+            else ``"npz"`` (a warning says why when h5py is missing).
     Raises:
-        ValueError: for another suffix, a model that is not built, or a
-            config value that cannot be saved (naming the layer).
+        ValueError: for another suffix, a model that is not built, a
+            config value that cannot be saved (naming the layer), or
+            ``weights_format="h5"`` for a subclassed model.
+        ImportError: for ``weights_format="h5"`` without h5py.
         FileExistsError: when ``overwrite`` is False and the file exists.
     """
+    from . import keras_saving  # noqa: PLC0415
     from .. import __version__  # noqa: PLC0415
     name = _check_suffix(filepath, ".keras", "save")
     if not overwrite and os.path.exists(name):
@@ -317,6 +330,21 @@ def save_model(model, filepath, overwrite=True):
     if not model.built:
         raise ValueError(f'Model "{model.name}" is not built yet, so it has no weights to '
                          "save: call it on data or start it with an Input first")
+    if weights_format not in (None, "h5", "npz"):
+        raise ValueError(f"save: weights_format must be 'h5' or 'npz', got {weights_format!r}")
+    if weights_format is None:
+        weights_format = "h5" if keras_saving.can_save(model) else "npz"
+        if weights_format == "npz" and getattr(model, "_graph", None) is not None:
+            warnings.warn("save: h5py is not installed, so the file holds pyresnet's "
+                          "model.weights.npz, which Keras 3 cannot read; pip install "
+                          "'pyresnet[keras]' for Keras's model.weights.h5", stacklevel=3)
+    if weights_format == "h5":
+        if getattr(model, "_graph", None) is None:
+            raise ValueError(f'save: model "{model.name}" is subclassed (no layer graph); '
+                             "Keras's format needs a functional or Sequential model: use "
+                             "weights_format='npz'")
+        keras_saving.save_keras_model(model, name, serialization.compile_config(model))
+        return
     config = serialization.serialize_layer(model)
     config["compile_config"] = serialization.compile_config(model)
     paths = weight_paths(model)
@@ -417,7 +445,10 @@ def load_model(filepath, custom_objects=None, compile=True):
             (checked against the sizes the file declares before they are
             read: a small file cannot make a large allocation).
     """
+    from . import keras_saving  # noqa: PLC0415
     name = os.fspath(filepath)
+    if os.path.isfile(name) and keras_saving.is_h5_archive(name):
+        return keras_saving.load_keras_model(name, custom_objects, compile)
     with _open_archive(name) as (config, read_weights):
         model = model_from_config(config, custom_objects, where=name)
         compile_cfg = config.get("compile_config")
@@ -501,25 +532,34 @@ def model_from_config(config, custom_objects=None, where="config"):
 
 def save_weights(model, filepath, overwrite=True):
     """Write the model's weights (and random-layer states) to
-    ``filepath`` (``.weights.npz``) atomically, keyed by path.
+    ``filepath`` atomically: ``.weights.npz`` keyed by path, or
+    ``.weights.h5`` in Keras 3's layout (``layers/<name>/vars/<i>``, needs
+    h5py; Keras 3's ``load_weights`` reads it).
 
     Raises:
         ValueError: for another suffix or an unbuilt model.
         FileExistsError: when ``overwrite`` is False and the file exists.
     """
-    name = _check_suffix(filepath, ".weights.npz", "save_weights")
+    from . import keras_saving  # noqa: PLC0415
+    name = os.fspath(filepath)
+    if not str(name).endswith(".weights.h5"):
+        name = _check_suffix(filepath, ".weights.npz", "save_weights")
     if not overwrite and os.path.exists(name):
         raise FileExistsError(f"save_weights: {name} exists and overwrite=False")
     if not model.built:
         raise ValueError(f'Model "{model.name}" is not built yet, so it has no weights to save')
+    if str(name).endswith(".weights.h5"):
+        keras_saving.save_h5_weights(model, name)
+        return
     data = _npz_bytes(_values(weight_paths(model)))
     with atomic_write(name, "wb") as f:
         f.write(data)
 
 
 def load_weights(model, filepath):
-    """Assign the weights of a ``.weights.npz`` file (or of a ``.keras``
-    file) to ``model``, matched by path; all are checked first, so a
+    """Assign the weights of a ``.weights.npz`` file, a Keras 3
+    ``.weights.h5`` file (Keras's or ours) or a ``.keras`` file to
+    ``model``, matched by path; all are checked first, so a
     missing or unexpected weight or a shape mismatch (named, with both
     shapes) raises ValueError and changes nothing.  Sizes the file declares
     are checked against the model's weights before anything is inflated.
@@ -531,6 +571,12 @@ def load_weights(model, filepath):
     if not model.built:
         raise ValueError(f'Model "{model.name}" is not built yet: build it (call it on data, or '
                          "start it with an Input) before load_weights")
+    from . import keras_saving  # noqa: PLC0415
+    if str(name).endswith(".weights.h5") or (
+            str(name).endswith(".keras") and os.path.isfile(name)
+            and keras_saving.is_h5_archive(name)):
+        keras_saving.load_h5_weights(model, name)
+        return
     expected = expected_entries(model)
     if str(name).endswith(".keras"):
         with _open_archive(name) as (_, read_weights):
