@@ -199,7 +199,7 @@ def _train(log_dir):
     y = (2 * (means[:, 0] > 0) + (means[:, 1] > 0)).astype(np.int32)
     history = model.fit(x, y, batch_size=32, epochs=6, verbose=0, validation_split=0.25,
                         callbacks=[pr.callbacks.TensorBoard(log_dir, histogram_freq=1,
-                                                            write_images=True)])
+                                                            write_images=True, profile_batch=2)])
     blocks = [layer.name for layer in model.layers
               if isinstance(layer, pr.layers.ResidualBlock)]
     return model, history.history, blocks
@@ -233,6 +233,16 @@ def test_graphs_and_scalars_dashboards_in_chromium(tmp_path):
             base + "/data/plugin/graphs/graph?run=train&conceptual=false").decode())
         for block in blocks:
             assert f'name: "resnet8/{block}/' in graph
+        # the profiled batch: node times as the graph's run metadata
+        info = json.loads(_get(base + "/data/plugin/graphs/info"))
+        assert info["train"]["run_graph"] and info["train"]["tags"]["step_2"]["profile"]
+        stats = _get(base + "/data/plugin/graphs/run_metadata?run=train&tag=step_2").decode()
+        assert 'node_name: "resnet8/conv2d/' in stats and "all_end_rel_micros" in stats
+        # histograms and the kernel image
+        tags = json.loads(_get(base + "/data/plugin/histograms/tags"))["train"]
+        assert any(t.startswith("dense") and t.endswith("kernel/histogram") for t in tags)
+        images = json.loads(_get(base + "/data/plugin/images/tags"))["train"]
+        assert [t for t in images if t.endswith("kernel/image")]
 
         procs.append(subprocess.Popen(
             [chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
