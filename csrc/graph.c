@@ -11,7 +11,6 @@
  */
 #include "graph.h"
 
-#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -240,6 +239,21 @@ int pr_trace_call(const pr_op *op, PyObject *const *inputs, int n_in, const void
 fail:
     g->n_nodes = node; /* drop the half-made node */
     return -1;
+}
+
+static int own_value(pr_Graph *g, PyObject *t);
+
+int pr_trace_gradient_scope(PyObject *forward_output) {
+    pr_Graph *g = current;
+    int v = g ? own_value(g, forward_output) : -1;
+    if (v < 0 || g->vals[v].kind != PR_VAL_NODE) return -1;
+    int prev = g->scope; /* (nodes are in program order while tracing: index is valid) */
+    g->scope = PR_SCOPE_GRADIENT | (g->nodes[g->vals[v].index].scope & ~PR_SCOPE_GRADIENT);
+    return prev;
+}
+
+void pr_trace_restore_scope(int scope) {
+    if (current && scope >= 0) current->scope = scope;
 }
 
 /* ---- passes ----------------------------------------------------------------
@@ -928,8 +942,8 @@ static PyObject *Graph_get_scope(pr_Graph *g, void *c) { return PyLong_FromLong(
 static int Graph_set_scope(pr_Graph *g, PyObject *v, void *c) {
     long x = v ? PyLong_AsLong(v) : -1;
     if (x == -1 && PyErr_Occurred()) return -1;
-    if (x < 0 || x > INT_MAX) {
-        PyErr_SetString(PyExc_ValueError, "Graph.scope: expected an int >= 0");
+    if (x < 0 || x >= PR_SCOPE_GRADIENT) {
+        PyErr_SetString(PyExc_ValueError, "Graph.scope: expected an int in [0, 2**30)");
         return -1;
     }
     g->scope = (int)x;

@@ -85,6 +85,9 @@ _local = threading.local()  # .traces: stack of _Trace for this thread
 # pyresnet.summary.trace_on: called as recorder(concrete, tensors) instead of
 # running each compiled call (it runs the call itself, timed or not)
 _recorder = None
+# set in a node's scope index by the C tape for the backward nodes of a
+# forward node (csrc/ops.h, PR_SCOPE_GRADIENT): "gradient_tape/<its scope>"
+_SCOPE_GRADIENT = 1 << 30
 
 
 class TensorSpec:
@@ -134,8 +137,9 @@ def name_scope(name):
     graph (:func:`pyresnet.summary.graph_def`) folds the nodes of one
     scope into one box.  Layers open a scope named after themselves on
     every call (so a model's graph folds into its layers and blocks),
-    ``GradientTape.gradient`` opens ``gradient_tape`` and an optimizer's
-    update opens the optimizer's name.  Outside tracing it does nothing
+    ``GradientTape.gradient`` opens ``gradient_tape`` (the backward nodes
+    of a forward node get ``gradient_tape/<its scope>``), a loss and an
+    optimizer's update open their names.  Outside tracing it does nothing
     (one check).
 
     Args:
@@ -318,10 +322,15 @@ class ConcreteFunction:
         """Per node in run order, the name scope it was traced in (str): the
         scopes open then, outermost first, joined by ``/`` (e.g.
         ``"resnet20/residual_block_1/conv2d_3"``), ``""`` outside every
-        scope; a node fused under ``jit_compile`` has the scope of the node
-        that absorbed the others.  See :func:`name_scope`."""
-        names = self._scopes
-        return [names[k] for k in self._graph.node_scopes()]
+        scope.  A backward node that ``GradientTape.gradient`` made from a
+        forward node has ``"gradient_tape/"`` and that node's scope (as
+        TensorFlow names gradients); a node fused under ``jit_compile`` has
+        the scope of the node that absorbed the others.  See
+        :func:`name_scope`."""
+        names, flag = self._scopes, _SCOPE_GRADIENT
+        return [names[k] if not k & flag else
+                "/".join(filter(None, ("gradient_tape", names[k & ~flag])))
+                for k in self._graph.node_scopes()]
 
     @property
     def values(self):
@@ -442,7 +451,7 @@ class ConcreteFunction:
             concrete = ConcreteFunction(self._graph, self._out_structure, self._out_leaves,
                                         tensors, self.name, self._scopes)
             summary.write_graph(concrete, logdir, profile=result)
-            summary.write_profile(result, logdir, self.name)
+            summary.write_profile(result, logdir, self.name, concrete)
         return result
 
 # ---- functions ------------------------------------------------------------------

@@ -305,7 +305,7 @@ def _write_events(concrete, logdir, writer, step, profile, graph, caller):
             writer.close()
 
 
-def write_profile(profile, logdir, run=None):
+def write_profile(profile, logdir, run=None, concrete=None):
     """Write a profile where trace viewers look for it: the Chrome trace
     as ``<logdir>/plugins/profile/<run>/<host>.trace.json.gz`` (open it in
     ui.perfetto.dev or chrome://tracing; TensorBoard's profile plugin
@@ -318,6 +318,10 @@ def write_profile(profile, logdir, run=None):
         logdir: the TensorBoard log folder.
         run (str): the run's folder name (default: the UTC time,
             ``YYYY_MM_DD_HH_MM_SS`` as TensorFlow's profiler names it).
+        concrete: optional, the profiled
+            :class:`~pyresnet.ConcreteFunction`: the trace's slices are then
+            named as the graph's nodes (``resnet8/residual_block/conv2d/
+            conv2d``), with ``op`` and ``scope`` among their arguments.
     Returns:
         str: the path of the ``.trace.json.gz`` file.
     """
@@ -327,7 +331,15 @@ def write_profile(profile, logdir, run=None):
     os.makedirs(folder, exist_ok=True)
     host = socket.gethostname() or "localhost"
     base = os.path.join(folder, host)
-    write_bytes(base + ".trace.json.gz", gzip.compress(json.dumps(profile.trace).encode()))
+    trace = profile.trace
+    if concrete is not None:
+        op_names = _layout(concrete)[0]
+        scopes = concrete.node_scopes
+        trace = dict(trace, traceEvents=[
+            dict(e, name=op_names[e["args"]["node"]],
+                 args=dict(e["args"], op=e["name"], scope=scopes[e["args"]["node"]]))
+            for e in trace["traceEvents"]])
+    write_bytes(base + ".trace.json.gz", gzip.compress(json.dumps(trace).encode()))
     write_text(base + ".per_op.txt", str(profile) + "\n")
     write_text(base + ".per_node.txt", str(profile.by_node) + "\n")
     write_text(base + ".per_op.json", json.dumps(profile.by_op.to_dicts(), default=str) + "\n")
@@ -424,7 +436,7 @@ def trace_export(name, logdir, step=0, writer=None):
                                               concrete.graph.plan(tensors), calls)
                 profiles.append(profile)
                 run = name if len(recording.calls) == 1 else f"{name}_{concrete.name}"
-                write_profile(profile, logdir, run)
+                write_profile(profile, logdir, run, concrete)
             if recording.graph:
                 write_graph(concrete, writer=writer, step=step, profile=profile)
     finally:

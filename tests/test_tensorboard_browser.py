@@ -290,6 +290,8 @@ def test_graphs_and_scalars_dashboards_in_chromium(tmp_path):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-    if os.environ.get("PYRESNET_UPDATE_DOCS") == "1":
+    if os.environ.get("PYRESNET_UPDATE_DOCS") == "1":  # small PNGs: a 64-colour palette
+        from PIL import Image
         for name in ("tensorboard_graph.png", "tensorboard_scalars.png"):
-            shutil.copy(tmp_path / name, DOCS / name)
+            Image.open(tmp_path / name).convert("RGB").quantize(64).save(DOCS / name,
+                                                                         optimize=True)

@@ -94,6 +94,8 @@ def test_graph_nodes_scopes_attributes_and_edges(tmp_path, rng):
         inner = [s for s in scopes if s.startswith(f"tiny_resnet/{block}/")]
         assert any("conv2d" in s for s in inner) and any("batch_normalization" in s for s in inner)
     assert "gradient_tape" in scopes and optimizer.name in scopes
+    for block in blocks:  # the backward nodes under the forward layer's scope
+        assert any(s.startswith(f"gradient_tape/tiny_resnet/{block}/conv2d") for s in scopes)
     assert "sparse_categorical_crossentropy" in scopes
     # the weights fold into their layer: each kernel sits in the scope of its first user
     kernels = [n for n in graph.node if n.op == "VariableV2" and n.name.endswith("/kernel")]
@@ -154,7 +156,16 @@ def test_profile_writes_trace_tables_and_run_metadata(tmp_path, rng):
     with gzip.open(trace_path) as f:
         trace = json.load(f)
     assert len(trace["traceEvents"]) == 2 * n
-    assert trace["traceEvents"] == json.loads(json.dumps(profile.trace))["traceEvents"]
+    # the profile's events, each named as its GraphDef node, with its op and scope
+    nodes = concrete.nodes
+    for written, event in zip(trace["traceEvents"], json.loads(json.dumps(profile.trace))[
+            "traceEvents"]):
+        node = nodes[event["args"]["node"]]
+        assert written["args"] == dict(event["args"], op=event["name"], scope=node["scope"])
+        assert written["name"] == (f"{node['scope']}/{node['op']}" if node["scope"]
+                                   else node["op"]) or written["name"].startswith(
+                                       f"{node['scope']}/{node['op']}_")
+        assert (written["ts"], written["dur"]) == (event["ts"], event["dur"])
     host = trace_path[:-len(".trace.json.gz")]
     assert "per op:" in open(host + ".per_op.txt").read()
     rows = json.load(open(host + ".per_op.json"))
