@@ -306,7 +306,8 @@ class ConcreteFunction:
         ``"avx512_direct"``; None for ops with one kernel).  Under
         ``jit_compile`` the kernel is the one timing chose, once the first
         call of these shapes has run, with ``" @1 thread"`` appended when it
-        runs on one thread."""
+        runs on one thread; ``scope`` (the name scope that made the node,
+        :attr:`node_scopes`)."""
         plan = self._plan()
         result = []
         scopes = self.node_scopes

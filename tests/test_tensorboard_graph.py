@@ -187,6 +187,22 @@ def test_profile_writes_trace_tables_and_run_metadata(tmp_path, rng):
         assert s.memory[0].total_bytes == size or node["op"] in ("argmax",)
 
 
+def test_concrete_function_profile_writes_to_a_log_folder(tmp_path, rng):
+    model, x, y = _small_resnet(rng)
+    step, _ = _train_step(model)
+    concrete = step.get_concrete_function(x, y)
+    profile = concrete.profile(x, y, repeats=2, logdir=tmp_path)
+    events = read_events(tmp_path)
+    graph = graph_pb2.GraphDef.FromString(next(e.graph_def for e in events if e.graph_def))
+    tagged = [e.tagged_run_metadata for e in events if e.HasField("tagged_run_metadata")]
+    stats = config_pb2.RunMetadata.FromString(tagged[0].run_metadata).step_stats
+    assert len(stats.dev_stats[0].node_stats) == len(profile.by_node) == len(concrete.nodes)
+    assert {s.node_name for s in stats.dev_stats[0].node_stats} <= {n.name for n in graph.node}
+    (trace,) = glob.glob(str(tmp_path / "plugins/profile/train_step/*.trace.json.gz"))
+    with gzip.open(trace) as f:
+        assert len(json.load(f)["traceEvents"]) == 2 * len(concrete.nodes)
+
+
 def test_trace_export_without_calls_raises(tmp_path):
     pr.summary.trace_off()
     with pytest.raises(ValueError, match="trace_on"):
