@@ -201,7 +201,9 @@ def run_metadata(concrete, profile):
                           "'pyresnet[tensorboard]'") from e
     op_names, value_names, values, nodes = _layout(concrete)
     plan = concrete._plan()
-    stats, start = [], 0
+    # (starts from 1: a zero is left out of the message, and TensorBoard
+    # then adds an undefined start to the duration)
+    stats, start = [], 1
     for j, row in enumerate(profile.by_node):
         micros = max(1, int(round(row["mean_ms"] * 1e3)))
         outputs, total = [], 0
