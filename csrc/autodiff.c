@@ -287,7 +287,9 @@ static PyObject *Tape_gradient(pr_Tape *tape, PyObject *args) {
         }
         /* The borrowed gout may be replaced in `grads` by accumulate below. */
         for (int i = 0; i < e->n_out; i++) Py_XINCREF(gout[i]);
+        int scope = pr_trace_gradient_scope(e->out[0]); /* traced: "gradient_tape/<layer>" */
         int rc = e->op->gradient(e->in, e->out, e->attrs, gout, needs, gin);
+        pr_trace_restore_scope(scope);
         for (int i = 0; i < e->n_out; i++) Py_XDECREF(gout[i]);
         if (rc < 0) {
             for (int i = 0; i < e->n_in; i++) Py_XDECREF(gin[i]);

@@ -108,6 +108,7 @@ static pr_gnode *add_node(pr_Graph *g) {
     memset(n, 0, sizeof *n);
     n->host = -1;
     n->loop = -1;
+    n->scope = g->scope;
     return n;
 }
 
@@ -238,6 +239,21 @@ int pr_trace_call(const pr_op *op, PyObject *const *inputs, int n_in, const void
 fail:
     g->n_nodes = node; /* drop the half-made node */
     return -1;
+}
+
+static int own_value(pr_Graph *g, PyObject *t);
+
+int pr_trace_gradient_scope(PyObject *forward_output) {
+    pr_Graph *g = current;
+    int v = g ? own_value(g, forward_output) : -1;
+    if (v < 0 || g->vals[v].kind != PR_VAL_NODE) return -1;
+    int prev = g->scope; /* (nodes are in program order while tracing: index is valid) */
+    g->scope = PR_SCOPE_GRADIENT | (g->nodes[g->vals[v].index].scope & ~PR_SCOPE_GRADIENT);
+    return prev;
+}
+
+void pr_trace_restore_scope(int scope) {
+    if (current && scope >= 0) current->scope = scope;
 }
 
 /* ---- passes ----------------------------------------------------------------
@@ -911,6 +927,29 @@ static PyObject *Graph_nodes(pr_Graph *g, PyObject *noargs) {
     return l;
 }
 
+/* node_scopes() -> per node, the scope index it was traced under. */
+static PyObject *Graph_node_scopes(pr_Graph *g, PyObject *noargs) {
+    PyObject *l = PyList_New(g->n_nodes);
+    for (int j = 0; l && j < g->n_nodes; j++) {
+        PyObject *x = PyLong_FromLong(g->nodes[j].scope);
+        if (!x) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, j, x);
+    }
+    return l;
+}
+
+static PyObject *Graph_get_scope(pr_Graph *g, void *c) { return PyLong_FromLong(g->scope); }
+static int Graph_set_scope(pr_Graph *g, PyObject *v, void *c) {
+    long x = v ? PyLong_AsLong(v) : -1;
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (x < 0 || x >= PR_SCOPE_GRADIENT) {
+        PyErr_SetString(PyExc_ValueError, "Graph.scope: expected an int in [0, 2**30)");
+        return -1;
+    }
+    g->scope = (int)x;
+    return 0;
+}
+
 static PyObject *Graph_get_outputs(pr_Graph *g, void *c) { return int_list(g->outputs, g->n_outputs); }
 static PyObject *Graph_get_captures(pr_Graph *g, void *c) {
     Py_INCREF(g->captures);
@@ -1011,6 +1050,8 @@ static PyMethodDef Graph_methods[] = {
      "finalize(outputs, jit): set the outputs and run the graph passes."},
     {"values", (PyCFunction)Graph_values, METH_NOARGS, "[(kind, dtype, shape, index)] per value."},
     {"nodes", (PyCFunction)Graph_nodes, METH_NOARGS, "[(op, input ids, output ids)] per node."},
+    {"node_scopes", (PyCFunction)Graph_node_scopes, METH_NOARGS,
+     "[scope index] per node: the graph's `scope` when it was traced."},
     {NULL}};
 
 static PyGetSetDef Graph_getset[] = {
@@ -1021,6 +1062,8 @@ static PyGetSetDef Graph_getset[] = {
     {"bodies", (getter)Graph_get_bodies, NULL, "The loop bodies (Graphs), in loop order.", NULL},
     {"n_inputs", (getter)Graph_get_n_inputs, NULL, "Inputs (placeholders and lifted values).",
      NULL},
+    {"scope", (getter)Graph_get_scope, (setter)Graph_set_scope,
+     "Scope index (int >= 0) given to the nodes traced from now on (pyresnet.name_scope).", NULL},
     {"passes", (getter)Graph_get_passes, NULL, "What the passes did: removed/fused/inplace.", NULL},
     {NULL}};
 

@@ -50,6 +50,7 @@ typedef struct {
     int loop;            /* >= 0: index of the loop (pr_loop) this node runs */
     int host;            /* >= 0: index of a Python callback run with the GIL (pyresnet.print) */
     int dyn_attrs;       /* attributes hold symbolic dimensions (evaluated per plan) */
+    int scope;           /* the graph's `scope` when the node was traced (pyresnet.name_scope) */
     PR_ATTR_ALIGN char attrs[PR_ATTR_BYTES];
 } pr_gnode;
 
@@ -103,6 +104,7 @@ struct pr_Graph {
     int n_plans;
     uint64_t plan_clock;  /* counts plan uses (least recently used goes first) */
     int n_fused, n_removed; /* what the passes did, for inspection */
+    int scope;            /* copied into each new node: an index into the tracer's scope names */
 };
 
 /* executor.c */

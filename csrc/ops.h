@@ -211,6 +211,15 @@ int pr_trace_known_value(PyObject *t, int64_t *out);
 PyObject *pr_trace_size_arith(int kind, PyObject *a, PyObject *b);
 /* Whether this thread is tracing a graph (graph.c). */
 int pr_tracing_active(void);
+/* While tracing, nodes record the graph's current name scope (an index the
+ * Python tracer keeps, pyresnet.name_scope).  Backward nodes made by a tape
+ * entry get the scope of the forward node that produced `forward_output`
+ * with PR_SCOPE_GRADIENT set (Python names it "gradient_tape/<scope>").
+ * Returns the scope to restore, or -1 (not tracing, or not a node's output
+ * of the graph being traced: nothing changed). */
+#define PR_SCOPE_GRADIENT (1 << 30)
+int pr_trace_gradient_scope(PyObject *forward_output);
+void pr_trace_restore_scope(int scope);
 int pr_graph_init(PyObject *module);
 
 /* Attributes of the batch-norm training backward ops (ops_nn.c): epsilon,

@@ -1,6 +1,7 @@
 """``GradientTape``: reverse-mode autodiff over the op registry's gradient
 rules (csrc/autodiff.c), with tf.GradientTape's interface."""
 from ._loader import _C
+from .compile import name_scope
 from .tensor import Tensor
 from .utils import tree
 
@@ -67,5 +68,6 @@ class GradientTape:
                     f"GradientTape.gradient: source {i} must be a Tensor or Variable, "
                     f"got {type(s).__name__}"
                 )
-        grads = self._tape.gradient(target, flat, output_gradients)
+        with name_scope("gradient_tape"):  # (traced: the backward nodes' scope)
+            grads = self._tape.gradient(target, flat, output_gradients)
         return tree.pack_sequence_as(sources, grads)

@@ -853,28 +853,65 @@ def read_backup(path, expected=None):
 
 
 class TensorBoard(Callback):
-    """Write the logs as TensorBoard scalars, as ``keras.callbacks.TensorBoard``
-    does for its scalars: under ``log_dir/train`` the tags ``epoch_<name>``
-    (loss, metrics) and ``epoch_learning_rate`` at step ``epoch`` (0-based),
-    under ``log_dir/validation`` the validation values as ``epoch_<name>``
-    (``val_`` dropped); with ``update_freq="batch"`` or an int ``N``, also
-    ``batch_<name>`` (the running epoch means) and ``batch_learning_rate``
-    every ``N`` training batches at step ``optimizer.iterations``.
+    """Write TensorBoard logs, as ``keras.callbacks.TensorBoard``.
+
+    * **Scalars**: under ``log_dir/train`` the tags ``epoch_<name>`` (loss,
+      metrics) and ``epoch_learning_rate`` at step ``epoch`` (0-based),
+      under ``log_dir/validation`` the validation values as
+      ``epoch_<name>`` (``val_`` dropped); with ``update_freq="batch"`` or
+      an int ``N``, also ``batch_<name>`` (the running epoch means) and
+      ``batch_learning_rate`` every ``N`` training batches at step
+      ``optimizer.iterations``; with ``write_steps_per_second``,
+      ``epoch_steps_per_second`` (and ``batch_steps_per_second``).
+    * **Graph** (``write_graph``): after the first training batch, the
+      compiled training step's traced graph under ``log_dir/train``
+      (:func:`pyresnet.summary.graph_def`: nodes named by the layers that
+      made them, so the Graphs dashboard folds the model into its layers
+      and blocks).  Nothing is written under ``run_eagerly=True`` (there is
+      no graph) or ``steps_per_execution > 1``.
+    * **Histograms** (``histogram_freq=N``): every N epochs, each layer's
+      weights (``<layer>/<weight>/histogram``, e.g.
+      ``dense/kernel/histogram``; 30 equal bins over the values'
+      range, ``numpy.histogram``'s) under ``log_dir/train`` at step
+      ``epoch``; with ``write_images``, also the first convolution's
+      kernels as one image (``<layer>/kernel/image``: a grid of the
+      filters, each scaled to [0, 1], RGB for 3 input channels, else the
+      mean over the input channels), as Keras writes images with the
+      histograms.
+    * **Profile** (``profile_batch=k`` or ``(start, stop)``, 1-based as in
+      Keras): the compiled calls of those training batches are timed per
+      node; the trace and per-op tables go to
+      ``log_dir/train/plugins/profile/<time>/`` and the node times into
+      the graph's run metadata (:func:`pyresnet.summary.trace_export`).
 
     The events are written with tensorboardX (``pip install
     'pyresnet[tensorboard]'``); the writers are flushed at each epoch's end
-    and closed when training ends.  Histograms, images and the graph are
-    not written (Keras's other arguments are not accepted).
+    and closed when training ends.  Keras's ``embeddings_freq`` and
+    ``embeddings_metadata`` are accepted at their defaults only (pyresnet
+    has no Embedding layer): another value raises.
 
     Args:
         log_dir (str): the folder ``tensorboard --logdir`` is pointed at.
+        histogram_freq (int): epochs between weight histograms (0: none).
+        write_graph (bool): write the training step's graph.
+        write_images (bool): write the first convolution's kernels as an
+            image with each histogram.
+        write_steps_per_second (bool): log training steps per second.
         update_freq: ``"epoch"``, ``"batch"`` (= 1) or a positive int.
+        profile_batch: 0 (none), a batch number, or ``(start, stop)``
+            (inclusive, 1-based), or the text ``"start,stop"``.
+        embeddings_freq: 0 only.
+        embeddings_metadata: None only.
     Raises:
-        ValueError: for a bad ``update_freq``.
+        ValueError: for a bad argument (named in the message).
         ImportError: when tensorboardX is not installed (naming the extra).
     """
 
-    def __init__(self, log_dir="logs", update_freq="epoch"):
+    HISTOGRAM_BINS = 30
+
+    def __init__(self, log_dir="logs", histogram_freq=0, write_graph=True, write_images=False,
+                 write_steps_per_second=False, update_freq="epoch", profile_batch=0,
+                 embeddings_freq=0, embeddings_metadata=None):
         super().__init__()
         if update_freq == "batch":
             update_freq = 1
@@ -882,6 +919,17 @@ class TensorBoard(Callback):
                                            and not isinstance(update_freq, bool)):
             raise ValueError(f"TensorBoard: update_freq must be 'epoch', 'batch' or a positive "
                              f"int, got {update_freq!r}")
+        if isinstance(histogram_freq, bool) or not isinstance(histogram_freq, (int, np.integer)) \
+                or histogram_freq < 0:
+            raise ValueError(f"TensorBoard: histogram_freq must be an int >= 0, got "
+                             f"{histogram_freq!r}")
+        if embeddings_freq:
+            raise ValueError(f"TensorBoard: embeddings_freq={embeddings_freq!r} is not supported "
+                             f"(pyresnet has no Embedding layer to project); leave it 0")
+        if embeddings_metadata is not None:
+            raise ValueError("TensorBoard: embeddings_metadata is not supported (pyresnet has "
+                             "no Embedding layer to project); leave it None")
+        self._profile_range = self._parse_profile_batch(profile_batch)
         try:
             from tensorboardX import SummaryWriter  # noqa: PLC0415
         except ImportError as e:
@@ -889,9 +937,43 @@ class TensorBoard(Callback):
                               "'pyresnet[tensorboard]'") from e
         self._writer_class = SummaryWriter
         self.log_dir = os.fspath(log_dir)
+        self.histogram_freq = int(histogram_freq)
+        self.write_graph = bool(write_graph)
+        self.write_images = bool(write_images)
+        self.write_steps_per_second = bool(write_steps_per_second)
         self.update_freq = update_freq
+        self.profile_batch = profile_batch
+        self.embeddings_freq, self.embeddings_metadata = embeddings_freq, embeddings_metadata
         self._writers = {}
         self._batches = 0
+        self._graph_written = False
+        self._profiling = False
+        self._profiled = False
+
+    @staticmethod
+    def _parse_profile_batch(profile_batch):
+        """``(start, stop)`` (1-based, inclusive) or None, from Keras's forms."""
+        value = profile_batch
+        if isinstance(value, str):
+            try:
+                value = tuple(int(x) for x in value.split(","))
+            except ValueError:
+                value = None
+        elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            value = (int(value), int(value))
+        elif isinstance(value, (tuple, list)) and len(value) == 2 \
+                and all(isinstance(x, (int, np.integer)) for x in value):
+            value = (int(value[0]), int(value[1]))
+        else:
+            value = None
+        if value is not None and len(value) == 1:
+            value = (value[0], value[0])
+        if value is None or len(value) != 2 or value[0] < 0 or value[1] < value[0] \
+                or (value[0] == 0 and value[1] != 0):
+            raise ValueError(f"TensorBoard: profile_batch must be 0, a positive batch number or "
+                             f"a pair (start, stop) of them with start <= stop, got "
+                             f"{profile_batch!r}")
+        return None if value == (0, 0) else value
 
     def _writer(self, name):
         if name not in self._writers:
@@ -902,14 +984,42 @@ class TensorBoard(Callback):
         opt = getattr(self.model, "optimizer", None)
         return None if opt is None else float(opt.learning_rate)
 
+    def _train_concrete_function(self):
+        """The compiled training step's ConcreteFunction, or None."""
+        from .compile import Function  # noqa: PLC0415
+        fn = getattr(self.model, "train_function", None)
+        if not isinstance(fn, Function) or not fn._cache:
+            return None
+        return next(iter(fn._cache.values()))
+
     def on_train_begin(self, logs=None):
         self._batches = 0
+        self._graph_written = self._profiled = False
+        self._epoch_start = self._batch_start = time.perf_counter()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_start = time.perf_counter()
+        self._epoch_batches = 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._profile_range and not self._profiled and not self._profiling \
+                and self._batches + 1 == self._profile_range[0]:
+            from . import summary  # noqa: PLC0415
+            summary.trace_on(graph=False, profiler=True)
+            self._profiling = True
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.update_freq == "epoch":
-            return
         self._batches += 1
-        if self._batches % self.update_freq:
+        self._epoch_batches = getattr(self, "_epoch_batches", 0) + 1
+        if self.write_graph and not self._graph_written:
+            self._graph_written = True
+            concrete = self._train_concrete_function()
+            if concrete is not None:
+                from . import summary  # noqa: PLC0415
+                summary.write_graph(concrete, writer=self._writer("train"), step=0)
+        if self._profiling and self._batches >= self._profile_range[1]:
+            self._stop_profile()
+        if self.update_freq == "epoch" or self._batches % self.update_freq:
             return
         step = int(self.model.optimizer.iterations)
         writer = self._writer("train")
@@ -918,6 +1028,43 @@ class TensorBoard(Callback):
         lr = self._learning_rate()
         if lr is not None:
             writer.add_scalar("batch_learning_rate", lr, step)
+        if self.write_steps_per_second:
+            now = time.perf_counter()
+            writer.add_scalar("batch_steps_per_second",
+                              self.update_freq / max(now - self._batch_start, 1e-9), step)
+            self._batch_start = now
+
+    def _stop_profile(self):
+        from . import summary  # noqa: PLC0415
+        self._profiling, self._profiled = False, True
+        if isinstance(summary._compile._recorder, summary._Recording) \
+                and summary._compile._recorder.calls:
+            run = time.strftime("%Y_%m_%d_%H_%M_%S", time.gmtime())
+            step = self._profile_range[0]
+            profiles = summary.trace_export(run, os.path.join(self.log_dir, "train"), step=step,
+                                            writer=self._writer("train"))
+            concrete = self._train_concrete_function()
+            if self.write_graph and concrete is not None and profiles:
+                summary.write_run_metadata(concrete, profiles[0], writer=self._writer("train"),
+                                           step=step)
+        else:
+            summary.trace_off()
+
+    def _log_weights(self, epoch):
+        writer = self._writer("train")
+        image_written = False
+        for layer in getattr(self.model, "layers", []):
+            for weight in layer.weights:
+                short = str(weight.name).split("/")[-1].split(":")[0]
+                values = np.asarray(weight.numpy(), dtype=np.float64)
+                tag = f"{layer.name}/{short}"
+                writer.add_histogram(f"{tag}/histogram", values, epoch,
+                                     bins=self.HISTOGRAM_BINS)
+                if self.write_images and not image_written and values.ndim == 4 \
+                        and short == "kernel":
+                    writer.add_image(f"{tag}/image", _kernel_grid(values), epoch,
+                                     dataformats="HWC")
+                    image_written = True
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
@@ -933,10 +1080,41 @@ class TensorBoard(Callback):
         lr = self._learning_rate()
         if lr is not None:
             train.add_scalar("epoch_learning_rate", lr, epoch)
+        if self.write_steps_per_second:
+            seconds = max(time.perf_counter() - self._epoch_start, 1e-9)
+            train.add_scalar("epoch_steps_per_second",
+                             getattr(self, "_epoch_batches", 0) / seconds, epoch)
+        if self.histogram_freq and epoch % self.histogram_freq == 0:
+            self._log_weights(epoch)
         for writer in self._writers.values():
             writer.flush()
 
     def on_train_end(self, logs=None):
+        if self._profiling:  # fit ended inside the profiled batches
+            self._stop_profile()
         for writer in self._writers.values():
             writer.close()
         self._writers = {}
+
+
+def _kernel_grid(kernel, scale=4):
+    """A convolution kernel ``(kh, kw, in, out)`` as one HWC float image in
+    [0, 1]: the ``out`` filters in a near-square grid with a 1-pixel gap,
+    each filter min-max scaled on its own and enlarged ``scale`` times;
+    RGB for 3 input channels, else the mean over the input channels."""
+    kh, kw, cin, cout = kernel.shape
+    filters = np.moveaxis(kernel, 3, 0)  # (out, kh, kw, in)
+    if cin != 3:
+        filters = np.repeat(filters.mean(axis=3, keepdims=True), 3, axis=3)
+    lo = filters.min(axis=(1, 2, 3), keepdims=True)
+    hi = filters.max(axis=(1, 2, 3), keepdims=True)
+    filters = (filters - lo) / np.where(hi > lo, hi - lo, 1.0)
+    filters = filters.repeat(scale, axis=1).repeat(scale, axis=2)
+    cols = int(math.ceil(math.sqrt(cout)))
+    rows = int(math.ceil(cout / cols))
+    h, w = kh * scale, kw * scale
+    grid = np.ones((rows * (h + 1) + 1, cols * (w + 1) + 1, 3))
+    for k in range(cout):
+        r, c = divmod(k, cols)
+        grid[1 + r * (h + 1):1 + r * (h + 1) + h, 1 + c * (w + 1):1 + c * (w + 1) + w] = filters[k]
+    return grid.astype(np.float32)

@@ -76,11 +76,18 @@ from . import profiling
 from .tensor import Tensor, Variable
 from .utils.atomic import write_text
 
-__all__ = ["compile", "Function", "ConcreteFunction", "TensorSpec", "print", "init_scope"]
+__all__ = ["compile", "Function", "ConcreteFunction", "TensorSpec", "print", "init_scope",
+           "name_scope"]
 
 RETRACE_WARNING_THRESHOLD = 5
 
 _local = threading.local()  # .traces: stack of _Trace for this thread
+# pyresnet.summary.trace_on: called as recorder(concrete, tensors) instead of
+# running each compiled call (it runs the call itself, timed or not)
+_recorder = None
+# set in a node's scope index by the C tape for the backward nodes of a
+# forward node (csrc/ops.h, PR_SCOPE_GRADIENT): "gradient_tape/<its scope>"
+_SCOPE_GRADIENT = 1 << 30
 
 
 class TensorSpec:
@@ -118,6 +125,38 @@ def init_scope():
         yield
     finally:
         _C.trace_resume(token)
+
+
+@contextlib.contextmanager
+def name_scope(name):
+    """Name the graph nodes traced inside the block (``tf.name_scope``).
+
+    While a :func:`compile` function is being traced, every node made in
+    the block gets ``name`` as a scope, nested under the enclosing scopes:
+    ``ConcreteFunction.nodes`` reports it (``"scope"``) and the TensorBoard
+    graph (:func:`pyresnet.summary.graph_def`) folds the nodes of one
+    scope into one box.  Layers open a scope named after themselves on
+    every call (so a model's graph folds into its layers and blocks),
+    ``GradientTape.gradient`` opens ``gradient_tape`` (the backward nodes
+    of a forward node get ``gradient_tape/<its scope>``), a loss and an
+    optimizer's update open their names.  Outside tracing it does nothing
+    (one check).
+
+    Args:
+        name (str): the scope's name (``/`` is replaced by ``_``).
+    """
+    traces = getattr(_local, "traces", None)
+    if not traces or not _C.tracing():
+        yield
+        return
+    trace = traces[-1]
+    trace.scope_stack.append(str(name).replace("/", "_") or "_")
+    trace.mark_scope()
+    try:
+        yield
+    finally:
+        trace.scope_stack.pop()
+        trace.mark_scope()
 
 
 def print(*args, sep=" ", end="\n", file=None):
@@ -180,6 +219,20 @@ class _Trace:
         self.created = []
         self.jit = False  # jit_compile: loop bodies get the same passes
         self.open_loops = []  # loops over a dataset whose body is being traced
+        # name scopes (name_scope): the open ones, and the scope paths seen;
+        # the C graph gives each new node the index of the current one
+        self.scope_stack = []
+        self.scope_names = [""]
+        self._scope_index = {"": 0}
+
+    def mark_scope(self):
+        """Nodes traced from now on belong to the current scope path."""
+        name = "/".join(self.scope_stack)
+        index = self._scope_index.get(name)
+        if index is None:
+            index = self._scope_index[name] = len(self.scope_names)
+            self.scope_names.append(name)
+        self.graph.scope = index
 
     def creation_error(self):
         names = ", ".join(getattr(v, "name", "?") for v in self.created[:5])
@@ -216,12 +269,13 @@ class ConcreteFunction:
     the concrete function was obtained with (unknown sizes bound to theirs).
     """
 
-    def __init__(self, graph, out_structure, out_leaves, example, name):
+    def __init__(self, graph, out_structure, out_leaves, example, name, scopes=None):
         self._graph = graph
         self._out_structure = out_structure
         self._out_leaves = out_leaves  # per leaf: graph output index, or ("const", value)
         self._example = example  # tensor leaves of the call that traced it
         self.name = name
+        self._scopes = scopes or [""]  # the graph's scope indices -> scope paths (_Trace)
 
     def _run(self, tensors):
         outs = self._graph.run(tensors)
@@ -252,14 +306,32 @@ class ConcreteFunction:
         ``"avx512_direct"``; None for ops with one kernel).  Under
         ``jit_compile`` the kernel is the one timing chose, once the first
         call of these shapes has run, with ``" @1 thread"`` appended when it
-        runs on one thread."""
+        runs on one thread; ``scope`` (the name scope that made the node,
+        :attr:`node_scopes`)."""
         plan = self._plan()
         result = []
+        scopes = self.node_scopes
         for j, (op, ins, outs) in enumerate(self._graph.nodes()):
             result.append({"op": op, "inputs": ins, "outputs": outs,
                            "output_shapes": [plan["shapes"][v] for v in outs],
-                           "flops": plan["node_flops"][j], "kernel": plan["kernels"][j]})
+                           "flops": plan["node_flops"][j], "kernel": plan["kernels"][j],
+                           "scope": scopes[j]})
         return result
+
+    @property
+    def node_scopes(self):
+        """Per node in run order, the name scope it was traced in (str): the
+        scopes open then, outermost first, joined by ``/`` (e.g.
+        ``"resnet20/residual_block_1/conv2d_3"``), ``""`` outside every
+        scope.  A backward node that ``GradientTape.gradient`` made from a
+        forward node has ``"gradient_tape/"`` and that node's scope (as
+        TensorFlow names gradients); a node fused under ``jit_compile`` has
+        the scope of the node that absorbed the others.  See
+        :func:`name_scope`."""
+        names, flag = self._scopes, _SCOPE_GRADIENT
+        return [names[k] if not k & flag else
+                "/".join(filter(None, ("gradient_tape", names[k & ~flag])))
+                for k in self._graph.node_scopes()]
 
     @property
     def values(self):
@@ -336,7 +408,7 @@ class ConcreteFunction:
         lines.append("}")
         return "\n".join(lines) + "\n"
 
-    def profile(self, *args, repeats=1, path=None, **kwargs):
+    def profile(self, *args, repeats=1, path=None, logdir=None, **kwargs):
         """Run ``repeats`` calls with these arguments and time every node.
 
         The calls have their effects (variable updates) as normal calls do.
@@ -348,6 +420,12 @@ class ConcreteFunction:
             repeats: how many calls to time (int >= 1).
             path: when given, the Chrome trace is written there as JSON
                 (atomically).
+            logdir: when given, a TensorBoard run folder: the graph with
+                these node times and memory as run metadata (the Graphs
+                dashboard) and the gzipped trace with the tables under
+                ``logdir/plugins/profile/<function name>/``
+                (:func:`pyresnet.summary.write_graph`,
+                :func:`~pyresnet.summary.write_profile`).
 
         Returns:
             :class:`pyresnet.profiling.Profile`: ``by_op`` (a table per op
@@ -369,6 +447,12 @@ class ConcreteFunction:
                                      self._graph.plan(tensors), calls)
         if path is not None:
             write_text(path, json.dumps(result.trace))
+        if logdir is not None:
+            from . import summary  # noqa: PLC0415  (tensorboardX, only when asked)
+            concrete = ConcreteFunction(self._graph, self._out_structure, self._out_leaves,
+                                        tensors, self.name, self._scopes)
+            summary.write_graph(concrete, logdir, profile=result)
+            summary.write_profile(result, logdir, self.name, concrete)
         return result
 
 # ---- functions ------------------------------------------------------------------
@@ -479,6 +563,9 @@ class Function:
         if _C.tracing():  # called from another traced function: inline it
             return self._fn(*args, **kwargs)
         concrete, tensors = self._concrete(args, kwargs)
+        recorder = _recorder
+        if recorder is not None:  # pyresnet.summary.trace_on
+            return recorder(concrete, tensors)
         return concrete._run(tensors)
 
     def get_concrete_function(self, *args, **kwargs):
@@ -486,7 +573,8 @@ class Function:
         concrete, tensors = self._concrete(args, kwargs)
         if tensors is not concrete._example:
             concrete = ConcreteFunction(concrete._graph, concrete._out_structure,
-                                        concrete._out_leaves, tensors, concrete.name)
+                                        concrete._out_leaves, tensors, concrete.name,
+                                        concrete._scopes)
         return concrete
 
     # -- tracing --
@@ -541,7 +629,8 @@ class Function:
                 f"dimensions for varying batch sizes, and define compiled functions outside "
                 f"loops.", RuntimeWarning, stacklevel=4)
         name = getattr(self._fn, "__name__", "function")
-        return ConcreteFunction(graph, out_structure, out_leaves, tensors, name)
+        return ConcreteFunction(graph, out_structure, out_leaves, tensors, name,
+                                trace.scope_names)
 
 
 def compile(func=None, *, input_signature=None, jit_compile=False, reduce_retracing=False):

@@ -8,6 +8,7 @@ Everything is computed with pyresnet ops, so losses differentiate and trace.
 import numpy as np
 
 from . import ops
+from .compile import name_scope
 from .tensor import Tensor, convert_to_tensor
 
 _REDUCTIONS = ("sum_over_batch_size", "sum", "none", None)
@@ -273,14 +274,15 @@ class Loss:
         ``(batch, 1)``, or the per-sample values' shape) multiplies the
         per-sample losses before the reduction; ``"sum_over_batch_size"``
         still divides by their number, as Keras."""
-        values = self.call(y_true, y_pred)
-        if sample_weight is not None:
-            values = _weighted(values, sample_weight)
-        if self.reduction == "sum_over_batch_size":
-            return ops.mean(values)
-        if self.reduction == "sum":
-            return ops.sum(values)
-        return values
+        with name_scope(self.name or "loss"):  # (traced: the loss nodes' scope)
+            values = self.call(y_true, y_pred)
+            if sample_weight is not None:
+                values = _weighted(values, sample_weight)
+            if self.reduction == "sum_over_batch_size":
+                return ops.mean(values)
+            if self.reduction == "sum":
+                return ops.sum(values)
+            return values
 
     def get_config(self):
         """The constructor arguments as a dict."""

@@ -64,8 +64,8 @@ CPU and thread count), ``metrics.csv`` (a row per epoch, rewritten
 atomically), ``backup/latest.backup`` (the whole training state after the
 last epoch: :class:`pyresnet.callbacks.BackupAndRestore`), ``best.keras``
 (the model of the best test accuracy so far), ``tensorboard/`` (the
-scalars of :class:`pyresnet.callbacks.TensorBoard`, when tensorboardX is
-installed) and, when training is over, ``model.keras``.  ``--resume RUN_DIR`` continues a killed run from its
+scalars and the training step's graph of
+:class:`pyresnet.callbacks.TensorBoard`, when tensorboardX is installed) and, when training is over, ``model.keras``.  ``--resume RUN_DIR`` continues a killed run from its
 backup with the options of its ``config.json``, ending with the same
 weights as an uninterrupted run; without ``RUN_DIR/backup/latest.backup``
 it refuses and changes nothing (``--if-no-backup new-run``: train afresh in

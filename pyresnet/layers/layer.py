@@ -7,6 +7,7 @@ import threading
 import numpy as np
 
 from .. import initializers, mixed_precision
+from ..compile import name_scope
 from ..ops.array import cast
 from ..tensor import Tensor, Variable, convert_to_tensor
 from ..utils import tree
@@ -511,7 +512,8 @@ class Layer:
         try:
             if symbolic:
                 return self._call_symbolic(inputs, args, kwargs)
-            outputs = self._call_eager(inputs, args, kwargs)
+            with name_scope(self.name):  # graph nodes traced here fold into the layer
+                outputs = self._call_eager(inputs, args, kwargs)
             if self.activity_regularizer is not None:
                 for t in tree.flatten(outputs):
                     self.add_loss(self.activity_regularizer(t))

@@ -48,7 +48,7 @@ from .. import metrics as metrics_module
 from .. import ops
 from .. import optimizers
 from ..autodiff import GradientTape
-from ..compile import compile as pr_compile
+from ..compile import compile as pr_compile, name_scope
 from ..layers.input_spec import check_input_specs
 from ..loops import run_batches
 from ..tensor import Tensor
@@ -302,7 +302,8 @@ class Trainer:
         ``compile_metrics``, merged in): float32 scalar Tensors."""
         logs = {}
         for metric in self.metrics:
-            result = metric.result()
+            with name_scope(metric.name):
+                result = metric.result()
             if isinstance(result, dict):
                 logs.update(result)
             else:
@@ -331,8 +332,10 @@ class Trainer:
         if strategy is not None:
             grads = strategy.average_gradients(grads)
         self.optimizer.apply_gradients(zip(grads, weights))
-        self._loss_tracker.update_state(loss, sample_weight=_batch_size(tree.flatten(y_pred)[0]))
-        logs = self.compute_metrics(x, y, y_pred, sample_weight)
+        with name_scope("metrics"):  # (traced: the metric updates' scope)
+            self._loss_tracker.update_state(loss,
+                                            sample_weight=_batch_size(tree.flatten(y_pred)[0]))
+            logs = self.compute_metrics(x, y, y_pred, sample_weight)
         if strategy is not None:
             logs = {k: ops.allreduce(v, op="mean") for k, v in logs.items()}
         return logs
@@ -342,8 +345,10 @@ class Trainer:
         x, y, sample_weight = unpack_x_y_sample_weight(data)
         y_pred = self(x, training=False)
         loss = self.compute_loss(x, y, y_pred, sample_weight, training=False)
-        self._loss_tracker.update_state(loss, sample_weight=_batch_size(tree.flatten(y_pred)[0]))
-        return self.compute_metrics(x, y, y_pred, sample_weight)
+        with name_scope("metrics"):  # (traced: the metric updates' scope)
+            self._loss_tracker.update_state(loss,
+                                            sample_weight=_batch_size(tree.flatten(y_pred)[0]))
+            return self.compute_metrics(x, y, y_pred, sample_weight)
 
     def predict_step(self, data):
         """The model's output on a batch (``data``: x, or a tuple whose first

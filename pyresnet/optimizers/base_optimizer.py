@@ -18,6 +18,7 @@ import re
 import numpy as np
 
 from .. import ops
+from ..compile import name_scope
 from ..tensor import Tensor, Variable, convert_to_tensor
 from . import schedules as schedules_module
 
@@ -286,11 +287,12 @@ class Optimizer:
         for _, v in pairs:
             if not any(v is t for t in self._trainable_variables):
                 self._trainable_variables.append(v)
-        grads = self._clip_gradients([g for g, _ in pairs])
-        lr = self._current_learning_rate()
-        for g, (_, v) in zip(grads, pairs):
-            self._update(g, v, lr)
-        ops.assign_add(self.iterations, np.int64(1))
+        with name_scope(self.name):  # (traced: the update nodes' scope)
+            grads = self._clip_gradients([g for g, _ in pairs])
+            lr = self._current_learning_rate()
+            for g, (_, v) in zip(grads, pairs):
+                self._update(g, v, lr)
+            ops.assign_add(self.iterations, np.int64(1))
         self.built = True
 
     def _current_learning_rate(self):
