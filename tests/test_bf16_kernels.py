@@ -183,8 +183,9 @@ def test_bf16_kernels_are_exact_on_exact_sums(rng):
 def test_float32_kernels_refuse_bfloat16_operands_and_bf16_kernels_refuse_float32(rng):
     x = rng.standard_normal((1, 6, 6, 16)).astype(f32)
     k = rng.standard_normal((3, 3, 16, 16)).astype(f32)
-    with pytest.raises(ValueError, match="kernel variant 'avx512_direct' cannot run"):
-        _C.run_variant("conv2d", "avx512_direct", x, k.astype(bf16))
+    for v in ("avx512_direct", "avx2_direct"):
+        with pytest.raises(ValueError, match=f"kernel variant '{v}' cannot run"):
+            _C.run_variant("conv2d", v, x, k.astype(bf16))
     for v in BF16_VARIANTS:
         with pytest.raises(ValueError, match=f"kernel variant '{v}' cannot run"):
             _C.run_variant("conv2d", v, x, k)
@@ -195,7 +196,8 @@ def test_which_bf16_kernels_ran(capsys):
     (this project's Sapphire Rapids machine) all three run unless
     PYRESNET_KERNELS=reference, and show_config lists them."""
     names = [v for v, _ in _C.op_variants("conv2d")]
-    assert names == ["avx512_direct", "amx_direct_bf16", "amx_bf16", "avx512_bf16", "im2col_blas"]
+    assert names == ["avx512_direct", "avx2_direct", "amx_direct_bf16", "amx_bf16", "avx512_bf16",
+                     "im2col_blas"]
     assert [v for v, _ in _C.op_variants("matmul")] == ["amx_bf16", "avx512_bf16", "sgemm"]
     ran = [v for v in BF16_VARIANTS if expected_to_run(v)] + ["reference"]
     with capsys.disabled():
