@@ -40,8 +40,8 @@ def test_config_lists_the_conv_variants_reference_last():
         assert names == ["avx512_direct", "avx2_direct", "amx_direct_bf16", "amx_bf16",
                          "avx512_bf16", "im2col_blas"]
         assert c["variants"][op][-1][1] is True   # the reference runs anywhere
-        assert c["variants"][op][0][1] == {"avx512f", "fma"} <= has
-        assert c["variants"][op][1][1] == {"avx2", "fma"} <= has
+        assert c["variants"][op][0][1] == ({"avx512f", "fma"} <= has)
+        assert c["variants"][op][1][1] == ({"avx2", "fma"} <= has)
     out = io.StringIO()
     pr.show_config(file=out)
     text = out.getvalue()
@@ -89,6 +89,43 @@ def test_reference_path_forced_by_the_environment():
                        timeout=120, cwd=tempfile.gettempdir())
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout.splitlines()[-1]) == [True, ["im2col_blas"]]
+
+
+_AVX2_SCRIPT = """
+import io, json, numpy as np, pyresnet as pr
+from pyresnet._loader import _C
+x = np.ones((2, 8, 8, 16), np.float32); k = np.ones((3, 3, 16, 16), np.float32)
+f = pr.compile(lambda a: pr.ops.conv2d(a, k, padding="same"))
+kernel = [n["kernel"] for n in f.get_concrete_function(x).nodes if n["op"] == "conv2d"][0]
+out = io.StringIO()
+pr.show_config(file=out)
+print(json.dumps({"info": _C.cpu_info(), "kernel": kernel, "show": out.getvalue(),
+                  "variants": dict(_C.op_variants("conv2d"))}))
+"""
+
+
+def test_avx2_setting_runs_what_a_cpu_without_avx512_runs(tmp_path):
+    """PYRESNET_KERNELS=avx2 clears the AVX-512 and AMX features at import,
+    as on a CPU with AVX2 and FMA only (AMD Zen 2/3, Intel client cores), so
+    an AVX-512 machine tests the AVX2 paths as they run there: cpu_info and
+    show_config say so, and a float32 convolution runs avx2_direct where the
+    CPU has AVX2 and FMA, else the reference (in a subprocess, whatever this
+    process's setting)."""
+    env = {**os.environ, "PYRESNET_KERNELS": "avx2"}
+    # from another folder: the checkout's unbuilt sources must not shadow the install
+    run = subprocess.run([sys.executable, "-c", _AVX2_SCRIPT], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    info, here = got["info"], _C.cpu_info()
+    assert info["kernels"] == "avx2" and not info["reference_only"]
+    assert info["features"] == [f for f in here["features"] if not f.startswith(("avx512", "amx"))]
+    if "amx_bf16" in here["features"] or here["amx"].startswith("off"):
+        assert info["amx"] == "off: PYRESNET_KERNELS=avx2"
+    assert "kernels:  PYRESNET_KERNELS=avx2 (AVX-512 and AMX off)" in got["show"]
+    fast = {"avx2", "fma"} <= set(info["features"])
+    assert not got["variants"]["avx512_direct"] and got["variants"]["avx2_direct"] == fast
+    assert got["kernel"] == ("avx2_direct" if fast else "im2col_blas")
 
 
 @pytest.mark.parametrize("op", ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"])
