@@ -12,13 +12,13 @@
  * et al., SC18, section 3: the output tile in accumulators, the rest for
  * weights and the broadcast):
  *   - forward / backprop_input: one tile is WT <= 12 output pixels x one
- *     block of 8 output channels, so 12 accumulators + K weight vectors
- *     (K <= 3 taps sharing a broadcast, conv_direct.c's tile3) + the
- *     broadcast fit the 16 registers.  The one-tap tile of conv_direct.c
+ *     block of 8 output channels (11 with three taps), so the accumulators
+ *     + K weight vectors (K <= 3 taps sharing a broadcast, conv_direct.c's
+ *     tile3) + the broadcast fit the 16 registers.  The one-tap tile of conv_direct.c
  *     is the same body with K = 1 (every tap its own "window row"): one
  *     tile function for every window.  Weights are repacked into 8-channel
  *     blocks (aligned 32-byte loads, zero-padded);
- *   - backprop_filter: CT input channels x NB <= 3 blocks of 8 output
+ *   - backprop_filter: CT input channels x NB <= 2 blocks of 8 output
  *     channels with CT * NB <= 12 (ftile); windows three taps wide with one
  *     block of output channels (O <= 8) take ftile3, 3 taps x 4 channels.
  * A partial last block of channels is read and written with
@@ -42,7 +42,7 @@
 #define ALWAYS_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
 
 #define MAX_TILE 12 /* accumulators per tile, of the 16 ymm registers */
-#define MAX_NB 3    /* 8-channel blocks per filter-gradient tile */
+#define MAX_NB 2    /* 8-channel blocks per filter-gradient tile */
 #define FT3_CT 4    /* input channels per ftile3: 3 taps x 4 = 12 accumulators */
 /* Weights a tile may stream per pass over its input channels (L1 is 32 KB):
  * longer channel runs are cut into chunks summed into the output. */
@@ -61,19 +61,19 @@ static int block_lanes(int64_t ob, int64_t nob, int64_t channels) {
     return ob + 1 < nob || channels % 8 == 0 ? 8 : (int)(channels % 8);
 }
 
-/* The mask of a block's first `lanes` channels. */
-ALWAYS_INLINE __m256i lanes_mask(int lanes) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+/* The first `lanes` of 8 channels (1 <= lanes <= 8): a block of them at p,
+ * zeros in the other lanes; nothing outside them is read or written.  The
+ * mask is loaded where it is used, from memory, so that it never holds one
+ * of the 16 registers through a tile's loop. */
+static const int32_t lane_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 
-/* A block of 8 channels at p: all of them (full), else the lanes of mask
- * (zeros in the others; nothing outside them is read or written). */
-ALWAYS_INLINE __m256 load_block(const float *p, __m256i mask, int full) {
-    return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
+ALWAYS_INLINE __m256 load_block(const float *p, int lanes) {
+    return lanes == 8 ? _mm256_loadu_ps(p)
+                      : _mm256_maskload_ps(p, _mm256_loadu_si256((const __m256i *)(lane_table + 8 - lanes)));
 }
-ALWAYS_INLINE void store_block(float *p, __m256 v, __m256i mask, int full) {
-    if (full) _mm256_storeu_ps(p, v);
-    else _mm256_maskstore_ps(p, mask, v);
+ALWAYS_INLINE void store_block(float *p, __m256 v, int lanes) {
+    if (lanes == 8) _mm256_storeu_ps(p, v);
+    else _mm256_maskstore_ps(p, _mm256_loadu_si256((const __m256i *)(lane_table + 8 - lanes)), v);
 }
 
 /* Part i of `parts` of the next image's `bytes` at p (NULL: none) into L2
@@ -109,12 +109,11 @@ typedef struct {
 ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int SW, const int K) {
     __m256 acc[MAX_TILE];
     const int64_t os = A->os;
-    const __m256i mask = lanes_mask(A->lanes);
-    const int full = A->lanes == 8;
+    const int lanes = A->lanes;
 #pragma GCC unroll 12
     for (int p = 0; p < WT; p++) {
         if (A->accumulate) {
-            acc[p] = load_block(A->out + p * os, mask, full);
+            acc[p] = load_block(A->out + p * os, lanes);
         } else {
             acc[p] = _mm256_setzero_ps();
             __builtin_prefetch(A->out + p * os, 1, 3);
@@ -142,7 +141,7 @@ ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int SW, con
         }
     }
 #pragma GCC unroll 12
-    for (int p = 0; p < WT; p++) store_block(A->out + p * os, acc[p], mask, full);
+    for (int p = 0; p < WT; p++) store_block(A->out + p * os, acc[p], lanes);
 }
 
 typedef void (*tile_fn)(const tile_args *);
@@ -170,7 +169,9 @@ static const tile_fn tiles[5][MAX_TILE] = {REFS(1), REFS(2), REFS(3), REFS(4), R
  * A.w at block 0 (block b `wob` floats further). */
 static void row_tiles(tile_args A, int64_t wob, int64_t len, int64_t cout, int64_t sw, int k) {
     const int kind = k == 3 ? (int)sw : k == 2 ? 3 : 3 + (int)sw;
-    const int wt = balanced(MAX_TILE, len);
+    /* three weight vectors beside 12 accumulators and the broadcast: GCC
+     * spills an accumulator in the inner loop, so 11 */
+    const int wt = balanced(k == 3 ? MAX_TILE - 1 : MAX_TILE, len);
     const int64_t nob = blocks8(cout), cin = A.cin;
     int64_t chunk = TILE_WEIGHT_BYTES / (k * A.rows * 32);
     chunk = chunk < 8 ? 8 : chunk / 8 * 8;
@@ -387,13 +388,12 @@ typedef struct {
 
 ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
     __m256 acc[MAX_NB][MAX_TILE];
-    const __m256i mask = lanes_mask(A->lanes);
-    const int full = A->lanes == 8;
+    const int lanes = A->lanes;
 #pragma GCC unroll 12
     for (int c = 0; c < CT; c++) {
-#pragma GCC unroll 3
+#pragma GCC unroll 2
         for (int b = 0; b < NB - 1; b++) acc[b][c] = _mm256_loadu_ps(A->dw + c * A->dwc + 8 * b);
-        acc[NB - 1][c] = load_block(A->dw + c * A->dwc + 8 * (NB - 1), mask, full);
+        acc[NB - 1][c] = load_block(A->dw + c * A->dwc + 8 * (NB - 1), lanes);
     }
     for (int64_t r = 0; r < A->rows; r++) {
         prefetch_part(A->pf[0].p, A->pf[0].bytes, r, A->rows);
@@ -401,22 +401,22 @@ ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
         const float *xp = A->x + r * A->rs, *dyp = A->dy + r * A->drs;
         for (int64_t q = 0; q < A->cols; q++, xp += A->ps, dyp += A->dps) {
             __m256 dv[MAX_NB];
-#pragma GCC unroll 3
+#pragma GCC unroll 2
             for (int b = 0; b < NB - 1; b++) dv[b] = _mm256_loadu_ps(dyp + 8 * b);
-            dv[NB - 1] = load_block(dyp + 8 * (NB - 1), mask, full);
+            dv[NB - 1] = load_block(dyp + 8 * (NB - 1), lanes);
 #pragma GCC unroll 12
             for (int c = 0; c < CT; c++) {
                 __m256 xv = _mm256_broadcast_ss(xp + c);
-#pragma GCC unroll 3
+#pragma GCC unroll 2
                 for (int b = 0; b < NB; b++) acc[b][c] = _mm256_fmadd_ps(xv, dv[b], acc[b][c]);
             }
         }
     }
 #pragma GCC unroll 12
     for (int c = 0; c < CT; c++) {
-#pragma GCC unroll 3
+#pragma GCC unroll 2
         for (int b = 0; b < NB - 1; b++) _mm256_storeu_ps(A->dw + c * A->dwc + 8 * b, acc[b][c]);
-        store_block(A->dw + c * A->dwc + 8 * (NB - 1), acc[NB - 1][c], mask, full);
+        store_block(A->dw + c * A->dwc + 8 * (NB - 1), acc[NB - 1][c], lanes);
     }
 }
 
@@ -426,24 +426,21 @@ typedef void (*ftile_fn)(const ftile_args *);
 FTILE(1, 1) FTILE(2, 1) FTILE(3, 1) FTILE(4, 1) FTILE(5, 1) FTILE(6, 1) FTILE(7, 1) FTILE(8, 1)
 FTILE(9, 1) FTILE(10, 1) FTILE(11, 1) FTILE(12, 1)
 FTILE(1, 2) FTILE(2, 2) FTILE(3, 2) FTILE(4, 2) FTILE(5, 2) FTILE(6, 2)
-FTILE(1, 3) FTILE(2, 3) FTILE(3, 3) FTILE(4, 3)
 /* ftiles[NB][CT - 1] */
 static const ftile_fn ftiles[MAX_NB + 1][MAX_TILE] = {
     {NULL},
     {ftile_1_1, ftile_2_1, ftile_3_1, ftile_4_1, ftile_5_1, ftile_6_1, ftile_7_1, ftile_8_1,
      ftile_9_1, ftile_10_1, ftile_11_1, ftile_12_1},
-    {ftile_1_2, ftile_2_2, ftile_3_2, ftile_4_2, ftile_5_2, ftile_6_2},
-    {ftile_1_3, ftile_2_3, ftile_3_3, ftile_4_3}};
+    {ftile_1_2, ftile_2_2, ftile_3_2, ftile_4_2, ftile_5_2, ftile_6_2}};
 
 /* Add one image's contribution to the partial gradient dw (T, C, O).  Tap
  * (kh, kw) sums over the output pixels whose input pixel is inside the
  * image (the others read padding, zeros), so x is read in place.  The
- * blocks of output channels are dealt into groups of at most MAX_NB, as
- * even as they go (4 blocks: 2 + 2, not 3 + 1). */
+ * blocks of output channels go in pairs (three blocks, 12 accumulators
+ * beside 3 dy vectors and the broadcast, spill one in GCC's inner loop). */
 static void filter_image(const pr_window *g, const float *xn, const float *dyn, float *dw,
                          const float *next_x, const float *next_dy) {
     const int64_t C = g->c, O = g->o, nob = blocks8(O);
-    const int per = balanced(MAX_NB, nob);
     for (int64_t kh = 0; kh < g->kh; kh++)
         for (int64_t kw = 0; kw < g->kw; kw++) {
             /* this tap's share of the next image, asked for by its first tile */
@@ -454,8 +451,8 @@ static void filter_image(const pr_window *g, const float *xn, const float *dyn, 
             tap_range(g->w, g->wo, g->sw, g->pw, kw, &q0, &q1);
             float *dwt = dw + (kh * g->kw + kw) * C * O;
             const float *x0 = xn + ((r0 * g->sh - g->ph + kh) * g->w + q0 * g->sw - g->pw + kw) * C;
-            for (int64_t ob = 0; ob < nob && r1 > r0 && q1 > q0; ob += per) {
-                int nb = (int)(nob - ob < per ? nob - ob : per);
+            for (int64_t ob = 0; ob < nob && r1 > r0 && q1 > q0; ob += MAX_NB) {
+                int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
                 int ct = balanced(MAX_TILE / nb, C);
                 for (int64_t c0 = 0; c0 < C; c0 += ct) {
                     int n = (int)(C - c0 < ct ? C - c0 : ct);
@@ -492,15 +489,15 @@ typedef struct {
 } ftile3_args;
 
 ALWAYS_INLINE void ftile3_group(__m256 acc[3][FT3_CT], const ftile3_args *A, const float *xr,
-                                const float *dr, int64_t g, __m256i mask, const int CT,
-                                const int SW, const int checked) {
+                                const float *dr, int64_t g, const int CT, const int SW,
+                                const int checked) {
     __m256 d[3];
     int in[3] = {1, 1, 1}; /* pixel g - j exists (always, in unchecked groups) */
 #pragma GCC unroll 3
     for (int j = 0; j <= 2 / SW; j++) {
         int64_t p = g - j; /* d[j]: dy of pixel g - j */
         if (checked) in[j] = p >= 0 && p < A->wo;
-        d[j] = in[j] ? load_block(dr + p * A->o, mask, A->lanes == 8) : _mm256_setzero_ps();
+        d[j] = in[j] ? load_block(dr + p * A->o, A->lanes) : _mm256_setzero_ps();
     }
 #pragma GCC unroll 2
     for (int s = 0; s < SW; s++) {
@@ -522,28 +519,27 @@ ALWAYS_INLINE void ftile3_group(__m256 acc[3][FT3_CT], const ftile3_args *A, con
 
 ALWAYS_INLINE void ftile3_body(const ftile3_args *A, const int CT, const int SW) {
     __m256 acc[3][FT3_CT];
-    const __m256i mask = lanes_mask(A->lanes);
-    const int full = A->lanes == 8;
+    const int lanes = A->lanes;
 #pragma GCC unroll 3
     for (int k = 0; k < 3; k++)
 #pragma GCC unroll 4
         for (int c = 0; c < CT; c++)
-            acc[k][c] = load_block(A->dw + k * A->dwt + c * A->dwc, mask, full);
+            acc[k][c] = load_block(A->dw + k * A->dwt + c * A->dwc, lanes);
     for (int64_t r = 0; r < A->rows; r++) {
         prefetch_part(A->pf[0].p, A->pf[0].bytes, r, A->rows);
         prefetch_part(A->pf[1].p, A->pf[1].bytes, r, A->rows);
         const float *xr = A->x + r * A->xrs, *dr = A->dy + r * A->drs;
-        for (int64_t g = 0; g < A->g_lo; g++) ftile3_group(acc, A, xr, dr, g, mask, CT, SW, 1);
+        for (int64_t g = 0; g < A->g_lo; g++) ftile3_group(acc, A, xr, dr, g, CT, SW, 1);
         for (int64_t g = A->g_lo; g < A->g_hi; g++)
-            ftile3_group(acc, A, xr, dr, g, mask, CT, SW, 0);
+            ftile3_group(acc, A, xr, dr, g, CT, SW, 0);
         for (int64_t g = A->g_hi; g < A->groups; g++)
-            ftile3_group(acc, A, xr, dr, g, mask, CT, SW, 1);
+            ftile3_group(acc, A, xr, dr, g, CT, SW, 1);
     }
 #pragma GCC unroll 3
     for (int k = 0; k < 3; k++)
 #pragma GCC unroll 4
         for (int c = 0; c < CT; c++)
-            store_block(A->dw + k * A->dwt + c * A->dwc, acc[k][c], mask, full);
+            store_block(A->dw + k * A->dwt + c * A->dwc, acc[k][c], lanes);
 }
 
 typedef void (*ftile3_fn)(const ftile3_args *);
