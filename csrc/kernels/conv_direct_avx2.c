@@ -41,6 +41,15 @@
 #define AVX2_FN static __attribute__((target("avx2,fma")))
 #define ALWAYS_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
 
+/* Full unrolling of the tiles' loops (compile-time trip counts), so that
+ * the accumulators live in registers: GCC's pragma takes a maximum count,
+ * clang unrolls fully only when told so in its own spelling. */
+#if defined(__clang__)
+#define UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define UNROLL _Pragma("GCC unroll 64")
+#endif
+
 #define MAX_TILE 12 /* accumulators per tile, of the 16 ymm registers */
 #define MAX_NB 2    /* 8-channel blocks per filter-gradient tile */
 #define FT3_CT 4    /* input channels per ftile3: 3 taps x 4 = 12 accumulators */
@@ -110,7 +119,7 @@ ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int SW, con
     __m256 acc[MAX_TILE];
     const int64_t os = A->os;
     const int lanes = A->lanes;
-#pragma GCC unroll 12
+UNROLL
     for (int p = 0; p < WT; p++) {
         if (A->accumulate) {
             acc[p] = load_block(A->out + p * os, lanes);
@@ -125,13 +134,13 @@ ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int SW, con
         const float *const *wr = A->w + K * r;
         for (int64_t c = 0; c < cin; c++, a += cs) {
             __m256 wv[3];
-#pragma GCC unroll 3
+UNROLL
             for (int k = 0; k < K; k++) wv[k] = _mm256_load_ps(wr[k] + c * 8);
-#pragma GCC unroll 36
+UNROLL
             for (int q = 0; q < (WT - 1) * SW + K; q++) {
                 if (SW > 1 && K == 1 && q % SW) continue; /* a column no pixel reads */
                 __m256 xv = _mm256_broadcast_ss(a + q);
-#pragma GCC unroll 3
+UNROLL
                 for (int k = 0; k < K; k++) {
                     int p = (q - k) / SW;
                     if (q < k || (q - k) % SW || p >= WT) continue;
@@ -140,7 +149,7 @@ ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int SW, con
             }
         }
     }
-#pragma GCC unroll 12
+UNROLL
     for (int p = 0; p < WT; p++) store_block(A->out + p * os, acc[p], lanes);
 }
 
@@ -389,9 +398,9 @@ typedef struct {
 ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
     __m256 acc[MAX_NB][MAX_TILE];
     const int lanes = A->lanes;
-#pragma GCC unroll 12
+UNROLL
     for (int c = 0; c < CT; c++) {
-#pragma GCC unroll 2
+UNROLL
         for (int b = 0; b < NB - 1; b++) acc[b][c] = _mm256_loadu_ps(A->dw + c * A->dwc + 8 * b);
         acc[NB - 1][c] = load_block(A->dw + c * A->dwc + 8 * (NB - 1), lanes);
     }
@@ -401,20 +410,20 @@ ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
         const float *xp = A->x + r * A->rs, *dyp = A->dy + r * A->drs;
         for (int64_t q = 0; q < A->cols; q++, xp += A->ps, dyp += A->dps) {
             __m256 dv[MAX_NB];
-#pragma GCC unroll 2
+UNROLL
             for (int b = 0; b < NB - 1; b++) dv[b] = _mm256_loadu_ps(dyp + 8 * b);
             dv[NB - 1] = load_block(dyp + 8 * (NB - 1), lanes);
-#pragma GCC unroll 12
+UNROLL
             for (int c = 0; c < CT; c++) {
                 __m256 xv = _mm256_broadcast_ss(xp + c);
-#pragma GCC unroll 2
+UNROLL
                 for (int b = 0; b < NB; b++) acc[b][c] = _mm256_fmadd_ps(xv, dv[b], acc[b][c]);
             }
         }
     }
-#pragma GCC unroll 12
+UNROLL
     for (int c = 0; c < CT; c++) {
-#pragma GCC unroll 2
+UNROLL
         for (int b = 0; b < NB - 1; b++) _mm256_storeu_ps(A->dw + c * A->dwc + 8 * b, acc[b][c]);
         store_block(A->dw + c * A->dwc + 8 * (NB - 1), acc[NB - 1][c], lanes);
     }
@@ -493,21 +502,21 @@ ALWAYS_INLINE void ftile3_group(__m256 acc[3][FT3_CT], const ftile3_args *A, con
                                 const int checked) {
     __m256 d[3];
     int in[3] = {1, 1, 1}; /* pixel g - j exists (always, in unchecked groups) */
-#pragma GCC unroll 3
+UNROLL
     for (int j = 0; j <= 2 / SW; j++) {
         int64_t p = g - j; /* d[j]: dy of pixel g - j */
         if (checked) in[j] = p >= 0 && p < A->wo;
         d[j] = in[j] ? load_block(dr + p * A->o, A->lanes) : _mm256_setzero_ps();
     }
-#pragma GCC unroll 2
+UNROLL
     for (int s = 0; s < SW; s++) {
         int64_t q = g * SW + s - A->pw;
         if (checked && (q < 0 || q >= A->w)) continue;
         const float *xq = xr + q * A->c;
-#pragma GCC unroll 4
+UNROLL
         for (int c = 0; c < CT; c++) {
             __m256 b = _mm256_broadcast_ss(xq + c);
-#pragma GCC unroll 3
+UNROLL
             for (int k = 0; k < 3; k++) {
                 if ((s - k + 2 * SW) % SW) continue; /* column g*SW + s is no input of tap k */
                 if (checked && !in[(k - s) / SW]) continue; /* no such pixel: no product */
@@ -520,9 +529,9 @@ ALWAYS_INLINE void ftile3_group(__m256 acc[3][FT3_CT], const ftile3_args *A, con
 ALWAYS_INLINE void ftile3_body(const ftile3_args *A, const int CT, const int SW) {
     __m256 acc[3][FT3_CT];
     const int lanes = A->lanes;
-#pragma GCC unroll 3
+UNROLL
     for (int k = 0; k < 3; k++)
-#pragma GCC unroll 4
+UNROLL
         for (int c = 0; c < CT; c++)
             acc[k][c] = load_block(A->dw + k * A->dwt + c * A->dwc, lanes);
     for (int64_t r = 0; r < A->rows; r++) {
@@ -535,9 +544,9 @@ ALWAYS_INLINE void ftile3_body(const ftile3_args *A, const int CT, const int SW)
         for (int64_t g = A->g_hi; g < A->groups; g++)
             ftile3_group(acc, A, xr, dr, g, CT, SW, 1);
     }
-#pragma GCC unroll 3
+UNROLL
     for (int k = 0; k < 3; k++)
-#pragma GCC unroll 4
+UNROLL
         for (int c = 0; c < CT; c++)
             store_block(A->dw + k * A->dwt + c * A->dwc, acc[k][c], lanes);
 }
