@@ -14,10 +14,10 @@
  *   - forward / backprop_input: one tile is WT <= 12 output pixels x one
  *     block of 8 output channels (11 with three taps), so the accumulators
  *     + K weight vectors (K <= 3 taps sharing a broadcast, conv_direct.c's
- *     tile3) + the broadcast fit the 16 registers.  The one-tap tile of conv_direct.c
- *     is the same body with K = 1 (every tap its own "window row"): one
- *     tile function for every window.  Weights are repacked into 8-channel
- *     blocks (aligned 32-byte loads, zero-padded);
+ *     tile3) + the broadcast fit the 16 registers.  conv_direct.c's
+ *     one-tap tile is the same body with K = 1 (every tap its own "window
+ *     row"): one tile function for every window.  Weights are repacked
+ *     into 8-channel blocks (aligned 32-byte loads, zero-padded);
  *   - backprop_filter: CT input channels x NB <= 2 blocks of 8 output
  *     channels with CT * NB <= 12 (ftile); windows three taps wide with one
  *     block of output channels (O <= 8) take ftile3, 3 taps x 4 channels.
@@ -76,13 +76,15 @@ static int block_lanes(int64_t ob, int64_t nob, int64_t channels) {
  * of the 16 registers through a tile's loop. */
 static const int32_t lane_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 
+ALWAYS_INLINE __m256i lane_mask(int lanes) {
+    return _mm256_loadu_si256((const __m256i *)(lane_table + 8 - lanes));
+}
 ALWAYS_INLINE __m256 load_block(const float *p, int lanes) {
-    return lanes == 8 ? _mm256_loadu_ps(p)
-                      : _mm256_maskload_ps(p, _mm256_loadu_si256((const __m256i *)(lane_table + 8 - lanes)));
+    return lanes == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(lanes));
 }
 ALWAYS_INLINE void store_block(float *p, __m256 v, int lanes) {
     if (lanes == 8) _mm256_storeu_ps(p, v);
-    else _mm256_maskstore_ps(p, _mm256_loadu_si256((const __m256i *)(lane_table + 8 - lanes)), v);
+    else _mm256_maskstore_ps(p, lane_mask(lanes), v);
 }
 
 /* Part i of `parts` of the next image's `bytes` at p (NULL: none) into L2
@@ -119,7 +121,7 @@ ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int SW, con
     __m256 acc[MAX_TILE];
     const int64_t os = A->os;
     const int lanes = A->lanes;
-UNROLL
+    UNROLL
     for (int p = 0; p < WT; p++) {
         if (A->accumulate) {
             acc[p] = load_block(A->out + p * os, lanes);
@@ -134,13 +136,13 @@ UNROLL
         const float *const *wr = A->w + K * r;
         for (int64_t c = 0; c < cin; c++, a += cs) {
             __m256 wv[3];
-UNROLL
+            UNROLL
             for (int k = 0; k < K; k++) wv[k] = _mm256_load_ps(wr[k] + c * 8);
-UNROLL
+            UNROLL
             for (int q = 0; q < (WT - 1) * SW + K; q++) {
                 if (SW > 1 && K == 1 && q % SW) continue; /* a column no pixel reads */
                 __m256 xv = _mm256_broadcast_ss(a + q);
-UNROLL
+                UNROLL
                 for (int k = 0; k < K; k++) {
                     int p = (q - k) / SW;
                     if (q < k || (q - k) % SW || p >= WT) continue;
@@ -149,7 +151,7 @@ UNROLL
             }
         }
     }
-UNROLL
+    UNROLL
     for (int p = 0; p < WT; p++) store_block(A->out + p * os, acc[p], lanes);
 }
 
@@ -398,9 +400,9 @@ typedef struct {
 ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
     __m256 acc[MAX_NB][MAX_TILE];
     const int lanes = A->lanes;
-UNROLL
+    UNROLL
     for (int c = 0; c < CT; c++) {
-UNROLL
+        UNROLL
         for (int b = 0; b < NB - 1; b++) acc[b][c] = _mm256_loadu_ps(A->dw + c * A->dwc + 8 * b);
         acc[NB - 1][c] = load_block(A->dw + c * A->dwc + 8 * (NB - 1), lanes);
     }
@@ -410,20 +412,20 @@ UNROLL
         const float *xp = A->x + r * A->rs, *dyp = A->dy + r * A->drs;
         for (int64_t q = 0; q < A->cols; q++, xp += A->ps, dyp += A->dps) {
             __m256 dv[MAX_NB];
-UNROLL
+            UNROLL
             for (int b = 0; b < NB - 1; b++) dv[b] = _mm256_loadu_ps(dyp + 8 * b);
             dv[NB - 1] = load_block(dyp + 8 * (NB - 1), lanes);
-UNROLL
+            UNROLL
             for (int c = 0; c < CT; c++) {
                 __m256 xv = _mm256_broadcast_ss(xp + c);
-UNROLL
+                UNROLL
                 for (int b = 0; b < NB; b++) acc[b][c] = _mm256_fmadd_ps(xv, dv[b], acc[b][c]);
             }
         }
     }
-UNROLL
+    UNROLL
     for (int c = 0; c < CT; c++) {
-UNROLL
+        UNROLL
         for (int b = 0; b < NB - 1; b++) _mm256_storeu_ps(A->dw + c * A->dwc + 8 * b, acc[b][c]);
         store_block(A->dw + c * A->dwc + 8 * (NB - 1), acc[NB - 1][c], lanes);
     }
@@ -502,21 +504,21 @@ ALWAYS_INLINE void ftile3_group(__m256 acc[3][FT3_CT], const ftile3_args *A, con
                                 const int checked) {
     __m256 d[3];
     int in[3] = {1, 1, 1}; /* pixel g - j exists (always, in unchecked groups) */
-UNROLL
+    UNROLL
     for (int j = 0; j <= 2 / SW; j++) {
         int64_t p = g - j; /* d[j]: dy of pixel g - j */
         if (checked) in[j] = p >= 0 && p < A->wo;
         d[j] = in[j] ? load_block(dr + p * A->o, A->lanes) : _mm256_setzero_ps();
     }
-UNROLL
+    UNROLL
     for (int s = 0; s < SW; s++) {
         int64_t q = g * SW + s - A->pw;
         if (checked && (q < 0 || q >= A->w)) continue;
         const float *xq = xr + q * A->c;
-UNROLL
+        UNROLL
         for (int c = 0; c < CT; c++) {
             __m256 b = _mm256_broadcast_ss(xq + c);
-UNROLL
+            UNROLL
             for (int k = 0; k < 3; k++) {
                 if ((s - k + 2 * SW) % SW) continue; /* column g*SW + s is no input of tap k */
                 if (checked && !in[(k - s) / SW]) continue; /* no such pixel: no product */
@@ -529,9 +531,9 @@ UNROLL
 ALWAYS_INLINE void ftile3_body(const ftile3_args *A, const int CT, const int SW) {
     __m256 acc[3][FT3_CT];
     const int lanes = A->lanes;
-UNROLL
+    UNROLL
     for (int k = 0; k < 3; k++)
-UNROLL
+        UNROLL
         for (int c = 0; c < CT; c++)
             acc[k][c] = load_block(A->dw + k * A->dwt + c * A->dwc, lanes);
     for (int64_t r = 0; r < A->rows; r++) {
@@ -544,9 +546,9 @@ UNROLL
         for (int64_t g = A->g_hi; g < A->groups; g++)
             ftile3_group(acc, A, xr, dr, g, CT, SW, 1);
     }
-UNROLL
+    UNROLL
     for (int k = 0; k < 3; k++)
-UNROLL
+        UNROLL
         for (int c = 0; c < CT; c++)
             store_block(A->dw + k * A->dwt + c * A->dwc, acc[k][c], lanes);
 }
@@ -557,8 +559,9 @@ typedef void (*ftile3_fn)(const ftile3_args *);
 FTILE3(1, 1) FTILE3(2, 1) FTILE3(3, 1) FTILE3(4, 1)
 FTILE3(1, 2) FTILE3(2, 2) FTILE3(3, 2) FTILE3(4, 2)
 /* ftiles3_by_sw[SW - 1][CT - 1] */
-static const ftile3_fn ftiles3_by_sw[2][FT3_CT] = {{ftile3_1_1, ftile3_2_1, ftile3_3_1, ftile3_4_1},
-                                                   {ftile3_1_2, ftile3_2_2, ftile3_3_2, ftile3_4_2}};
+static const ftile3_fn ftiles3_by_sw[2][FT3_CT] = {
+    {ftile3_1_1, ftile3_2_1, ftile3_3_1, ftile3_4_1},
+    {ftile3_1_2, ftile3_2_2, ftile3_3_2, ftile3_4_2}};
 
 static void filter_image3(const pr_window *g, const float *xn, const float *dyn, float *dw,
                           const float *next_x, const float *next_dy) {
