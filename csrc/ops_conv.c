@@ -477,7 +477,7 @@ static int fw_conv2d_bpf(const pr_view *in_given, int n, pr_view *out, const voi
     return pr_conv2d_backprop_filter(&g, in[0].data, in[1].data, out->data, ws);
 }
 
-/* ---- kernel variants: direct AVX-512 and AVX2 first, im2col + OpenBLAS last ------------
+/* ---- kernel variants: direct AVX-512 and AVX2 first, im2col + OpenBLAS last ----
  * Each pass's window comes from the same shapes its reference kernel uses. */
 
 static void window_fw(const pr_view *in, const pr_view *out, const void *a, pr_window *g) {

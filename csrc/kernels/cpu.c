@@ -96,7 +96,7 @@ static void ensure(void) {
     if (probed) return;
     const char *env = getenv("PYRESNET_KERNELS");
     static const char *const known[] = {"reference", "no_amx", "avx2"};
-    for (int i = 0; env && i < 3; i++)
+    for (size_t i = 0; env && i < sizeof known / sizeof *known; i++)
         if (strcmp(env, known[i]) == 0) setting = known[i];
     reference_only = setting && strcmp(setting, "reference") == 0;
     int avx2 = setting && strcmp(setting, "avx2") == 0;
