@@ -8,8 +8,8 @@ peak, the ceiling of the AVX2 kernels (``PYRESNET_KERNELS=avx2``) on it.
 Twelve or more chains hide the 4-cycle FMA latency on two FMA ports, and
 chains plus the two constants fit the registers (AVX2 has 16: sixteen
 chains there spilled two of them to the stack, a store and a load per
-iteration that held the loop to about 70% of the peak), so the loop is
-bound by FMA throughput alone.  The source is compiled at run time with the system
+iteration that held the loop to 57% of the peak on AMD Zen 3), so the loop
+is bound by FMA throughput alone.  The source is compiled at run time with the system
 ``cc -O2 -mavx512f -mfma -fopenmp`` (or ``-mavx2 -mfma``) into a temporary
 directory and loaded with ctypes.
 
