@@ -4,7 +4,12 @@ projection shortcuts) at batch 128, each pass (forward, backprop-input,
 weight gradient), for every kernel variant this CPU runs and for PyTorch
 channels_last when it is importable: milliseconds, GFLOP/s and percent of
 this machine's fp32 FMA peak measured in the same run (bench/fma_peak.py,
-best of several tries, taken before, between and after the shapes).
+best of several tries, taken before, between and after the shapes) for the
+variant's ISA: the AVX2 (ymm) peak for avx2_direct, the AVX-512 peak for
+the AVX-512 variants, and for the reference (OpenBLAS) and PyTorch the
+widest ISA this run allows (AVX2 under PYRESNET_KERNELS=avx2, where
+OPENBLAS_CORETYPE=Haswell and ONEDNN_MAX_CPU_ISA=AVX2 hold those two to it
+on an AVX-512 machine).
 
 A variant is timed through ``pyresnet._C.run_variant`` (one kernel, no
 graph), median of --reps runs after three warm-up runs; the output buffer
@@ -24,7 +29,7 @@ torch, else /work/peers-venv/bin/python) so its threads never share a
 process with ours; the two are interleaved shape by shape, ours first.
 
     python bench/conv.py [--batch 128] [--reps 15] [--threads 2] [--dtype bfloat16]
-                         [--out bench/results]
+                         [--out bench/results] [--tag avx2]
 """
 import argparse
 import json
@@ -37,7 +42,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fma_peak import cpu_model, fma_peak_gflops  # noqa: E402
+from fma_peak import cpu_model, fma_peak_gflops, isas  # noqa: E402
 
 # name, (H, W, C), (KH, KW, O), stride; padding "same"
 SHAPES = [
@@ -83,6 +88,11 @@ print(json.dumps({"torch": torch.__version__, "times": out}))
 """
 
 
+# the kernel variants' ISAs; any other variant (the reference) and PyTorch: the run's widest
+VARIANT_ISA = {"avx2_direct": "avx2", "avx512_direct": "avx512", "amx_direct_bf16": "avx512",
+               "amx_bf16": "avx512", "avx512_bf16": "avx512"}
+
+
 def median_time(fn, reps):
     for _ in range(3):
         fn()
@@ -124,6 +134,7 @@ def main():
     ap.add_argument("--torch-python", default=None, help="interpreter with torch ('' to skip)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--out", default=None, help="folder for conv.md and conv.json")
+    ap.add_argument("--tag", default="", help="suffix of the output files' names (e.g. avx2)")
     ap.add_argument("--peak-tries", type=int, default=5, help="FMA-peak tries (best of)")
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                     help="operands of the passes (bfloat16: as a mixed_bfloat16 step)")
@@ -135,8 +146,18 @@ def main():
     tpy = None if args.no_torch else torch_python(args.torch_python)
     all_variants = _C.op_variants("conv2d")
     variants = [v for v, ok in all_variants if ok]  # those refusing the dtype drop out below
-    peaks = [fma_peak_gflops(args.threads, tries=args.peak_tries)]
     cfg = pr.config.config()
+    # the widest ISA this run allows: the variants' features (PYRESNET_KERNELS=avx2 clears AVX-512)
+    widest = "avx512" if "avx512f" in cfg["features"] else "avx2"
+    isa_of = lambda name: VARIANT_ISA.get(name, widest)  # noqa: E731
+    used = [i for i in isas() if i in {isa_of(v) for v in variants} | {widest}]
+    peaks = {i: [] for i in used}
+
+    def measure_peaks(tries):
+        for i in used:
+            peaks[i].append(fma_peak_gflops(args.threads, tries=tries, isa_name=i))
+
+    measure_peaks(args.peak_tries)
     print(f"CPU {cpu_model()}; features {' '.join(cfg['features'])}; {args.threads} threads; "
           f"batch {args.batch}; {args.dtype}; median of {args.reps}; load average "
           f"{os.getloadavg()[0]:.2f}")
@@ -173,14 +194,20 @@ def main():
                 torch_version = theirs["torch"]
                 row["ms"]["torch channels_last"] = theirs["times"][row["pass"]] * 1e3
         rows += shape_rows
-        peaks.append(fma_peak_gflops(args.threads, tries=min(2, args.peak_tries)))
-    peak = max(peaks)
+        measure_peaks(min(2, args.peak_tries))
+    peak = {i: max(p) for i, p in peaks.items()}
     variants = [v for v in variants if any(v in r["ms"] for r in rows)]
     names = variants + (["torch channels_last"] if torch_version else [])
+    kernels_env = " ".join(f"{k}={os.environ[k]}" for k in
+                           ("PYRESNET_KERNELS", "ONEDNN_MAX_CPU_ISA", "OPENBLAS_CORETYPE")
+                           if os.environ.get(k))
     lines = [f"CPU: {cpu_model()}, {args.threads} threads, batch {args.batch}, {args.dtype}; "
-             f"fp32 FMA peak "
-             f"{peak:.0f} GFLOP/s (best of {len(peaks)} measurements in this run, "
-             f"{min(peaks):.0f}-{peak:.0f}); torch {torch_version or 'not run'}", "",
+             + "; ".join(f"{i} fp32 FMA peak {peak[i]:.0f} GFLOP/s (best of {len(p)} "
+                         f"measurements in this run, {min(p):.0f}-{peak[i]:.0f})"
+                         for i, p in peaks.items())
+             + f"; torch {torch_version or 'not run'}"
+             + (f"; {kernels_env}" if kernels_env else ""),
+             "% peak: of the " + ", ".join(f"{isa_of(n)} peak for {n}" for n in names), "",
              "| shape | pass | " + " | ".join(f"{n} ms | GFLOP/s | % peak" for n in names) + " |",
              "|---|---|" + "---|---|---|" * len(names)]
     for r in rows:
@@ -188,18 +215,21 @@ def main():
         for n in names:
             t = r["ms"].get(n)
             cells += ["-", "-", "-"] if t is None else [
-                f"{t:.2f}", f"{r['gflop'] / t * 1e3:.0f}", f"{100 * r['gflop'] / t * 1e3 / peak:.0f}%"]
+                f"{t:.2f}", f"{r['gflop'] / t * 1e3:.0f}",
+                f"{100 * r['gflop'] / t * 1e3 / peak[isa_of(n)]:.0f}%"]
         lines.append(f"| {r['shape']} | {r['pass']} | " + " | ".join(cells) + " |")
     text = "\n".join(lines)
     print(text)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         stem = "conv" if args.dtype == "float32" else f"conv_{args.dtype}"
+        stem += f"_{args.tag}" if args.tag else ""
         with open(os.path.join(args.out, stem + ".md"), "w") as f:
             f.write(text + "\n")
         with open(os.path.join(args.out, stem + ".json"), "w") as f:
-            json.dump({"cpu": cpu_model(), "peak_gflops": peaks, "threads": args.threads,
-                       "dtype": args.dtype,
+            json.dump({"cpu": cpu_model(), "peak_gflops": peaks,
+                       "peak_isa": {n: isa_of(n) for n in names}, "environment": kernels_env,
+                       "threads": args.threads, "dtype": args.dtype,
                        "batch": args.batch, "torch": torch_version, "rows": rows}, f, indent=1)
 
 

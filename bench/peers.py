@@ -426,7 +426,9 @@ def main():
         ap.error("--batch, --rounds, --steps and --threads must be >= 1, --warmup >= 0")
 
     sys.path.insert(0, str(HERE))
-    from fma_peak import cpu_model, fma_peak_gflops
+    from fma_peak import cpu_model, fma_peak_gflops, isa
+    # the peak of the ISA the kernels may use: AVX2 under PYRESNET_KERNELS=avx2
+    peak_isa = "avx2" if os.environ.get("PYRESNET_KERNELS") == "avx2" else isa()
 
     python = {"pyresnet": args.pyresnet_python, "torch": args.peers_python,
               "tensorflow": args.peers_python}
@@ -453,9 +455,9 @@ def main():
     peaks = []
 
     def measure_peak(when):
-        g = fma_peak_gflops(args.threads, args.peak_tries)
+        g = fma_peak_gflops(args.threads, args.peak_tries, isa_name=peak_isa)
         peaks.append(g)
-        print(f"fp32 FMA peak ({when}): {g:.1f} GFLOP/s, best so far {max(peaks):.1f}",
+        print(f"{peak_isa} fp32 FMA peak ({when}): {g:.1f} GFLOP/s, best so far {max(peaks):.1f}",
               flush=True)
 
     measure_peak("start")
@@ -514,7 +516,8 @@ def main():
     title = (f"ResNet-{DEPTH} training step, batch {args.batch}, {args.threads} threads, "
              f"{args.rounds} rounds x {args.steps} timed steps (after {args.warmup} warm-up)")
     lines = [f"# {title}", "",
-             f"CPU: {cpu}; measured fp32 FMA peak on {args.threads} threads: {peak:.1f} GFLOP/s "
+             f"CPU: {cpu}; measured {peak_isa} fp32 FMA peak on {args.threads} threads: "
+             f"{peak:.1f} GFLOP/s "
              f"(best of {len(peaks) * args.peak_tries} tries); "
              f"training step = {flops / 1e9:.3f} GFLOP", "",
              "| mode | s/step | images/s | GFLOP/s | % fp32 peak | vs pyresnet compiled "
@@ -556,7 +559,7 @@ def main():
                   "command": sys.argv, "cpu": cpu, "logical_cpus": os.cpu_count(),
                   "threads": args.threads, "batch": args.batch, "rounds": args.rounds,
                   "steps": args.steps, "warmup": args.warmup, "flops_per_step": flops,
-                  "fma_peak_gflops": peak, "fma_peak_points": peaks,
+                  "fma_peak_gflops": peak, "fma_peak_isa": peak_isa, "fma_peak_points": peaks,
                   "load_average_end": os.getloadavg(), "versions": versions,
                   "pyresnet_checkout": checkout, "notes": notes, "modes": rows,
                   "environment": kernel_env}

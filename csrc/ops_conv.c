@@ -477,7 +477,7 @@ static int fw_conv2d_bpf(const pr_view *in_given, int n, pr_view *out, const voi
     return pr_conv2d_backprop_filter(&g, in[0].data, in[1].data, out->data, ws);
 }
 
-/* ---- kernel variants: direct AVX-512 first, im2col + OpenBLAS last ------------
+/* ---- kernel variants: direct AVX-512 and AVX2 first, im2col + OpenBLAS last ----
  * Each pass's window comes from the same shapes its reference kernel uses. */
 
 static void window_fw(const pr_view *in, const pr_view *out, const void *a, pr_window *g) {
@@ -512,17 +512,21 @@ static void window_bpf(const pr_view *in, const pr_view *out, const void *a, pr_
         return RUN;                                                                             \
     }
 
-/* Direct AVX-512 (kernels/conv_direct.c): float32 calls of one group. */
-#define DIRECT_VARIANT(pass, PASS, kernel)                                                      \
-    WINDOW_VARIANT(direct, pass,                                                                \
+/* Direct AVX-512 and AVX2 (kernels/conv_direct.c, conv_direct_avx2.c):
+ * float32 calls of one group. */
+#define DIRECT_VARIANT(name, pass, PASS, kernel)                                                \
+    WINDOW_VARIANT(name, pass,                                                                  \
                    ((const pr_conv_attrs *)a)->groups == 1 && all_f32(in) &&                    \
                        pr_conv_direct_supports(&g, PASS),                                       \
                    pr_conv_direct_scratch_bytes(&g, PASS),                                      \
                    kernel(&g, in[0].data, in[1].data, out->data, ws))
 
-DIRECT_VARIANT(fw, PR_CONV_FORWARD, pr_conv_direct_forward)
-DIRECT_VARIANT(bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_backprop_input)
-DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_backprop_filter)
+DIRECT_VARIANT(direct, fw, PR_CONV_FORWARD, pr_conv_direct_forward)
+DIRECT_VARIANT(direct, bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_backprop_input)
+DIRECT_VARIANT(direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_backprop_filter)
+DIRECT_VARIANT(avx2_direct, fw, PR_CONV_FORWARD, pr_conv_direct_avx2_forward)
+DIRECT_VARIANT(avx2_direct, bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_avx2_backprop_input)
+DIRECT_VARIANT(avx2_direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_avx2_backprop_filter)
 
 /* The bfloat16 variants (AMX, AVX512_BF16) take the calls with a bfloat16
  * operand, any window and stride (kernels/conv_bf16.c). */
@@ -576,6 +580,8 @@ AMX_DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
     static const pr_variant variants_##pass[] = {                                               \
         {"avx512_direct", PR_CPU_AVX512F | PR_CPU_FMA, direct_supports_##pass,                  \
          direct_scratch_##pass, direct_run_##pass},                                             \
+        {"avx2_direct", PR_CPU_AVX2 | PR_CPU_FMA, avx2_direct_supports_##pass,                  \
+         avx2_direct_scratch_##pass, avx2_direct_run_##pass},                                   \
         {"amx_direct_bf16", PR_BF16_AMX_CPU, amx_direct_supports_##pass,                        \
          amx_direct_scratch_##pass, amx_direct_run_##pass},                                     \
         {"amx_bf16", PR_BF16_AMX_CPU, bf16_conv_supports, bf16_scratch_##pass, amx_run_##pass}, \
@@ -587,7 +593,7 @@ AMX_DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 CONV_VARIANTS(fw, fw_conv2d);
 CONV_VARIANTS(bpi, fw_conv2d_bpi);
 CONV_VARIANTS(bpf, fw_conv2d_bpf);
-#define N_CONV_VARIANTS 5
+#define N_CONV_VARIANTS 6
 
 /* The three ops are bilinear and adjoint to each other:
  * <dy, conv2d(x, w)> = <bpi(dy, w), x> = <bpf(x, dy), w>. */

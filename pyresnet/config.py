@@ -15,11 +15,13 @@ __all__ = ["show_config", "config", "kernel_notice"]
 _REFERENCE_COST = "ResNet-20's convolutions take about 1.5x as long as with avx512_direct"
 
 _KERNELS = os.environ.get("PYRESNET_KERNELS")
-if _KERNELS not in (None, "", "reference", "no_amx"):
+if _KERNELS not in (None, "", "reference", "no_amx", "avx2"):
     warnings.warn(f"PYRESNET_KERNELS={_KERNELS!r} is not understood and was ignored: the "
-                  f"settings are PYRESNET_KERNELS=reference (every op on its reference kernel) "
-                  f"and PYRESNET_KERNELS=no_amx (the AMX kernels off, as on a CPU with "
-                  f"AVX512_BF16 but no AMX)", RuntimeWarning, stacklevel=2)
+                  f"settings are PYRESNET_KERNELS=reference (every op on its reference kernel), "
+                  f"PYRESNET_KERNELS=no_amx (the AMX kernels off, as on a CPU with "
+                  f"AVX512_BF16 but no AMX) and PYRESNET_KERNELS=avx2 (the AVX-512 and AMX "
+                  f"kernels off, as on a CPU with AVX2 and FMA only)", RuntimeWarning,
+                  stacklevel=2)
 
 
 def config():
@@ -36,8 +38,11 @@ def config():
         ``"refused: ..."`` when Linux denied the AMX tile state, in which
         case the AMX bits are cleared and AMX kernels do not run, or
         ``"off: PYRESNET_KERNELS=no_amx"`` when that was set at import: the
-        AMX bits cleared as on a CPU with AVX512_BF16 but no AMX),
-        ``threads`` (int), ``variants``: for each op with several
+        AMX bits cleared as on a CPU with AVX512_BF16 but no AMX, or
+        ``"off: PYRESNET_KERNELS=avx2"``), ``setting`` (str: the
+        ``PYRESNET_KERNELS`` setting in effect, ``""`` for none; ``"avx2"``
+        clears the AVX-512 and AMX features, as on a CPU with AVX2 and FMA
+        only), ``threads`` (int), ``variants``: for each op with several
         kernels, a list of ``(name, this_cpu_has_its_features)`` in priority
         order (the reference kernel last; a call runs the first variant that
         runs on this CPU and supports its shapes), and ``kernels``: the
@@ -59,6 +64,7 @@ def config():
 
     return {"cpu": info["brand"], "features": info["features"],
             "reference_only": reference_only, "amx": info["amx"],
+            "setting": info["kernels"],
             "threads": _C.get_num_threads(),
             "variants": variants,
             "kernels": {"float32": first(False), "bfloat16": first(True)}}
@@ -99,6 +105,9 @@ def show_config(file=None):
     print(f"threads:  {c['threads']}", file=out)
     if c["reference_only"]:
         print("kernels:  reference only (PYRESNET_KERNELS=reference)", file=out)
+    elif c["setting"]:
+        print(f"kernels:  PYRESNET_KERNELS={c['setting']} ("
+              + ("AVX-512 and AMX off" if c["setting"] == "avx2" else "AMX off") + ")", file=out)
     print(kernel_notice(c), file=out)
     for op, variants in c["variants"].items():
         off = [c["reference_only"] and k < len(variants) - 1 for k in range(len(variants))]

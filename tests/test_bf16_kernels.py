@@ -35,6 +35,7 @@ U = 2.0 ** -24
 CPU = _C.cpu_info()
 BF16_VARIANTS = ("amx_direct_bf16", "amx_bf16", "avx512_bf16")
 CONV_ONLY = {"amx_direct_bf16"}  # variants that matmul does not have
+F32_ONLY = ("avx512_direct", "avx2_direct")  # conv variants that take float32 operands only
 
 
 def gamma(k):
@@ -165,15 +166,15 @@ def test_bf16_kernels_are_exact_on_exact_sums(rng):
     assert np.abs(want).max() > 256  # above 256 bfloat16 drops integers: rounding is tested
     dy = want.astype(bf16)
     want_dx = conv_bpi_ref(dy.astype(np.float64), k.astype(np.float64), x.shape, (1, 1), True)
-    for variant, _ in _C.op_variants("conv2d")[1:]:
-        if expected_to_run(variant):
+    for variant, _ in _C.op_variants("conv2d"):
+        if variant not in F32_ONLY and expected_to_run(variant):
             got = _C.run_variant("conv2d", variant, x, k.astype(f32), same=True).numpy()
             np.testing.assert_array_equal(got, want.astype(f32), err_msg=variant)
             got = _C.run_variant("conv2d", variant, x, k, same=True).numpy()
             assert got.dtype == bf16
             np.testing.assert_array_equal(got, want.astype(bf16), err_msg=variant)
-    for variant, _ in _C.op_variants("conv2d_backprop_input")[1:]:
-        if expected_to_run(variant):
+    for variant, _ in _C.op_variants("conv2d_backprop_input"):
+        if variant not in F32_ONLY and expected_to_run(variant):
             got = _C.run_variant("conv2d_backprop_input", variant, dy, k, same=True,
                                  shape=x.shape).numpy()
             assert got.dtype == bf16
@@ -183,8 +184,9 @@ def test_bf16_kernels_are_exact_on_exact_sums(rng):
 def test_float32_kernels_refuse_bfloat16_operands_and_bf16_kernels_refuse_float32(rng):
     x = rng.standard_normal((1, 6, 6, 16)).astype(f32)
     k = rng.standard_normal((3, 3, 16, 16)).astype(f32)
-    with pytest.raises(ValueError, match="kernel variant 'avx512_direct' cannot run"):
-        _C.run_variant("conv2d", "avx512_direct", x, k.astype(bf16))
+    for v in F32_ONLY:
+        with pytest.raises(ValueError, match=f"kernel variant '{v}' cannot run"):
+            _C.run_variant("conv2d", v, x, k.astype(bf16))
     for v in BF16_VARIANTS:
         with pytest.raises(ValueError, match=f"kernel variant '{v}' cannot run"):
             _C.run_variant("conv2d", v, x, k)
@@ -195,7 +197,8 @@ def test_which_bf16_kernels_ran(capsys):
     (this project's Sapphire Rapids machine) all three run unless
     PYRESNET_KERNELS=reference, and show_config lists them."""
     names = [v for v, _ in _C.op_variants("conv2d")]
-    assert names == ["avx512_direct", "amx_direct_bf16", "amx_bf16", "avx512_bf16", "im2col_blas"]
+    assert names == ["avx512_direct", "avx2_direct", "amx_direct_bf16", "amx_bf16", "avx512_bf16",
+                     "im2col_blas"]
     assert [v for v, _ in _C.op_variants("matmul")] == ["amx_bf16", "avx512_bf16", "sgemm"]
     ran = [v for v in BF16_VARIANTS if expected_to_run(v)] + ["reference"]
     with capsys.disabled():

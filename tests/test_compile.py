@@ -594,7 +594,8 @@ def test_resnet_compiled_matches_eager(jit):
         variants = cf.graph.plan([x, y])["variants"]
         assert all(v >= 0 for v in variants)
         kernels = {n["kernel"] for n in cf.nodes if n["op"].startswith("conv2d")}
-        assert kernels and kernels <= {k + t for k in ("avx512_direct", "im2col_blas")
+        assert kernels and kernels <= {k + t for k in ("avx512_direct", "avx2_direct",
+                                                       "im2col_blas")
                                        for t in ("", " @1 thread")}
 
 

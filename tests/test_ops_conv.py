@@ -244,7 +244,7 @@ def test_conv2d_empty_batch():
 
 
 @pytest.mark.parametrize("strides", [1, 2])
-@pytest.mark.parametrize("o", [4, 16, 17])
+@pytest.mark.parametrize("o", [4, 8, 16, 17])
 def test_conv2d_filter_gradient_nonfinite_edges(o, strides):
     """An Inf or NaN of x reaches only the taps that read it: every variant's
     weight gradient has the reference's NaN pattern (the edge columns of a
@@ -271,6 +271,126 @@ def test_conv2d_filter_gradient_nonfinite_edges(o, strides):
         finite = np.isfinite(want)
         np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-4,
                                    err_msg=variant)
+
+
+# ---- the direct kernels (avx512_direct, avx2_direct) ---------------------------------
+
+DIRECT_VARIANTS = ("avx512_direct", "avx2_direct")
+
+
+def direct_runs(variant):
+    """Whether this CPU (and PYRESNET_KERNELS) lets `variant` run."""
+    from pyresnet import _C
+    return dict(_C.op_variants("conv2d"))[variant] and not _C.cpu_info()["reference_only"]
+
+
+def refused_here(variant):
+    """True, having checked that `variant` refuses to run, where it may not
+    (the tests below then have nothing more to check: tests never skip, so
+    test_which_direct_kernels_ran says which variants these tests ran)."""
+    from pyresnet import _C
+    if direct_runs(variant):
+        return False
+    x, k = randn(1, 4, 4, 8), randn(3, 3, 8, 8)
+    with pytest.raises(ValueError, match=f"kernel variant '{variant}' cannot run"):
+        _C.run_variant("conv2d", variant, x, k, same=True)
+    return True
+
+
+def test_which_direct_kernels_ran(capsys):
+    """The suite says which direct float32 kernels this CPU ran, and why not
+    the others."""
+    from pyresnet import _C
+    info = _C.cpu_info()
+    need = {"avx512_direct": "avx512f fma", "avx2_direct": "avx2 fma"}
+    notes = [v if direct_runs(v) else
+             f"not {v} ({'PYRESNET_KERNELS=reference' if info['reference_only'] else 'needs ' + need[v]})"
+             for v in DIRECT_VARIANTS]
+    with capsys.disabled():
+        print(f"\ndirect float32 conv kernels on this CPU ({' '.join(info['features'])}"
+              f"{', PYRESNET_KERNELS=' + info['kernels'] if info['kernels'] else ''}): "
+              + ", ".join(notes))
+    assert direct_runs("avx2_direct") == (
+        {"avx2", "fma"} <= set(info["features"]) and not info["reference_only"])
+
+
+# (x shape, kernel shape, strides, same): the edges of the direct kernels'
+# channel blocks (8 for AVX2, 16 for AVX-512: 1, 5, 7-9, 15, 17, 23-25, 40,
+# 41 channels), of their tile widths (12 and 24 pixels: widths 12-14, 25,
+# 26), windows 1 to 7 wide, strides 1 to 3, 1x1 images, batch 1
+DIRECT_SHAPES = [
+    ((2, 6, 13, 8), (3, 3, 8, 8), 1, True),
+    ((1, 5, 25, 9), (3, 3, 9, 7), 1, True),
+    ((2, 7, 12, 7), (3, 3, 7, 24), 2, True),
+    ((1, 9, 26, 24), (3, 3, 24, 25), 1, False),
+    ((2, 8, 9, 40), (3, 3, 40, 40), 2, False),
+    ((1, 11, 14, 5), (7, 7, 5, 9), 1, True),
+    ((2, 10, 10, 23), (5, 5, 23, 8), 3, True),
+    ((1, 4, 4, 64), (1, 1, 64, 41), 1, True),
+    ((3, 1, 1, 9), (3, 3, 9, 15), 1, True),
+    ((2, 5, 14, 1), (1, 3, 1, 16), (1, 2), True),
+    ((1, 12, 6, 17), (3, 2, 17, 23), (3, 1), False),
+]
+
+
+@pytest.mark.parametrize("xs,ks,strides,same", DIRECT_SHAPES)
+@pytest.mark.parametrize("variant", DIRECT_VARIANTS)
+def test_direct_variants_on_block_edges(variant, xs, ks, strides, same):
+    """Each pass of a direct variant against the float64 NumPy references
+    (the op table's shapes run every variant too, test_op_table.py); a pass
+    it refuses (forward at horizontal stride 3, a 1x1 window's forward and
+    input gradient) runs the reference instead."""
+    from pyresnet import _C
+    if refused_here(variant):
+        return
+    x, k = randn(*xs), randn(*ks)
+    y = conv_ref(x.astype(np.float64), k, strides, same)
+    dy = randn(*y.shape)
+    s = list(_pair(strides))
+    calls = {"conv2d": (x, k, {}, y),
+             "conv2d_backprop_input": (dy, k, {"shape": xs},
+                                       conv_bpi_ref(dy.astype(np.float64), k, xs, strides, same)),
+             "conv2d_backprop_filter": (x, dy, {"shape": ks},
+                                        conv_bpf_ref(x.astype(np.float64), dy, ks, strides, same))}
+    ran = []
+    for op, (a, b, extra, want) in calls.items():
+        try:
+            got = _C.run_variant(op, variant, a, b, strides=s, same=same, **extra).numpy()
+        except ValueError as err:
+            assert "cannot run these inputs" in str(err)
+            continue
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-4, err_msg=f"{variant} {op}")
+        ran.append(op)
+    assert "conv2d_backprop_filter" in ran  # every window and stride up to 4
+
+
+@pytest.mark.parametrize("strides", [1, 2])
+@pytest.mark.parametrize("variant", DIRECT_VARIANTS)
+def test_direct_variants_nonfinite_reach_the_reference_outputs(variant, strides):
+    """An Inf or NaN of x (forward) or dy (input gradient) reaches exactly
+    the outputs it reaches in the reference kernel, those whose windows hold
+    it: the zero padding around an image and the zero-padded channels of
+    the repacked weights turn nothing else into a NaN."""
+    from pyresnet import _C
+    if refused_here(variant):
+        return
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 7, 9, 11)).astype(np.float32)
+    k = rng.standard_normal((3, 3, 11, 13)).astype(np.float32)
+    x[0, 0, 0, 3], x[1, 6, 8, 10], x[1, 3, 4, 0] = np.nan, np.inf, -np.inf
+    ho, wo = -(-7 // strides), -(-9 // strides)
+    dy = rng.standard_normal((2, ho, wo, 13)).astype(np.float32)
+    dy[0, 0, wo - 1, 12], dy[1, ho - 1, 0, 0], dy[1, 1, 2, 5] = np.inf, np.nan, -np.inf
+    attrs = dict(strides=strides, same=True)
+    for op, a, b, extra in (("conv2d", x, k, {}),
+                            ("conv2d_backprop_input", dy, k, {"shape": x.shape})):
+        want = _C.run_variant(op, "im2col_blas", a, b, **attrs, **extra).numpy()
+        got = _C.run_variant(op, variant, a, b, **attrs, **extra).numpy()
+        assert (~np.isfinite(want)).any()
+        for kind in (np.isnan, np.isposinf, np.isneginf):
+            np.testing.assert_array_equal(kind(got), kind(want), err_msg=f"{variant} {op}")
+        finite = np.isfinite(want)
+        np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-4)
 
 
 def test_conv2d_bad_inputs():

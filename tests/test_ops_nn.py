@@ -431,3 +431,46 @@ def test_batch_norm_gradient_ignores_statistics_outputs():
         _, mean, var = ops.batch_norm_train(x, gamma, beta)
         loss = ops.sum(mean) + ops.sum(var)
     assert tape.gradient(loss, [x, gamma, beta]) == [None, None, None]
+
+
+_BN_BITS_SCRIPT = """
+import sys, numpy as np, pyresnet as pr
+rng = np.random.default_rng(0)
+outs = []
+for c in (16, 32, 48, 64, 24):
+    x = (rng.standard_normal((3, 5, 7, c)) * 2 + 3).astype(np.float32)
+    x[0, 1, 2, 5], x[1, 0, 0, c - 1] = np.nan, np.inf
+    dy, res = (rng.standard_normal(x.shape).astype(np.float32) for _ in range(2))
+    dy[2, 4, 6, 7] = np.nan
+    gamma = rng.uniform(0.5, 1.5, c).astype(np.float32)
+    beta = rng.standard_normal(c).astype(np.float32)
+    call = pr.ops.call
+    y, mean, var = call("batch_norm_train", x, gamma, beta, epsilon=1e-3)
+    outs += [y, mean, var]
+    outs += call("batch_norm_add_relu_train", x, gamma, beta, res, epsilon=1e-3)
+    outs += call("batch_norm_train_backward", dy, x, gamma, mean, var, epsilon=1e-3)
+    outs += call("batch_norm_relu_train_backward", dy, x, gamma, beta, mean, var, epsilon=1e-3)
+np.savez(sys.argv[1], *[np.asarray(o) for o in outs])
+"""
+
+
+def test_batch_norm_fast_loops_give_the_generic_loops_bits(tmp_path):
+    """The statistics loops of this CPU (AVX-512 or AVX2 intrinsics, for
+    c % 16 == 0) add the same terms in the same order as the generic C
+    loops (PYRESNET_KERNELS=reference): the batch-norm ops give the same
+    bits either way, with NaN and Inf inputs too (in subprocesses)."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    got = {}
+    for kernels in ("", "reference"):
+        out = tmp_path / f"bn{kernels}.npz"
+        env = {**os.environ, "PYRESNET_KERNELS": kernels}
+        run = subprocess.run([sys.executable, "-c", _BN_BITS_SCRIPT, str(out)], env=env,
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        got[kernels] = np.load(out)
+    fast, generic = got[""], got["reference"]
+    assert fast.files == generic.files
+    for name in fast.files:
+        np.testing.assert_array_equal(fast[name], generic[name], err_msg=name)

@@ -7,7 +7,7 @@ batch norm cuts its rows into at most MAX_CHUNKS chunks and keeps CB
 channels in registers, max-pool backward walks CBLOCK channels at a time,
 the allocator reuses freed blocks from CACHE_MIN bytes, the jit fuses at
 most PR_FUSED_MAX_INSTR instructions of PR_FUSED_MAX_IN inputs, the direct
-convolutions tile 24 pixels by up to 4 blocks of 16 channels and take
+convolutions tile 24 pixels by up to 4 blocks of 16 channels (AVX2: 12 by 8) and take
 windows up to MAX_WINDOW and strides up to MAX_STRIDE...  A bug on one side
 of such a constant passes every test that stays on the other side.
 
@@ -286,17 +286,28 @@ def max_dims(rng):
         _C.call("add", np.ones((1,) * 9, f32), np.ones((1,) * 9, f32))
 
 
-def _conv_all_passes(rng, xs, ks, strides, same, what):
+def _conv_all_passes(rng, xs, ks, strides, same, what, variant=None):
+    """The three passes against NumPy, through the default kernels, or
+    through `variant` where this CPU runs it (avx2_direct: any CPU with AVX2
+    and FMA, AVX-512 ones too)."""
     x, k = randn(rng, *xs), randn(rng, *ks)
     st = tuple(strides) if isinstance(strides, tuple) else (strides, strides)
     y = conv_ref(x.astype(np.float64), k.astype(np.float64), st, same)
     attrs = {"strides": list(st), "same": same}
-    close(_C.call("conv2d", x, k, **attrs), y, 1e-4, 1e-4, f"conv2d {what}")
+    runs = variant and dict(_C.op_variants("conv2d"))[variant] and \
+        not _C.cpu_info()["reference_only"]
+
+    def call(op, a, b, **more):
+        if runs:
+            return _C.run_variant(op, variant, a, b, **attrs, **more)
+        return _C.call(op, a, b, **attrs, **more)
+
+    close(call("conv2d", x, k), y, 1e-4, 1e-4, f"conv2d {what}")
     dy = randn(rng, *y.shape)
-    close(_C.call("conv2d_backprop_input", dy, k, shape=list(xs), **attrs),
+    close(call("conv2d_backprop_input", dy, k, shape=list(xs)),
           conv_bpi_ref(dy.astype(np.float64), k.astype(np.float64), xs, st, same), 1e-4, 1e-4,
           f"backprop_input {what}")
-    close(_C.call("conv2d_backprop_filter", x, dy, shape=list(ks), **attrs),
+    close(call("conv2d_backprop_filter", x, dy, shape=list(ks)),
           conv_bpf_ref(x.astype(np.float64), dy.astype(np.float64), ks, st, same), 1e-4, 2e-4,
           f"backprop_filter {what}")
 
@@ -318,7 +329,7 @@ def conv_block_bytes(rng):
 
 
 def conv_direct_window_stride(rng):
-    """conv_direct.c MAX_WINDOW = 7 and MAX_STRIDE = 4: larger windows and
+    """conv_direct_geom.h MAX_WINDOW = 7 and MAX_STRIDE = 4: larger windows and
     strides go to the reference kernel."""
     for win in around(7):
         _conv_all_passes(rng, (1, 9, 10, 16), (win, win, 16, 16), 1, True, f"window {win}")
@@ -358,6 +369,55 @@ def conv_direct_filter3_channels(rng):
                         continue
                     _conv_all_passes(rng, (2, 4, width, 9), (3, 3, 9, o), strides, same,
                                      f"o={o} strides {strides} same={same} width {width}")
+
+
+def avx2_direct_tiles(rng):
+    """conv_direct_avx2.c MAX_TILE = 12 accumulators (11 pixels per tile for
+    windows three taps wide, 12 otherwise; CT = 12 input channels per
+    weight-gradient tile of one output block): output widths 10-13 and
+    21-25, 3x3 and 2x2 windows; input channels 11, 12, 13, 23, 24, 25."""
+    for width in (10, 11, 12, 13, 21, 22, 23, 24, 25):
+        for kw in (3, 2):
+            _conv_all_passes(rng, (1, 3, width, 5), (kw, kw, 5, 9), 1, True,
+                             f"avx2 width {width} window {kw}", "avx2_direct")
+    for c in (11, 12, 13, 23, 24, 25):
+        _conv_all_passes(rng, (2, 4, 5, c), (2, 2, c, 8), 1, True, f"avx2 c={c}", "avx2_direct")
+
+
+def avx2_direct_channel_blocks(rng):
+    """conv_direct_avx2.c MAX_NB = 2 blocks of 8 output channels per
+    weight-gradient tile (6 input channels each); 8-channel blocks of the
+    forward and input-gradient tiles: c and o of 7, 8, 9, 15, 16, 17, 31,
+    32, 33."""
+    for n in (7, 8, 9, 15, 16, 17, 31, 32, 33):
+        _conv_all_passes(rng, (1, 4, 6, 5), (3, 3, 5, n), 1, True, f"avx2 o={n}", "avx2_direct")
+        _conv_all_passes(rng, (1, 4, 6, n), (3, 3, n, 12), 2, True, f"avx2 c={n}", "avx2_direct")
+
+
+def avx2_direct_filter3_channels(rng):
+    """conv_direct_avx2.c FT3_CT = 4 input channels per weight-gradient tile
+    of windows three taps wide with one block of output channels (O <= 8):
+    c of 3, 4, 5, 7, 8, 9, output channels 1, 5 and 8, horizontal strides 1
+    and 2, both paddings, widths 1 to 5 (every group an edge group) and 12."""
+    for c in (3, 4, 5, 7, 8, 9):
+        _conv_all_passes(rng, (2, 5, 12, c), (3, 3, c, 8), 1, True, f"avx2 c={c}", "avx2_direct")
+    for o in (1, 5, 8):
+        for strides in (1, 2, (2, 1), (1, 2)):
+            for same in (True, False):
+                for width in (1, 2, 3, 4, 5, 12):
+                    if not same and width < 3:
+                        continue
+                    _conv_all_passes(rng, (2, 4, width, 5), (3, 3, 5, o), strides, same,
+                                     f"avx2 o={o} strides {strides} same={same} width {width}",
+                                     "avx2_direct")
+
+
+def avx2_direct_weight_bytes(rng):
+    """conv_direct_avx2.c TILE_WEIGHT_BYTES = 24 KiB: the channel chunk
+    whose weights fit, 9 taps x c x 8 x 4 bytes per output block, in
+    multiples of 8 channels: 80; c of 79, 80, 81, 160, 161."""
+    for c in (79, 80, 81, 160, 161):
+        _conv_all_passes(rng, (1, 3, 6, c), (3, 3, c, 9), 1, True, f"avx2 c={c}", "avx2_direct")
 
 
 def allocator_huge_pages(rng):
@@ -531,14 +591,18 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("kernels.h", "PR_MAX_DIMS"): max_dims,
     ("conv.c", "SMALL_MNK"): conv_small_mnk,
     ("conv.c", "BLOCK_BYTES"): conv_block_bytes,
-    ("conv_direct.c", "MAX_WINDOW"): conv_direct_window_stride,
-    ("conv_direct.c", "MAX_STRIDE"): conv_direct_window_stride,
+    ("conv_direct_geom.h", "MAX_WINDOW"): conv_direct_window_stride,
+    ("conv_direct_geom.h", "MAX_STRIDE"): conv_direct_window_stride,
     ("conv_direct.c", "MAX_TILE"): conv_direct_tiles,
     ("conv_direct.c", "MAX_TILE3_NB1"): conv_direct_tiles,
     ("conv_direct.c", "MAX_NB"): conv_direct_channel_blocks,
     ("conv_direct.c", "MAX_NB3"): conv_direct_channel_blocks,
     ("conv_direct.c", "TILE_WEIGHT_BYTES"): conv_direct_weight_bytes,
     ("conv_direct.c", "FT3_CT"): conv_direct_filter3_channels,
+    ("conv_direct_avx2.c", "MAX_TILE"): avx2_direct_tiles,
+    ("conv_direct_avx2.c", "MAX_NB"): avx2_direct_channel_blocks,
+    ("conv_direct_avx2.c", "FT3_CT"): avx2_direct_filter3_channels,
+    ("conv_direct_avx2.c", "TILE_WEIGHT_BYTES"): avx2_direct_weight_bytes,
     ("common.c", "HUGE_MIN"): allocator_huge_pages,
     ("common.c", "HUGE_PAGE"): allocator_huge_pages,
     ("bf16.c", "PAR_MIN"): bf16_parallel,
@@ -557,8 +621,9 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     # constants that govern no size of the data
     ("conv.c", "MAX_SLOTS"): "threads sharing one conv (at most 16; the tests run 1-3 threads)",
     ("conv.c", "SLOT_BUDGET"): "scratch of all thread slots together, a memory budget",
-    ("conv_direct.c", "MAX_SLOTS"): "images in flight, bounded by the thread count",
-    ("conv_direct.c", "SLOT_BUDGET"): "scratch of all image slots together, a memory budget",
+    ("conv_direct_geom.h", "MAX_SLOTS"): "images in flight, bounded by the thread count",
+    ("conv_direct_geom.h", "SLOT_BUDGET"): "scratch of all image slots together, a memory "
+                                           "budget",
     ("common.c", "HEADER"): "allocation header and alignment, not a size of the data",
     ("common.c", "CACHE_SLOTS"): "how many freed blocks are kept, not their size",
     ("common.c", "CACHE_BYTES"): "total bytes kept for reuse (1 GiB), a memory budget",

@@ -23,19 +23,30 @@ def rng_array(*shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
+def first_float32_conv():
+    """The conv2d variant a float32 call runs first on this CPU (the direct
+    kernels take every shape of these tests)."""
+    if _C.cpu_info()["reference_only"]:
+        return "im2col_blas"
+    return next(v for v, ok in _C.op_variants("conv2d") if ok and not v.endswith("_bf16"))
+
+
 def test_config_lists_the_conv_variants_reference_last():
     c = pr.config.config()
     assert c["threads"] == pr.get_num_threads()
+    has = set(c["features"])
     for op in ("conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"):
         names = [n for n, _ in c["variants"][op]]
-        assert names == ["avx512_direct", "amx_direct_bf16", "amx_bf16", "avx512_bf16",
-                         "im2col_blas"]
+        assert names == ["avx512_direct", "avx2_direct", "amx_direct_bf16", "amx_bf16",
+                         "avx512_bf16", "im2col_blas"]
         assert c["variants"][op][-1][1] is True   # the reference runs anywhere
-        assert c["variants"][op][0][1] == ("avx512f" in c["features"] and "fma" in c["features"])
+        assert c["variants"][op][0][1] == ({"avx512f", "fma"} <= has)
+        assert c["variants"][op][1][1] == ({"avx2", "fma"} <= has)
     out = io.StringIO()
     pr.show_config(file=out)
     text = out.getvalue()
     assert text.startswith("CPU:") and "conv2d: avx512_direct" in text and "im2col_blas" in text
+    assert "avx2_direct" in text
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -80,8 +91,7 @@ def test_nodes_profile_and_summary_name_the_kernel():
     f = pr.compile(lambda x: ops.sum(ops.relu(ops.conv2d(x, k, padding="same"))))
     x = rng_array(2, 9, 9, 4)
     cf = f.get_concrete_function(x)
-    fast = dict(_C.op_variants("conv2d"))["avx512_direct"] and not _C.cpu_info()["reference_only"]
-    want = "avx512_direct" if fast else "im2col_blas"
+    want = first_float32_conv()
     conv = [n for n in cf.nodes if n["op"] == "conv2d"]
     assert [n["kernel"] for n in conv] == [want]
     assert {n["kernel"] for n in cf.nodes if n["op"] != "conv2d"} == {None}
@@ -97,9 +107,7 @@ def test_nodes_profile_and_summary_name_the_kernel():
 def test_eager_runs_the_first_usable_variant():
     x, k = rng_array(2, 8, 8, 16), rng_array(3, 3, 16, 16, seed=1)
     got = ops.conv2d(x, k, padding="same").numpy()
-    fast = dict(_C.op_variants("conv2d"))["avx512_direct"] and not _C.cpu_info()["reference_only"]
-    first = "avx512_direct" if fast else "im2col_blas"
-    want = _C.run_variant("conv2d", first, x, k, same=True).numpy()
+    want = _C.run_variant("conv2d", first_float32_conv(), x, k, same=True).numpy()
     np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="has no kernel variant 'nope'"):
         _C.run_variant("conv2d", "nope", x, k)
@@ -118,6 +126,43 @@ def test_reference_path_forced_by_the_environment():
                        timeout=120, cwd=tempfile.gettempdir())
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout.splitlines()[-1]) == [True, ["im2col_blas"]]
+
+
+_AVX2_SCRIPT = """
+import io, json, numpy as np, pyresnet as pr
+from pyresnet._loader import _C
+x = np.ones((2, 8, 8, 16), np.float32); k = np.ones((3, 3, 16, 16), np.float32)
+f = pr.compile(lambda a: pr.ops.conv2d(a, k, padding="same"))
+kernel = [n["kernel"] for n in f.get_concrete_function(x).nodes if n["op"] == "conv2d"][0]
+out = io.StringIO()
+pr.show_config(file=out)
+print(json.dumps({"info": _C.cpu_info(), "kernel": kernel, "show": out.getvalue(),
+                  "variants": dict(_C.op_variants("conv2d"))}))
+"""
+
+
+def test_avx2_setting_runs_what_a_cpu_without_avx512_runs(tmp_path):
+    """PYRESNET_KERNELS=avx2 clears the AVX-512 and AMX features at import,
+    as on a CPU with AVX2 and FMA only (AMD Zen 2/3, Intel client cores), so
+    an AVX-512 machine tests the AVX2 paths as they run there: cpu_info and
+    show_config say so, and a float32 convolution runs avx2_direct where the
+    CPU has AVX2 and FMA, else the reference (in a subprocess, whatever this
+    process's setting)."""
+    env = {**os.environ, "PYRESNET_KERNELS": "avx2"}
+    # from another folder: the checkout's unbuilt sources must not shadow the install
+    run = subprocess.run([sys.executable, "-c", _AVX2_SCRIPT], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    info, here = got["info"], _C.cpu_info()
+    assert info["kernels"] == "avx2" and not info["reference_only"]
+    assert info["features"] == [f for f in here["features"] if not f.startswith(("avx512", "amx"))]
+    if "amx_bf16" in here["features"] or here["amx"].startswith("off"):
+        assert info["amx"] == "off: PYRESNET_KERNELS=avx2"
+    assert "kernels:  PYRESNET_KERNELS=avx2 (AVX-512 and AMX off)" in got["show"]
+    fast = {"avx2", "fma"} <= set(info["features"])
+    assert not got["variants"]["avx512_direct"] and got["variants"]["avx2_direct"] == fast
+    assert got["kernel"] == ("avx2_direct" if fast else "im2col_blas")
 
 
 @pytest.mark.parametrize("op", ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"])

@@ -39,72 +39,19 @@
  * partials in stripe order, so results do not depend on the thread count.
  */
 #include "conv_direct.h"
+#include "conv_direct_geom.h"
 
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#define THREAD_ID() omp_get_thread_num()
-#else
-#define THREAD_ID() 0
-#endif
 
-#define MAX_WINDOW 7
-#define MAX_STRIDE 4
-#define MAX_SLOTS 16                     /* images in flight at once, at most */
-#define SLOT_BUDGET ((size_t)64 << 20)   /* bytes for all slots together, roughly */
 #define MAX_TILE 24                      /* accumulators per tile */
 #define MAX_NB 4                         /* 16-channel blocks per tile */
 
-/* ---- geometry (portable) -------------------------------------------------- */
-
-static int64_t blocks16(int64_t n) { return (n + 15) / 16; }
-static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* floats: 64 bytes */
+/* ---- geometry (portable; the rest in conv_direct_geom.h) ------------------ */
 
 /* Widest tile for nb blocks, then the balanced width for a run of `len`. */
 static int tile_width(int nb, int64_t len) {
     int64_t cap = MAX_TILE / nb, tiles = (len + cap - 1) / cap;
     return (int)(tiles ? (len + tiles - 1) / tiles : 1);
-}
-
-/* Forward / filter gradient: x of one image, padded to HP x WP.  Tiles read
- * only the pixels they store, so nothing past the buffer. */
-static int64_t xpad_rows(const pr_window *g) { return (g->ho - 1) * g->sh + g->kh; }
-static int64_t xpad_cols(const pr_window *g) { return (g->wo - 1) * g->sw + g->kw; }
-/* Backprop input: dy of one image with a margin of KH rows and KW columns. */
-static int64_t dypad_rows(const pr_window *g) { return g->ho + 2 * g->kh; }
-static int64_t dypad_cols(const pr_window *g) { return g->wo + 2 * g->kw; }
-static int64_t dypad_floats(const pr_window *g) {
-    return round16(dypad_rows(g) * dypad_cols(g) * g->o);
-}
-
-/* Repacked weights (the filter gradient needs none). */
-static int64_t packed_floats(const pr_window *g, pr_conv_pass pass) {
-    int64_t taps = g->kh * g->kw;
-    return pass == PR_CONV_BACKPROP_INPUT ? blocks16(g->c) * taps * g->o * 16
-           : pass == PR_CONV_FORWARD      ? blocks16(g->o) * taps * g->c * 16
-                                          : 0;
-}
-
-static int64_t count_slots(int64_t units, int64_t slot_floats) {
-    int64_t budget = (int64_t)(SLOT_BUDGET / (sizeof(float) * (size_t)(slot_floats ? slot_floats : 1)));
-    int64_t s = units < MAX_SLOTS ? units : MAX_SLOTS;
-    if (s > budget) s = budget > 1 ? budget : 1;
-    return units > 0 ? s : 0;
-}
-
-static int threads_for(int64_t slots) {
-    int64_t t = pr_get_num_threads();
-    return (int)(slots < 1 ? 1 : slots < t ? slots : t);
-}
-
-static int64_t slot_floats(const pr_window *g, pr_conv_pass pass) {
-    int64_t taps = g->kh * g->kw;
-    switch (pass) {
-    case PR_CONV_FORWARD: return round16(xpad_rows(g) * xpad_cols(g) * g->c);
-    case PR_CONV_BACKPROP_INPUT: return dypad_floats(g);
-    case PR_CONV_BACKPROP_FILTER: return round16(taps * g->c * g->o); /* a stripe's partial dw */
-    }
-    return 0;
 }
 
 int pr_conv_direct_supports(const pr_window *g, pr_conv_pass pass) {
@@ -153,19 +100,6 @@ ALWAYS_INLINE void prefetch_part(const void *p, int64_t bytes, int64_t i, int64_
     if (!p) return;
     for (int64_t b = bytes * i / parts & ~(int64_t)63; b < bytes * (i + 1) / parts; b += 64)
         _mm_prefetch((const char *)p + b, _MM_HINT_T1);
-}
-
-/* Bytes a filter-gradient tile asks for (prefetch_part), spread over its
- * rows: a burst of hundreds of prefetches stalls on the fill buffers. */
-typedef struct {
-    const char *p;
-    int64_t bytes;
-} pf_span;
-
-static pf_span span_part(const float *p, int64_t floats, int64_t i, int64_t parts) {
-    if (!p) return (pf_span){NULL, 0};
-    int64_t lo = 4 * floats * i / parts & ~(int64_t)63, hi = 4 * floats * (i + 1) / parts;
-    return (pf_span){(const char *)p + lo, hi - lo};
 }
 
 /* Store a tile: pixel p, block b at out + p*os + 16*b; block NB-1 masked. */
@@ -699,21 +633,6 @@ static const ftile_fn ftiles3[8] = {ftile_1_3, ftile_2_3, ftile_3_3, ftile_4_3,
                                     ftile_5_3, ftile_6_3, ftile_7_3, ftile_8_3};
 static const ftile_fn ftiles4[6] = {ftile_1_4, ftile_2_4, ftile_3_4, ftile_4_4, ftile_5_4, ftile_6_4};
 static const ftile_fn *const ftiles[MAX_NB + 1] = {NULL, ftiles1, ftiles2, ftiles3, ftiles4};
-
-static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); }
-
-/* Output positions [*lo, *hi) along one axis (out of them, stride s, padding
- * before `pad`) whose tap k reads inside the input (0 <= o*s - pad + k < in);
- * empty as *hi == *lo. */
-static void tap_range(int64_t in, int64_t out, int64_t s, int64_t pad, int64_t k, int64_t *lo,
-                      int64_t *hi) {
-    int64_t top = in - 1 + pad - k;
-    *lo = ceil_div(pad - k, s);
-    if (*lo < 0) *lo = 0;
-    *hi = top < 0 ? 0 : top / s + 1;
-    if (*hi > out) *hi = out;
-    if (*hi < *lo) *hi = *lo;
-}
 
 /* Add one image's contribution to the partial gradient dw (T, C, O).  Tap
  * (kh, kw) sums over the output pixels whose input pixel is inside the

@@ -23,4 +23,15 @@ int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const flo
 int pr_conv_direct_backprop_filter(const pr_window *g, const float *x, const float *dy, float *dw,
                                    void *scratch);
 
+/* The same kernels for AVX2 + FMA (conv_direct_avx2.c): 8-channel blocks in
+ * ymm registers, for CPUs without AVX-512 (the caller checks AVX2 and FMA).
+ * Same supports rule and scratch (pr_conv_direct_supports,
+ * pr_conv_direct_scratch_bytes). */
+int pr_conv_direct_avx2_forward(const pr_window *g, const float *x, const float *w, float *y,
+                                void *scratch);
+int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, const float *w,
+                                       float *dx, void *scratch);
+int pr_conv_direct_avx2_backprop_filter(const pr_window *g, const float *x, const float *dy,
+                                        float *dw, void *scratch);
+
 #endif

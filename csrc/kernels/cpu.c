@@ -62,6 +62,7 @@ static unsigned probe(char *brand) { return 0; }
 
 static unsigned features;
 static int probed, reference_only;
+static const char *setting; /* PYRESNET_KERNELS when it is one of the known settings */
 static char brand[64], amx_status[128];
 
 /* Linux keeps the 8 KiB AMX tile data out of a process's signal frames
@@ -94,21 +95,35 @@ static unsigned request_tiles(unsigned f) {
 static void ensure(void) {
     if (probed) return;
     const char *env = getenv("PYRESNET_KERNELS");
-    reference_only = env && strcmp(env, "reference") == 0;
+    static const char *const known[] = {"reference", "no_amx", "avx2"};
+    for (size_t i = 0; env && i < sizeof known / sizeof *known; i++)
+        if (strcmp(env, known[i]) == 0) setting = known[i];
+    reference_only = setting && strcmp(setting, "reference") == 0;
+    int avx2 = setting && strcmp(setting, "avx2") == 0;
     features = probe(brand);
-    if (env && strcmp(env, "no_amx") == 0 && (features & PR_CPU_AMX_BF16)) {
-        /* a CPU with AVX512_BF16 but no AMX (AMD Zen 4/5), on this one */
+    if ((avx2 || (setting && strcmp(setting, "no_amx") == 0)) && (features & PR_CPU_AMX_BF16)) {
+        /* no_amx: a CPU with AVX512_BF16 but no AMX (AMD Zen 4/5), on this one */
         features &= ~(unsigned)(PR_CPU_AMX_TILE | PR_CPU_AMX_BF16);
-        snprintf(amx_status, sizeof amx_status, "off: PYRESNET_KERNELS=no_amx");
+        snprintf(amx_status, sizeof amx_status, "off: PYRESNET_KERNELS=%s", setting);
     } else {
         features = request_tiles(features);
     }
+    /* avx2: a CPU with AVX2 and FMA but no AVX-512 (AMD Zen 2/3, Intel
+     * client cores), on this one */
+    if (avx2)
+        features &= ~(unsigned)(PR_CPU_AVX512F | PR_CPU_AVX512BW | PR_CPU_AVX512VL |
+                                PR_CPU_AVX512DQ | PR_CPU_AVX512_BF16);
     probed = 1;
 }
 
 unsigned pr_cpu_features(void) {
     ensure();
     return features;
+}
+
+const char *pr_cpu_kernels_setting(void) {
+    ensure();
+    return setting ? setting : "";
 }
 
 int pr_cpu_reference_only(void) {

@@ -1,7 +1,9 @@
 /* What this processor can run: one probe (cpuid + xgetbv), made once at
  * import, that kernel-variant tables consult (csrc/ops.h, pr_variant).
- * PYRESNET_KERNELS=reference in the environment at import forces every op
- * onto its portable reference kernel. */
+ * PYRESNET_KERNELS in the environment at import: "reference" forces every
+ * op onto its portable reference kernel; "no_amx" clears the AMX bits (as
+ * on a CPU with AVX512_BF16 but no AMX); "avx2" clears the AVX-512 and AMX
+ * bits (as on a CPU with AVX2 and FMA only). */
 #ifndef PR_K_CPU_H
 #define PR_K_CPU_H
 
@@ -23,6 +25,9 @@ enum {
 unsigned pr_cpu_features(void);
 /* Name of feature bit k (0 <= k < PR_CPU_N_FEATURES). */
 const char *pr_cpu_feature_name(int k);
+/* The PYRESNET_KERNELS setting in effect: "reference", "no_amx", "avx2",
+ * or "" (none, or one not understood: ignored). */
+const char *pr_cpu_kernels_setting(void);
 /* Whether only reference kernels may run (PYRESNET_KERNELS=reference). */
 int pr_cpu_reference_only(void);
 /* Whether code needing `features` may run: this CPU has them and only
@@ -32,7 +37,7 @@ int pr_cpu_fast(unsigned features);
 /* The AMX tile state: "absent" (no AMX), "tile state granted",
  * "refused: ..." (the OS said no; AMX bits cleared from pr_cpu_features) or
  * "off: PYRESNET_KERNELS=no_amx" (cleared on request, as on a CPU with
- * AVX512_BF16 but no AMX). */
+ * AVX512_BF16 but no AMX; "=avx2" likewise). */
 const char *pr_cpu_amx_status(void);
 /* The processor's brand string ("Intel(R) Xeon(R) ..."), or "". */
 const char *pr_cpu_brand(void);

@@ -400,6 +400,84 @@ DX16(f32, bf16)
 static int rows16(int64_t c) {
     return c % 16 == 0 && pr_cpu_fast(PR_CPU_AVX512F);
 }
+
+/* ---- AVX2 statistics loops for float32 and c a multiple of 16 -------------
+ * The generic statistics loops, compiled for AVX2, widen to double in
+ * 64-byte vectors that GCC lowers piecewise: batch_norm_train ran at 4-7x
+ * a ReLU pass on AMD Zen 3 (ideal: 2x).  These are the same operations in
+ * the same order and with the same roundings (bit for bit the same sums),
+ * 16 channels at a time in four ymm double accumulators per sum.  Used
+ * where the AVX-512 loops are not (PYRESNET_KERNELS=avx2 chooses them on an
+ * AVX-512 CPU). */
+#define AVX2_NORM __attribute__((target("avx2")))
+
+/* The double of floats 0-3 and 4-7 of v. */
+#define LO4(v) _mm256_cvtps_pd(_mm256_castps256_ps128(v))
+#define HI4(v) _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))
+
+/* stats_rows_f32. */
+AVX2_NORM static void stats16_avx2(const float *x, const float *shift, int64_t lo, int64_t hi,
+                                   int64_t c, double *s1, double *s2) {
+    for (int64_t j0 = 0; j0 < c; j0 += 16) {
+        __m256d sh[4], a[4], q[4];
+        for (int i = 0; i < 4; i++) {
+            sh[i] = _mm256_cvtps_pd(_mm_loadu_ps(shift + j0 + 4 * i));
+            a[i] = q[i] = _mm256_setzero_pd();
+        }
+        for (int64_t r = lo; r < hi; r++)
+            for (int i = 0; i < 4; i++) {
+                __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + r * c + j0 + 4 * i)),
+                                          sh[i]);
+                a[i] = _mm256_add_pd(a[i], d);
+                q[i] = _mm256_add_pd(q[i], _mm256_mul_pd(d, d));
+            }
+        for (int i = 0; i < 4; i++) {
+            _mm256_storeu_pd(s1 + j0 + 4 * i, a[i]);
+            _mm256_storeu_pd(s2 + j0 + 4 * i, q[i]);
+        }
+    }
+}
+
+/* grad_stats_rows_f32 without dx. */
+AVX2_NORM static void grad_stats16_avx2(const float *dy, const float *x, const float *mean,
+                                        const float *ra, const float *rb, int64_t lo,
+                                        int64_t hi, int64_t c, double *s1, double *s2) {
+    const __m256 zero = _mm256_setzero_ps();
+    for (int64_t j0 = 0; j0 < c; j0 += 16) {
+        __m256 mu[2], ra8[2] = {zero, zero}, rb8[2] = {zero, zero};
+        __m256d a[4], q[4];
+        for (int h = 0; h < 2; h++) {
+            mu[h] = _mm256_loadu_ps(mean + j0 + 8 * h);
+            if (ra) ra8[h] = _mm256_loadu_ps(ra + j0 + 8 * h), rb8[h] = _mm256_loadu_ps(rb + j0 + 8 * h);
+        }
+        for (int i = 0; i < 4; i++) a[i] = q[i] = _mm256_setzero_pd();
+        for (int64_t r = lo; r < hi; r++)
+            for (int h = 0; h < 2; h++) {
+                __m256 v = _mm256_loadu_ps(x + r * c + j0 + 8 * h);
+                __m256 g = _mm256_loadu_ps(dy + r * c + j0 + 8 * h);
+                if (ra) /* dy where the BN output is not <= 0 (NaN passes) */
+                    g = _mm256_andnot_ps(
+                        _mm256_cmp_ps(_mm256_add_ps(_mm256_mul_ps(v, ra8[h]), rb8[h]), zero,
+                                      _CMP_LE_OQ),
+                        g);
+                __m256 d = _mm256_sub_ps(v, mu[h]);
+                __m256d w0 = LO4(g), w1 = HI4(g);
+                a[2 * h] = _mm256_add_pd(a[2 * h], w0);
+                a[2 * h + 1] = _mm256_add_pd(a[2 * h + 1], w1);
+                q[2 * h] = _mm256_add_pd(q[2 * h], _mm256_mul_pd(w0, LO4(d)));
+                q[2 * h + 1] = _mm256_add_pd(q[2 * h + 1], _mm256_mul_pd(w1, HI4(d)));
+            }
+        for (int i = 0; i < 4; i++) {
+            _mm256_storeu_pd(s1 + j0 + 4 * i, a[i]);
+            _mm256_storeu_pd(s2 + j0 + 4 * i, q[i]);
+        }
+    }
+}
+
+static int rows16_avx2(int64_t c, pr_dtype xt) {
+    return xt == PR_F32 && c % 16 == 0 && !pr_cpu_fast(PR_CPU_AVX512F) &&
+           pr_cpu_fast(PR_CPU_AVX2);
+}
 #else
 #define HAVE_ROWS16 0
 static int rows16(int64_t c) { return 0; }
@@ -437,6 +515,10 @@ static void stats_rows(const void *x, pr_dtype xt, const float *shift, int64_t l
         else stats16_f32(x, shift, lo, hi, c, s1, s2);
         return;
     }
+    if (rows16_avx2(c, xt)) {
+        stats16_avx2(x, shift, lo, hi, c, s1, s2);
+        return;
+    }
 #endif
     if (BF(xt)) stats_rows_bf16(x, shift, lo, hi, c, s1, s2);
     else stats_rows_f32(x, shift, lo, hi, c, s1, s2);
@@ -449,6 +531,10 @@ static void grad_stats_rows(const void *dy, const void *x, pr_dtype xt, const fl
     if (!dx && rows16(c)) {
         if (BF(xt)) grad_stats16_bf16(dy, x, mean, ra, rb, lo, hi, c, s1, s2);
         else grad_stats16_f32(dy, x, mean, ra, rb, lo, hi, c, s1, s2);
+        return;
+    }
+    if (!dx && rows16_avx2(c, xt)) {
+        grad_stats16_avx2(dy, x, mean, ra, rb, lo, hi, c, s1, s2);
         return;
     }
 #endif

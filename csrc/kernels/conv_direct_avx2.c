@@ -1,0 +1,652 @@
+/* Direct NHWC convolutions with AVX2 + FMA: the kernels of conv_direct.c
+ * (same sums, layouts, scratch and thread split; read its header comment
+ * first) for 8-wide ymm registers, of which there are 16.
+ *
+ *   forward          y[oh, ow, o]  += xpad[oh*sh + kh, ow*sw + kw, c] * w[kh, kw, c, o]
+ *   backprop_input   dx[ih, iw, c] += dypad[(ih + ph - kh)/sh, (iw + pw - kw)/sw, o]
+ *                                     * w[kh, kw, c, o]   (per sub-pixel phase, Dumoulin &
+ *                                     Visin 2016, section 4)
+ *   backprop_filter  dw[kh, kw, c, o] += xpad[oh*sh + kh, ow*sw + kw, c] * dy[oh, ow, o]
+ *
+ * What differs from the AVX-512 kernels is the register budget (Georganas
+ * et al., SC18, section 3: the output tile in accumulators, the rest for
+ * weights and the broadcast):
+ *   - forward / backprop_input: one tile is WT <= 12 output pixels x one
+ *     block of 8 output channels (11 with three taps), so the accumulators
+ *     + K weight vectors (K <= 3 taps sharing a broadcast, conv_direct.c's
+ *     tile3) + the broadcast fit the 16 registers.  conv_direct.c's
+ *     one-tap tile is the same body with K = 1 (every tap its own "window
+ *     row"): one tile function for every window.  Weights are repacked
+ *     into 8-channel blocks (aligned 32-byte loads, zero-padded);
+ *   - backprop_filter: CT input channels x NB <= 2 blocks of 8 output
+ *     channels with CT * NB <= 12 (ftile); windows three taps wide with one
+ *     block of output channels (O <= 8) take ftile3, 3 taps x 4 channels.
+ * A partial last block of channels is read and written with
+ * _mm256_maskload_ps / _mm256_maskstore_ps; full blocks with plain loads.
+ * No product is formed for a tap that reads no input (ftile3's checked
+ * groups), so an Inf or NaN of x reaches exactly the reference's taps.
+ *
+ * Compiled per function for "avx2,fma" (the target attribute, which GCC
+ * and clang both honour) and run only when the CPU probe reports both
+ * (ops_conv.c's avx2_direct variant); off x86-64 the entry points are stubs.
+ */
+#include "conv_direct.h"
+#include "conv_direct_geom.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#define AVX2_FN static __attribute__((target("avx2,fma")))
+#define ALWAYS_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
+
+/* Full unrolling of the tiles' loops (compile-time trip counts), so that
+ * the accumulators live in registers: GCC's pragma takes a maximum count,
+ * clang unrolls fully only when told so in its own spelling. */
+#if defined(__clang__)
+#define UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define UNROLL _Pragma("GCC unroll 64")
+#endif
+
+#define MAX_TILE 12 /* accumulators per tile, of the 16 ymm registers */
+#define MAX_NB 2    /* 8-channel blocks per filter-gradient tile */
+#define FT3_CT 4    /* input channels per ftile3: 3 taps x 4 = 12 accumulators */
+/* Weights a tile may stream per pass over its input channels (L1 is 32 KB):
+ * longer channel runs are cut into chunks summed into the output. */
+#define TILE_WEIGHT_BYTES (24 << 10)
+
+static int64_t blocks8(int64_t n) { return (n + 7) / 8; }
+
+/* The balanced width of tiles of at most `cap` covering a run of `len`. */
+static int balanced(int64_t cap, int64_t len) {
+    int64_t tiles = (len + cap - 1) / cap;
+    return (int)(tiles ? (len + tiles - 1) / tiles : 1);
+}
+
+/* Channels in block ob of the nob blocks of `channels` (8 but in the last). */
+static int block_lanes(int64_t ob, int64_t nob, int64_t channels) {
+    return ob + 1 < nob || channels % 8 == 0 ? 8 : (int)(channels % 8);
+}
+
+/* The first `lanes` of 8 channels (1 <= lanes <= 8): a block of them at p,
+ * zeros in the other lanes; nothing outside them is read or written.  The
+ * mask is loaded where it is used, from memory, so that it never holds one
+ * of the 16 registers through a tile's loop. */
+static const int32_t lane_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+ALWAYS_INLINE __m256i lane_mask(int lanes) {
+    return _mm256_loadu_si256((const __m256i *)(lane_table + 8 - lanes));
+}
+ALWAYS_INLINE __m256 load_block(const float *p, int lanes) {
+    return lanes == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(lanes));
+}
+ALWAYS_INLINE void store_block(float *p, __m256 v, int lanes) {
+    if (lanes == 8) _mm256_storeu_ps(p, v);
+    else _mm256_maskstore_ps(p, lane_mask(lanes), v);
+}
+
+/* Part i of `parts` of the next image's `bytes` at p (NULL: none) into L2
+ * while this one computes (conv_direct.c's prefetch_part; SSE, so also
+ * callable outside the AVX2 functions). */
+static inline void prefetch_part(const void *p, int64_t bytes, int64_t i, int64_t parts) {
+    if (!p) return;
+    for (int64_t b = bytes * i / parts & ~(int64_t)63; b < bytes * (i + 1) / parts; b += 64)
+        _mm_prefetch((const char *)p + b, _MM_HINT_T1);
+}
+
+/* ---- forward and backprop_input ----------------------------------------------- */
+
+/* One output tile of WT pixels x 8 channels: a sum over window rows, input
+ * channels and K taps per row.  Input column q of window row r feeds tap k
+ * of pixel p when q = p*SW + k, so one broadcast serves up to K FMAs.
+ * in + roff[r] + c*cs + q is column q of row r, channel c (channel-major
+ * padded rows, pad_rows_cm); w[K*r + k] points at the (cin x 8) weights of
+ * row r, tap k.  Pixel p is written at out + p*os.  K = 1 with one "row"
+ * per tap is the general window; K = 3 (stride 1 or 2) a window three taps
+ * wide; K = 2 the stride-2 3x3 input gradient's phases, which read two
+ * adjacent dy columns per window row. */
+typedef struct {
+    const float *in;
+    int64_t cs, cin, os;
+    const int64_t *roff;
+    const float *const *w;
+    int rows, accumulate; /* accumulate: add to what out holds (a later channel chunk) */
+    int lanes;            /* output channels in the block: 8, or fewer in the last */
+    float *out;
+} tile_args;
+
+ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int SW, const int K) {
+    __m256 acc[MAX_TILE];
+    const int64_t os = A->os;
+    const int lanes = A->lanes;
+    UNROLL
+    for (int p = 0; p < WT; p++) {
+        if (A->accumulate) {
+            acc[p] = load_block(A->out + p * os, lanes);
+        } else {
+            acc[p] = _mm256_setzero_ps();
+            __builtin_prefetch(A->out + p * os, 1, 3);
+        }
+    }
+    const int64_t cs = A->cs, cin = A->cin;
+    for (int r = 0; r < A->rows; r++) {
+        const float *a = A->in + A->roff[r];
+        const float *const *wr = A->w + K * r;
+        for (int64_t c = 0; c < cin; c++, a += cs) {
+            __m256 wv[3];
+            UNROLL
+            for (int k = 0; k < K; k++) wv[k] = _mm256_load_ps(wr[k] + c * 8);
+            UNROLL
+            for (int q = 0; q < (WT - 1) * SW + K; q++) {
+                if (SW > 1 && K == 1 && q % SW) continue; /* a column no pixel reads */
+                __m256 xv = _mm256_broadcast_ss(a + q);
+                UNROLL
+                for (int k = 0; k < K; k++) {
+                    int p = (q - k) / SW;
+                    if (q < k || (q - k) % SW || p >= WT) continue;
+                    acc[p] = _mm256_fmadd_ps(xv, wv[k], acc[p]);
+                }
+            }
+        }
+    }
+    UNROLL
+    for (int p = 0; p < WT; p++) store_block(A->out + p * os, acc[p], lanes);
+}
+
+typedef void (*tile_fn)(const tile_args *);
+
+/* Kinds V: (K, SW) = (3, 1), (3, 2), (2, 1), (1, 1), (1, 2). */
+#define V_K(V) ((V) <= 2 ? 3 : (V) == 3 ? 2 : 1)
+#define V_SW(V) ((V) == 2 || (V) == 5 ? 2 : 1)
+#define TILE(WT, V) \
+    AVX2_FN void tile_##WT##_##V(const tile_args *A) { tile_body(A, WT, V_SW(V), V_K(V)); }
+#define TILES(V) TILE(1, V) TILE(2, V) TILE(3, V) TILE(4, V) TILE(5, V) TILE(6, V) TILE(7, V) \
+    TILE(8, V) TILE(9, V) TILE(10, V) TILE(11, V) TILE(12, V)
+TILES(1)
+TILES(2)
+TILES(3)
+TILES(4)
+TILES(5)
+#define REFS(V) {tile_1_##V, tile_2_##V, tile_3_##V, tile_4_##V, tile_5_##V, tile_6_##V, \
+    tile_7_##V, tile_8_##V, tile_9_##V, tile_10_##V, tile_11_##V, tile_12_##V}
+/* tiles[V - 1][WT - 1] */
+static const tile_fn tiles[5][MAX_TILE] = {REFS(1), REFS(2), REFS(3), REFS(4), REFS(5)};
+
+/* One output row segment of `len` pixels, all `cout` output channels, with
+ * windows of A.rows rows of k taps at pixel stride sw (k = 3: stride 1 or
+ * 2; k = 2: stride 1; k = 1: stride 1 or 2).  A.in / A.out at pixel 0,
+ * A.w at block 0 (block b `wob` floats further). */
+static void row_tiles(tile_args A, int64_t wob, int64_t len, int64_t cout, int64_t sw, int k) {
+    const int kind = k == 3 ? (int)sw : k == 2 ? 3 : 3 + (int)sw;
+    /* three weight vectors beside 12 accumulators and the broadcast: GCC
+     * spills an accumulator in the inner loop, so 11 */
+    const int wt = balanced(k == 3 ? MAX_TILE - 1 : MAX_TILE, len);
+    const int64_t nob = blocks8(cout), cin = A.cin;
+    int64_t chunk = TILE_WEIGHT_BYTES / (k * A.rows * 32);
+    chunk = chunk < 8 ? 8 : chunk / 8 * 8;
+    if (chunk > cin) chunk = cin;
+    tile_args T = A;
+    for (int64_t ob = 0; ob < nob; ob++) {
+        T.lanes = block_lanes(ob, nob, cout);
+        for (int64_t c0 = 0; c0 < cin; c0 += chunk) {
+            const float *wb[MAX_WINDOW * MAX_WINDOW];
+            for (int t = 0; t < k * A.rows; t++) wb[t] = A.w[t] + ob * wob + c0 * 8;
+            T.w = wb;
+            T.cin = cin - c0 < chunk ? cin - c0 : chunk;
+            T.accumulate = c0 > 0;
+            for (int64_t p = 0; p < len; p += wt) { /* the last tile may be narrower */
+                int width = (int)(len - p < wt ? len - p : wt);
+                T.in = A.in + p * sw + c0 * A.cs;
+                T.out = A.out + p * A.os + ob * 8;
+                tiles[kind - 1][width - 1](&T);
+            }
+        }
+    }
+}
+
+/* r[i] (pixel i, 8 channels) -> r[c] (channel c, 8 pixels): unpack pairs,
+ * then pairs of pairs, then 128-bit lanes. */
+ALWAYS_INLINE void transpose8(__m256 r[8]) {
+    __m256 t[8], s[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        s[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        s[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        s[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        s[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
+        r[4 + j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
+    }
+}
+
+/* conv_direct.c's pad_rows_cm with 8 x 8 blocks: copy a (rows_in, cols_in,
+ * ch) image into a (prows, pcols) zero-padded window at (top, left), in
+ * channel-major rows (row r: ch runs of pcols floats).  Only the image's
+ * own pixels are written; the buffer is zeroed on its first image of a
+ * call (`fresh`). */
+AVX2_FN void pad_rows_cm(const float *src, int64_t rows_in, int64_t cols_in, int64_t ch,
+                         float *dst, int64_t prows, int64_t pcols, int64_t top, int64_t left,
+                         int fresh) {
+    int64_t lo = left < 0 ? 0 : left, hi = left + cols_in < pcols ? left + cols_in : pcols;
+    int64_t n = hi - lo;
+    if (fresh) memset(dst, 0, sizeof(float) * (size_t)(prows * ch * pcols));
+    for (int64_t r = 0; r < prows; r++) {
+        float *d = dst + r * ch * pcols;
+        int64_t ir = r - top;
+        if (ir < 0 || ir >= rows_in || n <= 0) continue;
+        const float *row = src + (ir * cols_in + lo - left) * ch;
+        int64_t c0 = 0;
+        for (; c0 + 8 <= ch; c0 += 8) {
+            int64_t q0 = 0;
+            for (; q0 + 8 <= n; q0 += 8) {
+                __m256 v[8];
+                for (int i = 0; i < 8; i++) v[i] = _mm256_loadu_ps(row + (q0 + i) * ch + c0);
+                transpose8(v);
+                for (int c = 0; c < 8; c++) _mm256_storeu_ps(d + (c0 + c) * pcols + lo + q0, v[c]);
+            }
+            for (int64_t c = c0; c < c0 + 8; c++)
+                for (int64_t q = q0; q < n; q++) d[c * pcols + lo + q] = row[q * ch + c];
+        }
+        for (int64_t c = c0; c < ch; c++)
+            for (int64_t q = 0; q < n; q++) d[c * pcols + lo + q] = row[q * ch + c];
+    }
+}
+
+/* w (KH, KW, C, O) -> [blocks of 8][KH*KW][the other channels][8],
+ * zero-padded: blocks of output channels for the forward pass (by_c = 0),
+ * of input channels for backprop_input (by_c = 1: the transposed filter).
+ * Returns the floats between blocks. */
+static int64_t pack_weights8(const pr_window *g, const float *w, int by_c, float *wp) {
+    const int64_t taps = g->kh * g->kw, C = g->c, O = g->o;
+    const int64_t nb = by_c ? C : O, ni = by_c ? O : C;
+    for (int64_t blk = 0; blk < blocks8(nb); blk++)
+        for (int64_t t = 0; t < taps; t++)
+            for (int64_t i = 0; i < ni; i++) {
+                float *dst = wp + ((blk * taps + t) * ni + i) * 8;
+                for (int64_t j = 0; j < 8; j++) {
+                    int64_t b = blk * 8 + j, c = by_c ? b : i, o = by_c ? i : b;
+                    dst[j] = b < nb ? w[(t * C + c) * O + o] : 0.0f;
+                }
+            }
+    return taps * ni * 8;
+}
+
+int pr_conv_direct_avx2_forward(const pr_window *g, const float *x, const float *w, float *y,
+                                void *scratch) {
+    const int64_t taps = g->kh * g->kw, C = g->c, O = g->o, HP = xpad_rows(g), WP = xpad_cols(g);
+    const int64_t slot = slot_floats(g, PR_CONV_FORWARD), slots = count_slots(g->n, slot);
+    float *wp = scratch, *pads = wp + round16(packed_floats(g, PR_CONV_FORWARD));
+    const int64_t wob = pack_weights8(g, w, 0, wp);
+    /* windows three taps wide: a row of 3 taps per window row; others: one
+     * row per tap.  Either way w[t] is tap t = kh*KW + kw. */
+    const int k = g->kw == 3 ? 3 : 1, rows = (int)(k == 3 ? g->kh : taps);
+    int64_t roff[MAX_WINDOW * MAX_WINDOW];
+    const float *wt[MAX_WINDOW * MAX_WINDOW];
+    for (int64_t t = 0; t < taps; t++) wt[t] = wp + t * C * 8;
+    for (int r = 0; r < rows; r++)
+        roff[r] = k == 3 ? r * C * WP : (r / g->kw) * C * WP + r % g->kw;
+#pragma omp parallel num_threads(threads_for(slots))
+    {
+        float *xp = pads + THREAD_ID() * slot;
+        int fresh = 1;
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < g->n; n++) {
+            pad_rows_cm(x + n * g->h * g->w * C, g->h, g->w, C, xp, HP, WP, g->ph, g->pw, fresh);
+            fresh = 0;
+            tile_args A = {.cs = WP, .cin = C, .os = O, .roff = roff, .w = wt, .rows = rows};
+            const float *next = n + 1 < g->n ? x + (n + 1) * g->h * g->w * C : NULL;
+            for (int64_t oh = 0; oh < g->ho; oh++) {
+                prefetch_part(next, 4 * g->h * g->w * C, oh, g->ho);
+                A.in = xp + oh * g->sh * C * WP;
+                A.out = y + (n * g->ho + oh) * g->wo * O;
+                row_tiles(A, wob, g->wo, O, g->sw, k);
+            }
+        }
+    }
+    return PR_OK;
+}
+
+int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, const float *w,
+                                       float *dx, void *scratch) {
+    const int64_t C = g->c, O = g->o;
+    const int64_t DR = dypad_rows(g), DC = dypad_cols(g);
+    const int64_t slot = slot_floats(g, PR_CONV_BACKPROP_INPUT), slots = count_slots(g->n, slot);
+    float *wp = scratch, *pads = wp + round16(packed_floats(g, PR_CONV_BACKPROP_INPUT));
+    const int64_t wob = pack_weights8(g, w, 1, wp);
+#pragma omp parallel num_threads(threads_for(slots))
+    {
+        float *dp = pads + THREAD_ID() * slot;
+        int fresh = 1;
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < g->n; n++) {
+            float *dxn = dx + n * g->h * g->w * C;
+            const float *next = n + 1 < g->n ? dy + (n + 1) * g->ho * g->wo * O : NULL;
+            pad_rows_cm(dy + n * g->ho * g->wo * O, g->ho, g->wo, O, dp, DR, DC, g->kh, g->kw,
+                        fresh);
+            fresh = 0;
+            for (int64_t rh = 0; rh < g->sh && rh < g->h; rh++)
+                for (int64_t rw = 0; rw < g->sw && rw < g->w; rw++) {
+                    /* Windows three taps wide: this phase's window rows each read
+                     * kc = 3 (stride 1 across) or 2 adjacent dy columns, tap k at
+                     * column offset v0 + k, its weights those of column kwmax - k*sw.
+                     * Other windows: one "row" per tap of this phase,
+                     * dx[i*sh + rh, j*sw + rw] reading dy[i + di, j + dj]. */
+                    int kc = 0;
+                    int64_t kwmax = 0;
+                    for (int64_t kw = 0; g->kw == 3 && kw < 3; kw++)
+                        if (((rw + g->pw - kw) % g->sw + g->sw) % g->sw == 0) kc++, kwmax = kw;
+                    const int k = kc >= 2 ? kc : 1;
+                    int64_t roff[MAX_WINDOW * MAX_WINDOW];
+                    const float *wt[MAX_WINDOW * MAX_WINDOW];
+                    int nr = 0;
+                    for (int64_t kh = 0; kh < g->kh; kh++) {
+                        int64_t u = rh + g->ph - kh;
+                        if (((u % g->sh) + g->sh) % g->sh) continue;
+                        if (k > 1) {
+                            roff[nr] = (u / g->sh) * O * DC + (rw + g->pw - kwmax) / g->sw;
+                            for (int j = 0; j < k; j++)
+                                wt[k * nr + j] = wp + (kh * 3 + kwmax - j * g->sw) * O * 8;
+                            nr++;
+                            continue;
+                        }
+                        for (int64_t kw = 0; kw < g->kw; kw++) {
+                            int64_t v = rw + g->pw - kw;
+                            if (((v % g->sw) + g->sw) % g->sw) continue;
+                            roff[nr] = (u / g->sh) * O * DC + v / g->sw;
+                            wt[nr++] = wp + (kh * g->kw + kw) * O * 8;
+                        }
+                    }
+                    int64_t rows = (g->h - rh + g->sh - 1) / g->sh;
+                    int64_t cols = (g->w - rw + g->sw - 1) / g->sw;
+                    for (int64_t i = 0; i < rows; i++) {
+                        if (rh == 0 && rw == 0) prefetch_part(next, 4 * g->ho * g->wo * O, i, rows);
+                        float *out = dxn + ((i * g->sh + rh) * g->w + rw) * C;
+                        if (nr == 0) { /* no tap reaches these pixels */
+                            for (int64_t j = 0; j < cols; j++)
+                                memset(out + j * g->sw * C, 0, sizeof(float) * (size_t)C);
+                            continue;
+                        }
+                        tile_args A = {.in = dp + (i + g->kh) * O * DC + g->kw, .cs = DC,
+                                       .cin = O, .os = g->sw * C, .roff = roff, .w = wt,
+                                       .rows = nr, .out = out};
+                        row_tiles(A, wob, cols, C, 1, k);
+                    }
+                }
+        }
+    }
+    return PR_OK;
+}
+
+/* ---- filter gradient ---------------------------------------------------------- */
+
+/* dw[c0 .. c0+CT) x [NB blocks of 8] += sum over a rectangle of output
+ * pixels: x at pixel (r, q) is x + r*rs + q*ps (channel c0 of tap t), dy at
+ * dy + r*drs + q*dps (block 0 of the group). */
+typedef struct {
+    const float *x, *dy;
+    int64_t ps, rs, rows, cols, dps, drs, dwc;
+    float *dw;
+    int lanes;     /* output channels in block NB-1: 8, or fewer in the last */
+    pf_span pf[2]; /* of the next image's x and dy, spread over the rows */
+} ftile_args;
+
+ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
+    __m256 acc[MAX_NB][MAX_TILE];
+    const int lanes = A->lanes;
+    UNROLL
+    for (int c = 0; c < CT; c++) {
+        UNROLL
+        for (int b = 0; b < NB - 1; b++) acc[b][c] = _mm256_loadu_ps(A->dw + c * A->dwc + 8 * b);
+        acc[NB - 1][c] = load_block(A->dw + c * A->dwc + 8 * (NB - 1), lanes);
+    }
+    for (int64_t r = 0; r < A->rows; r++) {
+        prefetch_part(A->pf[0].p, A->pf[0].bytes, r, A->rows);
+        prefetch_part(A->pf[1].p, A->pf[1].bytes, r, A->rows);
+        const float *xp = A->x + r * A->rs, *dyp = A->dy + r * A->drs;
+        for (int64_t q = 0; q < A->cols; q++, xp += A->ps, dyp += A->dps) {
+            __m256 dv[MAX_NB];
+            UNROLL
+            for (int b = 0; b < NB - 1; b++) dv[b] = _mm256_loadu_ps(dyp + 8 * b);
+            dv[NB - 1] = load_block(dyp + 8 * (NB - 1), lanes);
+            UNROLL
+            for (int c = 0; c < CT; c++) {
+                __m256 xv = _mm256_broadcast_ss(xp + c);
+                UNROLL
+                for (int b = 0; b < NB; b++) acc[b][c] = _mm256_fmadd_ps(xv, dv[b], acc[b][c]);
+            }
+        }
+    }
+    UNROLL
+    for (int c = 0; c < CT; c++) {
+        UNROLL
+        for (int b = 0; b < NB - 1; b++) _mm256_storeu_ps(A->dw + c * A->dwc + 8 * b, acc[b][c]);
+        store_block(A->dw + c * A->dwc + 8 * (NB - 1), acc[NB - 1][c], lanes);
+    }
+}
+
+typedef void (*ftile_fn)(const ftile_args *);
+#define FTILE(CT, NB) \
+    AVX2_FN void ftile_##CT##_##NB(const ftile_args *A) { ftile_body(A, CT, NB); }
+FTILE(1, 1) FTILE(2, 1) FTILE(3, 1) FTILE(4, 1) FTILE(5, 1) FTILE(6, 1) FTILE(7, 1) FTILE(8, 1)
+FTILE(9, 1) FTILE(10, 1) FTILE(11, 1) FTILE(12, 1)
+FTILE(1, 2) FTILE(2, 2) FTILE(3, 2) FTILE(4, 2) FTILE(5, 2) FTILE(6, 2)
+/* ftiles[NB][CT - 1] */
+static const ftile_fn ftiles[MAX_NB + 1][MAX_TILE] = {
+    {NULL},
+    {ftile_1_1, ftile_2_1, ftile_3_1, ftile_4_1, ftile_5_1, ftile_6_1, ftile_7_1, ftile_8_1,
+     ftile_9_1, ftile_10_1, ftile_11_1, ftile_12_1},
+    {ftile_1_2, ftile_2_2, ftile_3_2, ftile_4_2, ftile_5_2, ftile_6_2}};
+
+/* Add one image's contribution to the partial gradient dw (T, C, O).  Tap
+ * (kh, kw) sums over the output pixels whose input pixel is inside the
+ * image (the others read padding, zeros), so x is read in place.  The
+ * blocks of output channels go in pairs (three blocks, 12 accumulators
+ * beside 3 dy vectors and the broadcast, spill one in GCC's inner loop). */
+static void filter_image(const pr_window *g, const float *xn, const float *dyn, float *dw,
+                         const float *next_x, const float *next_dy) {
+    const int64_t C = g->c, O = g->o, nob = blocks8(O);
+    for (int64_t kh = 0; kh < g->kh; kh++)
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+            /* this tap's share of the next image, asked for by its first tile */
+            pf_span px = span_part(next_x, g->h * g->w * C, kh * g->kw + kw, g->kh * g->kw);
+            pf_span pdy = span_part(next_dy, g->ho * g->wo * O, kh * g->kw + kw, g->kh * g->kw);
+            int64_t r0, r1, q0, q1; /* output rows and columns whose tap is inside x */
+            tap_range(g->h, g->ho, g->sh, g->ph, kh, &r0, &r1);
+            tap_range(g->w, g->wo, g->sw, g->pw, kw, &q0, &q1);
+            float *dwt = dw + (kh * g->kw + kw) * C * O;
+            const float *x0 = xn + ((r0 * g->sh - g->ph + kh) * g->w + q0 * g->sw - g->pw + kw) * C;
+            for (int64_t ob = 0; ob < nob && r1 > r0 && q1 > q0; ob += MAX_NB) {
+                int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
+                int ct = balanced(MAX_TILE / nb, C);
+                for (int64_t c0 = 0; c0 < C; c0 += ct) {
+                    int n = (int)(C - c0 < ct ? C - c0 : ct);
+                    ftile_args A = {.x = x0 + c0, .dy = dyn + (r0 * g->wo + q0) * O + ob * 8,
+                                    .ps = g->sw * C, .rs = g->sh * g->w * C, .rows = r1 - r0,
+                                    .cols = q1 - q0, .dps = O, .drs = g->wo * O, .dwc = O,
+                                    .dw = dwt + c0 * O + ob * 8,
+                                    .lanes = block_lanes(ob + nb - 1, nob, O),
+                                    .pf = {px, pdy}};
+                    ftiles[nb][n - 1](&A);
+                    px = pdy = (pf_span){NULL, 0};
+                }
+            }
+        }
+}
+
+/* conv_direct.c's filter_image3 (read its comment): windows three taps wide
+ * at horizontal stride 1 or 2, one broadcast of x[q][c] serving every tap
+ * that reads column q: acc[kw][c] (8 output channels) += x[q][c] *
+ * dy[(q + pw - kw) / SW].  A tile is 3 taps x FT3_CT input channels x one
+ * block of 8 output channels; the groups near the edges take a checked
+ * copy of the loop body that forms no product for a pixel outside 0 .. wo-1
+ * (x * 0 would turn an Inf or NaN of x into a NaN of a tap that never
+ * reads this column). */
+typedef struct {
+    const float *x, *dy; /* x at the input row of the first output row, column 0, channel c0;
+                            dy at that output row, pixel 0, block ob */
+    int64_t xrs, drs;    /* floats from one output row's input row to the next; dy rows */
+    int64_t c, o, pw, w, wo, rows, groups, g_lo, g_hi; /* groups [g_lo, g_hi): no checks */
+    int64_t dwt, dwc; /* dw: floats between taps kw, between input channels */
+    float *dw;        /* tap (kh, 0), channel c0, output block */
+    int lanes;        /* output channels in the block: 8, or fewer in the last */
+    pf_span pf[2]; /* of the next image's x and dy, spread over the rows */
+} ftile3_args;
+
+ALWAYS_INLINE void ftile3_group(__m256 acc[3][FT3_CT], const ftile3_args *A, const float *xr,
+                                const float *dr, int64_t g, const int CT, const int SW,
+                                const int checked) {
+    __m256 d[3];
+    int in[3] = {1, 1, 1}; /* pixel g - j exists (always, in unchecked groups) */
+    UNROLL
+    for (int j = 0; j <= 2 / SW; j++) {
+        int64_t p = g - j; /* d[j]: dy of pixel g - j */
+        if (checked) in[j] = p >= 0 && p < A->wo;
+        d[j] = in[j] ? load_block(dr + p * A->o, A->lanes) : _mm256_setzero_ps();
+    }
+    UNROLL
+    for (int s = 0; s < SW; s++) {
+        int64_t q = g * SW + s - A->pw;
+        if (checked && (q < 0 || q >= A->w)) continue;
+        const float *xq = xr + q * A->c;
+        UNROLL
+        for (int c = 0; c < CT; c++) {
+            __m256 b = _mm256_broadcast_ss(xq + c);
+            UNROLL
+            for (int k = 0; k < 3; k++) {
+                if ((s - k + 2 * SW) % SW) continue; /* column g*SW + s is no input of tap k */
+                if (checked && !in[(k - s) / SW]) continue; /* no such pixel: no product */
+                acc[k][c] = _mm256_fmadd_ps(b, d[(k - s) / SW], acc[k][c]);
+            }
+        }
+    }
+}
+
+ALWAYS_INLINE void ftile3_body(const ftile3_args *A, const int CT, const int SW) {
+    __m256 acc[3][FT3_CT];
+    const int lanes = A->lanes;
+    UNROLL
+    for (int k = 0; k < 3; k++)
+        UNROLL
+        for (int c = 0; c < CT; c++)
+            acc[k][c] = load_block(A->dw + k * A->dwt + c * A->dwc, lanes);
+    for (int64_t r = 0; r < A->rows; r++) {
+        prefetch_part(A->pf[0].p, A->pf[0].bytes, r, A->rows);
+        prefetch_part(A->pf[1].p, A->pf[1].bytes, r, A->rows);
+        const float *xr = A->x + r * A->xrs, *dr = A->dy + r * A->drs;
+        for (int64_t g = 0; g < A->g_lo; g++) ftile3_group(acc, A, xr, dr, g, CT, SW, 1);
+        for (int64_t g = A->g_lo; g < A->g_hi; g++)
+            ftile3_group(acc, A, xr, dr, g, CT, SW, 0);
+        for (int64_t g = A->g_hi; g < A->groups; g++)
+            ftile3_group(acc, A, xr, dr, g, CT, SW, 1);
+    }
+    UNROLL
+    for (int k = 0; k < 3; k++)
+        UNROLL
+        for (int c = 0; c < CT; c++)
+            store_block(A->dw + k * A->dwt + c * A->dwc, acc[k][c], lanes);
+}
+
+typedef void (*ftile3_fn)(const ftile3_args *);
+#define FTILE3(CT, SW) \
+    AVX2_FN void ftile3_##CT##_##SW(const ftile3_args *A) { ftile3_body(A, CT, SW); }
+FTILE3(1, 1) FTILE3(2, 1) FTILE3(3, 1) FTILE3(4, 1)
+FTILE3(1, 2) FTILE3(2, 2) FTILE3(3, 2) FTILE3(4, 2)
+/* ftiles3_by_sw[SW - 1][CT - 1] */
+static const ftile3_fn ftiles3_by_sw[2][FT3_CT] = {
+    {ftile3_1_1, ftile3_2_1, ftile3_3_1, ftile3_4_1},
+    {ftile3_1_2, ftile3_2_2, ftile3_3_2, ftile3_4_2}};
+
+static void filter_image3(const pr_window *g, const float *xn, const float *dyn, float *dw,
+                          const float *next_x, const float *next_dy) {
+    const int64_t C = g->c, O = g->o, SW = g->sw, jmax = 2 / SW, nob = blocks8(O);
+    const int64_t groups = g->wo + 3 - SW; /* every (pixel, tap) pair: pixels up to g */
+    /* groups whose columns are all inside the image and whose pixels are all < wo */
+    int64_t g_lo = ceil_div(g->pw, SW), top = g->w + g->pw - SW;
+    int64_t g_hi = top < 0 ? 0 : top / SW + 1;
+    if (g_lo < jmax) g_lo = jmax;
+    if (g_hi > g->wo) g_hi = g->wo;
+    if (g_hi < g_lo) g_hi = g_lo;
+    for (int64_t kh = 0; kh < g->kh; kh++) {
+        int64_t r0, r1; /* output rows whose tap row kh is inside x */
+        tap_range(g->h, g->ho, g->sh, g->ph, kh, &r0, &r1);
+        if (r1 == r0) continue;
+        for (int64_t ob = 0; ob < nob; ob++)
+            for (int64_t c0 = 0; c0 < C; c0 += FT3_CT) {
+                int64_t part = (kh * nob + ob) * ceil_div(C, FT3_CT) + c0 / FT3_CT;
+                int64_t parts = g->kh * nob * ceil_div(C, FT3_CT);
+                int ct = (int)(C - c0 < FT3_CT ? C - c0 : FT3_CT);
+                ftile3_args A = {
+                    .x = xn + (r0 * g->sh - g->ph + kh) * g->w * C + c0,
+                    .dy = dyn + r0 * g->wo * O + ob * 8, .xrs = g->sh * g->w * C,
+                    .drs = g->wo * O, .c = C, .o = O, .pw = g->pw, .w = g->w, .wo = g->wo,
+                    .rows = r1 - r0, .groups = groups, .g_lo = g_lo, .g_hi = g_hi,
+                    .dwt = C * O, .dwc = O, .dw = dw + (kh * 3 * C + c0) * O + ob * 8,
+                    .lanes = block_lanes(ob, nob, O),
+                    .pf = {span_part(next_x, g->h * g->w * C, part, parts),
+                           span_part(next_dy, g->ho * g->wo * O, part, parts)}};
+                ftiles3_by_sw[g->sw - 1][ct - 1](&A);
+            }
+    }
+}
+
+int pr_conv_direct_avx2_backprop_filter(const pr_window *g, const float *x, const float *dy,
+                                        float *dw, void *scratch) {
+    const int64_t C = g->c, O = g->o, K = g->kh * g->kw * C * O;
+    const int64_t slot = slot_floats(g, PR_CONV_BACKPROP_FILTER);
+    const int64_t stripes = count_slots(g->n, slot);
+    if (stripes == 0) { /* empty batch */
+        memset(dw, 0, sizeof(float) * (size_t)K);
+        return PR_OK;
+    }
+    float *parts = (float *)scratch + round16(packed_floats(g, PR_CONV_BACKPROP_FILTER));
+    /* filter_image3 with one block of output channels (with more, ftile
+     * shares each broadcast among the blocks), as conv_direct.c decides */
+    const int three = g->kw == 3 && g->sw <= 2 && O <= 8;
+#pragma omp parallel num_threads(threads_for(stripes))
+    {
+#pragma omp for schedule(static)
+        for (int64_t s = 0; s < stripes; s++) {
+            float *part = parts + s * slot;
+            memset(part, 0, sizeof(float) * (size_t)K);
+            for (int64_t n = s; n < g->n; n += stripes) {
+                const float *xn = x + n * g->h * g->w * C, *dyn = dy + n * g->ho * g->wo * O;
+                const int64_t m = n + stripes; /* this stripe's next image */
+                const float *nx = m < g->n ? xn + stripes * g->h * g->w * C : NULL;
+                const float *ndy = m < g->n ? dyn + stripes * g->ho * g->wo * O : NULL;
+                if (three) filter_image3(g, xn, dyn, part, nx, ndy);
+                else filter_image(g, xn, dyn, part, nx, ndy);
+            }
+        }
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < K; i++) {
+            float sum = parts[i];
+            for (int64_t s = 1; s < stripes; s++) sum += parts[s * slot + i];
+            dw[i] = sum;
+        }
+    }
+    return PR_OK;
+}
+
+#else /* not x86-64: no AVX2; the variant's CPU check never lets these run */
+
+int pr_conv_direct_avx2_forward(const pr_window *g, const float *x, const float *w, float *y,
+                                void *scratch) {
+    return PR_ERR_INTERNAL;
+}
+int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, const float *w,
+                                       float *dx, void *scratch) {
+    return PR_ERR_INTERNAL;
+}
+int pr_conv_direct_avx2_backprop_filter(const pr_window *g, const float *x, const float *dy,
+                                        float *dw, void *scratch) {
+    return PR_ERR_INTERNAL;
+}
+
+#endif
