@@ -14,6 +14,7 @@ import pytest
 
 import pyresnet as pr
 from pyresnet import layers
+from test_saving import _bomb_npz
 
 CHILD = '''
 import sys, time
@@ -212,22 +213,6 @@ def test_malformed_backup_state_raises_value_error_naming_the_file(tmp_path, dam
                   callbacks=[pr.callbacks.BackupAndRestore(folder)])
     after = [np.asarray(w) for w in model.weights + model.optimizer.variables]
     assert all(np.array_equal(b, a) for b, a in zip(before, after))
-
-
-def _bomb_npz(key, nbytes):
-    """The bytes of an .npz whose one entry ``key.npy`` (a float32 vector of
-    ``nbytes`` bytes of zeros) is deflated: a few hundred KiB on disk."""
-    import io
-    import zipfile
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
-        with z.open(key + ".npy", "w", force_zip64=True) as f:
-            np.lib.format.write_array_header_1_0(
-                f, {"descr": "<f4", "fortran_order": False, "shape": (nbytes // 4,)})
-            zeros = bytes(2**20)
-            for _ in range(nbytes // 2**20):
-                f.write(zeros)
-    return buffer.getvalue()
 
 
 def test_backup_whose_weights_inflate_hugely_is_refused_without_allocating(tmp_path):

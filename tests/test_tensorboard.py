@@ -20,9 +20,10 @@ def _masked(data):
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def read_scalars(folder):
-    """``{tag: [(step, value)]}`` of every event file in ``folder``."""
-    out = {}
+def read_events(folder):
+    """Every Event of every event file in ``folder``, in file order (the
+    TFRecord framing read by hand, every CRC checked)."""
+    events = []
     for path in sorted(glob.glob(os.path.join(folder, "events.out.tfevents.*"))):
         with open(path, "rb") as f:
             data = f.read()
@@ -35,9 +36,16 @@ def read_scalars(folder):
             assert struct.unpack("<I", data[at + 12 + length:at + 16 + length])[0] == \
                 _masked(record)
             at += 16 + length
-            event = event_pb2.Event.FromString(record)
-            for value in event.summary.value:
-                out.setdefault(value.tag, []).append((event.step, value.simple_value))
+            events.append(event_pb2.Event.FromString(record))
+    return events
+
+
+def read_scalars(folder):
+    """``{tag: [(step, value)]}`` of every event file in ``folder``."""
+    out = {}
+    for event in read_events(folder):
+        for value in event.summary.value:
+            out.setdefault(value.tag, []).append((event.step, value.simple_value))
     return out
 
 

@@ -8,36 +8,16 @@ import gzip
 import io
 import json
 import os
-import struct
 import sys
 
 import numpy as np
 import pytest
 from tensorboard.compat.proto import config_pb2
-from tensorboardX.proto import event_pb2, graph_pb2
-from test_tensorboard import _masked
+from tensorboardX.proto import graph_pb2
+from test_tensorboard import read_events
 
 import pyresnet as pr
 from pyresnet import layers, ops
-
-
-def read_events(folder):
-    """Every Event of every event file in ``folder``, in file order."""
-    events = []
-    for path in sorted(glob.glob(os.path.join(folder, "events.out.tfevents.*"))):
-        with open(path, "rb") as f:
-            data = f.read()
-        at = 0
-        while at < len(data):
-            header = data[at:at + 8]
-            (length,) = struct.unpack("<Q", header)
-            assert struct.unpack("<I", data[at + 8:at + 12])[0] == _masked(header)
-            record = data[at + 12:at + 12 + length]
-            assert struct.unpack("<I", data[at + 12 + length:at + 16 + length])[0] == \
-                _masked(record)
-            at += 16 + length
-            events.append(event_pb2.Event.FromString(record))
-    return events
 
 
 def read_graph(folder):
