@@ -23,7 +23,10 @@ import sys
 import tempfile
 import zipfile
 
+import h5py
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 
 import pyresnet as pr
@@ -32,7 +35,6 @@ from pyresnet.applications.preact_resnet_cifar import preact_resnet_cifar
 from pyresnet.applications.resnet_cifar import resnet20, resnet56
 from pyresnet.saving import keras_config, keras_h5
 
-h5py = pytest.importorskip("h5py")
 
 KERAS_SIDE = r'''
 import json, os, sys
@@ -443,8 +445,6 @@ def test_without_h5py_save_says_so_and_writes_npz(tmp_path, monkeypatch):
 
 
 def test_onnx_export_of_resnet20_matches_predict(tmp_path, cifar64):
-    ort = pytest.importorskip("onnxruntime")
-    pytest.importorskip("onnx")
     x = np.concatenate([cifar64, cifar64[:8]])[:37]
     model = calibrated(resnet20(), cifar64)
     model.export(tmp_path / "r20.onnx", format="onnx")
@@ -453,7 +453,7 @@ def test_onnx_export_of_resnet20_matches_predict(tmp_path, cifar64):
     (entry,) = session.get_inputs()
     assert entry.shape[0] == "batch" and entry.shape[1:] == [32, 32, 3]
     assert not any(node.op_type == "BatchNormalization"
-                   for node in __import__("onnx").load(str(tmp_path / "r20.onnx")).graph.node)
+                   for node in onnx.load(str(tmp_path / "r20.onnx")).graph.node)
     for batch in (1, 37):
         got = session.run(None, {entry.name: x[:batch]})[0]
         assert got.dtype == np.float32
@@ -461,8 +461,6 @@ def test_onnx_export_of_resnet20_matches_predict(tmp_path, cifar64):
 
 
 def test_onnx_export_of_other_layers_matches_predict(tmp_path, rng):
-    ort = pytest.importorskip("onnxruntime")
-    pytest.importorskip("onnx")
     inputs = layers.Input((8, 8, 3))
     a = layers.Conv2D(4, 3, padding="same")(inputs)
     a = layers.BatchNormalization()(a)

@@ -178,6 +178,11 @@ static void give_up(const char *what, int64_t count, double waited) {
             n_late ? (n_late > 1 ? "ranks " : "rank ") : "",
             n_late ? late : "the ranks to finish it (all had entered it)", mpi.timeout);
     fflush(stderr);
+    /* mpiexec forwards a rank's stderr through its proxy and MPI_Abort kills
+     * the job at once: give the proxy a moment to pass the message on (as
+     * pyresnet.distribute's exception hook does; without it the message was
+     * lost in one CI run of four) */
+    nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 500000000}, NULL);
     if (mpi.handle_bytes == 4) ((abort_int_fn)mpi.abort)((int)mpi.comm, 1);
     else ((abort_ptr_fn)mpi.abort)((intptr_t)mpi.comm, 1);
     _exit(1); /* (MPI_Abort does not return) */
