@@ -85,21 +85,6 @@ class _Builder:
         return self.cache[key]
 
 
-def _refs_of(args):
-    """The ``(layer, node, index)`` references in a node's args, in order."""
-    out = []
-    if isinstance(args, dict):
-        if args.get("class_name") == "__keras_tensor__":
-            h = args["config"]["keras_history"]
-            return [(h[0], int(h[1]), int(h[2]))]
-        for v in args.values():
-            out += _refs_of(v)
-    elif isinstance(args, list):
-        for v in args:
-            out += _refs_of(v)
-    return out
-
-
 def _shape_of(args):
     found = []
 
@@ -173,9 +158,9 @@ def build_onnx(model, opset_version=None):
     consumers = {}
     for n, it in items.items():
         for node in it.get("inbound_nodes") or []:
-            for ref in _refs_of(node.get("args")):
+            for ref in keras_config.history_refs(node.get("args")):
                 consumers.setdefault(ref, []).append(n)
-    outputs = [tuple(r) for r in _output_refs(config["output_layers"])]
+    outputs = keras_config.output_refs(config["output_layers"])
     for ref in outputs:
         consumers.setdefault(ref, []).append("__output__")
 
@@ -198,7 +183,7 @@ def build_onnx(model, opset_version=None):
                              "models of them)")
         nodes = it.get("inbound_nodes") or []
         for k, node in enumerate(nodes):
-            refs = _refs_of(node.get("args"))
+            refs = keras_config.history_refs(node.get("args"))
             shapes = _shape_of(node.get("args"))
             out = _emit(b, cls, cfg, values[n], refs, shapes, (n, k, 0), where, consumers,
                         items, folded)
@@ -219,14 +204,6 @@ def build_onnx(model, opset_version=None):
     proto.ir_version = min(proto.ir_version, 8)
     onnx.checker.check_model(proto)
     return proto
-
-
-def _output_refs(structure):
-    if isinstance(structure, list) and len(structure) == 3 and isinstance(structure[0], str):
-        return [structure]
-    if isinstance(structure, dict):
-        structure = list(structure.values())
-    return [r for s in structure for r in _output_refs(s)]
 
 
 def _emit(b, cls, cfg, vals, refs, shapes, out_ref, where, consumers, items, folded):

@@ -225,30 +225,38 @@ def _own_groups(layer, path):
 
 # ---- the graph order ----------------------------------------------------------------------
 
-def _refs(data):
-    """Every ``[name, node, index]`` keras_history inside a node's args."""
+def history_refs(data):
+    """Every ``(layer, node, index)`` keras_history inside a node's args (a
+    Keras 3 functional config's ``inbound_nodes`` entry), in order."""
     found = []
     if isinstance(data, dict):
         if data.get("class_name") == "__keras_tensor__":
             history = data.get("config", {}).get("keras_history")
             if isinstance(history, list) and len(history) == 3:
-                found.append((str(history[0]), int(history[1])))
+                found.append((str(history[0]), int(history[1]), int(history[2])))
             return found
         for v in data.values():
-            found += _refs(v)
+            found += history_refs(v)
     elif isinstance(data, list):
         for v in data:
-            found += _refs(v)
+            found += history_refs(v)
     return found
 
 
-def _flat_output_refs(structure):
+def output_refs(structure):
+    """The ``(layer, node, index)`` references of a functional config's
+    ``input_layers`` or ``output_layers`` (a reference, or a list or dict
+    of them), flattened in order.
+
+    Raises:
+        ValueError: for an entry that is no reference.
+    """
     if isinstance(structure, list) and len(structure) == 3 and isinstance(structure[0], str):
-        return [(structure[0], int(structure[1]))]
+        return [(structure[0], int(structure[1]), int(structure[2]))]
     if isinstance(structure, dict):
         structure = list(structure.values())
     if isinstance(structure, list):
-        return [r for s in structure for r in _flat_output_refs(s)]
+        return [r for s in structure for r in output_refs(s)]
     raise ValueError(f"malformed input_layers/output_layers entry {structure!r}")
 
 
@@ -267,7 +275,7 @@ def keras_layer_order(config):
     parents = {}
     for name, item in items.items():
         for k, node in enumerate(item.get("inbound_nodes") or []):
-            parents[(name, k)] = _refs(node)
+            parents[(name, k)] = [(n, j) for n, j, _ in history_refs(node)]
     finished, in_progress, ordered, first_seen = set(), set(), [], {}
 
     def visit(start):  # Keras's recursive walk, with an explicit stack (any depth)
@@ -294,15 +302,15 @@ def keras_layer_order(config):
             in_progress.discard(node)
             ordered.append(node)
 
-    for ref in _flat_output_refs(config["output_layers"]):
-        visit(ref)
+    for ref in output_refs(config["output_layers"]):
+        visit(ref[:2])
     node_depth, op_depth = {}, {}
     for node in reversed(ordered):
         depth = max(node_depth.setdefault(node, 0), op_depth.get(node[0], 0))
         op_depth[node[0]] = node_depth[node] = depth
         for parent in parents.get(node, []):
             node_depth[parent] = max(depth + 1, node_depth.get(parent, 0))
-    for ref in _flat_output_refs(config["input_layers"]):
+    for ref in output_refs(config["input_layers"]):
         if ref[0] not in op_depth:
             op_depth[ref[0]] = 0
             first_seen[ref[0]] = -1
