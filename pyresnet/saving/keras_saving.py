@@ -70,12 +70,8 @@ def save_keras_model(model, name, compile_config):
     metadata = {"pyresnet_version": __version__,
                 "format_version": FORMAT_VERSION, "keras_loadable": lowered.keras,
                 "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S")}
-    with atomic_write(name, "wb") as f:
-        with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr(METADATA, json.dumps(metadata, indent=1))
-            z.writestr(CONFIG, json.dumps(config))
-            z.writestr(zipfile.ZipInfo(H5_WEIGHTS, date_time=(1980, 1, 1, 0, 0, 0)), weights,
-                       compress_type=zipfile.ZIP_STORED)
+    from .saving_lib import write_archive  # noqa: PLC0415
+    write_archive(name, metadata, config, H5_WEIGHTS, weights)
 
 
 def extras_of(model, lowered):

@@ -354,15 +354,27 @@ def save_model(model, filepath, overwrite=True, weights_format=None):
     metadata = {"pyresnet_version": __version__, "format_version": FORMAT_VERSION,
                 "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S")}
     weights = _npz_bytes(entries)
+    write_archive(name, metadata, config, WEIGHTS, weights)
+
+
+@contextlib.contextmanager
+def write_archive(name, metadata, config, weights_name, weights):
+    """Write a ``.keras`` zip atomically: ``metadata.json`` and
+    ``config.json`` (dicts, as JSON) deflated, the weights entry
+    ``weights_name`` (bytes) stored, with a fixed date so equal models give
+    equal files.
+
+    Raises:
+        OSError: when the file cannot be written (nothing replaces it then).
+    """
     with atomic_write(name, "wb") as f:
         with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
             z.writestr(METADATA, json.dumps(metadata, indent=1))
             z.writestr(CONFIG, json.dumps(config))
-            z.writestr(zipfile.ZipInfo(WEIGHTS, date_time=(1980, 1, 1, 0, 0, 0)), weights,
+            z.writestr(zipfile.ZipInfo(weights_name, date_time=(1980, 1, 1, 0, 0, 0)), weights,
                        compress_type=zipfile.ZIP_STORED)
 
 
-@contextlib.contextmanager
 def _open_archive(filepath):
     """Open a ``.keras`` file: yields ``(config dict, read_weights)`` where
     ``read_weights(expected)`` reads its weights entry (see
