@@ -357,7 +357,6 @@ def save_model(model, filepath, overwrite=True, weights_format=None):
     write_archive(name, metadata, config, WEIGHTS, weights)
 
 
-@contextlib.contextmanager
 def write_archive(name, metadata, config, weights_name, weights):
     """Write a ``.keras`` zip atomically: ``metadata.json`` and
     ``config.json`` (dicts, as JSON) deflated, the weights entry
@@ -375,6 +374,7 @@ def write_archive(name, metadata, config, weights_name, weights):
                        compress_type=zipfile.ZIP_STORED)
 
 
+@contextlib.contextmanager
 def _open_archive(filepath):
     """Open a ``.keras`` file: yields ``(config dict, read_weights)`` where
     ``read_weights(expected)`` reads its weights entry (see
