@@ -1,7 +1,9 @@
 """docs/architecture.md stays true to the code: every file it names exists,
-every C function (pr_*) and registry op it names in backticks exists, and
-the README links it (the README must stand alone, with no link outside the
-repository)."""
+every file of csrc/ and every module of pyresnet/ is named in it, every C
+function (pr_*) and registry op it names in backticks exists, and the README
+links it; every link of the README and the guides leads to a file of the
+repository.  (tests/test_readme.py runs their examples and checks their
+commands.)"""
 import pathlib
 import re
 
@@ -51,4 +53,27 @@ def test_readme_stands_alone():
     assert links and not [link for link in links if link.startswith("..")], links
     for link in links:
         if not link.startswith("http"):
-            assert (ROOT / link).exists(), f"README links {link}, which does not exist"
+            assert (ROOT / link.split("#")[0]).exists(), f"README links {link}, which does not exist"
+
+
+def test_every_source_file_is_named():
+    """Each csrc/**/*.c and each module or package of pyresnet/ appears by
+    name in docs/architecture.md's layout."""
+    missing = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "csrc").rglob("*.c"))
+               if not re.search(rf"(?<![\w.]){re.escape(p.name)}\b", DOC)]
+    for p in sorted((ROOT / "pyresnet").iterdir()):
+        if p.suffix == ".py" or (p / "__init__.py").is_file():
+            name = p.name if p.suffix == ".py" else f"{p.name}/"
+            if not re.search(rf"(?<![\w.]){re.escape(name)}", DOC):
+                missing.append(p.relative_to(ROOT).as_posix())
+    assert not missing, f"docs/architecture.md does not name {missing}"
+
+
+def test_guides_links_stay_in_the_repository():
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for link in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", page.read_text()):
+            if link.startswith("http"):
+                continue
+            target = (page.parent / link).resolve()
+            assert target.is_relative_to(ROOT) and target.exists(), \
+                f"{page.name} links {link}, which is not a file of the repository"

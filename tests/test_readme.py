@@ -1,7 +1,8 @@
-"""The README, executed: every ```python example in a fresh namespace, and
-every shell command (```bash blocks and inline `python ...` spans) either
-run, when cheap, or checked to name a script, module, option and value that
-exist.  A new kind of command must get a rule here (``RULES``)."""
+"""The README and the guides in docs/, executed: every ```python example in
+a fresh namespace, and every shell command (```bash blocks and inline
+`python ...` spans) either run, when cheap, or checked to name a script,
+module, option and value that exist.  A new kind of command must get a rule
+here (``RULES``)."""
 import os
 import pathlib
 import re
@@ -15,32 +16,44 @@ from pyresnet import train
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-TEXT = README.read_text()
-BLOCKS = re.findall(r"^```python\n(.*?)^```", TEXT, flags=re.S | re.M)
+#: the documents whose examples and commands run: the README, then docs/*.md
+PAGES = {path.relative_to(ROOT).as_posix(): path.read_text()
+         for path in [README, *sorted((ROOT / "docs").glob("*.md"))]}
+TEXT = "\n".join(PAGES.values())
+BLOCKS = [(page, block) for page, text in PAGES.items()
+          for block in re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)]
 
 
 def test_readme_has_examples():
-    assert len(BLOCKS) >= 3
+    assert len(BLOCKS) >= 10
+    readme = PAGES["README.md"]
+    first = readme.index("```python")
+    assert readme[:first].count("\n") < 60, "the README's first example starts after line 60"
+    assert readme.count("\n") <= 400, f"README.md has {readme.count(chr(10))} lines (at most 400)"
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
+@pytest.mark.parametrize("index", range(len(BLOCKS)),
+                         ids=[f"{page}:{sum(1 for p, _ in BLOCKS[:i] if p == page) + 1}"
+                              for i, (page, _) in enumerate(BLOCKS)])
 def test_readme_example(index, capsys):
-    exec(compile(BLOCKS[index], f"README.md example {index + 1}", "exec"), {})
+    page, block = BLOCKS[index]
+    exec(compile(block, f"{page} example", "exec"), {})
 
 
 # ---- shell commands -----------------------------------------------------------------
 
 def shell_commands():
     """(where, command) for each command of the ```bash blocks (split at
-    ``&&``, comments dropped) and each inline `python ...` span."""
+    ``&&``, comments dropped) and each inline `python ...` span of every page."""
     found = []
-    for block in re.findall(r"^```bash\n(.*?)^```", TEXT, flags=re.S | re.M):
-        for line in block.splitlines():
-            line = line.split("#", 1)[0].strip()
-            for part in filter(None, (p.strip() for p in line.split("&&"))):
-                found.append(("bash block", part))
-    for span in re.findall(r"`(python3? [^`]+)`", TEXT):
-        found.append(("inline", span))
+    for page, text in PAGES.items():
+        for block in re.findall(r"^```bash\n(.*?)^```", text, flags=re.S | re.M):
+            for line in block.splitlines():
+                line = line.split("#", 1)[0].strip()
+                for part in filter(None, (p.strip() for p in line.split("&&"))):
+                    found.append((f"{page} bash block", part))
+        for span in re.findall(r"`(python3? [^`]+)`", text):
+            found.append((f"{page} inline", span))
     return found
 
 
@@ -166,6 +179,11 @@ def check_mpirun(words):
     check_train(words[3:])
 
 
+def check_setup(words):
+    """``python setup.py build_ext --inplace``: the in-place build of the C core."""
+    assert (ROOT / "setup.py").is_file() and words[2:] == ["build_ext", "--inplace"], words
+
+
 RULES = [  # (pattern of the command, check)
     (r"(CC=\w+ )?pip install .*", check_pip),
     (r"python3? -m venv .*", check_venv),
@@ -177,13 +195,15 @@ RULES = [  # (pattern of the command, check)
     (r"python3? bench/\w+\.py( .*)?", check_bench),
     (r"python3? -m pyresnet\.runs( \S+)?", check_runs),
     (r"mpirun -n \d+ python3? -m pyresnet\.train( .*)?", check_mpirun),
+    (r"python3? setup\.py build_ext --inplace", check_setup),
 ]
 
 
 def test_main_job_section_names_only_options_that_exist():
-    """The options and --model/--dataset values the README's main-job section
-    lists are the command's."""
-    section = re.search(r"^## The main job.*?(?=^## )", TEXT, flags=re.S | re.M)[0]
+    """The options and --model/--dataset values the training guide (and the
+    README's main-job section) list are the command's."""
+    section = PAGES["docs/training.md"] + re.search(
+        r"^## The main job.*?(?=^## )", PAGES["README.md"], flags=re.S | re.M)[0]
     named = set(re.findall(r"`(--[a-z][a-z0-9-]*)", section))
     assert named and named <= TRAIN_OPTIONS, sorted(named - TRAIN_OPTIONS)
     choices = {a.dest: set(a.choices) for a in train.build_parser()._actions if a.choices}
@@ -207,4 +227,4 @@ def test_readme_shell_command(where, command):
         if re.fullmatch(pattern, command):
             check(shlex.split(command))
             return
-    pytest.fail(f"README {where}: no rule in tests/test_readme.py for {command!r}")
+    pytest.fail(f"{where}: no rule in tests/test_readme.py for {command!r}")

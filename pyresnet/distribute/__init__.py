@@ -235,7 +235,7 @@ class _Buckets:
     ``ops.allreduce_inplace`` and copied out (``ops.flat_slice``): one
     message per bucket instead of one per tensor (Horovod's tensor fusion,
     PyTorch DDP's buckets), which matters between machines, where each
-    message pays the network's latency (README, "Distributed training").
+    message pays the network's latency (docs/distributed.md).
     A gradient larger than a bucket, or alone in one, is averaged directly.
     ``bucket_bytes=0``: one allreduce per gradient.
 
@@ -380,7 +380,7 @@ class DataParallel:
             many bytes, one allreduce each (0: one per gradient); default
             25 MiB, PyTorch DDP's.  Not overlapped with the backward pass:
             the averaging of ResNet-20's gradients takes under 1% of a step
-            here (README, "Distributed training").
+            here (docs/distributed.md).
     Raises:
         ImportError: mpi4py missing (see :func:`init`).
         ValueError: bucket_bytes not an int >= 0.
