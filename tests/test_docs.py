@@ -6,6 +6,8 @@ repository.  (tests/test_readme.py runs their examples and checks their
 commands.)"""
 import pathlib
 import re
+import subprocess
+import sys
 
 from pyresnet._loader import _C
 
@@ -77,3 +79,12 @@ def test_guides_links_stay_in_the_repository():
             target = (page.parent / link).resolve()
             assert target.is_relative_to(ROOT) and target.exists(), \
                 f"{page.name} links {link}, which is not a file of the repository"
+
+
+def test_results_tables_are_rendered_from_the_records():
+    """Every table of docs/results.md equals its rendering from
+    bench/results/*.json (bench/render_results.py)."""
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "render_results.py"), "--check"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert (ROOT / "docs" / "results.md").read_text().count("<!-- table ") >= 5
