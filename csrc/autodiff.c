@@ -54,8 +54,8 @@ static int watch(pr_Tape *tape, PyObject *t) {
     return r;
 }
 
-int pr_tape_record(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
-                   PyObject *const *outputs, int n_out) {
+static int tape_record(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
+                       PyObject *const *outputs, int n_out) {
     if (!active_tapes || PyList_GET_SIZE(active_tapes) == 0) return 0;
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(active_tapes); k++) {
         pr_Tape *tape = (pr_Tape *)PyList_GET_ITEM(active_tapes, k);
@@ -435,5 +435,6 @@ int pr_autodiff_init(PyObject *module) {
         Py_DECREF(&pr_TapeType);
         return -1;
     }
+    pr_hooks.tape_record = tape_record;
     return 0;
 }

@@ -70,19 +70,6 @@ static int subst_attrs(const pr_Graph *g, const pr_gnode *n, const int64_t *bind
     return 0;
 }
 
-int pr_attrs_dynamic(const pr_gnode *n) {
-    for (const pr_attr_spec *s = n->op->attrs; s && s->name; s++) {
-        const char *field = n->attrs + s->offset;
-        if (s->kind == PR_ATTR_INT && pr_dim_is_sym(*(const int64_t *)field)) return 1;
-        if (s->kind == PR_ATTR_INTS) {
-            const pr_ints *v = (const pr_ints *)field;
-            for (int i = 0; i < v->n && i < PR_MAX_DIMS; i++)
-                if (pr_dim_is_sym(v->v[i])) return 1;
-        }
-    }
-    return 0;
-}
-
 /* ---- the arena allocator (greedy best fit over a free list) --------------- */
 
 typedef struct {
@@ -178,7 +165,7 @@ static void plan_free(pr_plan *p) {
     PyMem_Free(p);
 }
 
-void pr_plans_free(pr_Graph *g) {
+static void plans_free(pr_Graph *g) {
     for (int i = 0; i < g->n_plans; i++) plan_free(g->plans[i]);
     PyMem_Free(g->plans);
     g->plans = NULL;
@@ -212,6 +199,11 @@ static int same_layout(const pr_view *a, const pr_view *b) {
  * float32 rounding (they may sum in another order). */
 
 static PyObject *tuned; /* dict: tune key -> choice */
+
+/* The input pipeline's batches, for loops over a dataset (graph.h). */
+static pr_batch_source batch_source;
+
+void pr_executor_set_batch_source(pr_batch_source source) { batch_source = source; }
 
 static int choices(const pr_op *op) {
     return (op->n_variants > 1 ? op->n_variants : 1) * 2;
@@ -737,7 +729,7 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
         if (!PyArg_ParseTuple(fed, "OLL;the feeder returns (iterator, first, count)", &source, &f0,
                               &cnt))
             goto setup_failed;
-        if (!pr_batches_info(source, &n_comp, &n_batches, &full, &last)) {
+        if (!batch_source.info || !batch_source.info(source, &n_comp, &n_batches, &full, &last)) {
             feeder_error("the feeder must return a BatchIterator");
             goto setup_failed;
         }
@@ -850,7 +842,7 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
         body_run *br = &runs[r];
         void **ptr = br->ptr;
         if (L->n_feed) {
-            int rc = pr_batches_fill(source, first + it, feed, st->msg);
+            int rc = batch_source.fill(source, first + it, feed, st->msg);
             if (rc != PR_OK) {
                 st->rc = rc;
                 goto run_failed;
@@ -1238,6 +1230,7 @@ static PyMethodDef exec_methods[] = {
 
 int pr_executor_init(PyObject *module, PyTypeObject *graph_type) {
     if (!(tuned = PyDict_New())) return -1;
+    pr_graph_plans_free = plans_free;
     for (PyMethodDef *m = exec_methods; m->ml_name; m++) {
         PyObject *descr = PyDescr_NewMethod(graph_type, m);
         if (!descr || PyDict_SetItemString(graph_type->tp_dict, m->ml_name, descr) < 0) {

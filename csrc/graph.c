@@ -1,7 +1,7 @@
-/* The traced graph IR: tracing (pr_trace_call appends nodes), graph passes
- * (dead-code removal, and under jit_compile elementwise fusion), and the
- * Python-facing Graph type that pyresnet/compile.py drives.  Planning and
- * running live in executor.c.
+/* The traced graph IR: tracing (trace_call appends nodes, installed as
+ * pr_call's tracing hook), and the Python-facing Graph type that
+ * pyresnet/compile.py drives.  The passes that run when tracing ends live in
+ * passes.c; planning and running in executor.c.
  *
  * A symbolic tensor's `sym` slot holds (graph, value id).  While a graph is
  * traced in a thread, every op call in that thread is appended to it (also
@@ -15,18 +15,25 @@
 #include <string.h>
 
 static _Thread_local pr_Graph *current;
-extern PyTypeObject pr_GraphType;
 
-int pr_tracing_active(void) { return current != NULL; }
-pr_symtab *pr_symtab_current(void) { return current ? current->syms : NULL; }
+void (*pr_graph_plans_free)(pr_Graph *g); /* set by executor.c */
 
-pr_symtab *pr_symtab_of(PyObject *sym) {
+/* The graph this thread traces; its symbols are the ones shape rules compute
+ * with (symdim.c's current table). */
+static void set_current(pr_Graph *g) {
+    current = g;
+    pr_symtab_set_current(g ? g->syms : NULL);
+}
+
+static int tracing_active(void) { return current != NULL; }
+
+static pr_symtab *symtab_of(PyObject *sym) {
     if (!sym || !PyTuple_Check(sym) || PyTuple_GET_SIZE(sym) < 1) return NULL;
     PyObject *g = PyTuple_GET_ITEM(sym, 0);
     return PyObject_TypeCheck(g, &pr_GraphType) ? ((pr_Graph *)g)->syms : NULL;
 }
 
-int pr_trace_known_value(PyObject *t, int64_t *out) {
+static int trace_known_value(PyObject *t, int64_t *out) {
     pr_Tensor *tt = (pr_Tensor *)t;
     if (!tt->sym) return 0;
     pr_Graph *g = (pr_Graph *)PyTuple_GET_ITEM(tt->sym, 0);
@@ -40,7 +47,7 @@ int pr_trace_known_value(PyObject *t, int64_t *out) {
 static int size_operand(PyObject *o, int64_t *v, int *traced) {
     if (pr_Tensor_Check(o)) {
         *traced = 1;
-        return pr_trace_known_value(o, v);
+        return trace_known_value(o, v);
     }
     if (!PyLong_Check(o) || PyBool_Check(o)) return 0;
     int overflow;
@@ -53,7 +60,7 @@ static int size_operand(PyObject *o, int64_t *v, int *traced) {
     return 1;
 }
 
-PyObject *pr_trace_size_arith(int kind, PyObject *a, PyObject *b) {
+static PyObject *trace_size_arith(int kind, PyObject *a, PyObject *b) {
     int64_t x, y, r;
     int traced = 0;
     if (!current || !size_operand(a, &x, &traced) || !size_operand(b, &y, &traced) || !traced)
@@ -187,7 +194,7 @@ static int value_of(pr_Graph *g, const pr_op *op, int i, PyObject *t) {
     return id;
 }
 
-int pr_trace_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
+static int trace_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
                   PyObject **outputs) {
     pr_Graph *g = current;
     if (!g)
@@ -243,7 +250,7 @@ fail:
 
 static int own_value(pr_Graph *g, PyObject *t);
 
-int pr_trace_gradient_scope(PyObject *forward_output) {
+static int trace_gradient_scope(PyObject *forward_output) {
     pr_Graph *g = current;
     int v = g ? own_value(g, forward_output) : -1;
     if (v < 0 || g->vals[v].kind != PR_VAL_NODE) return -1;
@@ -252,94 +259,9 @@ int pr_trace_gradient_scope(PyObject *forward_output) {
     return prev;
 }
 
-void pr_trace_restore_scope(int scope) {
+static void trace_restore_scope(int scope) {
     if (current && scope >= 0) current->scope = scope;
 }
-
-/* ---- passes ----------------------------------------------------------------
- * Run once when tracing ends.  Node order stays program order. */
-
-static int is_side_effect(const pr_gnode *n) {
-    return n->host >= 0 || n->op->mutates || (n->op->flags & (PR_OP_STATEFUL | PR_OP_RANDOM));
-}
-
-/* Dead-code removal: keep nodes that feed an output or a side effect. */
-static int remove_dead(pr_Graph *g) {
-    char *live_val = PyMem_Calloc((size_t)g->n_vals + 1, 1);
-    char *live = PyMem_Calloc((size_t)g->n_nodes + 1, 1);
-    if (!live_val || !live) {
-        PyMem_Free(live_val), PyMem_Free(live);
-        return PyErr_NoMemory(), -1;
-    }
-    for (int i = 0; i < g->n_outputs; i++) live_val[g->outputs[i]] = 1;
-    for (int j = g->n_nodes - 1; j >= 0; j--) {
-        pr_gnode *n = &g->nodes[j];
-        int keep = is_side_effect(n);
-        for (int i = 0; i < n->n_out && !keep; i++) keep = live_val[n->out[i]];
-        if (!keep) continue;
-        live[j] = 1;
-        for (int i = 0; i < n->n_in; i++) live_val[n->in[i]] = 1;
-    }
-    int k = 0;
-    for (int j = 0; j < g->n_nodes; j++) {
-        if (!live[j]) continue;
-        if (k != j) g->nodes[k] = g->nodes[j];
-        for (int i = 0; i < g->nodes[k].n_out; i++) g->vals[g->nodes[k].out[i]].index = k;
-        k++;
-    }
-    g->n_removed += g->n_nodes - k;
-    g->n_nodes = k;
-    PyMem_Free(live_val);
-    PyMem_Free(live);
-    return 0;
-}
-
-/* Sink state updates: move every node that writes a variable as late as the
- * nodes after it allow (until one reads what it writes or reads its outputs,
- * or a host callback runs), keeping updates in their own order.  A training
- * step's BN moving-statistics updates then run after the loss, with the
- * optimizer's updates, so a kernel error in the forward pass or the loss
- * (a label out of range) leaves every variable as it was. */
-static int sink_updates(pr_Graph *g) {
-    int nn = g->n_nodes, n_pending = 0, k = 0;
-    pr_gnode *order = PyMem_Malloc(sizeof(pr_gnode) * ((size_t)nn + 1));
-    int *pending = PyMem_Malloc(sizeof(int) * ((size_t)nn + 1));
-    char *written = PyMem_Calloc((size_t)g->n_vals + 1, 1); /* by a pending node */
-    if (!order || !pending || !written) {
-        PyMem_Free(order), PyMem_Free(pending), PyMem_Free(written);
-        return PyErr_NoMemory(), -1;
-    }
-    for (int j = 0; j <= nn; j++) {
-        pr_gnode *n = j < nn ? &g->nodes[j] : NULL;
-        int flush = !n || n->host >= 0 || n->loop >= 0; /* a body may read anything */
-        for (int i = 0; n && !flush && i < n->n_in; i++) flush = written[n->in[i]];
-        if (flush) {
-            for (int p = 0; p < n_pending; p++) order[k++] = g->nodes[pending[p]];
-            n_pending = 0;
-            memset(written, 0, (size_t)g->n_vals + 1);
-        }
-        if (!n) break;
-        if (n->host < 0 && n->loop < 0 && n->op->mutates) {
-            for (int i = 0; i < n->n_in; i++)
-                if (n->op->mutates >> i & 1) written[n->in[i]] = 1;
-            for (int i = 0; i < n->n_out; i++) written[n->out[i]] = 1;
-            pending[n_pending++] = j;
-        } else {
-            order[k++] = *n;
-        }
-    }
-    if (nn) memcpy(g->nodes, order, sizeof(pr_gnode) * (size_t)nn); /* nodes is NULL when none */
-    for (int j = 0; j < nn; j++)
-        for (int i = 0; i < g->nodes[j].n_out; i++) g->vals[g->nodes[j].out[i]].index = j;
-    PyMem_Free(order);
-    PyMem_Free(pending);
-    PyMem_Free(written);
-    return 0;
-}
-
-/* Defined in ops_fused.c: the jit_compile fusions (batch norm with the
- * ReLU, residual add and ReLU backward around it; elementwise chains). */
-int pr_fuse(pr_Graph *g);
 
 /* ---- the Graph type --------------------------------------------------------- */
 
@@ -401,7 +323,7 @@ static int Graph_clear(pr_Graph *g) {
 static void Graph_dealloc(pr_Graph *g) {
     PyObject_GC_UnTrack(g);
     Graph_clear(g);
-    pr_plans_free(g);
+    if (pr_graph_plans_free) pr_graph_plans_free(g);
     PyMem_Free(g->vals);
     PyMem_Free(g->nodes);
     PyMem_Free(g->loops);
@@ -508,14 +430,14 @@ static PyObject *Graph_begin(pr_Graph *g, PyObject *noargs) {
     }
     Py_XINCREF(current);
     Py_XSETREF(g->prev, (PyObject *)current);
-    current = g;
+    set_current(g);
     g->tracing = 1;
     Py_RETURN_NONE;
 }
 
 static PyObject *Graph_end(pr_Graph *g, PyObject *noargs) {
     if (g->tracing && current == g) {
-        current = (pr_Graph *)g->prev; /* borrowed: the previous graph's owner keeps it alive */
+        set_current((pr_Graph *)g->prev); /* borrowed: its owner keeps it alive */
         Py_CLEAR(g->prev);
         g->tracing = 0;
     }
@@ -868,10 +790,7 @@ static PyObject *Graph_finalize(pr_Graph *g, PyObject *args) {
     g->n_outputs = (int)n;
     Py_DECREF(seq);
     g->jit = jit;
-    if (remove_dead(g) < 0 || sink_updates(g) < 0) return NULL;
-    for (int j = 0; j < g->n_nodes; j++)
-        g->nodes[j].dyn_attrs = g->nodes[j].host < 0 && pr_attrs_dynamic(&g->nodes[j]);
-    if (jit && pr_fuse(g) < 0) return NULL;
+    if (pr_graph_passes(g, jit) < 0) return NULL;
     g->finalized = 1;
     Py_RETURN_NONE;
 }
@@ -1016,7 +935,7 @@ static PyObject *Graph_get_passes(pr_Graph *g, void *c) {
 static PyObject *py_trace_suspend(PyObject *self, PyObject *noargs) {
     PyObject *token = current ? (PyObject *)current : Py_None;
     Py_INCREF(token);
-    current = NULL;
+    set_current(NULL);
     return token;
 }
 
@@ -1025,7 +944,7 @@ static PyObject *py_trace_resume(PyObject *self, PyObject *token) {
         PyErr_SetString(PyExc_TypeError, "trace_resume: expected a token from trace_suspend");
         return NULL;
     }
-    current = token == Py_None ? NULL : (pr_Graph *)token; /* kept alive by its tracer */
+    set_current(token == Py_None ? NULL : (pr_Graph *)token); /* kept alive by its tracer */
     Py_RETURN_NONE;
 }
 
@@ -1095,5 +1014,12 @@ int pr_graph_init(PyObject *module) {
         return -1;
     }
     if (PyModule_AddFunctions(module, module_methods) < 0) return -1;
-    return pr_executor_init(module, &pr_GraphType);
+    pr_hooks.tracing_active = tracing_active;
+    pr_hooks.trace_call = trace_call;
+    pr_hooks.trace_known_value = trace_known_value;
+    pr_hooks.trace_size_arith = trace_size_arith;
+    pr_hooks.trace_gradient_scope = trace_gradient_scope;
+    pr_hooks.trace_restore_scope = trace_restore_scope;
+    pr_hooks.symtab_of = symtab_of;
+    return 0;
 }

@@ -107,20 +107,33 @@ struct pr_Graph {
     int scope;            /* copied into each new node: an index into the tracer's scope names */
 };
 
-/* executor.c */
-int pr_executor_init(PyObject *module, PyTypeObject *graph_type);
-void pr_plans_free(pr_Graph *g);
 /* The op of loop nodes (graph.c). */
 extern const pr_op pr_loop_op;
-/* Whether a node's attributes hold symbolic dimensions. */
-int pr_attrs_dynamic(const pr_gnode *n);
+extern PyTypeObject pr_GraphType;
+int pr_graph_init(PyObject *module);
 
-/* pipeline.c, for loops over a dataset: whether `o` is a BatchIterator,
- * and its batches and their component views (full and last batch). */
-int pr_batches_info(PyObject *o, int *n_comp, int64_t *n_batches, const pr_view **full,
-                    const pr_view **last);
-/* Compute batch b of the iterator into dst[k] (no GIL needed; no Python
- * object touched).  A PR_* code; `error` (512 bytes) says why on failure. */
-int pr_batches_fill(PyObject *o, int64_t b, void *const *dst, char *error);
+/* passes.c: the passes Graph.finalize runs (jit: the fusions too); 0 or -1. */
+int pr_graph_passes(pr_Graph *g, int jit);
+/* ops_fused.c: the jit_compile fusions (batch norm with the ReLU, residual
+ * add and ReLU backward around it; elementwise chains). */
+int pr_fuse(pr_Graph *g);
+
+/* executor.c: Graph.run and Graph.plan; frees a graph's plans when it dies
+ * (graph.c calls it through pr_graph_plans_free, which this sets). */
+int pr_executor_init(PyObject *module, PyTypeObject *graph_type);
+extern void (*pr_graph_plans_free)(pr_Graph *g);
+
+/* Where a loop over a dataset gets its batches: the input pipeline
+ * (pipeline.c) installs itself with pr_executor_set_batch_source when the
+ * module starts.  info: whether `o` is a BatchIterator, its batches and
+ * their component views (full and last batch).  fill: compute batch b into
+ * dst[k] (no GIL needed; no Python object touched); a PR_* code, `error`
+ * (512 bytes) says why on failure. */
+typedef struct {
+    int (*info)(PyObject *o, int *n_comp, int64_t *n_batches, const pr_view **full,
+                const pr_view **last);
+    int (*fill)(PyObject *o, int64_t b, void *const *dst, char *error);
+} pr_batch_source;
+void pr_executor_set_batch_source(pr_batch_source source);
 
 #endif

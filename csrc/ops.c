@@ -6,23 +6,33 @@
 
 #include "op_attrs.h"
 
-/* Each family lists its ops in its own file; they are gathered here once. */
-extern const pr_op *const pr_ops_elementwise[];
-extern const pr_op *const pr_ops_nn[];
-extern const pr_op *const pr_ops_conv[];
-extern const pr_op *const pr_ops_state[];
-extern const pr_op *const pr_ops_augment[];
-extern const pr_op *const pr_ops_random[];
-extern const pr_op *const pr_ops_fused[];
-extern const pr_op *const pr_ops_distribute[];
-extern const pr_op *const pr_ops_array[];
-
-static const pr_op *const *const families[] = {
-    pr_ops_elementwise, pr_ops_nn, pr_ops_conv, pr_ops_state, pr_ops_augment, pr_ops_random,
-    pr_ops_fused, pr_ops_distribute, pr_ops_array,
-};
-
 static PyObject *op_table; /* name -> capsule(const pr_op *) */
+
+/* ---- hooks (ops.h): filled by autodiff.c and graph.c at init ---------------- */
+
+pr_hook_table pr_hooks;
+
+int pr_tracing_active(void) { return pr_hooks.tracing_active && pr_hooks.tracing_active(); }
+int pr_trace_known_value(PyObject *t, int64_t *out) {
+    return pr_hooks.trace_known_value ? pr_hooks.trace_known_value(t, out) : 0;
+}
+PyObject *pr_trace_size_arith(int kind, PyObject *a, PyObject *b) {
+    return pr_hooks.trace_size_arith ? pr_hooks.trace_size_arith(kind, a, b) : NULL;
+}
+int pr_trace_gradient_scope(PyObject *forward_output) {
+    return pr_hooks.trace_gradient_scope ? pr_hooks.trace_gradient_scope(forward_output) : -1;
+}
+void pr_trace_restore_scope(int scope) {
+    if (pr_hooks.trace_restore_scope) pr_hooks.trace_restore_scope(scope);
+}
+pr_symtab *pr_symtab_of(PyObject *sym) {
+    return pr_hooks.symtab_of ? pr_hooks.symtab_of(sym) : NULL;
+}
+int pr_tape_record(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
+                   PyObject *const *outputs, int n_out) {
+    return pr_hooks.tape_record ? pr_hooks.tape_record(op, inputs, n_in, attrs, outputs, n_out)
+                                : 0;
+}
 
 const pr_op *pr_op_lookup(const char *name) {
     if (!name) return NULL; /* e.g. a name PyUnicode_AsUTF8 could not convert */
@@ -407,7 +417,11 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
     /* While a function is traced every call is traced, also on real inputs:
      * a Variable must be re-read on every run, not folded into a constant. */
     if (symbolic || pr_tracing_active()) {
-        if (pr_trace_call(op, t, n_in, attrs, outputs) < 0) goto done;
+        if (!pr_hooks.trace_call) {
+            PyErr_SetString(PyExc_SystemError, "a symbolic tensor, but no tracer is installed");
+            goto done;
+        }
+        if (pr_hooks.trace_call(op, t, n_in, attrs, outputs) < 0) goto done;
         n_made = op->n_out;
         /* A traced in-place update changes a captured Variable for the rest
          * of the program too: a tape that recorded it must see that. */
@@ -668,11 +682,11 @@ static PyMethodDef ops_methods[] = {
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "Threads used by kernels."},
     {NULL}};
 
-int pr_ops_init(PyObject *module) {
+int pr_ops_init(PyObject *module, const pr_op *const *const *families) {
     pr_cpu_features(); /* the one probe, while the GIL serialises it */
     op_table = PyDict_New();
     if (!op_table) return -1;
-    for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
+    for (size_t f = 0; families[f]; f++) {
         for (const pr_op *const *p = families[f]; *p; p++) {
             const pr_op *op = *p;
             int attrs_unsized = op->attrs && op->attrs[0].name && op->attr_size == 0;
@@ -692,8 +706,7 @@ int pr_ops_init(PyObject *module) {
             Py_DECREF(cap);
         }
     }
-    if (PyModule_AddFunctions(module, ops_methods) < 0 || pr_distribute_init(module) < 0)
-        return -1;
+    if (PyModule_AddFunctions(module, ops_methods) < 0) return -1;
     pr_set_num_threads(pr_get_num_threads());
     return 0;
 }

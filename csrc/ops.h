@@ -126,10 +126,10 @@ struct pr_op {
 };
 
 /* Registration: each ops_*.c file exposes `const pr_op *const pr_ops_<family>[]`
- * (NULL-terminated), listed once in ops.c. */
+ * (NULL-terminated); module.c lists the families once and hands them to
+ * pr_ops_init (a NULL-terminated array of families). */
 const pr_op *pr_op_lookup(const char *name); /* NULL for an unknown (or NULL) name */
-int pr_ops_init(PyObject *module);
-int pr_distribute_init(PyObject *module); /* ops_distribute.c: mpi_bind, mpi_world */
+int pr_ops_init(PyObject *module, const pr_op *const *const *families);
 
 /* ---- calling ops ----------------------------------------------------------
  * Inputs are Tensors, NumPy arrays or numbers (converted).  On return,
@@ -191,25 +191,44 @@ void pr_set_out(pr_view *out, pr_dtype dtype, int ndim, const int64_t *shape);
 /* Gradient-rule helper: sum `g` down to `shape` (undo broadcasting). */
 PyObject *pr_sum_to_shape(PyObject *g, const pr_view *shape);
 
-/* The tracing hook (graph.c): append a call on symbolic inputs to the graph
- * being traced and return symbolic outputs.  Same contract as pr_call. */
-int pr_trace_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
-                  PyObject **outputs);
+/* ---- hooks: how tracing and taping reach pr_call ---------------------------
+ * csrc/ is built in floors, each file calling only its own floor and those
+ * below (docs/architecture.md; tests/test_layering.py checks it): ops.c sits
+ * below the tapes (autodiff.c) and the tracer (graph.c), yet every op call
+ * must be taped and, while a function is traced, traced.  So those floors
+ * fill this table when the module starts (pr_autodiff_init, pr_graph_init)
+ * and ops.c calls down through it.  Unset entries mean: no tape, no trace. */
+typedef struct {
+    /* Whether this thread is tracing a graph. */
+    int (*tracing_active)(void);
+    /* Append a call to the graph being traced and return symbolic outputs
+     * (the contract of pr_call). */
+    int (*trace_call)(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
+                      PyObject **outputs);
+    int (*trace_known_value)(PyObject *t, int64_t *out);
+    PyObject *(*trace_size_arith)(int kind, PyObject *a, PyObject *b);
+    int (*trace_gradient_scope)(PyObject *forward_output);
+    void (*trace_restore_scope)(int scope);
+    pr_symtab *(*symtab_of)(PyObject *sym);
+    /* Record an eager or traced call on every active tape that watches one
+     * of its inputs. */
+    int (*tape_record)(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
+                       PyObject *const *outputs, int n_out);
+} pr_hook_table;
+extern pr_hook_table pr_hooks;
 
-/* Autodiff hook (autodiff.c): record an eager or traced call on every
- * active tape that watches one of its inputs. */
+/* The hooks, called safely (each does nothing when its entry is unset): */
 int pr_tape_record(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
                    PyObject *const *outputs, int n_out);
-int pr_autodiff_init(PyObject *module);
 /* While tracing: the dimension a scalar symbolic tensor is known to hold
- * (an op's `known` rule), 1 and *out; 0 if none (graph.c). */
+ * (an op's `known` rule), 1 and *out; 0 if none. */
 int pr_trace_known_value(PyObject *t, int64_t *out);
 /* While tracing: a op b ('+', '-', '*', '/' for floor division) on sizes
  * from pyresnet.ops.shape and Python ints, as a new size (a "size" node
  * holding the expression).  NULL without an exception when a or b is no such
  * size (the caller falls back to tensor arithmetic); NULL with one on error. */
 PyObject *pr_trace_size_arith(int kind, PyObject *a, PyObject *b);
-/* Whether this thread is tracing a graph (graph.c). */
+/* Whether this thread is tracing a graph. */
 int pr_tracing_active(void);
 /* While tracing, nodes record the graph's current name scope (an index the
  * Python tracer keeps, pyresnet.name_scope).  Backward nodes made by a tape
@@ -220,7 +239,8 @@ int pr_tracing_active(void);
 #define PR_SCOPE_GRADIENT (1 << 30)
 int pr_trace_gradient_scope(PyObject *forward_output);
 void pr_trace_restore_scope(int scope);
-int pr_graph_init(PyObject *module);
+/* The symbol table of the graph a symbolic tensor's `sym` names (NULL if none). */
+pr_symtab *pr_symtab_of(PyObject *sym);
 
 /* Attributes of the batch-norm training backward ops (ops_nn.c): epsilon,
  * dx_dtype (op_attrs.h, pr_bn_attrs). */

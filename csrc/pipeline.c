@@ -270,10 +270,10 @@ static PyObject *BatchIterator_next(BatchIterator *it) {
     return out;
 }
 
-/* ---- for loop nodes (executor.c) ------------------------------------------ */
+/* ---- for loop nodes: the executor's batch source (graph.h) ---------------- */
 
-int pr_batches_info(PyObject *o, int *n_comp, int64_t *n_batches, const pr_view **full,
-                    const pr_view **last) {
+static int batches_info(PyObject *o, int *n_comp, int64_t *n_batches, const pr_view **full,
+                        const pr_view **last) {
     if (!PyObject_TypeCheck(o, &BatchIteratorType)) return 0;
     BatchIterator *it = (BatchIterator *)o;
     *n_comp = it->n_comp;
@@ -283,7 +283,7 @@ int pr_batches_info(PyObject *o, int *n_comp, int64_t *n_batches, const pr_view 
     return 1;
 }
 
-int pr_batches_fill(PyObject *o, int64_t b, void *const *dst, char *error) {
+static int batches_fill(PyObject *o, int64_t b, void *const *dst, char *error) {
     BatchIterator *it = (BatchIterator *)o;
     if (b < 0 || b >= it->n_batches) {
         snprintf(error, 512, "BatchIterator: batch %lld of a pass of %lld", (long long)b,
@@ -663,6 +663,7 @@ static PyMethodDef pipeline_methods[] = {
 
 int pr_pipeline_init(PyObject *module) {
     if (PyType_Ready(&BatchIteratorType) < 0) return -1;
+    pr_executor_set_batch_source((pr_batch_source){batches_info, batches_fill});
     Py_INCREF(&BatchIteratorType);
     if (PyModule_AddObject(module, "BatchIterator", (PyObject *)&BatchIteratorType) < 0) {
         Py_DECREF(&BatchIteratorType);

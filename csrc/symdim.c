@@ -48,6 +48,16 @@ struct pr_symtab {
     int n_sym, cap_sym;
 };
 
+static _Thread_local pr_symtab *current_table;
+
+pr_symtab *pr_symtab_current(void) { return current_table; }
+
+pr_symtab *pr_symtab_set_current(pr_symtab *t) {
+    pr_symtab *prev = current_table;
+    current_table = t;
+    return prev;
+}
+
 pr_symtab *pr_symtab_new(void) {
     pr_symtab *t = PyMem_Calloc(1, sizeof *t);
     if (!t) PyErr_NoMemory();

@@ -48,8 +48,11 @@ int pr_symtab_n_symbols(const pr_symtab *t);
 const char *pr_symtab_symbol_name(const pr_symtab *t, int k);
 /* The symbol index of a code that is a plain symbol, else -1. */
 int pr_dim_symbol_index(const pr_symtab *t, int64_t d);
-/* The table of the graph traced in this thread, NULL when none (graph.c). */
+/* The table of the graph traced in this thread, NULL when none: the state
+ * the arithmetic below works in.  The tracer (graph.c) sets it whenever the
+ * graph it traces changes; set returns the table it replaces. */
 pr_symtab *pr_symtab_current(void);
+pr_symtab *pr_symtab_set_current(pr_symtab *t);
 
 /* Arithmetic on dimensions (known sizes or codes of the current table).
  * Returns a dimension, or PR_DIM_ERROR with a Python exception set (an

@@ -1,14 +1,16 @@
 /* The Tensor type and its NumPy interop (buffer protocol, __array__,
- * zero-copy .numpy()).  Arithmetic operators dispatch to the op registry. */
+ * zero-copy .numpy()).  Its operators, which call registry ops, are
+ * tensor_ops.c's: this file sits below the op registry. */
 #include "tensor.h"
 
 #include <string.h>
 
-#define NO_IMPORT_ARRAY
+/* NumPy's C API table lives here, the lowest floor that uses it; the other
+ * files define NO_IMPORT_ARRAY. */
 #define PY_ARRAY_UNIQUE_SYMBOL PR_ARRAY_API
 #include <numpy/arrayobject.h>
 
-#include "ops.h"
+#include "symdim.h"
 #include "kernels/bf16.h"
 
 static const char TRACING_HINT[] =
@@ -210,7 +212,7 @@ pr_Tensor *pr_tensor_from_arg(PyObject *obj, const char *who, const char *what) 
 
 /* ---- type slots ---------------------------------------------------------- */
 
-static int check_real(pr_Tensor *t, const char *what) {
+int pr_tensor_check_real(pr_Tensor *t, const char *what) {
     if (t->sym) {
         PyErr_Format(PyExc_TypeError, "%s: the tensor %s", what, TRACING_HINT);
         return -1;
@@ -224,7 +226,7 @@ static PyObject *Tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:Tensor", kwlist, &value)) return NULL;
     pr_Tensor *src = pr_tensor_from_object(value);
     if (!src) return NULL;
-    if (check_real(src, "Tensor()") < 0) {
+    if (pr_tensor_check_real(src, "Tensor()") < 0) {
         Py_DECREF(src);
         return NULL;
     }
@@ -283,7 +285,7 @@ static int npy_type(pr_dtype d) {
 }
 
 static PyObject *Tensor_numpy(pr_Tensor *t, PyObject *Py_UNUSED(ignored)) {
-    if (check_real(t, "Tensor.numpy()") < 0) return NULL;
+    if (pr_tensor_check_real(t, "Tensor.numpy()") < 0) return NULL;
     npy_intp dims[PR_MAX_DIMS];
     for (int i = 0; i < t->v.ndim; i++) dims[i] = (npy_intp)t->v.shape[i];
     PyObject *a = PyArray_SimpleNewFromData(t->v.ndim, dims, npy_type(t->v.dtype), t->v.data);
@@ -376,25 +378,8 @@ static PyObject *Tensor_get_address(pr_Tensor *t, void *c) {
     return PyLong_FromVoidPtr(t->v.data);
 }
 
-static PyObject *Tensor_repr(pr_Tensor *t) {
-    char shape[256];
-    pr_shape_str_in(t->sym ? pr_symtab_of(t->sym) : NULL, &t->v, shape, sizeof shape);
-    if (t->sym)
-        return PyUnicode_FromFormat("<symbolic Tensor shape=%s dtype=%s>", shape,
-                                    pr_dtype_name(t->v.dtype));
-    PyObject *a = Tensor_numpy(t, NULL);
-    if (!a) return NULL;
-    PyObject *r = PyObject_Repr(a);
-    Py_DECREF(a);
-    if (!r) return NULL;
-    PyObject *out = PyUnicode_FromFormat("<Tensor shape=%s dtype=%s numpy=%U>", shape,
-                                         pr_dtype_name(t->v.dtype), r);
-    Py_DECREF(r);
-    return out;
-}
-
 static int Tensor_bool(pr_Tensor *t) {
-    if (check_real(t, "bool(Tensor)") < 0) return -1;
+    if (pr_tensor_check_real(t, "bool(Tensor)") < 0) return -1;
     if (t->v.size != 1) {
         PyErr_Format(PyExc_ValueError,
                      "bool(Tensor): the truth value of a tensor with %lld elements is ambiguous",
@@ -412,51 +397,6 @@ static int Tensor_bool(pr_Tensor *t) {
     return 0;
 }
 
-/* Methods written in Python (pyresnet/tensor.py: reshape, sum, astype, T,
- * __getitem__, ...), installed once by _C._set_tensor_methods. */
-static PyObject *py_methods;
-
-static PyObject *py_method(const char *name) {
-    PyObject *f = py_methods ? PyDict_GetItemString(py_methods, name) : NULL;
-    if (!f) PyErr_Format(PyExc_TypeError, "Tensor.%s: pyresnet's tensor methods are not loaded "
-                         "(import pyresnet)", name);
-    return f;
-}
-
-static PyObject *call_py1(const char *name, PyObject *a) {
-    PyObject *f = py_method(name);
-    return f ? PyObject_CallOneArg(f, a) : NULL;
-}
-static PyObject *call_py2(const char *name, PyObject *a, PyObject *b) {
-    PyObject *f = py_method(name);
-    return f ? PyObject_CallFunctionObjArgs(f, a, b, NULL) : NULL;
-}
-static PyObject *Tensor_getitem(PyObject *t, PyObject *key) { return call_py2("__getitem__", t, key); }
-static PyObject *Tensor_iter(PyObject *t) { return call_py1("__iter__", t); }
-static PyObject *Tensor_and(PyObject *a, PyObject *b) { return call_py2("__and__", a, b); }
-static PyObject *Tensor_or(PyObject *a, PyObject *b) { return call_py2("__or__", a, b); }
-static PyObject *Tensor_xor(PyObject *a, PyObject *b) { return call_py2("__xor__", a, b); }
-static PyObject *Tensor_invert(PyObject *a) { return call_py1("__invert__", a); }
-
-/* Comparisons are elementwise registry ops giving bool tensors (as NumPy
- * and Keras tensors).  == and != with an object that is no array-like (None,
- * a string, a layer) fall back to identity, as Python's default.  Hashing
- * stays by identity, so tensors still key dicts and sets; a symbolic
- * comparison used as a Python bool raises the tracing error. */
-static int array_like(PyObject *o) {
-    return pr_Tensor_Check(o) || PyFloat_Check(o) || PyLong_Check(o) || PyArray_Check(o) ||
-           PyArray_IsScalar(o, Generic);
-}
-
-static PyObject *Tensor_richcompare(PyObject *a, PyObject *b, int op) {
-    static const char *const names[] = {"less", "less_equal", "equal", "not_equal", "greater",
-                                        "greater_equal"}; /* Py_LT .. Py_GE */
-    if ((op == Py_EQ || op == Py_NE) && !(array_like(a) && array_like(b)))
-        Py_RETURN_NOTIMPLEMENTED;
-    PyObject *inputs[2] = {a, b};
-    return pr_call_by_name(names[op], inputs, 2, NULL);
-}
-
 /* Hash by identity, as object's (a type with its own richcompare must say so). */
 static Py_hash_t Tensor_hash(PyObject *t) {
     Py_hash_t h = (Py_hash_t)((uintptr_t)t >> 4);
@@ -464,7 +404,7 @@ static Py_hash_t Tensor_hash(PyObject *t) {
 }
 
 static Py_ssize_t Tensor_len(pr_Tensor *t) {
-    if (check_real(t, "len(Tensor)") < 0) return -1;
+    if (pr_tensor_check_real(t, "len(Tensor)") < 0) return -1;
     if (t->v.ndim == 0) {
         PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
         return -1;
@@ -473,7 +413,7 @@ static Py_ssize_t Tensor_len(pr_Tensor *t) {
 }
 
 static PyObject *Tensor_float(pr_Tensor *t) {
-    if (check_real(t, "float(Tensor)") < 0) return NULL;
+    if (pr_tensor_check_real(t, "float(Tensor)") < 0) return NULL;
     if (t->v.size != 1) {
         PyErr_Format(PyExc_TypeError, "float(Tensor): only size-1 tensors convert, got size %lld",
                      (long long)t->v.size);
@@ -505,55 +445,8 @@ static PyObject *Tensor_int(pr_Tensor *t) {
     return NULL;
 }
 
-/* Arithmetic dispatches to registered ops so it is recorded and traced;
- * while tracing, + - * on sizes from pyresnet.ops.shape (and ints) make new
- * sizes, as tf.shape(x)[1] * tf.shape(x)[2] does. */
-static PyObject *binary(const char *op, PyObject *a, PyObject *b) {
-    PyObject *inputs[2] = {a, b};
-    return pr_call_by_name(op, inputs, 2, NULL);
-}
-static PyObject *size_or_binary(int kind, const char *op, PyObject *a, PyObject *b) {
-    PyObject *r = pr_trace_size_arith(kind, a, b);
-    return r || PyErr_Occurred() ? r : binary(op, a, b);
-}
-static PyObject *Tensor_add(PyObject *a, PyObject *b) { return size_or_binary('+', "add", a, b); }
-static PyObject *Tensor_sub(PyObject *a, PyObject *b) {
-    return size_or_binary('-', "subtract", a, b);
-}
-static PyObject *Tensor_mul(PyObject *a, PyObject *b) {
-    return size_or_binary('*', "multiply", a, b);
-}
-/* a // b: only for sizes while tracing (there is no integer tensor division). */
-static PyObject *Tensor_floordiv(PyObject *a, PyObject *b) {
-    PyObject *r = pr_trace_size_arith('/', a, b);
-    if (r || PyErr_Occurred()) return r;
-    Py_RETURN_NOTIMPLEMENTED;
-}
-static PyObject *Tensor_div(PyObject *a, PyObject *b) { return binary("divide", a, b); }
-static PyObject *Tensor_matmul(PyObject *a, PyObject *b) { return binary("matmul", a, b); }
-static PyObject *Tensor_neg(PyObject *a) { return pr_call_by_name("negative", &a, 1, NULL); }
-static PyObject *Tensor_pos(PyObject *a) { return Py_NewRef(a); }
-static PyObject *Tensor_abs(PyObject *a) { return pr_call_by_name("abs", &a, 1, NULL); }
-static PyObject *Tensor_pow(PyObject *a, PyObject *b, PyObject *mod) {
-    if (mod != Py_None) Py_RETURN_NOTIMPLEMENTED;
-    return binary("power", a, b);
-}
-
+/* The conversions; the operators are tensor_ops.c's (pr_tensor_ops_init). */
 static PyNumberMethods Tensor_as_number = {
-    .nb_add = Tensor_add,
-    .nb_subtract = Tensor_sub,
-    .nb_multiply = Tensor_mul,
-    .nb_true_divide = Tensor_div,
-    .nb_floor_divide = Tensor_floordiv,
-    .nb_matrix_multiply = Tensor_matmul,
-    .nb_negative = Tensor_neg,
-    .nb_positive = Tensor_pos,
-    .nb_absolute = Tensor_abs,
-    .nb_power = Tensor_pow,
-    .nb_and = Tensor_and,
-    .nb_or = Tensor_or,
-    .nb_xor = Tensor_xor,
-    .nb_invert = Tensor_invert,
     .nb_bool = (inquiry)Tensor_bool,
     .nb_float = (unaryfunc)Tensor_float,
     .nb_int = (unaryfunc)Tensor_int,
@@ -564,12 +457,11 @@ static PySequenceMethods Tensor_as_sequence = {
 };
 
 static PyMappingMethods Tensor_as_mapping = {
-    .mp_length = (lenfunc)Tensor_len,
-    .mp_subscript = Tensor_getitem,
+    .mp_length = (lenfunc)Tensor_len, /* mp_subscript: tensor_ops.c */
 };
 
 static int Tensor_getbuffer(pr_Tensor *t, Py_buffer *view, int flags) {
-    if (check_real(t, "memoryview(Tensor)") < 0) {
+    if (pr_tensor_check_real(t, "memoryview(Tensor)") < 0) {
         view->obj = NULL;
         return -1;
     }
@@ -645,13 +537,10 @@ PyTypeObject pr_TensorType = {
     .tp_name = "pyresnet.Tensor",
     .tp_basicsize = sizeof(pr_Tensor),
     .tp_dealloc = (destructor)Tensor_dealloc,
-    .tp_repr = (reprfunc)Tensor_repr,
     .tp_as_number = &Tensor_as_number,
-    .tp_richcompare = Tensor_richcompare,
     .tp_hash = Tensor_hash,
     .tp_as_sequence = &Tensor_as_sequence,
     .tp_as_mapping = &Tensor_as_mapping,
-    .tp_iter = Tensor_iter,
     .tp_as_buffer = &Tensor_as_buffer,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Tensor(value)\n\n"
@@ -691,28 +580,9 @@ static int find_bfloat16(void) {
     return 0;
 }
 
-/* _C._set_tensor_methods(dict): the Python-written methods.  Entries are
- * added to the type (functions become methods, properties attributes);
- * __getitem__ is called by the mapping slot. */
-static PyObject *set_tensor_methods(PyObject *mod, PyObject *d) {
-    if (!PyDict_Check(d)) return PyErr_Format(PyExc_TypeError, "expected a dict");
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(d, &pos, &key, &value))
-        if (PyDict_SetItem(pr_TensorType.tp_dict, key, value) < 0) return NULL;
-    PyType_Modified(&pr_TensorType);
-    Py_XSETREF(py_methods, Py_NewRef(d));
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef module_methods[] = {
-    {"_set_tensor_methods", set_tensor_methods, METH_O,
-     "Install Tensor methods written in Python (pyresnet/tensor.py)."},
-    {NULL}};
-
 int pr_tensor_init_type(PyObject *module) {
+    import_array1(-1);
     if (find_bfloat16() < 0) return -1;
-    if (PyModule_AddFunctions(module, module_methods) < 0) return -1;
     if (PyType_Ready(&pr_TensorType) < 0) return -1;
     /* NumPy defers binary operators with a Tensor to the Tensor. */
     if (PyDict_SetItemString(pr_TensorType.tp_dict, "__array_ufunc__", Py_None) < 0) return -1;

@@ -47,11 +47,16 @@ const char *pr_shape_str(const pr_view *v, char *buf, size_t n);
 /* The same with the symbols of table `tab` (may be NULL). */
 struct pr_symtab;
 const char *pr_shape_str_in(const struct pr_symtab *tab, const pr_view *v, char *buf, size_t n);
-/* The symbol table of the graph a symbolic tensor's `sym` names (graph.c). */
-struct pr_symtab *pr_symtab_of(PyObject *sym);
 /* Why pr_shape_size rejects v's shape, as the end of a sentence. */
 const char *pr_shape_error(const pr_view *v);
 
+/* 0 for a real tensor; -1 with a TypeError saying `what` needs a value for
+ * a symbolic one (the tracing hint). */
+int pr_tensor_check_real(pr_Tensor *t, const char *what);
+
+/* Ready the type (tensor.c; also imports NumPy's C API), after
+ * pr_tensor_ops_init (tensor_ops.c) filled in its operators. */
 int pr_tensor_init_type(PyObject *module);
+int pr_tensor_ops_init(PyObject *module);
 
 #endif

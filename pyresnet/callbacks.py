@@ -1037,8 +1037,7 @@ class TensorBoard(Callback):
     def _stop_profile(self):
         from . import summary  # noqa: PLC0415
         self._profiling, self._profiled = False, True
-        if isinstance(summary._compile._recorder, summary._Recording) \
-                and summary._compile._recorder.calls:
+        if summary.recording() is not None and summary.recording().calls:
             run = time.strftime("%Y_%m_%d_%H_%M_%S", time.gmtime())
             step = self._profile_range[0]
             profiles = summary.trace_export(run, os.path.join(self.log_dir, "train"), step=step,

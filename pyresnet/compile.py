@@ -73,6 +73,8 @@ import numpy as np
 from ._loader import _C
 from . import tensor as _tensor
 from . import profiling
+from . import _trace
+from ._trace import flatten as _flatten, unflatten as _unflatten, is_tensor_leaf as _is_tensor_leaf
 from .tensor import Tensor, Variable
 from .utils.atomic import write_text
 
@@ -81,10 +83,6 @@ __all__ = ["compile", "Function", "ConcreteFunction", "TensorSpec", "print", "in
 
 RETRACE_WARNING_THRESHOLD = 5
 
-_local = threading.local()  # .traces: stack of _Trace for this thread
-# pyresnet.summary.trace_on: called as recorder(concrete, tensors) instead of
-# running each compiled call (it runs the call itself, timed or not)
-_recorder = None
 # set in a node's scope index by the C tape for the backward nodes of a
 # forward node (csrc/ops.h, PR_SCOPE_GRADIENT): "gradient_tape/<its scope>"
 _SCOPE_GRADIENT = 1 << 30
@@ -145,7 +143,7 @@ def name_scope(name):
     Args:
         name (str): the scope's name (``/`` is replaced by ``_``).
     """
-    traces = getattr(_local, "traces", None)
+    traces = getattr(_trace.local, "traces", None)
     if not traces or not _C.tracing():
         yield
         return
@@ -176,86 +174,7 @@ def print(*args, sep=" ", end="\n", file=None):
         builtins.print(*[next(values).numpy() if s else a for s, a in zip(slots, args)],
                        sep=sep, end=end, file=file)
 
-    _local.traces[-1].graph.host_call(callback, tensors)
-
-
-# ---- structures ------------------------------------------------------------
-
-def _flatten(obj, leaves):
-    """Flatten nested lists/tuples/dicts into ``leaves``; return the structure
-    with leaves replaced by None (hashable for tuples/dicts of hashables)."""
-    if isinstance(obj, (list, tuple)) and not isinstance(obj, Tensor):
-        inner = tuple(_flatten(x, leaves) for x in obj)
-        return (type(obj), inner)
-    if isinstance(obj, dict):  # in insertion order, which the caller sees again
-        keys = tuple(obj)
-        return (dict, keys, tuple(_flatten(obj[k], leaves) for k in keys))
-    leaves.append(obj)
-    return None
-
-
-def _unflatten(structure, leaves):
-    if structure is None:
-        return next(leaves)
-    if structure[0] is dict:
-        return {k: _unflatten(s, leaves) for k, s in zip(structure[1], structure[2])}
-    items = [_unflatten(s, leaves) for s in structure[1]]
-    if structure[0] is list:
-        return items
-    if structure[0] is tuple:
-        return tuple(items)
-    return structure[0](*items)  # namedtuple
-
-
-def _is_tensor_leaf(x):
-    return (isinstance(x, (Tensor, np.ndarray)) and not isinstance(x, Variable))
-
-
-class _Trace:
-    def __init__(self, graph, name="function", first=True):
-        self.graph = graph
-        self.name = name
-        self.first = first  # only the first trace of a Function may create variables
-        self.created = []
-        self.jit = False  # jit_compile: loop bodies get the same passes
-        self.open_loops = []  # loops over a dataset whose body is being traced
-        # name scopes (name_scope): the open ones, and the scope paths seen;
-        # the C graph gives each new node the index of the current one
-        self.scope_stack = []
-        self.scope_names = [""]
-        self._scope_index = {"": 0}
-
-    def mark_scope(self):
-        """Nodes traced from now on belong to the current scope path."""
-        name = "/".join(self.scope_stack)
-        index = self._scope_index.get(name)
-        if index is None:
-            index = self._scope_index[name] = len(self.scope_names)
-            self.scope_names.append(name)
-        self.graph.scope = index
-
-    def creation_error(self):
-        names = ", ".join(getattr(v, "name", "?") for v in self.created[:5])
-        return ValueError(
-            f"{self.name}: a compiled function created variables ({names}) on a trace "
-            f"other than its first; create variables on the first call only (layers build "
-            f"and optimizer slots are fine on the first call), or outside the function")
-
-
-def _observe_variable(var):
-    """Record a Variable made while tracing; on a trace that may not create
-    variables, refuse it at once, before the caller (an optimizer's slot
-    table, a layer's weight list) can keep it: a rejected trace leaves
-    nothing behind, so retrying the same call fails the same way."""
-    traces = getattr(_local, "traces", None)
-    if traces:
-        trace = traces[-1]
-        trace.created.append(var)
-        if not trace.first:
-            raise trace.creation_error()
-
-
-_tensor._variable_observers.append(_observe_variable)
+    _trace.local.traces[-1].graph.host_call(callback, tensors)
 
 
 # ---- concrete functions ------------------------------------------------------
@@ -275,7 +194,7 @@ class ConcreteFunction:
         self._out_leaves = out_leaves  # per leaf: graph output index, or ("const", value)
         self._example = example  # tensor leaves of the call that traced it
         self.name = name
-        self._scopes = scopes or [""]  # the graph's scope indices -> scope paths (_Trace)
+        self._scopes = scopes or [""]  # the graph's scope indices -> scope paths (_trace.Trace)
 
     def _run(self, tensors):
         outs = self._graph.run(tensors)
@@ -563,7 +482,7 @@ class Function:
         if _C.tracing():  # called from another traced function: inline it
             return self._fn(*args, **kwargs)
         concrete, tensors = self._concrete(args, kwargs)
-        recorder = _recorder
+        recorder = _trace.recorder
         if recorder is not None:  # pyresnet.summary.trace_on
             return recorder(concrete, tensors)
         return concrete._run(tensors)
@@ -580,11 +499,11 @@ class Function:
     # -- tracing --
     def _trace(self, args, kwargs, leaves, tensors, dims):
         graph = _C.Graph()
-        trace = _Trace(graph, self.__name__, first=self.tracing_count == 0)
+        trace = _trace.Trace(graph, self.__name__, first=self.tracing_count == 0)
         trace.jit = self.jit_compile
-        traces = getattr(_local, "traces", None)
+        traces = getattr(_trace.local, "traces", None)
         if traces is None:
-            traces = _local.traces = []
+            traces = _trace.local.traces = []
         traces.append(trace)
         graph.begin()
         try:

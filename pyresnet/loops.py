@@ -22,19 +22,18 @@ import numpy as np
 from ._loader import _C
 import ctypes
 import dis
-import importlib
 import sys
 import warnings
 from .tensor import Tensor, Variable, convert_to_tensor
+from . import _trace
 
 __all__ = ["while_loop", "fori_loop", "UnrolledLoopWarning"]
 
-_compile = importlib.import_module("pyresnet.compile")  # the module (pyresnet.compile is the function)
 
 
 def _leaves(structure_value, what):
     leaves = []
-    structure = _compile._flatten(structure_value, leaves)
+    structure = _trace.flatten(structure_value, leaves)
     tensors = []
     for i, x in enumerate(leaves):
         try:
@@ -59,17 +58,17 @@ class _Body:
     creation and nested loops see it)."""
 
     def __init__(self, what):
-        traces = getattr(_compile._local, "traces", None)
+        traces = getattr(_trace.local, "traces", None)
         if not traces:
             raise RuntimeError(f"{what}: called while tracing outside pyresnet.compile")
         self.outer = traces[-1]
         self.graph = _C.Graph(parent=self.outer.graph)
-        self.trace = _compile._Trace(self.graph, self.outer.name, first=self.outer.first)
+        self.trace = _trace.Trace(self.graph, self.outer.name, first=self.outer.first)
         self.trace.jit = getattr(self.outer, "jit", False)
         self.open = False
 
     def __enter__(self):
-        _compile._local.traces.append(self.trace)
+        _trace.local.traces.append(self.trace)
         self.graph.begin()
         self.open = True
         return self
@@ -82,7 +81,7 @@ class _Body:
         if self.open:
             self.open = False
             self.graph.end()
-            _compile._local.traces.pop()
+            _trace.local.traces.pop()
             self.outer.created.extend(self.trace.created)
 
     def finalize(self, outputs):
@@ -118,7 +117,7 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None):
     structure, inits = _leaves(args, "while_loop")
 
     def call(fn, values):
-        return fn(*_compile._unflatten(structure, iter(values)))
+        return fn(*_trace.unflatten(structure, iter(values)))
 
     def check_cond(c):
         if isinstance(c, (bool, np.bool_)):
@@ -171,7 +170,7 @@ def while_loop(cond, body, loop_vars, maximum_iterations=None):
 
 
 def _pack(structure, values, single, loop_vars):
-    out = _compile._unflatten(structure, iter(values))
+    out = _trace.unflatten(structure, iter(values))
     if single:
         return out[0]
     return list(out) if isinstance(loop_vars, list) else out
@@ -212,19 +211,19 @@ def fori_loop(lower, upper, body, init_val):
     if not _C.tracing():
         values = inits
         for i in range(lower, upper):
-            values = new_leaves(body(Tensor(np.int32(i)), _compile._unflatten(structure,
+            values = new_leaves(body(Tensor(np.int32(i)), _trace.unflatten(structure,
                                                                               iter(values))))
-        return _compile._unflatten(structure, iter(values))
+        return _trace.unflatten(structure, iter(values))
 
     with _Body("fori_loop") as b:
         params = [b.graph.placeholder_like(t) for t in inits]
         index = b.graph.placeholder("int32", ())
-        values = new_leaves(body(index, _compile._unflatten(structure, iter(params))))
+        values = new_leaves(body(index, _trace.unflatten(structure, iter(params))))
     b.finalize(values)
     n = len(inits)
     outs = b.outer.graph.add_loop(b.graph, inits, list(range(n)), list(range(n)), lower=lower,
                                   upper=upper, iter_in=n)
-    return _compile._unflatten(structure, iter(outs))
+    return _trace.unflatten(structure, iter(outs))
 
 
 # ---- loops over a dataset ----------------------------------------------------------
@@ -485,4 +484,4 @@ def run_batches(source, step, n_x):
     outs = body.outer.graph.add_loop(
         graph, inits, [graph.input_index(p) for p in params], list(range(len(values))),
         feeder=feeder, feed_in=[graph.input_index(t) for t in feeds], feed_batch=batch)
-    return _compile._unflatten(structure, iter(outs))
+    return _trace.unflatten(structure, iter(outs))

@@ -29,7 +29,6 @@ The event files are written with tensorboardX (``pip install
 'pyresnet[tensorboard]'``); TensorFlow is not needed.
 """
 import gzip
-import importlib
 import itertools
 import json
 import os
@@ -38,13 +37,12 @@ import threading
 import time
 
 from . import profiling
+from . import _trace
+from .compile import ConcreteFunction
 
-# the module (``pyresnet.compile`` the attribute is the decorator)
-_compile = importlib.import_module("pyresnet.compile")
 
 __all__ = ["graph_def", "run_metadata", "write_graph", "write_run_metadata", "write_profile",
-           "trace_on",
-           "trace_off", "trace_export"]
+           "trace_on", "trace_off", "trace_export", "recording"]
 
 _writer_numbers = itertools.count()
 
@@ -384,12 +382,19 @@ def trace_on(graph=True, profiler=False):
         graph (bool): keep the graphs of the calls.
         profiler (bool): time every node of every call.
     """
-    _compile._recorder = _Recording(bool(graph), bool(profiler))
+    _trace.recorder = _Recording(bool(graph), bool(profiler))
+
+
+def recording():
+    """What :func:`trace_on` is recording (its calls so far, ``.calls``), or
+    None when nothing is."""
+    r = _trace.recorder
+    return r if isinstance(r, _Recording) else None
 
 
 def trace_off():
     """Stop recording and drop what was recorded (``tf.summary.trace_off``)."""
-    _compile._recorder = None
+    _trace.recorder = None
 
 
 def trace_export(name, logdir, step=0, writer=None):
@@ -417,10 +422,10 @@ def trace_export(name, logdir, step=0, writer=None):
         ValueError: when :func:`trace_on` was not called, or no compiled
             function was called since.
     """
-    recording = _compile._recorder
+    recording = _trace.recorder
     if not isinstance(recording, _Recording):
         raise ValueError("trace_export: call pyresnet.summary.trace_on() first")
-    _compile._recorder = None
+    _trace.recorder = None
     if not recording.calls:
         raise ValueError("trace_export: no compiled (pyresnet.compile) function was called "
                          "since trace_on()")
@@ -429,7 +434,7 @@ def trace_export(name, logdir, step=0, writer=None):
     writer = writer or _event_writer(logdir)
     try:
         for concrete, tensors, calls in recording.calls:
-            concrete = _compile.ConcreteFunction(concrete._graph, concrete._out_structure,
+            concrete = ConcreteFunction(concrete._graph, concrete._out_structure,
                                                  concrete._out_leaves, tensors, concrete.name,
                                                  concrete._scopes)
             profile = None
