@@ -132,6 +132,7 @@ def main(argv=None):
         if new != text:
             print(f"{page} is out of date: run python bench/render_results.py", file=sys.stderr)
             return 1
+        print(f"{page}: its {len(MARKER.findall(text))} tables equal their rendering")
         return 0
     fd, tmp = tempfile.mkstemp(dir=page.parent, prefix=f".{page.name}.")
     with os.fdopen(fd, "w") as f:
@@ -139,6 +140,7 @@ def main(argv=None):
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, page)
+    print(f"{page}: {len(MARKER.findall(new))} tables rendered")
     return 0
 
 

@@ -1,401 +1,27 @@
-/* Memory plan and executor for traced graphs.
- *
- * A plan is made once per binding of the graph's symbolic dimensions (one
- * plan for a static graph): shapes from the registry's shape rules, then a
- * liveness-based placement of every intermediate value and every node's
- * scratch in one arena (the greedy best-fit reuse of ggml-alloc.c: a buffer
- * is freed after its last reader and its bytes reused by later values).
- * A node may write its first output over an input that dies there (in
- * place: elementwise ops, batch norm's backward; pr_op.inplace_inputs),
- * which spares a fresh buffer's cache misses.  Under jit_compile ops with
- * several kernels are timed once on the plan's first run; the fastest is
- * kept.
+/* Running traced graphs: Graph.run over the plan (plan.c) for the call's
+ * sizes.
  *
  * A run converts the inputs and makes the output Tensors (GIL held; work
  * proportional to the number of inputs and outputs), takes an arena from the
  * plan's pool (a fresh one when another thread holds the pooled ones, so
  * concurrent calls never share buffers), then runs every node in one C loop
  * with the GIL released.  Host callbacks (pyresnet.print) take the GIL for
- * their node only.  A kernel error stops the loop and raises the exception
- * an eager call would raise; nodes before it have run (their in-place
- * variable updates stay), nodes after it have not.
+ * their node only.  Under jit_compile the first run of a plan times the
+ * kernel choices its nodes still lack (plan.c keeps them).  A kernel error
+ * stops the loop and raises the exception an eager call would raise; nodes
+ * before it have run (their in-place variable updates stay), nodes after it
+ * have not.
  */
-#include "graph.h" /* Python.h first */
+#include "plan.h" /* Python.h first */
 
 #include <math.h>
 #include <string.h>
 #include <time.h>
 
-struct pr_plan {
-    int64_t *binding;     /* the symbols' sizes this plan is for (one per symbol) */
-    pr_view *views;       /* per value: dtype and shape (data unused) */
-    int64_t *offset;      /* per value: arena offset, or -1 */
-    int64_t *scratch_off; /* per node */
-    size_t *scratch;      /* per node: bytes */
-    char *attrs;          /* per node: the attributes for this size */
-    int *variant;         /* per node: the choice (see choices()); -1: to be timed (jit) */
-    int *dflt;            /* per node: the choice without timing (first usable variant) */
-    unsigned *usable;     /* per node: bit k set when kernel k may run these shapes */
-    PyObject **tune_key;  /* per node with choices (jit): bytes naming op, shapes, attrs */
-    int tuning;           /* a call is timing the choices now */
-    size_t arena_bytes;   /* planned arena: intermediates + scratch */
-    size_t naive_bytes;   /* the same without reuse */
-    size_t output_bytes;  /* outputs returned to Python */
-    double flops;
-    int n_nodes;
-    int n_inplace;        /* values written over a dying input (jit) */
-    uint64_t last_used;   /* the graph's plan_clock at its last use */
-    int in_use;           /* calls running it now (never evicted then) */
-    void **pool;          /* free arenas (touched with the GIL held) */
-    int n_pool, cap_pool;
-};
-
-/* ---- symbolic attributes -------------------------------------------------- */
-
-/* Copy a node's attributes with every symbolic dimension in its INT and INTS
- * fields evaluated for `binding`.  0, or -1 with ValueError. */
-static int subst_attrs(const pr_Graph *g, const pr_gnode *n, const int64_t *binding, void *dst) {
-    memcpy(dst, n->attrs, PR_ATTR_BYTES);
-    if (!n->dyn_attrs) return 0;
-    for (const pr_attr_spec *s = n->op->attrs; s && s->name; s++) {
-        char *field = (char *)dst + s->offset;
-        if (s->kind == PR_ATTR_INT) {
-            if (pr_dim_eval(g->syms, *(int64_t *)field, binding, (int64_t *)field) < 0) return -1;
-        } else if (s->kind == PR_ATTR_INTS) {
-            pr_ints *v = (pr_ints *)field;
-            for (int i = 0; i < v->n && i < PR_MAX_DIMS; i++)
-                if (pr_dim_eval(g->syms, v->v[i], binding, &v->v[i]) < 0) return -1;
-        }
-    }
-    return 0;
-}
-
-/* ---- the arena allocator (greedy best fit over a free list) --------------- */
-
-typedef struct {
-    int64_t off, size;
-} block;
-
-typedef struct {
-    block *free;
-    int n, cap;
-    int64_t top; /* high-water mark */
-} arena_alloc;
-
-#define ALIGN(x) (((x) + 63) & ~(int64_t)63)
-
-static int64_t arena_take(arena_alloc *a, int64_t size) {
-    size = ALIGN(size ? size : 1);
-    int best = -1;
-    for (int i = 0; i < a->n; i++)
-        if (a->free[i].size >= size && (best < 0 || a->free[i].size < a->free[best].size)) best = i;
-    if (best >= 0) {
-        int64_t off = a->free[best].off;
-        a->free[best].off += size;
-        a->free[best].size -= size;
-        if (a->free[best].size == 0) {
-            memmove(&a->free[best], &a->free[best + 1], sizeof(block) * (size_t)(a->n - best - 1));
-            a->n--;
-        }
-        return off;
-    }
-    /* Grow: extend a free block that ends at the top, else take from the top. */
-    if (a->n && a->free[a->n - 1].off + a->free[a->n - 1].size == a->top) {
-        int64_t off = a->free[a->n - 1].off;
-        a->top = off + size;
-        a->n--;
-        return off;
-    }
-    int64_t off = a->top;
-    a->top += size;
-    return off;
-}
-
-static int arena_give(arena_alloc *a, int64_t off, int64_t size) {
-    size = ALIGN(size ? size : 1);
-    int i = 0;
-    while (i < a->n && a->free[i].off < off) i++;
-    /* merge with the previous and/or next block */
-    int merged = 0;
-    if (i > 0 && a->free[i - 1].off + a->free[i - 1].size == off) {
-        a->free[i - 1].size += size;
-        merged = 1;
-        if (i < a->n && a->free[i - 1].off + a->free[i - 1].size == a->free[i].off) {
-            a->free[i - 1].size += a->free[i].size;
-            memmove(&a->free[i], &a->free[i + 1], sizeof(block) * (size_t)(a->n - i - 1));
-            a->n--;
-        }
-    } else if (i < a->n && off + size == a->free[i].off) {
-        a->free[i].off = off;
-        a->free[i].size += size;
-        merged = 1;
-    }
-    if (merged) return 0;
-    if (a->n == a->cap) {
-        int cap = a->cap ? 2 * a->cap : 32;
-        block *p = PyMem_Realloc(a->free, sizeof(block) * (size_t)cap);
-        if (!p) return PyErr_NoMemory(), -1;
-        a->free = p;
-        a->cap = cap;
-    }
-    memmove(&a->free[i + 1], &a->free[i], sizeof(block) * (size_t)(a->n - i));
-    a->free[i].off = off;
-    a->free[i].size = size;
-    a->n++;
-    return 0;
-}
-
-/* ---- planning --------------------------------------------------------------- */
-
-static void plan_free(pr_plan *p) {
-    if (!p) return;
-    for (int i = 0; i < p->n_pool; i++) pr_free(p->pool[i]);
-    PyMem_Free(p->pool);
-    PyMem_Free(p->binding);
-    PyMem_Free(p->views);
-    PyMem_Free(p->offset);
-    PyMem_Free(p->scratch_off);
-    PyMem_Free(p->scratch);
-    PyMem_Free(p->attrs);
-    PyMem_Free(p->variant);
-    PyMem_Free(p->dflt);
-    PyMem_Free(p->usable);
-    for (int j = 0; p->tune_key && j < p->n_nodes; j++) Py_XDECREF(p->tune_key[j]);
-    PyMem_Free(p->tune_key);
-    PyMem_Free(p);
-}
-
-static void plans_free(pr_Graph *g) {
-    for (int i = 0; i < g->n_plans; i++) plan_free(g->plans[i]);
-    PyMem_Free(g->plans);
-    g->plans = NULL;
-    g->n_plans = 0;
-}
-
-static size_t view_bytes(const pr_view *v) { return (size_t)v->size * pr_dtype_size(v->dtype); }
-
-static int is_output(const pr_Graph *g, int v) {
-    for (int i = 0; i < g->n_outputs; i++)
-        if (g->outputs[i] == v) return 1;
-    return 0;
-}
-
-static int same_layout(const pr_view *a, const pr_view *b) {
-    if (a->dtype != b->dtype || a->ndim != b->ndim) return 0;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d]) return 0;
-    return 1;
-}
-
-/* ---- kernel choice (jit_compile) ----------------------------------------------
- * A node's candidates are its op's kernel variants, each on all threads or
- * on one (parallel loops and GEMM splits cost more than they give on small
- * shapes).  They are timed on the first call of a plan, each distinct (op,
- * input shapes, attributes, thread count) once per process: the choices are
- * kept in `tuned`, so graphs and plans with the same shapes share them.
- * Choice c = kernel * 2 + (one thread), where kernel k is variant k of an
- * op with variants (only the usable ones are timed), else its `forward`.
- * Kernels do not depend on the thread count; variants of one op agree to
- * float32 rounding (they may sum in another order). */
-
-static PyObject *tuned; /* dict: tune key -> choice */
-
 /* The input pipeline's batches, for loops over a dataset (graph.h). */
 static pr_batch_source batch_source;
 
 void pr_executor_set_batch_source(pr_batch_source source) { batch_source = source; }
-
-static int choices(const pr_op *op) {
-    return (op->n_variants > 1 ? op->n_variants : 1) * 2;
-}
-
-static int kernel_of(const pr_op *op, int c) { return op->n_variants ? c / 2 : -1; }
-
-static PyObject *tune_key(const pr_op *op, const pr_view *in, int n_in, const void *attrs) {
-    struct {
-        int threads;
-        const pr_op *op;
-        int64_t shapes[PR_MAX_INPUTS][PR_MAX_DIMS + 2];
-        PR_ATTR_ALIGN char attrs[PR_ATTR_BYTES];
-    } k;
-    memset(&k, 0, sizeof k);
-    k.threads = pr_get_num_threads();
-    k.op = op;
-    for (int i = 0; i < n_in; i++) {
-        k.shapes[i][0] = in[i].dtype;
-        k.shapes[i][1] = in[i].ndim;
-        for (int d = 0; d < in[i].ndim; d++) k.shapes[i][2 + d] = in[i].shape[d];
-    }
-    memcpy(k.attrs, attrs, PR_ATTR_BYTES);
-    return PyBytes_FromStringAndSize((const char *)&k, sizeof k);
-}
-
-/* Before a run (GIL held): take known choices; whether some remain to time. */
-static int tune_lookup(pr_plan *p) {
-    int missing = 0;
-    for (int j = 0; j < p->n_nodes; j++) {
-        if (p->variant[j] >= 0) continue;
-        PyObject *v = PyDict_GetItem(tuned, p->tune_key[j]);
-        if (v) p->variant[j] = (int)PyLong_AsLong(v);
-        else missing = 1;
-    }
-    return missing;
-}
-
-/* After a run (GIL held): remember the choices it made. */
-static int tune_store(pr_plan *p, const char *timed) {
-    for (int j = 0; j < p->n_nodes; j++) {
-        if (!timed[j] || p->variant[j] < 0) continue;
-        PyObject *v = PyLong_FromLong(p->variant[j]);
-        if (!v || PyDict_SetItem(tuned, p->tune_key[j], v) < 0) {
-            Py_XDECREF(v);
-            return -1;
-        }
-        Py_DECREF(v);
-    }
-    return 0;
-}
-
-/* Shapes for `binding`, then the arena placement.  `in` are the call's input views. */
-static pr_plan *plan_make(pr_Graph *g, const int64_t *binding, const pr_view *in) {
-    int nv = g->n_vals, nn = g->n_nodes;
-    pr_plan *p = PyMem_Calloc(1, sizeof(pr_plan));
-    int *last = NULL, *owner = NULL;
-    arena_alloc a = {0};
-    if (!p) return (pr_plan *)PyErr_NoMemory();
-    int ns = pr_symtab_n_symbols(g->syms);
-    p->binding = PyMem_Calloc((size_t)ns + 1, sizeof(int64_t));
-    if (p->binding) memcpy(p->binding, binding, sizeof(int64_t) * (size_t)ns);
-    p->views = PyMem_Calloc((size_t)nv + 1, sizeof(pr_view));
-    p->offset = PyMem_Calloc((size_t)nv + 1, sizeof(int64_t));
-    p->scratch_off = PyMem_Calloc((size_t)nn + 1, sizeof(int64_t));
-    p->scratch = PyMem_Calloc((size_t)nn + 1, sizeof(size_t));
-    p->attrs = PyMem_Calloc((size_t)nn + 1, PR_ATTR_BYTES);
-    p->variant = PyMem_Calloc((size_t)nn + 1, sizeof(int));
-    p->dflt = PyMem_Calloc((size_t)nn + 1, sizeof(int));
-    p->usable = PyMem_Calloc((size_t)nn + 1, sizeof(unsigned));
-    p->tune_key = PyMem_Calloc((size_t)nn + 1, sizeof(PyObject *));
-    p->n_nodes = nn;
-    last = PyMem_Calloc((size_t)nv + 1, sizeof(int));
-    owner = PyMem_Calloc((size_t)nv + 1, sizeof(int));
-    if (!p->binding || !p->views || !p->offset || !p->scratch_off || !p->scratch || !p->attrs ||
-        !p->variant || !p->dflt || !p->usable || !p->tune_key ||
-        !last || !owner) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    for (int v = 0; v < nv; v++) {
-        pr_gvalue *x = &g->vals[v];
-        p->offset[v] = -1;
-        last[v] = -1;
-        if (x->kind == PR_VAL_INPUT) p->views[v] = in[x->index];
-        else if (x->kind == PR_VAL_CAPTURE)
-            p->views[v] = ((pr_Tensor *)PyList_GET_ITEM(g->captures, x->index))->v;
-        p->views[v].data = NULL;
-    }
-    /* Shapes: the registry's shape rules over the nodes in order. */
-    for (int j = 0; j < nn; j++) {
-        pr_gnode *n = &g->nodes[j];
-        char *attrs = p->attrs + (size_t)j * PR_ATTR_BYTES;
-        if (subst_attrs(g, n, binding, attrs) < 0) goto fail;
-        for (int i = 0; i < n->n_in; i++) last[n->in[i]] = j;
-        if (n->host >= 0) continue;
-        if (n->loop >= 0) { /* the loop variables keep their shapes */
-            for (int k = 0; k < n->n_out; k++) p->views[n->out[k]] = p->views[n->in[k]];
-            continue;
-        }
-        pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
-        for (int i = 0; i < n->n_in; i++) iv[i] = p->views[n->in[i]];
-        size_t infer_scratch;
-        if (pr_infer(n->op, iv, n->n_in, attrs, ov, &infer_scratch) < 0) goto fail;
-        /* The kernel eager calls would run, and which others may run here. */
-        int v = pr_variant_default(n->op, iv, n->n_in, ov, attrs);
-        p->variant[j] = p->dflt[j] = 2 * (v < 0 ? 0 : v);
-        p->scratch[j] = pr_variant_scratch(n->op, v, iv, n->n_in, ov, attrs, infer_scratch);
-        for (int k = 0; k < choices(n->op) / 2; k++)
-            if (pr_variant_usable(n->op, kernel_of(n->op, 2 * k), iv, n->n_in, ov, attrs))
-                p->usable[j] |= 1u << k;
-        if (g->jit && (n->op->n_variants > 1 || pr_get_num_threads() > 1) && !n->op->mutates &&
-            !(n->op->flags & PR_OP_COLLECTIVE)) {
-            for (int k = 0; k < n->op->n_variants; k++) { /* room for every candidate */
-                size_t b = pr_variant_scratch(n->op, k, iv, n->n_in, ov, attrs, infer_scratch);
-                if (p->usable[j] >> k & 1 && b > p->scratch[j]) p->scratch[j] = b;
-            }
-            if (!(p->tune_key[j] = tune_key(n->op, iv, n->n_in, attrs))) goto fail;
-            p->variant[j] = -1;
-        }
-        for (int i = 0; i < n->n_out; i++) p->views[n->out[i]] = ov[i];
-        p->flops += n->op->flops ? n->op->flops(iv, n->n_in, ov, attrs)
-                                 : (n->n_out ? (double)ov[0].size : 0.0);
-    }
-    for (int i = 0; i < g->n_outputs; i++)
-        if (g->vals[g->outputs[i]].kind == PR_VAL_NODE) {
-            int dup = 0;
-            for (int k = 0; k < i; k++) dup |= g->outputs[k] == g->outputs[i];
-            if (!dup) p->output_bytes += view_bytes(&p->views[g->outputs[i]]);
-        }
-    /* Placement in node order: outputs first (an input still alive), then
-     * scratch, then release what dies here. */
-    for (int v = 0; v < nv; v++) owner[v] = v;
-    for (int j = 0; j < nn; j++) {
-        pr_gnode *n = &g->nodes[j];
-        for (int i = 0; i < n->n_out; i++) {
-            int v = n->out[i];
-            if (is_output(g, v)) continue;
-            size_t bytes = view_bytes(&p->views[v]);
-            p->naive_bytes += ALIGN((int64_t)bytes);
-            unsigned over = n->op->flags & PR_OP_ELEMENTWISE ? ~0u : n->op->inplace_inputs;
-            if (over && i == 0) {
-                int taken = 0;
-                for (int k = 0; k < n->n_in && !taken; k++) {
-                    int u = n->in[k];
-                    if (k >= 32 || !(over >> k & 1) || p->offset[u] < 0 || last[u] != j ||
-                        owner[u] != u || !same_layout(&p->views[u], &p->views[v]))
-                        continue;
-                    int used_twice = 0; /* x op x: the buffer still has one reader */
-                    for (int m = 0; m < n->n_in; m++) used_twice |= m != k && n->in[m] == u;
-                    if (used_twice) continue;
-                    p->offset[v] = p->offset[u];
-                    owner[u] = v; /* u's bytes now belong to v */
-                    taken = 1;
-                    p->n_inplace++;
-                    p->variant[j] = p->dflt[j]; /* a second timing run would read its own output */
-                    Py_CLEAR(p->tune_key[j]);
-                }
-                if (taken) continue;
-            }
-            p->offset[v] = arena_take(&a, (int64_t)bytes);
-        }
-        if (p->scratch[j]) {
-            p->naive_bytes += ALIGN((int64_t)p->scratch[j]);
-            p->scratch_off[j] = arena_take(&a, (int64_t)p->scratch[j]);
-            if (arena_give(&a, p->scratch_off[j], (int64_t)p->scratch[j]) < 0) goto fail;
-        }
-        for (int i = 0; i < n->n_in; i++) {
-            int u = n->in[i], dup = 0;
-            for (int m = 0; m < i; m++) dup |= n->in[m] == u;
-            if (dup || p->offset[u] < 0 || last[u] != j || owner[u] != u) continue;
-            if (arena_give(&a, p->offset[u], (int64_t)view_bytes(&p->views[u])) < 0) goto fail;
-        }
-        for (int i = 0; i < n->n_out; i++) {
-            int v = n->out[i];
-            if (p->offset[v] >= 0 && last[v] < 0 &&
-                arena_give(&a, p->offset[v], (int64_t)view_bytes(&p->views[v])) < 0)
-                goto fail;
-        }
-    }
-    p->arena_bytes = (size_t)a.top;
-    PyMem_Free(a.free);
-    PyMem_Free(last);
-    PyMem_Free(owner);
-    return p;
-fail:
-    PyMem_Free(a.free);
-    PyMem_Free(last);
-    PyMem_Free(owner);
-    plan_free(p);
-    return NULL;
-}
 
 /* ---- running ---------------------------------------------------------------- */
 
@@ -403,112 +29,6 @@ static double now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-/* Convert and check the call's inputs and bind the symbols to their sizes.
- * Fills t[] with new references (the caller releases them), in[] with their
- * views and binding[] with one size per symbol. */
-static int check_inputs(pr_Graph *g, PyObject *seq, pr_Tensor **t, pr_view *in,
-                        int64_t *binding) {
-    int ns = pr_symtab_n_symbols(g->syms);
-    int *from = PyMem_Malloc(sizeof(int) * 2 * ((size_t)ns + 1)); /* (input, dim) that bound it */
-    if (!from) return PyErr_NoMemory(), -1;
-    for (int k = 0; k < ns; k++) from[2 * k] = -1;
-    int rc = -1;
-    for (int k = 0; k < g->n_inputs; k++) {
-        t[k] = pr_tensor_from_object(PySequence_Fast_GET_ITEM(seq, k));
-        if (!t[k]) goto done;
-        if (pr_is_symbolic(t[k])) {
-            PyErr_Format(PyExc_TypeError, "compiled function: input %d is a symbolic tensor", k);
-            goto done;
-        }
-        in[k] = t[k]->v;
-    }
-    for (int v = 0; v < g->n_vals; v++) {
-        pr_gvalue *x = &g->vals[v];
-        if (x->kind != PR_VAL_INPUT) continue;
-        const pr_view *got = &in[x->index];
-        int ok = got->dtype == x->dtype && got->ndim == x->ndim;
-        for (int d = 0; ok && d < x->ndim; d++) {
-            int k = pr_dim_symbol_index(g->syms, x->shape[d]);
-            if (k < 0) {
-                ok = got->shape[d] == x->shape[d];
-                continue;
-            }
-            if (from[2 * k] < 0) {
-                binding[k] = got->shape[d];
-                from[2 * k] = x->index, from[2 * k + 1] = d;
-            } else if (binding[k] != got->shape[d]) {
-                PyErr_Format(PyExc_ValueError,
-                             "compiled function: input %d has size %lld in dimension %d but input "
-                             "%d has size %lld in dimension %d; both are the unknown size '%s' "
-                             "of the trace and must agree",
-                             x->index, (long long)got->shape[d], d, from[2 * k],
-                             (long long)binding[k], from[2 * k + 1],
-                             pr_symtab_symbol_name(g->syms, k));
-                goto done;
-            }
-        }
-        if (!ok) {
-            char want[192], have[160];
-            pr_view traced = {.ndim = x->ndim}; /* symbols by name: "(batch, 32, 32, 3)" */
-            memcpy(traced.shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-            PyErr_Format(PyExc_ValueError,
-                         "compiled function: input %d must be %s of shape %s (names: unknown "
-                         "sizes), got %s of shape %s",
-                         x->index, pr_dtype_name(x->dtype),
-                         pr_shape_str_in(g->syms, &traced, want, sizeof want),
-                         pr_dtype_name(got->dtype),
-                         pr_shape_str(got, have, sizeof have));
-            goto done;
-        }
-    }
-    rc = 0;
-done:
-    PyMem_Free(from);
-    return rc;
-}
-
-/* Plans kept per graph: a function called with ever new sizes (images of
- * every height) keeps the PR_MAX_PLANS most recently used. */
-#define PR_MAX_PLANS 32
-
-static void drop_idle_arenas(pr_plan *p) {
-    for (int k = 0; k < p->n_pool; k++) pr_free(p->pool[k]);
-    p->n_pool = 0;
-}
-
-static pr_plan *plan_for(pr_Graph *g, const int64_t *binding, const pr_view *in) {
-    size_t bytes = sizeof(int64_t) * (size_t)pr_symtab_n_symbols(g->syms);
-    pr_plan *p = NULL;
-    for (int i = 0; i < g->n_plans && !p; i++)
-        if (memcmp(g->plans[i]->binding, binding, bytes) == 0) p = g->plans[i];
-    if (!p) {
-        if (!(p = plan_make(g, binding, in))) return NULL;
-        int victim = -1;
-        for (int i = 0; g->n_plans >= PR_MAX_PLANS && i < g->n_plans; i++)
-            if (!g->plans[i]->in_use && (victim < 0 || g->plans[i]->last_used <
-                                                           g->plans[victim]->last_used))
-                victim = i;
-        if (victim >= 0) {
-            plan_free(g->plans[victim]);
-            g->plans[victim] = g->plans[--g->n_plans];
-        }
-        pr_plan **ps = PyMem_Realloc(g->plans, sizeof(pr_plan *) * (size_t)(g->n_plans + 1));
-        if (!ps) {
-            plan_free(p);
-            return (pr_plan *)PyErr_NoMemory();
-        }
-        g->plans = ps;
-        g->plans[g->n_plans++] = p;
-    }
-    /* Another binding than the last call's: give back the idle arenas of the
-     * others, so memory stays near one arena per binding in use. */
-    if (p->last_used != g->plan_clock)
-        for (int i = 0; i < g->n_plans; i++)
-            if (g->plans[i] != p) drop_idle_arenas(g->plans[i]);
-    p->last_used = ++g->plan_clock;
-    return p;
 }
 
 typedef struct {
@@ -545,7 +65,7 @@ static int run_host(pr_Graph *g, pr_plan *p, pr_gnode *n, void **ptr) {
             Py_DECREF(args);
             return -1;
         }
-        memcpy(t->v.data, ptr[n->in[i]], view_bytes(v));
+        memcpy(t->v.data, ptr[n->in[i]], pr_view_bytes(v));
         PyTuple_SET_ITEM(args, i, (PyObject *)t);
     }
     PyObject *r = PyObject_Call(PyList_GET_ITEM(g->callbacks, n->host), args, NULL);
@@ -554,7 +74,7 @@ static int run_host(pr_Graph *g, pr_plan *p, pr_gnode *n, void **ptr) {
     return r ? 0 : -1;
 }
 
-/* Run node j's kernel with choice c (see choices()). */
+/* Run node j's kernel with choice c (see pr_plan_choices()). */
 static int run_kernel(pr_gnode *n, pr_plan *p, int j, pr_view *iv, pr_view *ov, void *scratch,
                       int c) {
     const void *attrs = p->attrs + (size_t)j * PR_ATTR_BYTES;
@@ -565,29 +85,9 @@ static int run_kernel(pr_gnode *n, pr_plan *p, int j, pr_view *iv, pr_view *ov, 
     if (empty) return PR_OK;
     int limit = pr_get_thread_limit();
     if (c % 2) pr_set_thread_limit(1);
-    rc = pr_variant_run(n->op, kernel_of(n->op, c), iv, n->n_in, ov, attrs, scratch);
+    rc = pr_variant_run(n->op, pr_plan_kernel_of(n->op, c), iv, n->n_in, ov, attrs, scratch);
     pr_set_thread_limit(limit);
     return rc;
-}
-
-/* An arena for a run of plan p (GIL held): a pooled one, else a new one. */
-static void *arena_get(pr_plan *p) {
-    if (p->n_pool) return p->pool[--p->n_pool];
-    void *a = pr_alloc_huge(p->arena_bytes);
-    if (!a) PyErr_NoMemory();
-    return a;
-}
-
-/* Keep one arena per concurrent caller for reuse (GIL held). */
-static void arena_put(pr_plan *p, void *arena) {
-    if (!arena) return;
-    if (p->n_pool == p->cap_pool) {
-        int cap = p->cap_pool ? 2 * p->cap_pool : 2;
-        void **pool = PyMem_Realloc(p->pool, sizeof(void *) * (size_t)cap);
-        if (pool) p->pool = pool, p->cap_pool = cap;
-    }
-    if (p->n_pool < p->cap_pool) p->pool[p->n_pool++] = arena;
-    else pr_free(arena);
 }
 
 static int input_value_of(const pr_Graph *g, int index) {
@@ -636,9 +136,9 @@ static int body_prepare(pr_Graph *b, const int64_t *binding, const pr_view *in, 
     int ns = pr_symtab_n_symbols(b->syms);
     if (!(r->binding = PyMem_Calloc((size_t)ns + 1, sizeof(int64_t)))) return PyErr_NoMemory(), -1;
     memcpy(r->binding, binding, sizeof(int64_t) * (size_t)ns);
-    if (!(r->plan = plan_for(b, r->binding, in))) return -1;
+    if (!(r->plan = pr_plan_for(b, r->binding, in))) return -1;
     r->plan->in_use++;
-    if (!(r->arena = arena_get(r->plan))) return -1;
+    if (!(r->arena = pr_plan_arena_get(r->plan))) return -1;
     if (!(r->ptr = PyMem_Calloc((size_t)b->n_vals + 1, sizeof(void *)))) return PyErr_NoMemory(), -1;
     for (int v = 0; v < b->n_vals; v++) {
         pr_gvalue *x = &b->vals[v];
@@ -647,7 +147,7 @@ static int body_prepare(pr_Graph *b, const int64_t *binding, const pr_view *in, 
         else if (x->kind == PR_VAL_NODE && r->plan->offset[v] >= 0)
             r->ptr[v] = (char *)r->arena + r->plan->offset[v];
     }
-    r->tune = b->jit && !r->plan->tuning && tune_lookup(r->plan);
+    r->tune = b->jit && !r->plan->tuning && pr_plan_tune_lookup(r->plan);
     if (r->tune) {
         if (!(r->timed = PyMem_Calloc((size_t)b->n_nodes + 1, 1))) return PyErr_NoMemory(), -1;
         r->plan->tuning = 1;
@@ -660,10 +160,10 @@ static void body_release(body_run *r) {
     if (r->plan) {
         if (r->tune) {
             r->plan->tuning = 0;
-            if (tune_store(r->plan, r->timed) < 0) PyErr_Clear();
+            if (pr_plan_tune_store(r->plan, r->timed) < 0) PyErr_Clear();
         }
         r->plan->in_use--;
-        arena_put(r->plan, r->arena);
+        pr_plan_arena_put(r->plan, r->arena);
     } else {
         pr_free(r->arena);
     }
@@ -704,7 +204,7 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
     if (trip != 0 && L->max_iter >= 0 && (trip < 0 || L->max_iter < trip)) trip = L->max_iter;
     if (trip == 0) { /* no iteration: the loop variables keep their initial values */
         for (int k = 0; k < nc; k++)
-            memcpy(c->ptr[n->out[k]], c->ptr[n->in[k]], view_bytes(&p->views[n->out[k]]));
+            memcpy(c->ptr[n->out[k]], c->ptr[n->in[k]], pr_view_bytes(&p->views[n->out[k]]));
         return 0;
     }
 
@@ -798,14 +298,14 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
     }
     PyMem_Free(binding);
     for (int k = 0; k < L->n_feed; k++) {
-        if (!(feed[k] = pr_alloc(view_bytes(&full[k])))) {
+        if (!(feed[k] = pr_alloc(pr_view_bytes(&full[k])))) {
             PyErr_NoMemory();
             goto setup_failed;
         }
     }
     for (int k = 0; k < nc; k++) {
         int v = b->outputs[L->carry_out[k]];
-        bytes[k] = view_bytes(&p->views[n->out[k]]);
+        bytes[k] = pr_view_bytes(&p->views[n->out[k]]);
         direct[k] = b->vals[v].kind == PR_VAL_NODE;
         /* The body returns the variable unchanged: it stays in its buffer. */
         same[k] = b->vals[v].kind == PR_VAL_INPUT && b->vals[v].index == L->carry_in[k];
@@ -896,26 +396,11 @@ cleanup:
 }
 
 /* Run every node of c->g in order (no GIL).  0, or -1 with *st filled. */
-/* A plan of fewer floating-point operations per run (plan->flops: a
- * multiply-add counts 2, an elementwise op one per output element) runs on
- * one thread: its kernels are so short that waking the other threads for
- * each parallel loop costs more than they give (measured when they slept
- * at once, OMP_WAIT_POLICY=PASSIVE; they now spin about 0.2 ms first,
- * GOMP_SPINCOUNT in pyresnet/_loader.py).  An MLP 784-128-10 step at batch
- * 32 (~1.3e7) runs at twice the speed on one thread of a 2-core Xeon; a
- * ResNet-20 step at batch 128 (3.1e10) keeps every thread.  A loop's body
- * decides for itself, per run of its own plan. */
-#define PLAN_PARALLEL_MIN_FLOPS 3e7
-
-static int plan_threads(const pr_plan *p) {
-    return p->flops < PLAN_PARALLEL_MIN_FLOPS ? 1 : pr_get_num_threads();
-}
-
 static int run_nodes_on(run_ctx *c, run_status *st);
 
 static int run_nodes(run_ctx *c, run_status *st) {
     int limit = pr_get_thread_limit();
-    pr_set_thread_limit(plan_threads(c->p) == 1 ? 1 : 0);
+    pr_set_thread_limit(pr_plan_threads(c->p) == 1 ? 1 : 0);
     int rc = run_nodes_on(c, st);
     pr_set_thread_limit(limit);
     return rc;
@@ -969,7 +454,7 @@ static int run_nodes_on(run_ctx *c, run_status *st) {
                 double best = 1e300, dflt_time = 1e300;
                 int best_k = p->dflt[j], last = -1;
                 rc = PR_OK;
-                for (int k = 0; k < choices(n->op) && rc == PR_OK; k++) {
+                for (int k = 0; k < pr_plan_choices(n->op) && rc == PR_OK; k++) {
                     double mine = 1e300;
                     for (int rep = 0; rep < 2 && rc == PR_OK && (p->usable[j] >> (k / 2) & 1);
                          rep++) {
@@ -1044,8 +529,8 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    if (check_inputs(g, seq, t, in, binding) < 0) goto done;
-    if (!(p = plan_for(g, binding, in))) goto done;
+    if (pr_plan_bind(g, seq, t, in, binding) < 0) goto done;
+    if (!(p = pr_plan_for(g, binding, in))) goto done;
     /* Outputs: inputs and captures are returned as they are; node values get
      * new tensors (a value returned twice is one tensor). */
     outs = PyList_New(g->n_outputs);
@@ -1066,7 +551,7 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
         }
         PyList_SET_ITEM(outs, i, o);
     }
-    if (!(arena = arena_get(p))) goto done;
+    if (!(arena = pr_plan_arena_get(p))) goto done;
     for (int v = 0; v < nv; v++) {
         pr_gvalue *x = &g->vals[v];
         if (x->kind == PR_VAL_INPUT) ptr[v] = t[x->index]->v.data;
@@ -1076,7 +561,7 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
     }
     /* One call at a time times the kernels still unchosen (others use
      * kernel 0 meanwhile); `timed` marks what this call chose. */
-    int tune = g->jit && !p->tuning && tune_lookup(p);
+    int tune = g->jit && !p->tuning && pr_plan_tune_lookup(p);
     char *timed = tune ? PyMem_Calloc((size_t)nn + 1, 1) : NULL;
     if (tune && !timed) {
         PyErr_NoMemory();
@@ -1093,10 +578,10 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
     p->in_use--;
     if (tune) {
         p->tuning = 0;
-        if (tune_store(p, timed) < 0) PyErr_Clear(); /* only a cache: retimed next time */
+        if (pr_plan_tune_store(p, timed) < 0) PyErr_Clear(); /* only a cache: retimed next time */
         PyMem_Free(timed);
     }
-    arena_put(p, arena);
+    pr_plan_arena_put(p, arena);
     arena = NULL;
     if (failed) {
         raise_status(&st);
@@ -1127,110 +612,13 @@ done:
     return result;
 }
 
-/* plan(inputs) -> dict describing the plan for these inputs' shapes: per
- * node output shapes, flops, arena/naive/output bytes, kernel variants. */
-static PyObject *Graph_plan(pr_Graph *g, PyObject *inputs) {
-    if (!g->finalized) {
-        PyErr_SetString(PyExc_RuntimeError, "Graph.plan: the graph is not finalized");
-        return NULL;
-    }
-    PyObject *seq = PySequence_Fast(inputs, "Graph.plan: inputs must be a sequence");
-    if (!seq) return NULL;
-    if (PySequence_Fast_GET_SIZE(seq) != g->n_inputs) {
-        Py_DECREF(seq);
-        PyErr_Format(PyExc_TypeError, "expected %d tensor inputs", g->n_inputs);
-        return NULL;
-    }
-    int ni = g->n_inputs;
-    pr_Tensor **t = PyMem_Calloc((size_t)ni + 1, sizeof(pr_Tensor *));
-    pr_view *in = PyMem_Calloc((size_t)ni + 1, sizeof(pr_view));
-    PyObject *result = NULL, *shapes = NULL, *flops = NULL, *variants = NULL, *bound = NULL;
-    PyObject *kernels = NULL;
-    int ns = pr_symtab_n_symbols(g->syms);
-    int64_t *binding = PyMem_Calloc((size_t)ns + 1, sizeof(int64_t));
-    pr_plan *p;
-    if (!t || !in || !binding) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (check_inputs(g, seq, t, in, binding) < 0 || !(p = plan_for(g, binding, in))) goto done;
-    if (!(bound = PyDict_New())) goto done;
-    for (int k = 0; k < ns; k++) {
-        PyObject *x = PyLong_FromLongLong(binding[k]);
-        if (!x || PyDict_SetItemString(bound, pr_symtab_symbol_name(g->syms, k), x) < 0) {
-            Py_XDECREF(x);
-            goto done;
-        }
-        Py_DECREF(x);
-    }
-    shapes = PyList_New(g->n_vals);
-    flops = PyList_New(g->n_nodes);
-    variants = PyList_New(g->n_nodes);
-    kernels = PyList_New(0);
-    if (!shapes || !flops || !variants || !kernels) goto done;
-    for (int v = 0; v < g->n_vals; v++) {
-        PyObject *s = PyTuple_New(p->views[v].ndim);
-        for (int d = 0; s && d < p->views[v].ndim; d++)
-            PyTuple_SET_ITEM(s, d, PyLong_FromLongLong(p->views[v].shape[d]));
-        if (!s) goto done;
-        PyList_SET_ITEM(shapes, v, s);
-    }
-    for (int j = 0; j < g->n_nodes; j++) {
-        pr_gnode *n = &g->nodes[j];
-        double f = 0;
-        if (n->host < 0 && n->loop < 0) {
-            pr_view iv[PR_MAX_INPUTS], ov[PR_MAX_OUTPUTS];
-            for (int i = 0; i < n->n_in; i++) iv[i] = p->views[n->in[i]];
-            for (int i = 0; i < n->n_out; i++) ov[i] = p->views[n->out[i]];
-            const void *attrs = p->attrs + (size_t)j * PR_ATTR_BYTES;
-            f = n->op->flops ? n->op->flops(iv, n->n_in, ov, attrs)
-                             : (n->n_out ? (double)ov[0].size : 0.0);
-        }
-        PyList_SET_ITEM(flops, j, PyFloat_FromDouble(f));
-        PyList_SET_ITEM(variants, j, PyLong_FromLong(p->variant[j]));
-        /* The kernel this node runs: its variant's name (" @1 thread" when
-         * the jit chose one thread); None for an op without variants. */
-        int c = p->variant[j] < 0 ? p->dflt[j] : p->variant[j];
-        const char *kname = n->host < 0 && n->loop < 0 ? pr_variant_name(n->op, kernel_of(n->op, c)) : NULL;
-        PyObject *kn = kname ? PyUnicode_FromFormat("%s%s", kname, c % 2 ? " @1 thread" : "")
-                             : (Py_INCREF(Py_None), Py_None);
-        if (!kn || PyList_Append(kernels, kn) < 0) {
-            Py_XDECREF(kn);
-            goto done;
-        }
-        Py_DECREF(kn);
-    }
-    result = Py_BuildValue("{s:O,s:O,s:O,s:O,s:n,s:n,s:n,s:d,s:O,s:i,s:i}", "shapes", shapes,
-                           "node_flops", flops, "variants", variants, "kernels", kernels,
-                           "arena_bytes",
-                           (Py_ssize_t)p->arena_bytes, "naive_bytes", (Py_ssize_t)p->naive_bytes,
-                           "output_bytes", (Py_ssize_t)p->output_bytes, "flops", p->flops,
-                           "binding", bound, "inplace", p->n_inplace, "threads",
-                           plan_threads(p));
-done:
-    Py_XDECREF(kernels);
-    Py_XDECREF(bound);
-    PyMem_Free(binding);
-    Py_XDECREF(shapes);
-    Py_XDECREF(flops);
-    Py_XDECREF(variants);
-    for (int k = 0; t && k < ni; k++) Py_XDECREF(t[k]);
-    PyMem_Free(t);
-    PyMem_Free(in);
-    Py_DECREF(seq);
-    return result;
-}
-
 static PyMethodDef exec_methods[] = {
     {"run", (PyCFunction)Graph_run, METH_VARARGS,
      "run(inputs, profile=False) -> outputs (or (outputs, [(start_us, dur_us)] per node))."},
-    {"plan", (PyCFunction)Graph_plan, METH_O,
-     "plan(inputs) -> dict: shapes, node_flops, variants, arena/naive/output bytes, flops."},
     {NULL}};
 
 int pr_executor_init(PyObject *module, PyTypeObject *graph_type) {
-    if (!(tuned = PyDict_New())) return -1;
-    pr_graph_plans_free = plans_free;
+    if (pr_plan_init(graph_type) < 0) return -1;
     for (PyMethodDef *m = exec_methods; m->ml_name; m++) {
         PyObject *descr = PyDescr_NewMethod(graph_type, m);
         if (!descr || PyDict_SetItemString(graph_type->tp_dict, m->ml_name, descr) < 0) {

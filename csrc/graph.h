@@ -118,8 +118,8 @@ int pr_graph_passes(pr_Graph *g, int jit);
  * add and ReLU backward around it; elementwise chains). */
 int pr_fuse(pr_Graph *g);
 
-/* executor.c: Graph.run and Graph.plan; frees a graph's plans when it dies
- * (graph.c calls it through pr_graph_plans_free, which this sets). */
+/* executor.c: Graph.run (and, through plan.c, Graph.plan).  A dying graph
+ * frees its plans through pr_graph_plans_free, which plan.c sets. */
 int pr_executor_init(PyObject *module, PyTypeObject *graph_type);
 extern void (*pr_graph_plans_free)(pr_Graph *g);
 

@@ -35,6 +35,7 @@ SMOKE = {
     "fma_peak.py": (["--tries", "1"], []),
     "time_to_accuracy.py": (["{run}", "--target", "0.5", "--out", "{out}"],
                             ["run_time_to_accuracy.md"]),
+    "render_results.py": (["--check"], []),  # docs/results.md equals its rendering
     "peers.py": (["--batch", "2", "--rounds", "1", "--steps", "1", "--warmup", "1",
                   "--modes", "pyresnet_compiled,pyresnet_bf16_compiled", "--peak-tries", "1",
                   "--pyresnet-python", sys.executable, "--out", "{out}"],

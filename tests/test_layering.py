@@ -27,6 +27,7 @@ FLOORS = [
     ["autodiff"],
     ["passes"],
     ["graph"],
+    ["plan"],
     ["executor"],
     ["pipeline"],
     ["module"],
