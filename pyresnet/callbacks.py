@@ -804,12 +804,12 @@ class BackupAndRestore(Callback):
         from .utils.atomic import write_bytes  # noqa: PLC0415
         state = self._progress().get_state()
         paths = saving_lib.weight_paths(self.model)
-        entries = saving_lib._values(paths)
-        entries.update(saving_lib._values(saving_lib.optimizer_paths(self.model, paths)))
+        entries = saving_lib.snapshot(paths)
+        entries.update(saving_lib.snapshot(saving_lib.optimizer_paths(self.model, paths)))
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as z:
             z.writestr("state.json", json.dumps(state))
-            z.writestr("weights.npz", saving_lib._npz_bytes(entries))
+            z.writestr("weights.npz", saving_lib.npz_bytes(entries))
         os.makedirs(self.backup_dir, exist_ok=True)
         write_bytes(self.path, buffer.getvalue())
 
@@ -835,7 +835,7 @@ def read_backup(path, expected=None):
         except broken as e:
             raise ValueError(f"{path} is not a valid backup ({type(e).__name__}: {e})") from None
         with z:
-            saving_lib.check_entry_size(state_info, saving_lib._MAX_JSON, path)
+            saving_lib.check_entry_size(state_info, saving_lib.MAX_JSON, path)
             if expected is not None:
                 saving_lib.check_entry_size(weights_info, saving_lib.npz_limit(expected), path)
             try:
@@ -848,7 +848,7 @@ def read_backup(path, expected=None):
                 weights.close()
                 raise ValueError(f"{path} is not a valid backup (no training state)")
             with weights:
-                arrays = saving_lib._read_npz(weights, f"{path} (weights.npz)", expected)
+                arrays = saving_lib.read_npz(weights, f"{path} (weights.npz)", expected)
     return state, arrays
 
 

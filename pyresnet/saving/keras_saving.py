@@ -31,13 +31,13 @@ import zlib
 import numpy as np
 
 from ..utils.atomic import atomic_write
+from .saving_lib import MAX_JSON
 from . import keras_config, keras_h5, serialization
 
 CONFIG = "config.json"
 METADATA = "metadata.json"
 H5_WEIGHTS = "model.weights.h5"
 FORMAT_VERSION = 2
-_MAX_JSON = 64 * 2**20
 
 
 def can_save(model):
@@ -109,7 +109,7 @@ class _Archive:
             if missing:
                 raise ValueError(f"{name} is not a valid .keras file: it lacks "
                                  f"{', '.join(missing)}")
-            if self.zip.getinfo(CONFIG).file_size > _MAX_JSON:
+            if self.zip.getinfo(CONFIG).file_size > MAX_JSON:
                 raise ValueError(f"{name}: config.json is implausibly large")
             text = self.zip.read(CONFIG)
         except _ZIP_ERRORS as e:

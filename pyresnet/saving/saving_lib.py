@@ -46,7 +46,7 @@ CONFIG = "config.json"
 METADATA = "metadata.json"
 WEIGHTS = "model.weights.npz"
 FORMAT_VERSION = 1
-_MAX_JSON = 64 * 2**20  # bytes: a config larger than this is not ours
+MAX_JSON = 64 * 2**20  # bytes: a config larger than this is not ours
 _DTYPES = ("float32", "int64", "int32", "uint8")
 
 
@@ -143,7 +143,7 @@ def optimizer_paths(model, paths=None):
 
 # ---- npz bytes ----------------------------------------------------------------------------
 
-def _npz_bytes(entries):
+def npz_bytes(entries):
     """``entries`` (path -> array) as the bytes of an uncompressed .npz."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as z:
@@ -192,7 +192,7 @@ def check_entry_size(info, limit, where):
                          "not read")
 
 
-def _read_npz(source, where, expected=None):
+def read_npz(source, where, expected=None):
     """Path -> array from an .npz (a path or a seekable binary file), each
     entry checked before its data is read: a ``.npy`` v1-v3 header, a
     numeric dtype, a C-order shape whose size fills the entry exactly and,
@@ -290,7 +290,10 @@ def assign_checked(targets, arrays, where, strict=True):
         variable.assign(value)
 
 
-def _values(pairs):
+def snapshot(pairs):
+    """``{path: a NumPy copy of the value}`` of ``[(path, Variable)]`` pairs
+    (:func:`weight_paths`, :func:`optimizer_paths`): what a save writes,
+    taken at once so later training does not change it."""
     return {path: np.array(v, copy=True) for path, v in pairs}
 
 
@@ -348,12 +351,12 @@ def save_model(model, filepath, overwrite=True, weights_format=None):
     config = serialization.serialize_layer(model)
     config["compile_config"] = serialization.compile_config(model)
     paths = weight_paths(model)
-    entries = _values(paths)
+    entries = snapshot(paths)
     if config["compile_config"] is not None or getattr(model, "optimizer", None) is not None:
-        entries.update(_values(optimizer_paths(model, paths)))
+        entries.update(snapshot(optimizer_paths(model, paths)))
     metadata = {"pyresnet_version": __version__, "format_version": FORMAT_VERSION,
                 "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S")}
-    weights = _npz_bytes(entries)
+    weights = npz_bytes(entries)
     write_archive(name, metadata, config, WEIGHTS, weights)
 
 
@@ -378,9 +381,9 @@ def write_archive(name, metadata, config, weights_name, weights):
 def _open_archive(filepath):
     """Open a ``.keras`` file: yields ``(config dict, read_weights)`` where
     ``read_weights(expected)`` reads its weights entry (see
-    :func:`_read_npz`) after checking the entry's declared size against
+    :func:`read_npz`) after checking the entry's declared size against
     :func:`npz_limit` of ``expected``.  Nothing is read whole: the JSON
-    entries are checked against ``_MAX_JSON`` first, the weights are read
+    entries are checked against ``MAX_JSON`` first, the weights are read
     entry by entry in chunks.
 
     Raises:
@@ -396,7 +399,7 @@ def _open_archive(filepath):
             names = set(z.namelist())
             sizes = {n: z.getinfo(n).file_size for n in (CONFIG, METADATA) if n in names}
             if all(n in names for n in (CONFIG, METADATA, WEIGHTS)) \
-                    and max(sizes.values()) <= _MAX_JSON:
+                    and max(sizes.values()) <= MAX_JSON:
                 texts = {n: z.read(n) for n in (CONFIG, METADATA)}
         except (ValueError, OSError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error,
                 EOFError, struct.error, NotImplementedError, OverflowError, KeyError) as e:
@@ -408,7 +411,7 @@ def _open_archive(filepath):
             if missing:
                 raise ValueError(f"{name} is not a pyresnet .keras file: it lacks "
                                  f"{', '.join(missing)}")
-            if max(sizes.values()) > _MAX_JSON:
+            if max(sizes.values()) > MAX_JSON:
                 raise ValueError(f"{name}: config.json or metadata.json is implausibly large")
             try:
                 config = json.loads(texts[CONFIG].decode("utf-8"))
@@ -431,7 +434,7 @@ def _open_archive(filepath):
                     raise ValueError(f"{where} is not a valid weights file (truncated or "
                                      f"corrupted: {type(e).__name__}: {e})") from None
                 with entry:
-                    return _read_npz(entry, where, expected)
+                    return read_npz(entry, where, expected)
 
             yield config, read_weights
 
@@ -563,7 +566,7 @@ def save_weights(model, filepath, overwrite=True):
     if str(name).endswith(".weights.h5"):
         keras_saving.save_h5_weights(model, name)
         return
-    data = _npz_bytes(_values(weight_paths(model)))
+    data = npz_bytes(snapshot(weight_paths(model)))
     with atomic_write(name, "wb") as f:
         f.write(data)
 
@@ -598,5 +601,5 @@ def load_weights(model, filepath):
         if not os.path.isfile(name):
             raise FileNotFoundError(f"load_weights: no file {name!r}")
         with open(name, "rb") as f:
-            arrays = _read_npz(f, name, expected)
+            arrays = read_npz(f, name, expected)
     assign_checked(weight_paths(model), arrays, name)
