@@ -615,10 +615,12 @@ done:
 static PyMethodDef exec_methods[] = {
     {"run", (PyCFunction)Graph_run, METH_VARARGS,
      "run(inputs, profile=False) -> outputs (or (outputs, [(start_us, dur_us)] per node))."},
+    {"plan", (PyCFunction)pr_plan_describe, METH_O,
+     "plan(inputs) -> dict: shapes, node_flops, variants, arena/naive/output bytes, flops."},
     {NULL}};
 
 int pr_executor_init(PyObject *module, PyTypeObject *graph_type) {
-    if (pr_plan_init(graph_type) < 0) return -1;
+    if (pr_plan_init() < 0) return -1;
     for (PyMethodDef *m = exec_methods; m->ml_name; m++) {
         PyObject *descr = PyDescr_NewMethod(graph_type, m);
         if (!descr || PyDict_SetItemString(graph_type->tp_dict, m->ml_name, descr) < 0) {

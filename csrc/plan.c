@@ -477,7 +477,7 @@ void pr_plan_arena_put(pr_plan *p, void *arena) {
 
 /* plan(inputs) -> dict describing the plan for these inputs' shapes: per
  * node output shapes, flops, arena/naive/output bytes, kernel variants. */
-static PyObject *Graph_plan(pr_Graph *g, PyObject *inputs) {
+PyObject *pr_plan_describe(pr_Graph *g, PyObject *inputs) {
     if (!g->finalized) {
         PyErr_SetString(PyExc_RuntimeError, "Graph.plan: the graph is not finalized");
         return NULL;
@@ -569,22 +569,8 @@ done:
     return result;
 }
 
-static PyMethodDef plan_methods[] = {
-    {"plan", (PyCFunction)Graph_plan, METH_O,
-     "plan(inputs) -> dict: shapes, node_flops, variants, arena/naive/output bytes, flops."},
-    {NULL}};
-
-int pr_plan_init(PyTypeObject *graph_type) {
+int pr_plan_init(void) {
     if (!(tuned = PyDict_New())) return -1;
     pr_graph_plans_free = plans_free;
-    for (PyMethodDef *m = plan_methods; m->ml_name; m++) {
-        PyObject *descr = PyDescr_NewMethod(graph_type, m);
-        if (!descr || PyDict_SetItemString(graph_type->tp_dict, m->ml_name, descr) < 0) {
-            Py_XDECREF(descr);
-            return -1;
-        }
-        Py_DECREF(descr);
-    }
-    PyType_Modified(graph_type);
     return 0;
 }

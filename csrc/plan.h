@@ -75,7 +75,10 @@ int pr_plan_tune_store(pr_plan *p, const char *timed);
 /* An arena for one run of p (a pooled one, else new; GIL held), and back. */
 void *pr_plan_arena_get(pr_plan *p);
 void pr_plan_arena_put(pr_plan *p, void *arena);
-/* Graph.plan, the tuning cache, the graph's hook to free its plans. */
-int pr_plan_init(PyTypeObject *graph_type);
+/* Graph.plan(inputs): a dict describing the plan for these inputs' shapes
+ * (per node output shapes, flops, kernel variants; arena/naive/output bytes). */
+PyObject *pr_plan_describe(pr_Graph *g, PyObject *inputs);
+/* The tuning cache, and the graph's hook to free its plans. */
+int pr_plan_init(void);
 
 #endif
