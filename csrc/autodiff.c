@@ -8,6 +8,7 @@
  * compute gradients once; unconnected sources get None.
  */
 #include "ops.h" /* Python.h first */
+#include "op_list.h"
 
 #include <string.h>
 
@@ -109,7 +110,7 @@ static int accumulate(PyObject *grads, PyObject *t, PyObject *g) {
     int rc;
     if (old) {
         PyObject *pair[2] = {old, g};
-        PyObject *sum = pr_call_by_name("add", pair, 2, NULL);
+        PyObject *sum = pr_call1(&pr_op_add, pair, 2, NULL);
         rc = sum ? PyDict_SetItem(grads, k, sum) : -1;
         Py_XDECREF(sum);
     } else {
@@ -165,7 +166,7 @@ static int seed_target(PyObject *grads, PyObject *target, PyObject *given) {
         return -1;
     }
     PyObject *g = given == Py_None
-                      ? pr_call_by_name("ones_like", &target, 1, NULL)
+                      ? pr_call1(&pr_op_ones_like, &target, 1, NULL)
                       : (PyObject *)pr_tensor_from_arg(given, "GradientTape.gradient",
                                                        "output_gradients");
     if (!g) return -1;

@@ -7,6 +7,9 @@
 #include "op_attrs.h"
 
 static PyObject *op_table; /* name -> capsule(const pr_op *) */
+/* The cast op, which pr_call runs to widen bfloat16 inputs; ops_array.c
+ * defines it, a floor above: looked up once when the registry is made. */
+static const pr_op *cast_op;
 
 /* ---- hooks (ops.h): filled by autodiff.c and graph.c at init ---------------- */
 
@@ -380,7 +383,7 @@ static int widen_bf16(const pr_op *op, int i, unsigned taken, PyObject **t) {
     if ((taken >> i & 1) || (op->mutates >> i & 1) || ((pr_Tensor *)*t)->v.dtype != PR_BF16)
         return 0;
     pr_cast_attrs a = {PR_F32};
-    PyObject *wide = pr_call_by_name("cast", t, 1, &a);
+    PyObject *wide = pr_call1(cast_op, t, 1, &a);
     if (!wide) return -1;
     Py_SETREF(*t, wide);
     return 0;
@@ -463,29 +466,6 @@ PyObject *pr_call1(const pr_op *op, PyObject *const *inputs, int n_in, const voi
     }
     if (pr_call(op, inputs, n_in, attrs, out) < 0) return NULL;
     return out[0];
-}
-
-PyObject *pr_call_by_name(const char *name, PyObject *const *inputs, int n_in, const void *attrs) {
-    const pr_op *op = pr_op_lookup(name);
-    if (!op) {
-        PyErr_Format(PyExc_NotImplementedError, "op '%s' is not registered", name);
-        return NULL;
-    }
-    return pr_call1(op, inputs, n_in, attrs);
-}
-
-PyObject *pr_sum_to_shape(PyObject *g, const pr_view *shape) {
-    pr_Tensor *gt = (pr_Tensor *)g;
-    int same = gt->v.ndim == shape->ndim;
-    for (int i = 0; same && i < shape->ndim; i++) same = gt->v.shape[i] == shape->shape[i];
-    if (same) {
-        Py_INCREF(g);
-        return g;
-    }
-    pr_shape_attrs a = {{0}};
-    a.shape.n = shape->ndim;
-    for (int i = 0; i < shape->ndim; i++) a.shape.v[i] = shape->shape[i];
-    return pr_call_by_name("sum_to_shape", &g, 1, &a);
 }
 
 /* ---- Python boundary ------------------------------------------------------ */
@@ -638,10 +618,10 @@ static PyObject *py_op_info(PyObject *self, PyObject *arg) {
         Py_XDECREF(nm);
     }
     if (!attrs) return NULL;
-    return Py_BuildValue("{s:s,s:i,s:i,s:I,s:I,s:N,s:O,s:s}", "name", op->name, "n_in", op->n_in,
-                         "n_out", op->n_out, "mutates", op->mutates, "flags", op->flags, "attrs",
-                         attrs, "differentiable", op->gradient ? Py_True : Py_False, "doc",
-                         op->doc ? op->doc : "");
+    return Py_BuildValue("{s:s,s:i,s:i,s:I,s:I,s:N,s:O,s:O,s:s}", "name", op->name, "n_in",
+                         op->n_in, "n_out", op->n_out, "mutates", op->mutates, "flags", op->flags,
+                         "attrs", attrs, "differentiable", op->gradient ? Py_True : Py_False,
+                         "fusible", op->fuse ? Py_True : Py_False, "doc", op->doc ? op->doc : "");
 }
 
 /* More threads than this buys nothing on any CPU we run on, and OpenMP aborts
@@ -682,29 +662,31 @@ static PyMethodDef ops_methods[] = {
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "Threads used by kernels."},
     {NULL}};
 
-int pr_ops_init(PyObject *module, const pr_op *const *const *families) {
+int pr_ops_init(PyObject *module, const pr_op *const *ops) {
     pr_cpu_features(); /* the one probe, while the GIL serialises it */
     op_table = PyDict_New();
     if (!op_table) return -1;
-    for (size_t f = 0; families[f]; f++) {
-        for (const pr_op *const *p = families[f]; *p; p++) {
-            const pr_op *op = *p;
-            int attrs_unsized = op->attrs && op->attrs[0].name && op->attr_size == 0;
-            int bad_variants = op->variants && (op->n_variants < 1 ||
-                               op->variants[op->n_variants - 1].run != op->forward);
-            if (attrs_unsized || bad_variants || op->attr_size > PR_ATTR_BYTES ||
-                op->n_in > PR_MAX_INPUTS ||
-                op->n_out > PR_MAX_OUTPUTS || PyDict_GetItemString(op_table, op->name)) {
-                PyErr_Format(PyExc_SystemError, "bad or duplicate op registration '%s'", op->name);
-                return -1;
-            }
-            PyObject *cap = PyCapsule_New((void *)op, "pr_op", NULL);
-            if (!cap || PyDict_SetItemString(op_table, op->name, cap) < 0) {
-                Py_XDECREF(cap);
-                return -1;
-            }
-            Py_DECREF(cap);
+    for (const pr_op *const *p = ops; *p; p++) {
+        const pr_op *op = *p;
+        int attrs_unsized = op->attrs && op->attrs[0].name && op->attr_size == 0;
+        int bad_variants = op->variants && (op->n_variants < 1 ||
+                           op->variants[op->n_variants - 1].run != op->forward);
+        if (attrs_unsized || bad_variants || op->attr_size > PR_ATTR_BYTES ||
+            op->n_in > PR_MAX_INPUTS ||
+            op->n_out > PR_MAX_OUTPUTS || PyDict_GetItemString(op_table, op->name)) {
+            PyErr_Format(PyExc_SystemError, "bad or duplicate op registration '%s'", op->name);
+            return -1;
         }
+        PyObject *cap = PyCapsule_New((void *)op, "pr_op", NULL);
+        if (!cap || PyDict_SetItemString(op_table, op->name, cap) < 0) {
+            Py_XDECREF(cap);
+            return -1;
+        }
+        Py_DECREF(cap);
+    }
+    if (!(cast_op = pr_op_lookup("cast"))) {
+        PyErr_SetString(PyExc_SystemError, "the registry has no cast op");
+        return -1;
     }
     if (PyModule_AddFunctions(module, ops_methods) < 0) return -1;
     pr_set_num_threads(pr_get_num_threads());

@@ -123,13 +123,17 @@ struct pr_op {
      * of output 0 (PR_OP_ELEMENTWISE ops: every input; batch norm's
      * backward: dy and x). */
     unsigned inplace_inputs;
+    /* Fusible under jit_compile: the op's instruction in the fused
+     * elementwise kernel (kernels/fused.h PR_FI_*; 0, PR_FI_NONE: not
+     * fusible), and for PR_FI_UNARY its unary kind (kernels/elementwise.h). */
+    unsigned char fuse, fuse_arg;
 };
 
-/* Registration: each ops_*.c file exposes `const pr_op *const pr_ops_<family>[]`
- * (NULL-terminated); module.c lists the families once and hands them to
- * pr_ops_init (a NULL-terminated array of families). */
+/* Registration: each op is a `const pr_op pr_op_<name>` of its family's
+ * ops_<family>.c, listed in op_list.h; module.c hands the whole list to
+ * pr_ops_init (NULL-terminated). */
 const pr_op *pr_op_lookup(const char *name); /* NULL for an unknown (or NULL) name */
-int pr_ops_init(PyObject *module, const pr_op *const *const *families);
+int pr_ops_init(PyObject *module, const pr_op *const *ops);
 
 /* ---- calling ops ----------------------------------------------------------
  * Inputs are Tensors, NumPy arrays or numbers (converted).  On return,
@@ -141,7 +145,6 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
             PyObject **outputs);
 /* Single-output convenience: returns a new reference, or NULL. */
 PyObject *pr_call1(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs);
-PyObject *pr_call_by_name(const char *name, PyObject *const *inputs, int n_in, const void *attrs);
 
 /* Fill `attrs` with the op's defaults, then the keyword arguments in `kwargs`
  * (may be NULL).  Unknown names raise TypeError. */
@@ -188,7 +191,8 @@ int pr_expect_rng_state(const pr_op *op, const pr_view *in, int i);
 int pr_fail(const pr_op *op, PyObject *exc, const char *fmt, ...);
 void pr_set_out(pr_view *out, pr_dtype dtype, int ndim, const int64_t *shape);
 
-/* Gradient-rule helper: sum `g` down to `shape` (undo broadcasting). */
+/* Gradient-rule helper: sum `g` down to `shape` (undo broadcasting;
+ * ops_elementwise.c, beside the sum_to_shape op). */
 PyObject *pr_sum_to_shape(PyObject *g, const pr_view *shape);
 
 /* ---- hooks: how tracing and taping reach pr_call ---------------------------

@@ -4,6 +4,7 @@
  * reductions.  Moves and selections are exact; their gradient rules are
  * other ops of this family, so gradients of any order exist. */
 #include "ops.h" /* Python.h first */
+#include "op_list.h"
 
 #include <string.h>
 
@@ -75,19 +76,19 @@ static int compare(pr_compare_kind k, const pr_view *in, pr_view *out) {
     static int fn(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {      \
         return compare(kind, in, out);                                                     \
     }                                                                                      \
-    static const pr_op var = {.name = nm, .n_in = 2, .n_out = 1, .infer = infer_compare,  \
+    const pr_op var = {.name = nm, .n_in = 2, .n_out = 1, .infer = infer_compare,  \
                               .forward = fn,                                               \
                               .doc = "x " sym " y elementwise with NumPy broadcasting: a " \
                                      "bool tensor.  Inputs of any dtypes, compared by "    \
                                      "value (NaN compares false, != true).  Not "          \
                                      "differentiable."}
 
-COMPARE(op_greater, fw_greater, "greater", PR_CMP_GT, ">");
-COMPARE(op_greater_equal, fw_greater_equal, "greater_equal", PR_CMP_GE, ">=");
-COMPARE(op_less, fw_less, "less", PR_CMP_LT, "<");
-COMPARE(op_less_equal, fw_less_equal, "less_equal", PR_CMP_LE, "<=");
-COMPARE(op_equal, fw_equal, "equal", PR_CMP_EQ, "==");
-COMPARE(op_not_equal, fw_not_equal, "not_equal", PR_CMP_NE, "!=");
+COMPARE(pr_op_greater, fw_greater, "greater", PR_CMP_GT, ">");
+COMPARE(pr_op_greater_equal, fw_greater_equal, "greater_equal", PR_CMP_GE, ">=");
+COMPARE(pr_op_less, fw_less, "less", PR_CMP_LT, "<");
+COMPARE(pr_op_less_equal, fw_less_equal, "less_equal", PR_CMP_LE, "<=");
+COMPARE(pr_op_equal, fw_equal, "equal", PR_CMP_EQ, "==");
+COMPARE(pr_op_not_equal, fw_not_equal, "not_equal", PR_CMP_NE, "!=");
 
 /* ---- where -------------------------------------------------------------------- */
 
@@ -121,7 +122,7 @@ static int gr_where(PyObject *const *in, PyObject *const *out, const void *attrs
     for (int i = 1; i <= 2; i++) {
         if (!needs[i]) continue;
         PyObject *args[3] = {in[0], i == 1 ? gout[0] : zero, i == 1 ? zero : gout[0]};
-        PyObject *g = pr_call_by_name("where", args, 3, NULL);
+        PyObject *g = pr_call1(&pr_op_where, args, 3, NULL);
         gin[i] = g ? pr_sum_to_shape(g, T(in[i])) : NULL;
         Py_XDECREF(g);
         if (!gin[i]) return Py_DECREF(zero), -1;
@@ -130,7 +131,7 @@ static int gr_where(PyObject *const *in, PyObject *const *out, const void *attrs
     return 0;
 }
 
-static const pr_op op_where = {
+const pr_op pr_op_where = {
     .name = "where", .n_in = 3, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_where,
     .forward = fw_where, .gradient = gr_where,
     .doc = "where(condition, x, y): x where condition is nonzero (true), else y, NumPy "
@@ -184,13 +185,13 @@ static int gr_cast(PyObject *const *in, PyObject *const *out, const void *attrs,
     /* back to the source's dtype, as TensorFlow's Cast gradient: a bfloat16
      * activation gets a bfloat16 gradient */
     cast_attrs a = {T(in[0])->dtype};
-    return (gin[0] = pr_call_by_name("cast", &gout[0], 1, &a)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_cast, &gout[0], 1, &a)) ? 0 : -1;
 }
 
 static const pr_attr_spec cast_specs[] = {
     {"dtype", PR_ATTR_INT, offsetof(cast_attrs, dtype), 1, 0}, {NULL}};
 
-static const pr_op op_cast = {
+const pr_op pr_op_cast = {
     .name = "cast", .n_in = 1, .n_out = 1, .flags = PR_OP_BF16, .attrs = cast_specs,
     .attr_size = sizeof(cast_attrs),
     .infer = infer_cast, .forward = fw_cast, .gradient = gr_cast,
@@ -211,7 +212,7 @@ static int fw_copy(const pr_view *in, int n, pr_view *out, const void *a, void *
     return PR_OK;
 }
 
-static const pr_op op_stop_gradient = {
+const pr_op pr_op_stop_gradient = {
     .name = "stop_gradient", .n_in = 1, .n_out = 1, .infer = infer_copy, .forward = fw_copy,
     .doc = "x unchanged, any dtype; no gradient flows through it (tf.stop_gradient)."};
 
@@ -254,13 +255,13 @@ static int gr_transpose(PyObject *const *in, PyObject *const *out, const void *a
     perm_attrs inv = {{0}};
     inv.perm.n = p->n;
     for (int d = 0; d < p->n; d++) inv.perm.v[p->v[d]] = d;
-    return (gin[0] = pr_call_by_name("transpose", &gout[0], 1, &inv)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_transpose, &gout[0], 1, &inv)) ? 0 : -1;
 }
 
 static const pr_attr_spec perm_specs[] = {
     {"perm", PR_ATTR_INTS, offsetof(perm_attrs, perm), 1, 0}, {NULL}};
 
-static const pr_op op_transpose = {
+const pr_op pr_op_transpose = {
     .name = "transpose", .n_in = 1, .n_out = 1, .attrs = perm_specs,
     .attr_size = sizeof(perm_attrs), .infer = infer_transpose, .forward = fw_transpose,
     .gradient = gr_transpose,
@@ -352,7 +353,7 @@ static int gr_slice(PyObject *const *in, PyObject *const *out, const void *attrs
                     PyObject *const *gout, const int *needs, PyObject **gin) {
     slice_attrs a = *(const slice_attrs *)attrs;
     fill_ints(&a.size, T(in[0])->ndim, T(in[0])->shape);
-    return (gin[0] = pr_call_by_name("strided_slice_backward", &gout[0], 1, &a)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_strided_slice_backward, &gout[0], 1, &a)) ? 0 : -1;
 }
 
 static int infer_slice_bw(const pr_op *op, const pr_view *in, int n, const void *attrs,
@@ -388,7 +389,7 @@ static int gr_slice_bw(PyObject *const *in, PyObject *const *out, const void *at
         if (a.begin.v[d] == 0 && a.strides.v[d] == 1 &&
             a.size.v[d] == ((const slice_attrs *)attrs)->size.v[d])
             a.size.v[d] = -1;
-    return (gin[0] = pr_call_by_name("strided_slice", &gout[0], 1, &a)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_strided_slice, &gout[0], 1, &a)) ? 0 : -1;
 }
 
 static const pr_attr_spec slice_specs[] = {
@@ -400,7 +401,7 @@ static const pr_attr_spec slice_bw_specs[] = {
     {"strides", PR_ATTR_INTS, offsetof(slice_attrs, strides), 1, 0},
     {"shape", PR_ATTR_INTS, offsetof(slice_attrs, size), 1, 0}, {NULL}};
 
-static const pr_op op_slice = {
+const pr_op pr_op_strided_slice = {
     .name = "strided_slice", .n_in = 1, .n_out = 1, .attrs = slice_specs,
     .attr_size = sizeof(slice_attrs), .infer = infer_slice, .forward = fw_slice,
     .gradient = gr_slice,
@@ -408,7 +409,7 @@ static const pr_op op_slice = {
            "strides[d] for i < size[d] (strides may be negative; size -1 takes the whole "
            "dimension).  Python's x[a:b:c] is this with begin, stride and size from "
            "slice.indices."};
-static const pr_op op_slice_bw = {
+const pr_op pr_op_strided_slice_backward = {
     .name = "strided_slice_backward", .n_in = 1, .n_out = 1, .attrs = slice_bw_specs,
     .attr_size = sizeof(slice_attrs), .infer = infer_slice_bw, .forward = fw_slice_bw,
     .gradient = gr_slice_bw,
@@ -470,7 +471,7 @@ static PyObject *window(PyObject *g, const int64_t *begin, const pr_view *like) 
         s.strides.v[d] = 1;
         if (begin[d] == 0 && like->shape[d] == T(g)->shape[d]) s.size.v[d] = -1;
     }
-    return pr_call_by_name("strided_slice", &g, 1, &s);
+    return pr_call1(&pr_op_strided_slice, &g, 1, &s);
 }
 
 static int gr_pad(PyObject *const *in, PyObject *const *out, const void *attrs,
@@ -483,7 +484,7 @@ static const pr_attr_spec pad_specs[] = {
     {"after", PR_ATTR_INTS, offsetof(pad_attrs, after), 1, 0},
     {"value", PR_ATTR_FLOAT, offsetof(pad_attrs, value), 0, 0}, {NULL}};
 
-static const pr_op op_pad = {
+const pr_op pr_op_pad = {
     .name = "pad", .n_in = 1, .n_out = 1, .attrs = pad_specs, .attr_size = sizeof(pad_attrs),
     .infer = infer_pad, .forward = fw_pad, .gradient = gr_pad,
     .doc = "Constant padding, any dtype (np.pad mode 'constant'): before[d] and after[d] "
@@ -551,7 +552,7 @@ static int gr_concat(PyObject *const *in, PyObject *const *out, const void *attr
 static const pr_attr_spec axis_specs[] = {
     {"axis", PR_ATTR_INT, offsetof(axis_attrs, axis), 0, 0}, {NULL}};
 
-static const pr_op op_concat = {
+const pr_op pr_op_concatenate = {
     .name = "concatenate", .n_in = 2, .n_out = 1, .attrs = axis_specs,
     .attr_size = sizeof(axis_attrs), .infer = infer_concat, .forward = fw_concat,
     .gradient = gr_concat,
@@ -617,7 +618,7 @@ static int gr_take(PyObject *const *in, PyObject *const *out, const void *attrs,
     if (a.axis < 0) a.axis += x->ndim;
     a.dim = x->shape[a.axis];
     PyObject *args[2] = {gout[0], in[1]};
-    return (gin[0] = pr_call_by_name("take_backward", args, 2, &a)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_take_backward, args, 2, &a)) ? 0 : -1;
 }
 
 /* take_backward(g, indices; axis, dim): g has take's output shape; the
@@ -659,7 +660,7 @@ static int fw_take_bw(const pr_view *in, int n, pr_view *out, const void *attrs,
 static int gr_take_bw(PyObject *const *in, PyObject *const *out, const void *attrs,
                       PyObject *const *gout, const int *needs, PyObject **gin) {
     PyObject *args[2] = {gout[0], in[1]};
-    return (gin[0] = pr_call_by_name("take", args, 2, attrs)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_take, args, 2, attrs)) ? 0 : -1;
 }
 
 static const pr_attr_spec take_specs[] = {
@@ -668,13 +669,13 @@ static const pr_attr_spec take_bw_specs[] = {
     {"axis", PR_ATTR_INT, offsetof(take_attrs, axis), 1, 0},
     {"dim", PR_ATTR_INT, offsetof(take_attrs, dim), 1, 0}, {NULL}};
 
-static const pr_op op_take = {
+const pr_op pr_op_take = {
     .name = "take", .n_in = 2, .n_out = 1, .attrs = take_specs, .attr_size = sizeof(take_attrs),
     .infer = infer_take, .forward = fw_take, .gradient = gr_take,
     .doc = "np.take(x, indices, axis): gathers along `axis` by int32/int64 indices (negative "
            "count from the end; out of range raises ValueError naming the index).  The "
            "gradient scatter-adds into x's shape (take_backward)."};
-static const pr_op op_take_bw = {
+const pr_op pr_op_take_backward = {
     .name = "take_backward", .n_in = 2, .n_out = 1, .attrs = take_bw_specs,
     .attr_size = sizeof(take_attrs), .infer = infer_take_bw, .forward = fw_take_bw,
     .gradient = gr_take_bw,
@@ -712,7 +713,7 @@ static int fw_one_hot(const pr_view *in, int n, pr_view *out, const void *attrs,
 static const pr_attr_spec one_hot_specs[] = {
     {"num_classes", PR_ATTR_INT, offsetof(one_hot_attrs, num_classes), 1, 0}, {NULL}};
 
-static const pr_op op_one_hot = {
+const pr_op pr_op_one_hot = {
     .name = "one_hot", .n_in = 1, .n_out = 1, .attrs = one_hot_specs,
     .attr_size = sizeof(one_hot_attrs), .infer = infer_one_hot, .forward = fw_one_hot,
     .doc = "float32 one-hot rows along a new last axis of `num_classes` (keras.ops.one_hot); "
@@ -798,12 +799,12 @@ static int gr_extreme(PyObject *const *in, PyObject *const *out, const void *att
         kept.shape.v[d] = mask[d] ? 1 : x->shape[d];
         full.shape.v[d] = x->shape[d];
     }
-    PyObject *y = pr_call_by_name("reshape", &out[0], 1, &kept);
-    PyObject *g = y ? pr_call_by_name("reshape", &gout[0], 1, &kept) : NULL;
+    PyObject *y = pr_call1(&pr_op_reshape, &out[0], 1, &kept);
+    PyObject *g = y ? pr_call1(&pr_op_reshape, &gout[0], 1, &kept) : NULL;
     PyObject *eq = NULL, *ones = NULL, *zero = NULL, *hits = NULL, *cnt = NULL, *share = NULL;
     if (g) {
         PyObject *args[2] = {in[0], y};
-        eq = pr_call_by_name("equal", args, 2, NULL);
+        eq = pr_call1(&pr_op_equal, args, 2, NULL);
     }
     if (eq) {
         ones = (PyObject *)pr_tensor_scalar(1.0f);
@@ -811,20 +812,20 @@ static int gr_extreme(PyObject *const *in, PyObject *const *out, const void *att
     }
     if (ones && zero) {
         PyObject *args[3] = {eq, ones, zero};
-        hits = pr_call_by_name("where", args, 3, NULL);
+        hits = pr_call1(&pr_op_where, args, 3, NULL);
     }
     if (hits) {
         pr_reduce_attrs r = *a;
         r.keepdims = 1;
-        cnt = pr_call_by_name("sum", &hits, 1, &r);
+        cnt = pr_call1(&pr_op_sum, &hits, 1, &r);
     }
     if (cnt) {
         PyObject *args[2] = {g, cnt};
-        share = pr_call_by_name("divide", args, 2, NULL);
+        share = pr_call1(&pr_op_divide, args, 2, NULL);
     }
     if (share) {
         PyObject *args[3] = {eq, share, zero};
-        gin[0] = pr_call_by_name("where", args, 3, NULL);
+        gin[0] = pr_call1(&pr_op_where, args, 3, NULL);
     }
     Py_XDECREF(y), Py_XDECREF(g), Py_XDECREF(eq), Py_XDECREF(ones), Py_XDECREF(zero);
     Py_XDECREF(hits), Py_XDECREF(cnt), Py_XDECREF(share);
@@ -836,23 +837,18 @@ static const pr_attr_spec reduce_specs[] = {
     {"keepdims", PR_ATTR_BOOL, offsetof(pr_reduce_attrs, keepdims), 0, 0}, {NULL}};
 
 #define EXTREME(var, nm, fw, gr, d)                                                         \
-    static const pr_op var = {.name = nm, .n_in = 1, .n_out = 1, .attrs = reduce_specs,     \
+    const pr_op var = {.name = nm, .n_in = 1, .n_out = 1, .attrs = reduce_specs,     \
                               .attr_size = sizeof(pr_reduce_attrs), .infer = infer_extreme, \
                               .forward = fw, .gradient = gr, .doc = d}
 
-EXTREME(op_max, "max", fw_max, gr_extreme,
+EXTREME(pr_op_max, "max", fw_max, gr_extreme,
         "Largest element of float32 x over `axes` (none: all), keepdims as np.max; NaN if "
         "any is NaN.  The gradient is shared equally among the maxima (TensorFlow's rule).");
-EXTREME(op_min, "min", fw_min, gr_extreme,
+EXTREME(pr_op_min, "min", fw_min, gr_extreme,
         "Smallest element over `axes`, as max.");
-EXTREME(op_argmax, "argmax", fw_argmax, NULL,
+EXTREME(pr_op_argmax, "argmax", fw_argmax, NULL,
         "int32 index of the first largest element along one axis (none: of the flattened "
         "tensor), keepdims as np.argmax; the first NaN wins.  Not differentiable.");
-EXTREME(op_argmin, "argmin", fw_argmin, NULL,
+EXTREME(pr_op_argmin, "argmin", fw_argmin, NULL,
         "int32 index of the first smallest element, as argmax.");
 
-const pr_op *const pr_ops_array[] = {
-    &op_greater, &op_greater_equal, &op_less, &op_less_equal, &op_equal, &op_not_equal,
-    &op_where, &op_cast, &op_stop_gradient, &op_transpose, &op_slice, &op_slice_bw, &op_pad,
-    &op_concat, &op_take, &op_take_bw, &op_one_hot, &op_max, &op_min, &op_argmax, &op_argmin,
-    NULL};

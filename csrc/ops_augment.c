@@ -485,63 +485,60 @@ static const pr_attr_spec normalize_spec[] = {
 
 #define RANDOM (PR_OP_RANDOM | PR_OP_STATEFUL)
 
-static const pr_op op_random_flip = {
+const pr_op pr_op_random_flip = {
     .name = "random_flip", .n_in = 2, .n_out = 2, .mutates = 1u << 1, .flags = RANDOM,
     .attrs = flip_spec, .attr_size = sizeof(flip_attrs), .infer = infer_flip, .forward = fw_flip,
     .doc = "random_flip(images, state, horizontal=True, vertical=False) -> (images, flags): "
            "flip each NHWC image left-right and/or upside down with probability 1/2; "
            "flags (N, 2) int32 are the (horizontal, vertical) flips drawn. dtype preserved."};
-static const pr_op op_random_crop = {
+const pr_op pr_op_random_crop = {
     .name = "random_crop", .n_in = 2, .n_out = 2, .mutates = 1u << 1, .flags = RANDOM,
     .attrs = crop_spec, .attr_size = sizeof(crop_attrs), .infer = infer_random_crop,
     .forward = fw_random_crop,
     .doc = "random_crop(images, state, size, padding=0, reflect=False) -> (images, offsets): "
            "pad each image (zeros, or mirrored) and crop `size` at a uniform offset; offsets "
            "(N, 2) int32 index the padded image. dtype preserved."};
-static const pr_op op_center_crop = {
+const pr_op pr_op_center_crop = {
     .name = "center_crop", .n_in = 1, .n_out = 1, .attrs = center_crop_spec,
     .attr_size = sizeof(crop_attrs), .infer = infer_center_crop, .forward = fw_center_crop,
     .doc = "center_crop(images, size): the central `size` window (offset (H - h) // 2, "
            "(W - w) // 2). dtype preserved."};
-static const pr_op op_random_resized_crop = {
+const pr_op pr_op_random_resized_crop = {
     .name = "random_resized_crop", .n_in = 2, .n_out = 2, .mutates = 1u << 1, .flags = RANDOM,
     .attrs = resized_crop_spec, .attr_size = sizeof(resized_crop_attrs),
     .infer = infer_random_resized_crop, .forward = fw_random_resized_crop,
     .doc = "random_resized_crop(images, state, size, area_min=0.08, area_max=1, ratio_min=3/4, "
            "ratio_max=4/3) -> (float32 images, boxes): Inception-style crop (torchvision's "
            "sampling) resized bilinearly to `size`; boxes (N, 4) int32 (top, left, h, w)."};
-static const pr_op op_resize = {
+const pr_op pr_op_resize_bilinear = {
     .name = "resize_bilinear", .n_in = 1, .n_out = 1, .attrs = resize_spec,
     .attr_size = sizeof(pr_ints), .infer = infer_resize, .forward = fw_resize,
     .doc = "resize_bilinear(images, size) -> float32 images: bilinear, half-pixel centres "
            "(align_corners=False), no antialiasing."};
-static const pr_op op_random_lighting = {
+const pr_op pr_op_random_lighting = {
     .name = "random_lighting", .n_in = 4, .n_out = 2, .mutates = 1u << 3, .flags = RANDOM,
     .attrs = lighting_spec, .attr_size = sizeof(lighting_attrs), .infer = infer_lighting,
     .forward = fw_lighting,
     .doc = "random_lighting(images, eigval, eigvec, state, stddev=0.1) -> (float32 images, "
            "alpha): PCA colour jitter of Krizhevsky et al. 2012, section 4.1: add "
            "eigvec @ (alpha * eigval) to every RGB pixel, alpha (N, 3) ~ N(0, stddev)."};
-static const pr_op op_cutout = {
+const pr_op pr_op_cutout = {
     .name = "cutout", .n_in = 2, .n_out = 2, .mutates = 1u << 1, .flags = RANDOM,
     .attrs = cutout_spec, .attr_size = sizeof(cutout_attrs), .infer = infer_cutout,
     .forward = fw_cutout,
     .doc = "cutout(images, state, size, fill=0) -> (images, centres): set a `size` box "
            "around a uniform centre (clipped at the borders) to `fill` (DeVries and Taylor "
            "2017); centres (N, 2) int32. dtype preserved."};
-static const pr_op op_mixup = {
+const pr_op pr_op_mixup = {
     .name = "mixup", .n_in = 3, .n_out = 4, .mutates = 1u << 2, .flags = RANDOM,
     .attrs = mixup_spec, .attr_size = sizeof(mixup_attrs), .infer = infer_mixup,
     .forward = fw_mixup,
     .doc = "mixup(images, labels, state, alpha=0.2, num_classes=0, per_sample=False) -> "
            "(float32 images, soft labels (N, K), lam (N,), perm (N,) int32): mix the batch "
            "with a permutation of itself, lam ~ Beta(alpha, alpha) (Zhang et al. 2018)."};
-static const pr_op op_normalize = {
+const pr_op pr_op_normalize_channels = {
     .name = "normalize_channels", .n_in = 3, .n_out = 1, .attrs = normalize_spec,
     .attr_size = sizeof(normalize_attrs), .infer = infer_normalize, .forward = fw_normalize,
     .doc = "normalize_channels(x, mean, variance, epsilon=1e-7) -> float32 "
            "(x - mean) / max(sqrt(variance), epsilon) over the last axis (keras Normalization)."};
 
-const pr_op *const pr_ops_augment[] = {
-    &op_random_flip, &op_random_crop, &op_center_crop, &op_random_resized_crop, &op_resize,
-    &op_random_lighting, &op_cutout, &op_mixup, &op_normalize, NULL};

@@ -18,6 +18,7 @@
  * an empty output (and a zero filter gradient).
  */
 #include "ops.h" /* Python.h first */
+#include "op_list.h"
 
 #include <limits.h>
 
@@ -116,7 +117,7 @@ static PyObject *bf16_gradient(PyObject *const *in, PyObject *g) {
         return g;
     }
     pr_cast_attrs a = {PR_BF16};
-    return pr_call_by_name("cast", &g, 1, &a);
+    return pr_call1(&pr_op_cast, &g, 1, &a);
 }
 
 /* Whether every input is float32 (the float32 fast kernels' condition). */
@@ -291,7 +292,7 @@ static const pr_variant variants_matmul[] = {
 static PyObject *matmul(PyObject *a, PyObject *b, int ta, int tb) {
     PyObject *in[2] = {a, b};
     pr_matmul_attrs at = {ta, tb};
-    return pr_call_by_name("matmul", in, 2, &at);
+    return pr_call1(&pr_op_matmul, in, 2, &at);
 }
 
 /* C = op(A) op(B): dA = dC op(B)^T, dB = op(A)^T dC, written so that no
@@ -597,12 +598,12 @@ CONV_VARIANTS(bpf, fw_conv2d_bpf);
 
 /* The three ops are bilinear and adjoint to each other:
  * <dy, conv2d(x, w)> = <bpi(dy, w), x> = <bpf(x, dy), w>. */
-static PyObject *conv_call(const char *name, PyObject *a, PyObject *b, const void *attrs,
+static PyObject *conv_call(const pr_op *op, PyObject *a, PyObject *b, const void *attrs,
                            PyObject *shape_of) {
     pr_conv_attrs at = *(const pr_conv_attrs *)attrs;
     if (shape_of) set_ints(&at.shape, T(shape_of));
     PyObject *in[2] = {a, b};
-    return pr_call_by_name(name, in, 2, &at);
+    return pr_call1(op, in, 2, &at);
 }
 
 /* A gradient for x of x's float dtype: the input gradient of a bfloat16
@@ -611,7 +612,7 @@ static PyObject *conv_call(const char *name, PyObject *a, PyObject *b, const voi
 static PyObject *like_input(PyObject *g, PyObject *x) {
     if (!g || T(g)->dtype != PR_BF16 || T(x)->dtype != PR_F32) return g;
     pr_cast_attrs a = {PR_F32};
-    PyObject *wide = pr_call_by_name("cast", &g, 1, &a);
+    PyObject *wide = pr_call1(&pr_op_cast, &g, 1, &a);
     Py_DECREF(g);
     return wide;
 }
@@ -626,9 +627,9 @@ static int gr_conv2d(PyObject *const *in, PyObject *const *out, const void *attr
      * beside a bfloat16 one itself), not their bfloat16 rounding */
     PyObject *dyx = T(x)->dtype == PR_F32 ? gout[0] : dy;
     if (needs[0] &&
-        !(gin[0] = like_input(conv_call("conv2d_backprop_input", dyx, w, attrs, x), x)))
+        !(gin[0] = like_input(conv_call(&pr_op_conv2d_backprop_input, dyx, w, attrs, x), x)))
         goto done;
-    if (needs[1] && !(gin[1] = conv_call("conv2d_backprop_filter", x, dy, attrs, w))) goto done;
+    if (needs[1] && !(gin[1] = conv_call(&pr_op_conv2d_backprop_filter, x, dy, attrs, w))) goto done;
     rc = 0;
 done:
     Py_DECREF(dy);
@@ -638,17 +639,17 @@ done:
 static int gr_conv2d_bpi(PyObject *const *in, PyObject *const *out, const void *attrs,
                          PyObject *const *gout, const int *needs, PyObject **gin) {
     PyObject *dy = in[0], *w = in[1], *g = gout[0];
-    if (needs[0] && !(gin[0] = like_input(conv_call("conv2d", g, w, attrs, NULL), dy))) return -1;
-    if (needs[1] && !(gin[1] = conv_call("conv2d_backprop_filter", g, dy, attrs, w))) return -1;
+    if (needs[0] && !(gin[0] = like_input(conv_call(&pr_op_conv2d, g, w, attrs, NULL), dy))) return -1;
+    if (needs[1] && !(gin[1] = conv_call(&pr_op_conv2d_backprop_filter, g, dy, attrs, w))) return -1;
     return 0;
 }
 
 static int gr_conv2d_bpf(PyObject *const *in, PyObject *const *out, const void *attrs,
                          PyObject *const *gout, const int *needs, PyObject **gin) {
     PyObject *x = in[0], *dy = in[1], *g = gout[0];
-    if (needs[0] && !(gin[0] = like_input(conv_call("conv2d_backprop_input", dy, g, attrs, x), x)))
+    if (needs[0] && !(gin[0] = like_input(conv_call(&pr_op_conv2d_backprop_input, dy, g, attrs, x), x)))
         return -1;
-    if (needs[1] && !(gin[1] = conv_call("conv2d", x, g, attrs, NULL))) return -1;
+    if (needs[1] && !(gin[1] = conv_call(&pr_op_conv2d, x, g, attrs, NULL))) return -1;
     return 0;
 }
 
@@ -736,20 +737,20 @@ static int fw_avg_pool_bw(const pr_view *in, int n, pr_view *out, const void *at
 static int gr_max_pool(PyObject *const *in, PyObject *const *out, const void *attrs,
                        PyObject *const *gout, const int *needs, PyObject **gin) {
     PyObject *args[2] = {in[0], gout[0]};
-    return (gin[0] = pr_call_by_name("max_pool2d_backward", args, 2, attrs)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_max_pool2d_backward, args, 2, attrs)) ? 0 : -1;
 }
 
 static int gr_avg_pool(PyObject *const *in, PyObject *const *out, const void *attrs,
                        PyObject *const *gout, const int *needs, PyObject **gin) {
     pr_pool_attrs a = *(const pr_pool_attrs *)attrs;
     set_ints(&a.shape, T(in[0]));
-    return (gin[0] = pr_call_by_name("avg_pool2d_backward", &gout[0], 1, &a)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_avg_pool2d_backward, &gout[0], 1, &a)) ? 0 : -1;
 }
 
 /* avg_pool2d_backward is linear in dy; its adjoint is avg_pool2d. */
 static int gr_avg_pool_bw(PyObject *const *in, PyObject *const *out, const void *attrs,
                           PyObject *const *gout, const int *needs, PyObject **gin) {
-    return (gin[0] = pr_call_by_name("avg_pool2d", &gout[0], 1, attrs)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_avg_pool2d, &gout[0], 1, attrs)) ? 0 : -1;
 }
 
 /* ---- global average pooling ---------------------------------------------- */
@@ -797,12 +798,12 @@ static int gr_gap(PyObject *const *in, PyObject *const *out, const void *attrs,
                   PyObject *const *gout, const int *needs, PyObject **gin) {
     pr_shape_attrs a;
     set_ints(&a.shape, T(in[0]));
-    return (gin[0] = pr_call_by_name("global_average_pool_backward", &gout[0], 1, &a)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_global_average_pool_backward, &gout[0], 1, &a)) ? 0 : -1;
 }
 
 static int gr_gap_bw(PyObject *const *in, PyObject *const *out, const void *attrs,
                      PyObject *const *gout, const int *needs, PyObject **gin) {
-    return (gin[0] = pr_call_by_name("global_average_pool", &gout[0], 1, NULL)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_global_average_pool, &gout[0], 1, NULL)) ? 0 : -1;
 }
 
 /* ---- registry ------------------------------------------------------------- */
@@ -850,7 +851,7 @@ static double flops_conv_bpf(const pr_view *in, int n, const pr_view *out, const
     return 2.0 * (double)in[1].size * (double)(out->shape[0] * out->shape[1] * out->shape[2]);
 }
 
-static const pr_op op_matmul = {
+const pr_op pr_op_matmul = {
     .name = "matmul", .n_in = 2, .n_out = 1, .flags = PR_OP_BF16, .attrs = matmul_attrs,
     .attr_size = sizeof(pr_matmul_attrs), .infer = infer_matmul, .forward = fw_matmul,
     .gradient = gr_matmul, .flops = flops_matmul, .variants = variants_matmul, .n_variants = 3,
@@ -858,7 +859,7 @@ static const pr_op op_matmul = {
            "transpose_b take a as (K, M) / b as (N, K).  float32 or bfloat16 operands: with a "
            "bfloat16 one, both are rounded to bfloat16 and products summed in float32."};
 
-static const pr_op op_conv2d = {
+const pr_op pr_op_conv2d = {
     .name = "conv2d", .n_in = 2, .n_out = 1, .flags = PR_OP_BF16, .attrs = conv_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d, .forward = fw_conv2d,
     .gradient = gr_conv2d, .flops = flops_conv, .variants = variants_fw,
@@ -868,7 +869,7 @@ static const pr_op op_conv2d = {
            "CPU has it, else im2col + sgemm.  float32 or bfloat16 operands: with a bfloat16 one, "
            "both are rounded to bfloat16 and products summed in float32 (output float32)."};
 
-static const pr_op op_conv2d_bpi = {
+const pr_op pr_op_conv2d_backprop_input = {
     .name = "conv2d_backprop_input", .n_in = 2, .n_out = 1, .flags = PR_OP_BF16,
     .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpi, .forward = fw_conv2d_bpi,
@@ -877,7 +878,7 @@ static const pr_op op_conv2d_bpi = {
     .doc = "conv2d_backprop_input(dy, kernel; strides, same, shape=x's shape) -> dx, the "
            "gradient of conv2d wrt x."};
 
-static const pr_op op_conv2d_bpf = {
+const pr_op pr_op_conv2d_backprop_filter = {
     .name = "conv2d_backprop_filter", .n_in = 2, .n_out = 1, .flags = PR_OP_BF16,
     .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpf, .forward = fw_conv2d_bpf,
@@ -886,45 +887,42 @@ static const pr_op op_conv2d_bpf = {
     .doc = "conv2d_backprop_filter(x, dy; strides, same, shape=kernel's shape) -> dkernel, "
            "the gradient of conv2d wrt the kernel."};
 
-static const pr_op op_max_pool = {
+const pr_op pr_op_max_pool2d = {
     .name = "max_pool2d", .n_in = 1, .n_out = 1, .attrs = pool_attrs,
     .attr_size = sizeof(pr_pool_attrs), .infer = infer_pool, .forward = fw_max_pool,
     .gradient = gr_max_pool,
     .doc = "max_pool2d(x NHWC; pool_size, strides (default pool_size), same) -> y NHWC; "
            "padding never wins."};
 
-static const pr_op op_max_pool_bw = {
+const pr_op pr_op_max_pool2d_backward = {
     .name = "max_pool2d_backward", .n_in = 2, .n_out = 1, .flags = PR_OP_NO_GRADIENT_RULE,
     .attrs = pool_attrs,
     .attr_size = sizeof(pr_pool_attrs), .infer = infer_max_pool_bw, .forward = fw_max_pool_bw,
     .doc = "max_pool2d_backward(x, dy) -> dx: dy routed to the first NaN of each window, else "
            "to its first maximum."};
 
-static const pr_op op_avg_pool = {
+const pr_op pr_op_avg_pool2d = {
     .name = "avg_pool2d", .n_in = 1, .n_out = 1, .attrs = pool_attrs,
     .attr_size = sizeof(pr_pool_attrs), .infer = infer_pool, .forward = fw_avg_pool,
     .gradient = gr_avg_pool,
     .doc = "avg_pool2d(x NHWC; pool_size, strides (default pool_size), same) -> y NHWC; "
            "averages over the non-padded taps only (TensorFlow/Keras)."};
 
-static const pr_op op_avg_pool_bw = {
+const pr_op pr_op_avg_pool2d_backward = {
     .name = "avg_pool2d_backward", .n_in = 1, .n_out = 1, .attrs = pool_bp_attrs,
     .attr_size = sizeof(pr_pool_attrs), .infer = infer_avg_pool_bw, .forward = fw_avg_pool_bw,
     .gradient = gr_avg_pool_bw,
     .doc = "avg_pool2d_backward(dy; pool_size, strides, same, shape=x's shape) -> dx."};
 
-static const pr_op op_gap = {
+const pr_op pr_op_global_average_pool = {
     .name = "global_average_pool", .n_in = 1, .n_out = 1, .infer = infer_gap,
     .forward = fw_gap, .gradient = gr_gap,
     .doc = "global_average_pool(x (N, H, W, C)) -> (N, C), the mean over H and W."};
 
-static const pr_op op_gap_bw = {
+const pr_op pr_op_global_average_pool_backward = {
     .name = "global_average_pool_backward", .n_in = 1, .n_out = 1, .attrs = shape_attrs,
     .attr_size = sizeof(pr_shape_attrs), .infer = infer_gap_bw, .forward = fw_gap_bw,
     .gradient = gr_gap_bw,
     .doc = "global_average_pool_backward(dy (N, C); shape=x's shape) -> dx = dy / (H*W) "
            "broadcast over the pixels."};
 
-const pr_op *const pr_ops_conv[] = {
-    &op_matmul, &op_conv2d, &op_conv2d_bpi, &op_conv2d_bpf, &op_max_pool, &op_max_pool_bw,
-    &op_avg_pool, &op_avg_pool_bw, &op_gap, &op_gap_bw, NULL};

@@ -7,6 +7,7 @@
  * calls) and PR_OP_COLLECTIVE (the jit never times them by running them
  * again). */
 #include "ops.h" /* Python.h first */
+#include "op_list.h"
 
 #include <string.h>
 
@@ -43,19 +44,19 @@ static int fw_allreduce_inplace(const pr_view *in, int n, pr_view *out, const vo
  * is the same allreduce of the output gradients (Horovod's rule). */
 static int gr_allreduce(PyObject *const *in, PyObject *const *out, const void *attrs,
                         PyObject *const *gout, const int *needs, PyObject **gin) {
-    return (gin[0] = pr_call_by_name("allreduce", &gout[0], 1, attrs)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_allreduce, &gout[0], 1, attrs)) ? 0 : -1;
 }
 
 static const pr_attr_spec attrs_spec[] = {
     {"average", PR_ATTR_BOOL, offsetof(allreduce_attrs, average), 0, 0}, {NULL}};
 
-static const pr_op op_allreduce = {
+const pr_op pr_op_allreduce = {
     .name = "allreduce", .n_in = 1, .n_out = 1, .flags = PR_OP_STATEFUL | PR_OP_COLLECTIVE,
     .attrs = attrs_spec, .attr_size = sizeof(allreduce_attrs), .infer = infer_allreduce,
     .forward = fw_allreduce, .gradient = gr_allreduce,
     .doc = "allreduce(x; average=False): the float32 sum of x over all MPI ranks (the mean "
            "when average), on every rank.  Needs pyresnet.distribute.init()."};
-static const pr_op op_allreduce_inplace = {
+const pr_op pr_op_allreduce_inplace = {
     .name = "allreduce_inplace", .n_in = 1, .n_out = 0, .mutates = 1,
     .flags = PR_OP_STATEFUL | PR_OP_COLLECTIVE, .attrs = attrs_spec,
     .attr_size = sizeof(allreduce_attrs), .infer = infer_allreduce,
@@ -122,20 +123,18 @@ static const pr_attr_spec flat_slice_spec[] = {
     {"offset", PR_ATTR_INT, offsetof(flat_attrs, offset), 1, 0},
     {"shape", PR_ATTR_INTS, offsetof(flat_attrs, shape), 1, 0}, {NULL}};
 
-static const pr_op op_flat_assign = {
+const pr_op pr_op_flat_assign = {
     .name = "flat_assign", .n_in = 2, .n_out = 0, .mutates = 1, .flags = PR_OP_STATEFUL,
     .attrs = flat_assign_spec, .attr_size = sizeof(flat_attrs), .infer = infer_flat_assign,
     .forward = fw_flat_assign,
     .doc = "flat_assign(var, value; offset): var.flat[offset:offset + value.size] = "
            "value.flat, in place (float32; packs a bucket)."};
-static const pr_op op_flat_slice = {
+const pr_op pr_op_flat_slice = {
     .name = "flat_slice", .n_in = 1, .n_out = 1, .attrs = flat_slice_spec,
     .attr_size = sizeof(flat_attrs), .infer = infer_flat_slice, .forward = fw_flat_slice,
     .doc = "flat_slice(x; offset, shape): x.flat[offset:offset + prod(shape)] as a new tensor "
            "of `shape` (float32; unpacks a bucket)."};
 
-const pr_op *const pr_ops_distribute[] = {&op_allreduce, &op_allreduce_inplace, &op_flat_assign,
-                                          &op_flat_slice, NULL};
 
 /* ---- binding MPI ---------------------------------------------------------- */
 

@@ -4,8 +4,10 @@
  * zeros_like, broadcast_to, sum_to_shape.  Comparisons (bool results) and
  * where are in ops_array.c. */
 #include "ops.h" /* Python.h first */
+#include "op_list.h"
 
 #include "kernels/elementwise.h"
+#include "kernels/fused.h"
 #include "op_attrs.h"
 
 /* ---- shape rules ---------------------------------------------------------- */
@@ -155,19 +157,6 @@ static int fw_min(const pr_view *in, int n, pr_view *out, const void *a, void *w
 static int fw_pow(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
     return binary(PR_BIN_POW, in, out);
 }
-#define FW_UNARY(fn, kind)                                                              \
-    static int fn(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {   \
-        return pr_k_unary(kind, in[0].data, out->data, out->size);                      \
-    }
-FW_UNARY(fw_exp, PR_UN_EXP)
-FW_UNARY(fw_log, PR_UN_LOG)
-FW_UNARY(fw_sqrt, PR_UN_SQRT)
-FW_UNARY(fw_square, PR_UN_SQUARE)
-FW_UNARY(fw_abs, PR_UN_ABS)
-FW_UNARY(fw_sign, PR_UN_SIGN)
-FW_UNARY(fw_sigmoid, PR_UN_SIGMOID)
-FW_UNARY(fw_tanh, PR_UN_TANH)
-FW_UNARY(fw_erf, PR_UN_ERF)
 static int fw_clip(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
     const pr_clip_attrs *c = a;
     return pr_k_clip(in[0].data, out->data, out->size, (float)c->min, (float)c->max);
@@ -214,9 +203,9 @@ static int fw_sum_to(const pr_view *in, int n, pr_view *out, const void *a, void
 
 #define T(o) (&((pr_Tensor *)(o))->v)
 
-static PyObject *call1(const char *name, PyObject *a, PyObject *b) {
+static PyObject *call1(const pr_op *op, PyObject *a, PyObject *b) {
     PyObject *in[2] = {a, b};
-    return pr_call_by_name(name, in, b ? 2 : 1, NULL);
+    return pr_call1(op, in, b ? 2 : 1, NULL);
 }
 
 /* Reduce a gradient to the input's shape; steals `g`. */
@@ -237,25 +226,25 @@ static int gr_add(PyObject *const *in, PyObject *const *out, const void *attrs,
 static int gr_sub(PyObject *const *in, PyObject *const *out, const void *attrs,
                   PyObject *const *gout, const int *needs, PyObject **gin) {
     if (needs[0] && !(gin[0] = pr_sum_to_shape(gout[0], T(in[0])))) return -1;
-    if (needs[1] && !(gin[1] = reduce_to(call1("negative", gout[0], NULL), in[1]))) return -1;
+    if (needs[1] && !(gin[1] = reduce_to(call1(&pr_op_negative, gout[0], NULL), in[1]))) return -1;
     return 0;
 }
 
 static int gr_mul(PyObject *const *in, PyObject *const *out, const void *attrs,
                   PyObject *const *gout, const int *needs, PyObject **gin) {
-    if (needs[0] && !(gin[0] = reduce_to(call1("multiply", gout[0], in[1]), in[0]))) return -1;
-    if (needs[1] && !(gin[1] = reduce_to(call1("multiply", gout[0], in[0]), in[1]))) return -1;
+    if (needs[0] && !(gin[0] = reduce_to(call1(&pr_op_multiply, gout[0], in[1]), in[0]))) return -1;
+    if (needs[1] && !(gin[1] = reduce_to(call1(&pr_op_multiply, gout[0], in[0]), in[1]))) return -1;
     return 0;
 }
 
 static int gr_div(PyObject *const *in, PyObject *const *out, const void *attrs,
                   PyObject *const *gout, const int *needs, PyObject **gin) {
-    if (needs[0] && !(gin[0] = reduce_to(call1("divide", gout[0], in[1]), in[0]))) return -1;
+    if (needs[0] && !(gin[0] = reduce_to(call1(&pr_op_divide, gout[0], in[1]), in[0]))) return -1;
     if (needs[1]) { /* d(a/b)/db = -(a/b)/b */
-        PyObject *t = call1("multiply", gout[0], out[0]);
-        PyObject *u = t ? call1("divide", t, in[1]) : NULL;
+        PyObject *t = call1(&pr_op_multiply, gout[0], out[0]);
+        PyObject *u = t ? call1(&pr_op_divide, t, in[1]) : NULL;
         Py_XDECREF(t);
-        PyObject *v = u ? call1("negative", u, NULL) : NULL;
+        PyObject *v = u ? call1(&pr_op_negative, u, NULL) : NULL;
         Py_XDECREF(u);
         if (!(gin[1] = reduce_to(v, in[1]))) return -1;
     }
@@ -264,17 +253,17 @@ static int gr_div(PyObject *const *in, PyObject *const *out, const void *attrs,
 
 static int gr_neg(PyObject *const *in, PyObject *const *out, const void *attrs,
                   PyObject *const *gout, const int *needs, PyObject **gin) {
-    return (gin[0] = call1("negative", gout[0], NULL)) ? 0 : -1;
+    return (gin[0] = call1(&pr_op_negative, gout[0], NULL)) ? 0 : -1;
 }
 
 static int gr_scale(PyObject *const *in, PyObject *const *out, const void *attrs,
                     PyObject *const *gout, const int *needs, PyObject **gin) {
-    return (gin[0] = pr_call_by_name("scale", &gout[0], 1, attrs)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_scale, &gout[0], 1, attrs)) ? 0 : -1;
 }
 
 static int gr_relu(PyObject *const *in, PyObject *const *out, const void *attrs,
                    PyObject *const *gout, const int *needs, PyObject **gin) {
-    return (gin[0] = call1("relu_backward", gout[0], out[0])) ? 0 : -1;
+    return (gin[0] = call1(&pr_op_relu_backward, gout[0], out[0])) ? 0 : -1;
 }
 
 /* A float32 scalar tensor (a constant of a gradient rule); NULL on error. */
@@ -285,7 +274,7 @@ static PyObject *where_else(PyObject *cond, PyObject *a, float b) {
     PyObject *k = scalar(b);
     if (!k) return NULL;
     PyObject *args[3] = {cond, a, k};
-    PyObject *r = pr_call_by_name("where", args, 3, NULL);
+    PyObject *r = pr_call1(&pr_op_where, args, 3, NULL);
     Py_DECREF(k);
     return r;
 }
@@ -297,7 +286,7 @@ static int grad_select(PyObject *const *in, PyObject *mask, PyObject *g, const i
     PyObject *gx = mask ? where_else(mask, g, 0.0f) : NULL;
     if (!gx) return -1;
     if (needs[1]) {
-        PyObject *gy = call1("subtract", g, gx);
+        PyObject *gy = call1(&pr_op_subtract, g, gx);
         if (!(gin[1] = reduce_to(gy, in[1]))) return Py_DECREF(gx), -1;
     }
     if (needs[0] && !(gin[0] = reduce_to(gx, in[0]))) return -1;
@@ -307,7 +296,7 @@ static int grad_select(PyObject *const *in, PyObject *mask, PyObject *g, const i
 
 static int gr_max(PyObject *const *in, PyObject *const *out, const void *attrs,
                   PyObject *const *gout, const int *needs, PyObject **gin) {
-    PyObject *mask = call1("greater_equal", in[0], in[1]); /* bool */
+    PyObject *mask = call1(&pr_op_greater_equal, in[0], in[1]); /* bool */
     int rc = grad_select(in, mask, gout[0], needs, gin);
     Py_XDECREF(mask);
     return rc;
@@ -315,7 +304,7 @@ static int gr_max(PyObject *const *in, PyObject *const *out, const void *attrs,
 
 static int gr_min(PyObject *const *in, PyObject *const *out, const void *attrs,
                   PyObject *const *gout, const int *needs, PyObject **gin) {
-    PyObject *mask = call1("greater_equal", in[1], in[0]);
+    PyObject *mask = call1(&pr_op_greater_equal, in[1], in[0]);
     int rc = grad_select(in, mask, gout[0], needs, gin);
     Py_XDECREF(mask);
     return rc;
@@ -323,20 +312,20 @@ static int gr_min(PyObject *const *in, PyObject *const *out, const void *attrs,
 
 static int gr_exp(PyObject *const *in, PyObject *const *out, const void *attrs,
                   PyObject *const *gout, const int *needs, PyObject **gin) {
-    return (gin[0] = call1("multiply", gout[0], out[0])) ? 0 : -1;
+    return (gin[0] = call1(&pr_op_multiply, gout[0], out[0])) ? 0 : -1;
 }
 
 static int gr_log(PyObject *const *in, PyObject *const *out, const void *attrs,
                   PyObject *const *gout, const int *needs, PyObject **gin) {
-    return (gin[0] = call1("divide", gout[0], in[0])) ? 0 : -1;
+    return (gin[0] = call1(&pr_op_divide, gout[0], in[0])) ? 0 : -1;
 }
 
 static int gr_sqrt(PyObject *const *in, PyObject *const *out, const void *attrs,
                    PyObject *const *gout, const int *needs, PyObject **gin) {
-    PyObject *t = call1("divide", gout[0], out[0]); /* d sqrt(x) = 0.5 / sqrt(x) */
+    PyObject *t = call1(&pr_op_divide, gout[0], out[0]); /* d sqrt(x) = 0.5 / sqrt(x) */
     if (!t) return -1;
     pr_scale_attrs half = {0.5, 1};
-    gin[0] = pr_call_by_name("scale", &t, 1, &half);
+    gin[0] = pr_call1(&pr_op_scale, &t, 1, &half);
     Py_DECREF(t);
     return gin[0] ? 0 : -1;
 }
@@ -344,9 +333,9 @@ static int gr_sqrt(PyObject *const *in, PyObject *const *out, const void *attrs,
 static int gr_square(PyObject *const *in, PyObject *const *out, const void *attrs,
                      PyObject *const *gout, const int *needs, PyObject **gin) {
     pr_scale_attrs two = {2.0, 1};
-    PyObject *t = pr_call_by_name("scale", &in[0], 1, &two);
+    PyObject *t = pr_call1(&pr_op_scale, &in[0], 1, &two);
     if (!t) return -1;
-    gin[0] = call1("multiply", gout[0], t);
+    gin[0] = call1(&pr_op_multiply, gout[0], t);
     Py_DECREF(t);
     return gin[0] ? 0 : -1;
 }
@@ -354,7 +343,7 @@ static int gr_square(PyObject *const *in, PyObject *const *out, const void *attr
 /* g * f, steals f. */
 static PyObject *times(PyObject *g, PyObject *f) {
     if (!f) return NULL;
-    PyObject *r = call1("multiply", g, f);
+    PyObject *r = call1(&pr_op_multiply, g, f);
     Py_DECREF(f);
     return r;
 }
@@ -362,26 +351,26 @@ static PyObject *times(PyObject *g, PyObject *f) {
 /* c - x for a float constant c. */
 static PyObject *rsub(float c, PyObject *x) {
     PyObject *k = scalar(c);
-    PyObject *r = k ? call1("subtract", k, x) : NULL;
+    PyObject *r = k ? call1(&pr_op_subtract, k, x) : NULL;
     Py_XDECREF(k);
     return r;
 }
 
 static int gr_abs(PyObject *const *in, PyObject *const *out, const void *attrs,
                   PyObject *const *gout, const int *needs, PyObject **gin) {
-    return (gin[0] = times(gout[0], call1("sign", in[0], NULL))) ? 0 : -1;
+    return (gin[0] = times(gout[0], call1(&pr_op_sign, in[0], NULL))) ? 0 : -1;
 }
 
 /* sign is piecewise constant: its derivative is 0 wherever it exists
  * (tf.sign's registered gradient). */
 static int gr_sign(PyObject *const *in, PyObject *const *out, const void *attrs,
                    PyObject *const *gout, const int *needs, PyObject **gin) {
-    return (gin[0] = call1("zeros_like", in[0], NULL)) ? 0 : -1;
+    return (gin[0] = call1(&pr_op_zeros_like, in[0], NULL)) ? 0 : -1;
 }
 
 static int gr_sigmoid(PyObject *const *in, PyObject *const *out, const void *attrs,
                       PyObject *const *gout, const int *needs, PyObject **gin) {
-    PyObject *gy = call1("multiply", gout[0], out[0]); /* g * y * (1 - y) */
+    PyObject *gy = call1(&pr_op_multiply, gout[0], out[0]); /* g * y * (1 - y) */
     if (!gy) return -1;
     gin[0] = times(gy, rsub(1.0f, out[0]));
     Py_DECREF(gy);
@@ -390,7 +379,7 @@ static int gr_sigmoid(PyObject *const *in, PyObject *const *out, const void *att
 
 static int gr_tanh(PyObject *const *in, PyObject *const *out, const void *attrs,
                    PyObject *const *gout, const int *needs, PyObject **gin) {
-    PyObject *y2 = call1("square", out[0], NULL); /* g * (1 - y**2) */
+    PyObject *y2 = call1(&pr_op_square, out[0], NULL); /* g * (1 - y**2) */
     PyObject *d = y2 ? rsub(1.0f, y2) : NULL;
     Py_XDECREF(y2);
     return (gin[0] = times(gout[0], d)) ? 0 : -1;
@@ -398,14 +387,14 @@ static int gr_tanh(PyObject *const *in, PyObject *const *out, const void *attrs,
 
 static int gr_erf(PyObject *const *in, PyObject *const *out, const void *attrs,
                   PyObject *const *gout, const int *needs, PyObject **gin) {
-    PyObject *x2 = call1("square", in[0], NULL); /* g * 2/sqrt(pi) * exp(-x**2) */
+    PyObject *x2 = call1(&pr_op_square, in[0], NULL); /* g * 2/sqrt(pi) * exp(-x**2) */
     pr_scale_attrs s = {-1.0, 1};
-    PyObject *nx2 = x2 ? pr_call_by_name("scale", &x2, 1, &s) : NULL;
+    PyObject *nx2 = x2 ? pr_call1(&pr_op_scale, &x2, 1, &s) : NULL;
     Py_XDECREF(x2);
-    PyObject *e = nx2 ? call1("exp", nx2, NULL) : NULL;
+    PyObject *e = nx2 ? call1(&pr_op_exp, nx2, NULL) : NULL;
     Py_XDECREF(nx2);
     s.value = 1.1283791670955126; /* 2 / sqrt(pi) */
-    PyObject *d = e ? pr_call_by_name("scale", &e, 1, &s) : NULL;
+    PyObject *d = e ? pr_call1(&pr_op_scale, &e, 1, &s) : NULL;
     Py_XDECREF(e);
     return (gin[0] = times(gout[0], d)) ? 0 : -1;
 }
@@ -416,25 +405,25 @@ static int gr_pow(PyObject *const *in, PyObject *const *out, const void *attrs,
                   PyObject *const *gout, const int *needs, PyObject **gin) {
     if (needs[0]) {
         PyObject *one = scalar(1.0f);
-        PyObject *bm1 = one ? call1("subtract", in[1], one) : NULL;
+        PyObject *bm1 = one ? call1(&pr_op_subtract, in[1], one) : NULL;
         Py_XDECREF(one);
-        PyObject *p = bm1 ? call1("power", in[0], bm1) : NULL;
+        PyObject *p = bm1 ? call1(&pr_op_power, in[0], bm1) : NULL;
         Py_XDECREF(bm1);
         PyObject *d = times(in[1], p);
         if (!(gin[0] = reduce_to(times(gout[0], d), in[0]))) return -1;
     }
     if (needs[1]) {
         PyObject *zero = scalar(0.0f);
-        PyObject *pos = zero ? call1("greater", in[0], zero) : NULL;
+        PyObject *pos = zero ? call1(&pr_op_greater, in[0], zero) : NULL;
         Py_XDECREF(zero);
         PyObject *safe = NULL;
         if (pos) {
             PyObject *k = scalar(1.0f);
             PyObject *args[3] = {pos, in[0], k};
-            safe = k ? pr_call_by_name("where", args, 3, NULL) : NULL;
+            safe = k ? pr_call1(&pr_op_where, args, 3, NULL) : NULL;
             Py_XDECREF(k);
         }
-        PyObject *lg = safe ? call1("log", safe, NULL) : NULL;
+        PyObject *lg = safe ? call1(&pr_op_log, safe, NULL) : NULL;
         Py_XDECREF(safe);
         PyObject *d = lg ? where_else(pos, lg, 0.0f) : NULL;
         Py_XDECREF(pos);
@@ -449,8 +438,8 @@ static int gr_pow(PyObject *const *in, PyObject *const *out, const void *attrs,
  * constant in y, so its derivative there is 0 (TensorFlow's ReluGrad rule). */
 static int gr_relu_backward(PyObject *const *in, PyObject *const *out, const void *attrs,
                             PyObject *const *gout, const int *needs, PyObject **gin) {
-    if (needs[0] && !(gin[0] = call1("relu_backward", gout[0], in[1]))) return -1;
-    if (needs[1] && !(gin[1] = call1("zeros_like", in[1], NULL))) return -1;
+    if (needs[0] && !(gin[0] = call1(&pr_op_relu_backward, gout[0], in[1]))) return -1;
+    if (needs[1] && !(gin[1] = call1(&pr_op_zeros_like, in[1], NULL))) return -1;
     return 0;
 }
 
@@ -458,15 +447,15 @@ static int gr_relu_backward(PyObject *const *in, PyObject *const *out, const voi
 static int gr_clip_backward(PyObject *const *in, PyObject *const *out, const void *attrs,
                             PyObject *const *gout, const int *needs, PyObject **gin) {
     PyObject *args[2] = {gout[0], in[1]};
-    if (needs[0] && !(gin[0] = pr_call_by_name("clip_backward", args, 2, attrs))) return -1;
-    if (needs[1] && !(gin[1] = call1("zeros_like", in[1], NULL))) return -1;
+    if (needs[0] && !(gin[0] = pr_call1(&pr_op_clip_backward, args, 2, attrs))) return -1;
+    if (needs[1] && !(gin[1] = call1(&pr_op_zeros_like, in[1], NULL))) return -1;
     return 0;
 }
 
 static int gr_clip(PyObject *const *in, PyObject *const *out, const void *attrs,
                    PyObject *const *gout, const int *needs, PyObject **gin) {
     PyObject *args[2] = {gout[0], in[0]};
-    return (gin[0] = pr_call_by_name("clip_backward", args, 2, attrs)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_clip_backward, args, 2, attrs)) ? 0 : -1;
 }
 
 static int gr_broadcast_to(PyObject *const *in, PyObject *const *out, const void *attrs,
@@ -479,7 +468,21 @@ static int gr_sum_to(PyObject *const *in, PyObject *const *out, const void *attr
     pr_shape_attrs a = {{0}};
     a.shape.n = T(in[0])->ndim;
     for (int d = 0; d < a.shape.n; d++) a.shape.v[d] = T(in[0])->shape[d];
-    return (gin[0] = pr_call_by_name("broadcast_to", &gout[0], 1, &a)) ? 0 : -1;
+    return (gin[0] = pr_call1(&pr_op_broadcast_to, &gout[0], 1, &a)) ? 0 : -1;
+}
+
+PyObject *pr_sum_to_shape(PyObject *g, const pr_view *shape) {
+    pr_Tensor *gt = (pr_Tensor *)g;
+    int same = gt->v.ndim == shape->ndim;
+    for (int i = 0; same && i < shape->ndim; i++) same = gt->v.shape[i] == shape->shape[i];
+    if (same) {
+        Py_INCREF(g);
+        return g;
+    }
+    pr_shape_attrs a = {{0}};
+    a.shape.n = shape->ndim;
+    for (int i = 0; i < shape->ndim; i++) a.shape.v[i] = shape->shape[i];
+    return pr_call1(&pr_op_sum_to_shape, &g, 1, &a);
 }
 
 /* ---- registry ------------------------------------------------------------- */
@@ -493,87 +496,79 @@ static const pr_attr_spec clip_attrs[] = {
     {"min", PR_ATTR_FLOAT, offsetof(pr_clip_attrs, min), 1, 0},
     {"max", PR_ATTR_FLOAT, offsetof(pr_clip_attrs, max), 1, 0}, {NULL}};
 
-#define BINARY(var, nm, fw, gr, d) \
-    static const pr_op var = {.name = nm, .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE, \
-                              .infer = infer_binary, \
-                              .forward = fw, .gradient = gr, .doc = d}
+/* `fuse`: the op's instruction in jit_compile's fused kernel (fused.h). */
+#define BINARY(nm, fw, gr, fuse_code, d)                                                      \
+    const pr_op pr_op_##nm = {.name = #nm, .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE,  \
+                              .infer = infer_binary, .forward = fw, .gradient = gr,           \
+                              .fuse = fuse_code, .doc = d}
 
-static const pr_op op_add = {
+const pr_op pr_op_add = {
     .name = "add", .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_binary,
-    .forward = fw_add, .gradient = gr_add, .bf16_inputs = 3,
+    .forward = fw_add, .gradient = gr_add, .bf16_inputs = 3, .fuse = PR_FI_ADD,
     .doc = "x + y with NumPy broadcasting (float32; bfloat16 when both are: the float32 sum "
            "rounded once, as Keras's mixed_bfloat16 Add)."};
-BINARY(op_sub, "subtract", fw_sub, gr_sub, "x - y with NumPy broadcasting (float32).");
-BINARY(op_mul, "multiply", fw_mul, gr_mul, "x * y with NumPy broadcasting (float32).");
-BINARY(op_div, "divide", fw_div, gr_div, "x / y with NumPy broadcasting (float32).");
-BINARY(op_max, "maximum", fw_max, gr_max,
+BINARY(subtract, fw_sub, gr_sub, PR_FI_SUB, "x - y with NumPy broadcasting (float32).");
+BINARY(multiply, fw_mul, gr_mul, PR_FI_MUL, "x * y with NumPy broadcasting (float32).");
+BINARY(divide, fw_div, gr_div, PR_FI_DIV, "x / y with NumPy broadcasting (float32).");
+BINARY(maximum, fw_max, gr_max, PR_FI_NONE,
        "Elementwise max(x, y) with NumPy broadcasting; NaN propagates (float32).");
-BINARY(op_min, "minimum", fw_min, gr_min,
+BINARY(minimum, fw_min, gr_min, PR_FI_NONE,
        "Elementwise min(x, y) with NumPy broadcasting; NaN propagates (float32).");
-BINARY(op_pow, "power", fw_pow, gr_pow,
+BINARY(power, fw_pow, gr_pow, PR_FI_NONE,
        "x ** y with NumPy broadcasting (float32, C99 powf: NaN for a negative base and a "
        "non-integer exponent).");
 
-#define UNARY(var, nm, fw, gr, d) \
-    static const pr_op var = {.name = nm, .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, \
-                              .infer = infer_same, \
-                              .forward = fw, .gradient = gr, .doc = d}
+/* The unary ops of kernels/elementwise.h's list: kernel, op, fused instruction. */
+#define UNARY(nm, KIND, formula, d)                                                           \
+    static int fw_##nm(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {     \
+        return pr_k_unary(PR_UN_##KIND, in[0].data, out->data, out->size);                    \
+    }                                                                                         \
+    const pr_op pr_op_##nm = {.name = #nm, .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE,  \
+                              .infer = infer_same, .forward = fw_##nm, .gradient = gr_##nm,   \
+                              .fuse = PR_FI_UNARY, .fuse_arg = PR_UN_##KIND, .doc = d};
+PR_UNARY_OPS(UNARY)
+#undef UNARY
 
-UNARY(op_exp, "exp", fw_exp, gr_exp, "e**x (float32).");
-UNARY(op_log, "log", fw_log, gr_log, "Natural logarithm (float32; -inf at 0, NaN below).");
-UNARY(op_sqrt, "sqrt", fw_sqrt, gr_sqrt, "Square root (float32; NaN below 0).");
-UNARY(op_square, "square", fw_square, gr_square, "x * x (float32).");
-UNARY(op_abs, "abs", fw_abs, gr_abs, "|x| (float32); gradient sign(x) * g (0 at 0, as TensorFlow).");
-UNARY(op_sign, "sign", fw_sign, gr_sign,
-      "-1, 0 or 1 by the sign of x (float32; 0 and NaN stay as they are, as np.sign); "
-      "gradient 0.");
-UNARY(op_sigmoid, "sigmoid", fw_sigmoid, gr_sigmoid,
-      "1 / (1 + exp(-x)) (float32); gradient g * y * (1 - y).");
-UNARY(op_tanh, "tanh", fw_tanh, gr_tanh, "Hyperbolic tangent (float32); gradient g * (1 - y**2).");
-UNARY(op_erf, "erf", fw_erf, gr_erf,
-      "Error function (float32, C99 erff); gradient g * 2/sqrt(pi) * exp(-x**2).");
-
-static const pr_op op_clip = {
+const pr_op pr_op_clip = {
     .name = "clip", .n_in = 1, .n_out = 1, .attrs = clip_attrs,
     .attr_size = sizeof(pr_clip_attrs), .infer = infer_same, .forward = fw_clip,
     .gradient = gr_clip,
     .doc = "min(max(x, min), max) (NumPy clip); the gradient is 0 outside [min, max]."};
-static const pr_op op_clip_backward = {
+const pr_op pr_op_clip_backward = {
     .name = "clip_backward", .n_in = 2, .n_out = 1, .attrs = clip_attrs,
     .attr_size = sizeof(pr_clip_attrs), .infer = infer_two_same, .forward = fw_clip_backward,
     .gradient = gr_clip_backward,
     .doc = "clip_backward(dy, x): dy where min <= x <= max, else 0."};
 
-static const pr_op op_neg = {.name = "negative", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_same,
-                             .forward = fw_neg, .gradient = gr_neg, .doc = "-x."};
-static const pr_op op_scale = {.name = "scale", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .attrs = scale_attrs,
-                               .attr_size = sizeof(pr_scale_attrs), .infer = infer_scale,
-                               .forward = fw_scale, .gradient = gr_scale,
-                               .doc = "x * (value / divisor) for a constant float `value` and a "
-                                      "size `divisor` >= 0 (default 1; a mean's count)."};
-static const pr_op op_relu = {.name = "relu", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_same,
-                              .forward = fw_relu, .gradient = gr_relu, .bf16_inputs = 1,
-                              .doc = "max(x, 0) (float32 or bfloat16, exact)."};
-static const pr_op op_relu_backward = {
-    .name = "relu_backward", .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_two_same,
-    .forward = fw_relu_backward, .gradient = gr_relu_backward, .bf16_inputs = 3,
+const pr_op pr_op_negative = {
+    .name = "negative", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_same,
+    .forward = fw_neg, .gradient = gr_neg, .fuse = PR_FI_NEG, .doc = "-x."};
+const pr_op pr_op_scale = {
+    .name = "scale", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .attrs = scale_attrs,
+    .attr_size = sizeof(pr_scale_attrs), .infer = infer_scale, .forward = fw_scale,
+    .gradient = gr_scale, .fuse = PR_FI_SCALE,
+    .doc = "x * (value / divisor) for a constant float `value` and a size `divisor` >= 0 "
+           "(default 1; a mean's count)."};
+const pr_op pr_op_relu = {
+    .name = "relu", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_same,
+    .forward = fw_relu, .gradient = gr_relu, .bf16_inputs = 1, .fuse = PR_FI_RELU,
+    .doc = "max(x, 0) (float32 or bfloat16, exact)."};
+const pr_op pr_op_relu_backward = {
+    .name = "relu_backward", .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE,
+    .infer = infer_two_same, .forward = fw_relu_backward, .gradient = gr_relu_backward,
+    .bf16_inputs = 3, .fuse = PR_FI_RELU_BWD,
     .doc = "relu_backward(dy, y): dy where y > 0, else 0 (float32, or bfloat16 when both are)."};
-static const pr_op op_ones = {.name = "ones_like", .n_in = 1, .n_out = 1, .infer = infer_like,
+const pr_op pr_op_ones_like = {.name = "ones_like", .n_in = 1, .n_out = 1, .infer = infer_like,
                               .forward = fw_ones, .doc = "float32 ones of x's shape."};
-static const pr_op op_zeros = {.name = "zeros_like", .n_in = 1, .n_out = 1, .infer = infer_like,
+const pr_op pr_op_zeros_like = {.name = "zeros_like", .n_in = 1, .n_out = 1, .infer = infer_like,
                                .forward = fw_zeros, .doc = "float32 zeros of x's shape."};
-static const pr_op op_broadcast_to = {
+const pr_op pr_op_broadcast_to = {
     .name = "broadcast_to", .n_in = 1, .n_out = 1, .attrs = shape_attrs,
     .attr_size = sizeof(pr_shape_attrs), .infer = infer_broadcast_to, .forward = fw_broadcast_to,
     .gradient = gr_broadcast_to, .doc = "Broadcast x to `shape` (NumPy rules)."};
-static const pr_op op_sum_to = {
+const pr_op pr_op_sum_to_shape = {
     .name = "sum_to_shape", .n_in = 1, .n_out = 1, .attrs = shape_attrs,
     .attr_size = sizeof(pr_shape_attrs), .infer = infer_sum_to, .forward = fw_sum_to,
     .gradient = gr_sum_to,
     .doc = "Sum x over broadcast dimensions down to `shape` (the adjoint of broadcast_to)."};
 
-const pr_op *const pr_ops_elementwise[] = {
-    &op_add, &op_sub, &op_mul, &op_div, &op_max, &op_min, &op_pow, &op_neg, &op_scale,
-    &op_relu, &op_relu_backward, &op_exp, &op_log, &op_sqrt, &op_square, &op_abs, &op_sign,
-    &op_sigmoid, &op_tanh, &op_erf, &op_clip,
-    &op_clip_backward, &op_ones, &op_zeros, &op_broadcast_to, &op_sum_to, NULL};

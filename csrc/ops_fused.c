@@ -17,6 +17,7 @@
  * nodes exist already, so fused ops need no gradient rule.
  */
 #include "graph.h" /* Python.h first */
+#include "op_list.h"
 
 #include <string.h>
 
@@ -63,7 +64,7 @@ static int fw_fused(const pr_view *in, int n, pr_view *out, const void *attrs, v
     return pr_k_fused(attrs, ptrs, out->data, out->size, channels ? channels : 1);
 }
 
-static const pr_op op_fused = {
+const pr_op pr_op_fused_elementwise = {
     .name = "fused_elementwise", .n_in = -1, .n_out = 1, .flags = PR_OP_ELEMENTWISE,
     .attr_size = sizeof(pr_fused_attrs), .infer = infer_fused, .forward = fw_fused,
     .doc = "A chain of elementwise ops run as one kernel (made by jit_compile; not callable "
@@ -74,7 +75,7 @@ static const pr_op op_fused = {
  * Shape rules are the plain BN ops' (looked up in the registry). */
 static int infer_bn_relu(const pr_op *op, const pr_view *in, int n, const void *attrs,
                          pr_view *out, size_t *ws) {
-    const pr_op *base = pr_op_lookup(op->n_in == 3 ? "batch_norm_train" : "batch_norm_infer");
+    const pr_op *base = (op->n_in == 3 ? &pr_op_batch_norm_train : &pr_op_batch_norm_infer);
     if (!base) return pr_fail(op, PyExc_RuntimeError, "batch normalization is not registered");
     return base->infer(op, in, n, attrs, out, ws); /* errors name the fused op */
 }
@@ -93,7 +94,7 @@ static int fw_bn_relu_train(const pr_view *in, int n, pr_view *out, const void *
  * the residual of x's shape and dtype (batch_norm_train's rule checks it). */
 static int infer_bn_add_relu(const pr_op *op, const pr_view *in, int n, const void *attrs,
                              pr_view *out, size_t *ws) {
-    const pr_op *base = pr_op_lookup("batch_norm_train");
+    const pr_op *base = &pr_op_batch_norm_train;
     if (!base) return pr_fail(op, PyExc_RuntimeError, "batch normalization is not registered");
     return base->infer(op, in, 4, attrs, out, ws);
 }
@@ -102,7 +103,7 @@ static int infer_bn_add_relu(const pr_op *op, const pr_view *in, int n, const vo
  * backward's rule on (dy, x, gamma, mean, var), beta of gamma's shape. */
 static int infer_bn_relu_backward(const pr_op *op, const pr_view *in, int n, const void *attrs,
                                   pr_view *out, size_t *ws) {
-    const pr_op *base = pr_op_lookup("batch_norm_train_backward");
+    const pr_op *base = &pr_op_batch_norm_train_backward;
     if (!base) return pr_fail(op, PyExc_RuntimeError, "batch normalization is not registered");
     pr_view v[5] = {in[0], in[1], in[2], in[4], in[5]};
     if (base->infer(op, v, 5, attrs, out, ws) < 0) return -1;
@@ -125,27 +126,27 @@ static int fw_bn_relu_infer(const pr_view *in, int n, pr_view *out, const void *
 static const pr_attr_spec bn_attrs[] = {
     {"epsilon", PR_ATTR_FLOAT, offsetof(pr_bn_attrs, epsilon), 0, 1e-3}, {NULL}};
 
-static const pr_op op_bn_relu_train = {
+const pr_op pr_op_batch_norm_relu_train = {
     .name = "batch_norm_relu_train", .n_in = 3, .n_out = 3, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu, .forward = fw_bn_relu_train,
     .bf16_inputs = 1,
     .doc = "relu(batch_norm_train(x, gamma, beta)) and the batch statistics, in one pass "
            "(made by jit_compile; the graph's own backward nodes serve as its gradient)."};
-static const pr_op op_bn_relu_infer = {
+const pr_op pr_op_batch_norm_relu_infer = {
     .name = "batch_norm_relu_infer", .n_in = 5, .n_out = 1, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu, .forward = fw_bn_relu_infer,
     .bf16_inputs = 1,
     .doc = "relu(batch_norm_infer(x, gamma, beta, moving_mean, moving_var)) in one pass (made by "
            "jit_compile)."};
 
-static const pr_op op_bn_add_relu_train = {
+const pr_op pr_op_batch_norm_add_relu_train = {
     .name = "batch_norm_add_relu_train", .n_in = 4, .n_out = 3, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_add_relu, .forward = fw_bn_relu_train,
     .flags = PR_OP_NO_GRADIENT_RULE, .bf16_inputs = 9, /* x, the residual */
     .doc = "relu(batch_norm_train(x, gamma, beta) + residual) and the batch statistics, in one "
            "pass (made by jit_compile from a residual block's BN, add and ReLU; bit for bit "
            "the unfused ops' results)."};
-static const pr_op op_bn_relu_train_backward = {
+const pr_op pr_op_batch_norm_relu_train_backward = {
     .name = "batch_norm_relu_train_backward", .n_in = 6, .n_out = 3,
     .attrs = pr_bn_backward_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_relu_backward,
@@ -156,52 +157,28 @@ static const pr_op op_bn_relu_train_backward = {
            "relu(batch_norm_train(x))), the ReLU's mask recomputed from x (made by "
            "jit_compile; bit for bit the unfused ops' results)."};
 
-const pr_op *const pr_ops_fused[] = {&op_bn_relu_train, &op_bn_relu_infer, &op_bn_add_relu_train,
-                                     &op_bn_relu_train_backward, NULL};
 
 /* ---- the pass ---------------------------------------------------------------- */
 
 /* The program of a single elementwise node, or -1 if it is not one. */
 static int single_program(const pr_gnode *n, pr_fused_attrs *p) {
     memset(p, 0, sizeof *p);
-    if (n->op == &op_fused) {
+    if (n->op == &pr_op_fused_elementwise) {
         memcpy(p, n->attrs, sizeof *p);
         return 0;
     }
-    static const struct {
-        const char *name;
-        int code;
-    } table[] = {{"add", PR_FI_ADD},   {"subtract", PR_FI_SUB}, {"multiply", PR_FI_MUL},
-                 {"divide", PR_FI_DIV}, {"negative", PR_FI_NEG}, {"scale", PR_FI_SCALE},
-                 {"relu", PR_FI_RELU},  {"relu_backward", PR_FI_RELU_BWD}};
-    static const struct {
-        const char *name;
-        pr_unary_kind kind;
-    } unary[] = {{"exp", PR_UN_EXP},   {"log", PR_UN_LOG},         {"sqrt", PR_UN_SQRT},
-                 {"square", PR_UN_SQUARE}, {"abs", PR_UN_ABS},     {"sign", PR_UN_SIGN},
-                 {"sigmoid", PR_UN_SIGMOID}, {"tanh", PR_UN_TANH}, {"erf", PR_UN_ERF}};
-    for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) {
-        if (strcmp(n->op->name, unary[i].name) != 0) continue;
-        p->n_in = 1;
-        p->n_instr = 1;
-        p->ins[0].code = PR_FI_UNARY;
-        p->ins[0].pad = (uint8_t)unary[i].kind;
-        return 0;
+    if (!n->op->fuse || n->host >= 0 || n->loop >= 0) return -1;
+    p->n_in = n->n_in;
+    p->n_instr = 1;
+    p->ins[0].code = n->op->fuse;
+    p->ins[0].a = 0;
+    p->ins[0].b = (uint8_t)(n->n_in > 1 ? 1 : 0);
+    if (n->op->fuse == PR_FI_UNARY) p->ins[0].pad = n->op->fuse_arg;
+    if (n->op->fuse == PR_FI_SCALE) {
+        const pr_scale_attrs *a = (const pr_scale_attrs *)n->attrs;
+        p->ins[0].imm = (float)(a->value / (double)a->divisor);
     }
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
-        if (strcmp(n->op->name, table[i].name) != 0) continue;
-        p->n_in = n->n_in;
-        p->n_instr = 1;
-        p->ins[0].code = (uint8_t)table[i].code;
-        p->ins[0].a = 0;
-        p->ins[0].b = (uint8_t)(n->n_in > 1 ? 1 : 0);
-        if (table[i].code == PR_FI_SCALE) {
-            const pr_scale_attrs *a = (const pr_scale_attrs *)n->attrs;
-            p->ins[0].imm = (float)(a->value / (double)a->divisor);
-        }
-        return 0;
-    }
-    return -1;
+    return 0;
 }
 
 /* How input view `v` is read for an output of shape `out`, or -1. */
@@ -272,7 +249,7 @@ static int try_merge(pr_Graph *g, int pj, int cj) {
     for (int k = 0; k < C->n_in; k++)
         if (map_c[k] < 0) map_c[k] = PR_FUSED_MAX_IN + pp.n_instr - 1; /* P's result */
     append_program(&f, &cp, map_c);
-    C->op = &op_fused;
+    C->op = &pr_op_fused_elementwise;
     C->n_in = n_ins;
     for (int m = 0; m < n_ins; m++) C->in[m] = ins[m];
     memset(C->attrs, 0, PR_ATTR_BYTES);
@@ -319,9 +296,9 @@ static void compact(pr_Graph *g) {
     g->n_nodes = k;
 }
 
-/* Node n runs registry op `name` (not a loop, not a host callback). */
-static int runs(const pr_gnode *n, const char *name) {
-    return n->op && n->host < 0 && n->loop < 0 && strcmp(n->op->name, name) == 0;
+/* Node n runs registry op `op` (not a loop, not a host callback). */
+static int runs(const pr_gnode *n, const pr_op *op) {
+    return n->op == op && n->host < 0 && n->loop < 0;
 }
 
 /* The node producing value v, or -1 (an input or a captured Variable). */
@@ -364,23 +341,23 @@ static int fuse_bn_forward(pr_Graph *g) {
     if (readers_init(g, &r) < 0) return -1;
     for (int pj = 0; pj < g->n_nodes; pj++) {
         pr_gnode *P = &g->nodes[pj];
-        int train = runs(P, "batch_norm_train");
-        if (!train && !runs(P, "batch_norm_infer")) continue;
+        int train = runs(P, &pr_op_batch_norm_train);
+        if (!train && !runs(P, &pr_op_batch_norm_infer)) continue;
         int u = P->out[0];
         if (r.count[u] != 1) continue;
         int cj = r.last[u];
         pr_gnode *C = &g->nodes[cj];
         pr_dtype dt = g->vals[u].dtype;
-        if (runs(C, "relu")) {
+        if (runs(C, &pr_op_relu)) {
             if (C->n_in != 1 || g->vals[C->out[0]].dtype != dt) continue;
-            P->op = train ? &op_bn_relu_train : &op_bn_relu_infer;
+            P->op = train ? &pr_op_batch_norm_relu_train : &pr_op_batch_norm_relu_infer;
             P->out[0] = C->out[0];
             C->op = NULL;
             g->n_fused++;
             continue;
         }
-        if (!train || !runs(C, "add") || C->n_in != 2 || C->in[0] == C->in[1] ||
-            r.count[C->out[0]] != 1 || !runs(&g->nodes[r.last[C->out[0]]], "relu") ||
+        if (!train || !runs(C, &pr_op_add) || C->n_in != 2 || C->in[0] == C->in[1] ||
+            r.count[C->out[0]] != 1 || !runs(&g->nodes[r.last[C->out[0]]], &pr_op_relu) ||
             g->vals[C->out[0]].dtype != dt ||
             g->vals[g->nodes[r.last[C->out[0]]].out[0]].dtype != dt)
             continue;
@@ -389,7 +366,7 @@ static int fuse_bn_forward(pr_Graph *g) {
             written_between(g, w, pj, cj))
             continue;
         pr_gnode *R = &g->nodes[r.last[C->out[0]]];
-        P->op = &op_bn_add_relu_train;
+        P->op = &pr_op_batch_norm_add_relu_train;
         P->in[P->n_in++] = w;
         P->out[0] = R->out[0];
         C->op = R->op = NULL;
@@ -412,14 +389,14 @@ static int fuse_bn_relu_backward(pr_Graph *g) {
     if (readers_init(g, &r) < 0) return -1;
     for (int kj = 0; kj < g->n_nodes; kj++) {
         pr_gnode *K = &g->nodes[kj];
-        if (!runs(K, "batch_norm_train_backward")) continue;
+        if (!runs(K, &pr_op_batch_norm_train_backward)) continue;
         int gv = K->in[0], rj = producer(g, gv);
-        if (rj < 0 || r.count[gv] != 1 || !runs(&g->nodes[rj], "relu_backward")) continue;
+        if (rj < 0 || r.count[gv] != 1 || !runs(&g->nodes[rj], &pr_op_relu_backward)) continue;
         pr_gnode *Rb = &g->nodes[rj];
         int bj = producer(g, Rb->in[1]);
         if (bj < 0) continue;
         pr_gnode *B = &g->nodes[bj];
-        if (B->op != &op_bn_relu_train || B->out[0] != Rb->in[1] || K->in[1] != B->in[0] ||
+        if (B->op != &pr_op_batch_norm_relu_train || B->out[0] != Rb->in[1] || K->in[1] != B->in[0] ||
             K->in[2] != B->in[1] || K->in[3] != B->out[1] || K->in[4] != B->out[2] ||
             ((const pr_bn_attrs *)K->attrs)->epsilon != ((const pr_bn_attrs *)B->attrs)->epsilon ||
             g->vals[Rb->in[0]].dtype != g->vals[gv].dtype ||
@@ -430,7 +407,7 @@ static int fuse_bn_relu_backward(pr_Graph *g) {
             written_between(g, beta, bj, kj))
             continue;
         int in[6] = {Rb->in[0], x, gamma, beta, K->in[3], K->in[4]};
-        K->op = &op_bn_relu_train_backward;
+        K->op = &pr_op_batch_norm_relu_train_backward;
         K->n_in = 6;
         memcpy(K->in, in, sizeof in);
         Rb->op = NULL;
@@ -452,11 +429,12 @@ static int fuse_bn_backward_cast(pr_Graph *g) {
     if (readers_init(g, &r) < 0) return -1;
     for (int cj = 0; cj < g->n_nodes; cj++) {
         pr_gnode *C = &g->nodes[cj];
-        if (!runs(C, "cast") || ((const pr_cast_attrs *)C->attrs)->dtype != PR_BF16) continue;
+        if (!runs(C, &pr_op_cast) || ((const pr_cast_attrs *)C->attrs)->dtype != PR_BF16) continue;
         int v = C->in[0], kj = producer(g, v);
         if (kj < 0 || r.count[v] != 1) continue;
         pr_gnode *K = &g->nodes[kj];
-        if ((!runs(K, "batch_norm_train_backward") && K->op != &op_bn_relu_train_backward) ||
+        if ((!runs(K, &pr_op_batch_norm_train_backward) &&
+             K->op != &pr_op_batch_norm_relu_train_backward) ||
             K->out[0] != v || ((const pr_bn_attrs *)K->attrs)->dx_dtype != PR_F32 ||
             g->vals[v].dtype != PR_F32)
             continue;

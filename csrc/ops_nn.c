@@ -2,6 +2,7 @@
  * log_softmax (last axis), cross-entropy losses (per sample), accuracies, and
  * batch normalization (over all axes but the last). */
 #include "ops.h" /* Python.h first */
+#include "op_list.h"
 
 #include <float.h>
 #include <string.h>
@@ -126,11 +127,11 @@ static int fw_mean(const pr_view *in, int n, pr_view *out, const void *a, void *
     return reduce(in, out, a, ws, 1);
 }
 
-static PyObject *call_shape(const char *name, PyObject *x, int ndim, const int64_t *shape) {
+static PyObject *call_shape(const pr_op *op, PyObject *x, int ndim, const int64_t *shape) {
     pr_shape_attrs a = {{0}};
     a.shape.n = ndim;
     for (int d = 0; d < ndim; d++) a.shape.v[d] = shape[d];
-    return pr_call_by_name(name, &x, 1, &a);
+    return pr_call1(op, &x, 1, &a);
 }
 
 /* d sum / dx = g broadcast over the reduced axes; mean also scales by 1/count. */
@@ -144,14 +145,14 @@ static int grad_reduce(PyObject *const *in, const void *attrs, PyObject *const *
         if (mask[d] && (s.divisor = pr_dim_mul(s.divisor, x->shape[d])) == PR_DIM_ERROR) return -1;
     pr_view kept;
     reduced_shape(x, mask, 1, &kept);
-    PyObject *g = call_shape("reshape", gout[0], kept.ndim, kept.shape);
+    PyObject *g = call_shape(&pr_op_reshape, gout[0], kept.ndim, kept.shape);
     if (g && mean) {
-        PyObject *t = pr_call_by_name("scale", &g, 1, &s);
+        PyObject *t = pr_call1(&pr_op_scale, &g, 1, &s);
         Py_DECREF(g);
         g = t;
     }
     if (!g) return -1;
-    gin[0] = call_shape("broadcast_to", g, x->ndim, x->shape);
+    gin[0] = call_shape(&pr_op_broadcast_to, g, x->ndim, x->shape);
     Py_DECREF(g);
     return gin[0] ? 0 : -1;
 }
@@ -306,7 +307,7 @@ static int fw_copy(const pr_view *in, int n, pr_view *out, const void *a, void *
 static int gr_reshape(PyObject *const *in, PyObject *const *out, const void *attrs,
                       PyObject *const *gout, const int *needs, PyObject **gin) {
     const pr_view *x = T(in[0]);
-    return (gin[0] = call_shape("reshape", gout[0], x->ndim, x->shape)) ? 0 : -1;
+    return (gin[0] = call_shape(&pr_op_reshape, gout[0], x->ndim, x->shape)) ? 0 : -1;
 }
 
 /* ---- softmax, log_softmax ------------------------------------------------- */
@@ -344,23 +345,23 @@ static int fw_log_softmax_backward(const pr_view *in, int n, pr_view *out, const
                                  last_of(&in[0]), 1);
 }
 
-static PyObject *call2(const char *name, PyObject *a, PyObject *b) {
+static PyObject *call2(const pr_op *op, PyObject *a, PyObject *b) {
     PyObject *in[2] = {a, b};
-    return pr_call_by_name(name, in, 2, NULL);
+    return pr_call1(op, in, 2, NULL);
 }
 
-static PyObject *call3(const char *name, PyObject *a, PyObject *b, PyObject *c) {
+static PyObject *call3(const pr_op *op, PyObject *a, PyObject *b, PyObject *c) {
     PyObject *in[3] = {a, b, c};
-    return pr_call_by_name(name, in, 3, NULL);
+    return pr_call1(op, in, 3, NULL);
 }
 
 static int gr_softmax(PyObject *const *in, PyObject *const *out, const void *attrs,
                       PyObject *const *gout, const int *needs, PyObject **gin) {
-    return (gin[0] = call2("softmax_backward", gout[0], out[0])) ? 0 : -1;
+    return (gin[0] = call2(&pr_op_softmax_backward, gout[0], out[0])) ? 0 : -1;
 }
 static int gr_log_softmax(PyObject *const *in, PyObject *const *out, const void *attrs,
                           PyObject *const *gout, const int *needs, PyObject **gin) {
-    return (gin[0] = call2("log_softmax_backward", gout[0], out[0])) ? 0 : -1;
+    return (gin[0] = call2(&pr_op_log_softmax_backward, gout[0], out[0])) ? 0 : -1;
 }
 
 /* Second-order rules.  Last-axis sums with keepdims, as the forward formulas. */
@@ -368,14 +369,14 @@ static PyObject *sum_last(PyObject *x) { /* steals x (NULL after an error) */
     if (!x) return NULL;
     pr_reduce_attrs a = {{0}};
     a.axes.n = 1, a.axes.v[0] = -1, a.keepdims = 1;
-    PyObject *r = pr_call_by_name("sum", &x, 1, &a);
+    PyObject *r = pr_call1(&pr_op_sum, &x, 1, &a);
     Py_DECREF(x);
     return r;
 }
 
 /* Steals a and b (either may be NULL after an error). */
-static PyObject *steal2(const char *name, PyObject *a, PyObject *b) {
-    PyObject *r = a && b ? call2(name, a, b) : NULL;
+static PyObject *steal2(const pr_op *op, PyObject *a, PyObject *b) {
+    PyObject *r = a && b ? call2(op, a, b) : NULL;
     Py_XDECREF(a);
     Py_XDECREF(b);
     return r;
@@ -386,13 +387,13 @@ static PyObject *steal2(const char *name, PyObject *a, PyObject *b) {
 static int gr_softmax_backward(PyObject *const *in, PyObject *const *out, const void *attrs,
                                PyObject *const *gout, const int *needs, PyObject **gin) {
     PyObject *dy = in[0], *y = in[1], *g = gout[0];
-    if (needs[0] && !(gin[0] = call2("softmax_backward", g, y))) return -1;
+    if (needs[0] && !(gin[0] = call2(&pr_op_softmax_backward, g, y))) return -1;
     if (needs[1]) {
-        PyObject *s = sum_last(steal2("multiply", Py_NewRef(dy), Py_NewRef(y)));
-        PyObject *t = sum_last(steal2("multiply", Py_NewRef(g), Py_NewRef(y)));
-        PyObject *a = steal2("multiply", Py_NewRef(g), steal2("subtract", Py_NewRef(dy), s));
-        PyObject *b = steal2("multiply", Py_NewRef(dy), t);
-        if (!(gin[1] = steal2("subtract", a, b))) return -1;
+        PyObject *s = sum_last(steal2(&pr_op_multiply, Py_NewRef(dy), Py_NewRef(y)));
+        PyObject *t = sum_last(steal2(&pr_op_multiply, Py_NewRef(g), Py_NewRef(y)));
+        PyObject *a = steal2(&pr_op_multiply, Py_NewRef(g), steal2(&pr_op_subtract, Py_NewRef(dy), s));
+        PyObject *b = steal2(&pr_op_multiply, Py_NewRef(dy), t);
+        if (!(gin[1] = steal2(&pr_op_subtract, a, b))) return -1;
     }
     return 0;
 }
@@ -402,18 +403,18 @@ static int gr_softmax_backward(PyObject *const *in, PyObject *const *out, const 
 static int gr_log_softmax_backward(PyObject *const *in, PyObject *const *out, const void *attrs,
                                    PyObject *const *gout, const int *needs, PyObject **gin) {
     PyObject *dy = in[0], *g = gout[0];
-    PyObject *p = pr_call_by_name("exp", &in[1], 1, NULL);
+    PyObject *p = pr_call1(&pr_op_exp, &in[1], 1, NULL);
     if (!p) return -1;
-    PyObject *gp = call2("multiply", g, p);
+    PyObject *gp = call2(&pr_op_multiply, g, p);
     Py_DECREF(p);
     if (!gp) return -1;
-    if (needs[0] && !(gin[0] = steal2("subtract", Py_NewRef(g), sum_last(Py_NewRef(gp))))) {
+    if (needs[0] && !(gin[0] = steal2(&pr_op_subtract, Py_NewRef(g), sum_last(Py_NewRef(gp))))) {
         Py_DECREF(gp);
         return -1;
     }
     if (needs[1]) {
-        PyObject *neg = pr_call_by_name("negative", &gp, 1, NULL);
-        gin[1] = steal2("multiply", neg, sum_last(Py_NewRef(dy)));
+        PyObject *neg = pr_call1(&pr_op_negative, &gp, 1, NULL);
+        gin[1] = steal2(&pr_op_multiply, neg, sum_last(Py_NewRef(dy)));
     }
     Py_DECREF(gp);
     return needs[1] && !gin[1] ? -1 : 0;
@@ -513,39 +514,39 @@ static int fw_accuracy(const pr_view *in, int n, pr_view *out, const void *a, vo
 }
 
 /* Gradient wrt the prediction through the loss's dedicated backward op. */
-static int grad_loss(const char *backward, PyObject *const *in, PyObject *const *gout,
+static int grad_loss(const pr_op *backward, PyObject *const *in, PyObject *const *gout,
                      const int *needs, PyObject **gin) {
     if (needs[0] && !(gin[0] = call3(backward, gout[0], in[0], in[1]))) return -1;
     return 0;
 }
 static int gr_sparse_softmax_ce(PyObject *const *in, PyObject *const *out, const void *attrs,
                                 PyObject *const *gout, const int *needs, PyObject **gin) {
-    return grad_loss("sparse_softmax_cross_entropy_backward", in, gout, needs, gin);
+    return grad_loss(&pr_op_sparse_softmax_cross_entropy_backward, in, gout, needs, gin);
 }
 static int gr_sparse_probs_ce(PyObject *const *in, PyObject *const *out, const void *attrs,
                               PyObject *const *gout, const int *needs, PyObject **gin) {
-    return grad_loss("sparse_categorical_crossentropy_backward", in, gout, needs, gin);
+    return grad_loss(&pr_op_sparse_categorical_crossentropy_backward, in, gout, needs, gin);
 }
 static int gr_probs_ce(PyObject *const *in, PyObject *const *out, const void *attrs,
                        PyObject *const *gout, const int *needs, PyObject **gin) {
-    return grad_loss("categorical_crossentropy_backward", in, gout, needs, gin);
+    return grad_loss(&pr_op_categorical_crossentropy_backward, in, gout, needs, gin);
 }
 /* Soft labels also get d loss / d t = -g * log_softmax(logits). */
 static int gr_softmax_ce(PyObject *const *in, PyObject *const *out, const void *attrs,
                          PyObject *const *gout, const int *needs, PyObject **gin) {
-    if (grad_loss("softmax_cross_entropy_backward", in, gout, needs, gin) < 0) return -1;
+    if (grad_loss(&pr_op_softmax_cross_entropy_backward, in, gout, needs, gin) < 0) return -1;
     if (!needs[1]) return 0;
     const pr_view *g = T(gout[0]);
     int64_t shape[PR_MAX_DIMS];
     memcpy(shape, g->shape, sizeof(int64_t) * (size_t)g->ndim);
     shape[g->ndim] = 1;
-    PyObject *col = call_shape("reshape", gout[0], g->ndim + 1, shape);
-    PyObject *ls = col ? pr_call_by_name("log_softmax", &in[0], 1, NULL) : NULL;
-    PyObject *prod = ls ? call2("multiply", ls, col) : NULL;
+    PyObject *col = call_shape(&pr_op_reshape, gout[0], g->ndim + 1, shape);
+    PyObject *ls = col ? pr_call1(&pr_op_log_softmax, &in[0], 1, NULL) : NULL;
+    PyObject *prod = ls ? call2(&pr_op_multiply, ls, col) : NULL;
     Py_XDECREF(col);
     Py_XDECREF(ls);
     if (!prod) return -1;
-    gin[1] = pr_call_by_name("negative", &prod, 1, NULL);
+    gin[1] = pr_call1(&pr_op_negative, &prod, 1, NULL);
     Py_DECREF(prod);
     return gin[1] ? 0 : -1;
 }
@@ -705,24 +706,24 @@ const pr_attr_spec pr_bn_backward_attrs[] = {
     {"dx_dtype", PR_ATTR_INT, offsetof(pr_bn_attrs, dx_dtype), 0, PR_F32},
     {NULL}};
 
-static const pr_op op_sum = {
+const pr_op pr_op_sum = {
     .name = "sum", .n_in = 1, .n_out = 1, .attrs = reduce_attrs,
     .attr_size = sizeof(pr_reduce_attrs), .infer = infer_reduce, .forward = fw_sum,
     .gradient = gr_sum,
     .doc = "sum(x; axes, keepdims): np.sum over `axes` (empty: all), double accumulation."};
-static const pr_op op_mean = {
+const pr_op pr_op_mean = {
     .name = "mean", .n_in = 1, .n_out = 1, .attrs = reduce_attrs,
     .attr_size = sizeof(pr_reduce_attrs), .infer = infer_reduce, .forward = fw_mean,
     .gradient = gr_mean,
     .doc = "mean(x; axes, keepdims): np.mean over `axes` (empty: all), double accumulation."};
-static const pr_op op_reshape = {
+const pr_op pr_op_reshape = {
     .name = "reshape", .n_in = 1, .n_out = 1, .attrs = shape_attrs,
     .attr_size = sizeof(pr_shape_attrs), .infer = infer_reshape, .forward = fw_copy,
     .gradient = gr_reshape,
     .doc = "reshape(x; shape): NumPy reshape (one -1 inferred), any dtype."};
 static const pr_attr_spec dim_attr_spec[] = {
     {"axis", PR_ATTR_INT, offsetof(dim_attrs, axis), 1, 0}, {NULL}};
-static const pr_op op_dim_size = {
+const pr_op pr_op_dim_size = {
     .name = "dim_size", .n_in = 1, .n_out = 1, .attrs = dim_attr_spec,
     .attr_size = sizeof(dim_attrs), .infer = infer_dim_size, .forward = fw_dim_size,
     .known = known_dim_size,
@@ -730,74 +731,74 @@ static const pr_op op_dim_size = {
            "size that shape attributes (reshape, broadcast_to) accept."};
 static const pr_attr_spec size_attr_spec[] = {
     {"value", PR_ATTR_INT, offsetof(size_attrs, value), 1, 0}, {NULL}};
-static const pr_op op_size = {
+const pr_op pr_op_size = {
     .name = "size", .n_in = 0, .n_out = 1, .attrs = size_attr_spec,
     .attr_size = sizeof(size_attrs), .infer = infer_size, .forward = fw_size, .known = known_size,
     .doc = "size(; value) -> int32 scalar `value`: arithmetic on the sizes pyresnet.ops.shape "
            "returns while tracing (its value an expression of the unknown sizes)."};
-static const pr_op op_flatten = {
+const pr_op pr_op_flatten = {
     .name = "flatten", .n_in = 1, .n_out = 1, .infer = infer_flatten, .forward = fw_copy,
     .gradient = gr_reshape, .doc = "flatten(x): (N, d1, ..., dk) -> (N, d1 * ... * dk)."};
 
-static const pr_op op_softmax = {
+const pr_op pr_op_softmax = {
     .name = "softmax", .n_in = 1, .n_out = 1, .infer = infer_softmax, .forward = fw_softmax,
     .gradient = gr_softmax, .doc = "softmax(x) over the last axis (max-shifted)."};
-static const pr_op op_log_softmax = {
+const pr_op pr_op_log_softmax = {
     .name = "log_softmax", .n_in = 1, .n_out = 1, .infer = infer_softmax,
     .forward = fw_log_softmax, .gradient = gr_log_softmax,
     .doc = "log_softmax(x) over the last axis (max-shifted)."};
-static const pr_op op_softmax_backward = {
+const pr_op pr_op_softmax_backward = {
     .name = "softmax_backward", .n_in = 2, .n_out = 1, .infer = infer_softmax_backward,
     .forward = fw_softmax_backward, .gradient = gr_softmax_backward,
     .doc = "softmax_backward(dy, y): y * (dy - sum(dy * y, -1)) for y = softmax(x)."};
-static const pr_op op_log_softmax_backward = {
+const pr_op pr_op_log_softmax_backward = {
     .name = "log_softmax_backward", .n_in = 2, .n_out = 1, .infer = infer_softmax_backward,
     .forward = fw_log_softmax_backward, .gradient = gr_log_softmax_backward,
     .doc = "log_softmax_backward(dy, y): dy - exp(y) * sum(dy, -1) for y = log_softmax(x)."};
 
 #define LOSS(var, nm, inf, fw, gr, d) \
-    static const pr_op var = {.name = nm, .n_in = 2, .n_out = 1, .infer = inf, .forward = fw, \
+    const pr_op var = {.name = nm, .n_in = 2, .n_out = 1, .infer = inf, .forward = fw, \
                               .gradient = gr, .doc = d}
 #define LOSS_BW(var, nm, inf, fw, d) \
-    static const pr_op var = {.name = nm, .n_in = 3, .n_out = 1, .infer = inf, .forward = fw, \
+    const pr_op var = {.name = nm, .n_in = 3, .n_out = 1, .infer = inf, .forward = fw, \
                               .flags = PR_OP_NO_GRADIENT_RULE, .doc = d}
 
-LOSS(op_sparse_softmax_ce, "sparse_softmax_cross_entropy", infer_sparse, fw_sparse_softmax_ce,
+LOSS(pr_op_sparse_softmax_cross_entropy, "sparse_softmax_cross_entropy", infer_sparse, fw_sparse_softmax_ce,
      gr_sparse_softmax_ce,
      "sparse_softmax_cross_entropy(logits (..., C), labels (...) int): per-row "
      "-log_softmax(logits)[label]; a label outside [0, C) raises ValueError.");
-LOSS(op_softmax_ce, "softmax_cross_entropy", infer_dense, fw_softmax_ce, gr_softmax_ce,
+LOSS(pr_op_softmax_cross_entropy, "softmax_cross_entropy", infer_dense, fw_softmax_ce, gr_softmax_ce,
      "softmax_cross_entropy(logits, target) (same shape): per-row "
      "-sum(target * log_softmax(logits), -1); gradients for both.");
-LOSS(op_sparse_probs_ce, "sparse_categorical_crossentropy", infer_sparse, fw_sparse_probs_ce,
+LOSS(pr_op_sparse_categorical_crossentropy, "sparse_categorical_crossentropy", infer_sparse, fw_sparse_probs_ce,
      gr_sparse_probs_ce,
      "sparse_categorical_crossentropy(probs (..., C), labels (...) int): per-row Keras "
      "from_logits=False loss -log(clip(p / sum(p), 1e-7, 1 - 1e-7))[label].");
-LOSS(op_probs_ce, "categorical_crossentropy", infer_dense, fw_probs_ce, gr_probs_ce,
+LOSS(pr_op_categorical_crossentropy, "categorical_crossentropy", infer_dense, fw_probs_ce, gr_probs_ce,
      "categorical_crossentropy(probs, target) (same shape): per-row Keras from_logits=False "
      "loss -sum(target * log(clip(p / sum(p), 1e-7, 1 - 1e-7)), -1); gradient wrt probs.");
-LOSS(op_sparse_accuracy, "sparse_categorical_accuracy", infer_sparse, fw_sparse_accuracy, NULL,
+LOSS(pr_op_sparse_categorical_accuracy, "sparse_categorical_accuracy", infer_sparse, fw_sparse_accuracy, NULL,
      "sparse_categorical_accuracy(pred (..., C), labels (...) int): 1.0 where argmax(pred) "
      "(first maximum) equals the label, else 0.0.");
-LOSS(op_accuracy, "categorical_accuracy", infer_dense, fw_accuracy, NULL,
+LOSS(pr_op_categorical_accuracy, "categorical_accuracy", infer_dense, fw_accuracy, NULL,
      "categorical_accuracy(pred, target) (same shape): 1.0 where argmax(pred) equals "
      "argmax(target) (first maxima), else 0.0.");
 
-LOSS_BW(op_sparse_softmax_ce_bw, "sparse_softmax_cross_entropy_backward", infer_sparse_backward,
+LOSS_BW(pr_op_sparse_softmax_cross_entropy_backward, "sparse_softmax_cross_entropy_backward", infer_sparse_backward,
         fw_sparse_softmax_ce_bw,
         "(g (...), logits (..., C), labels (...)) -> g * (softmax(logits) - onehot(labels)).");
-LOSS_BW(op_softmax_ce_bw, "softmax_cross_entropy_backward", infer_dense_backward,
+LOSS_BW(pr_op_softmax_cross_entropy_backward, "softmax_cross_entropy_backward", infer_dense_backward,
         fw_softmax_ce_bw,
         "(g (...), logits (..., C), target (..., C)) -> g * (softmax(logits) * sum(target) - "
         "target).");
-LOSS_BW(op_sparse_probs_ce_bw, "sparse_categorical_crossentropy_backward", infer_sparse_backward,
+LOSS_BW(pr_op_sparse_categorical_crossentropy_backward, "sparse_categorical_crossentropy_backward", infer_sparse_backward,
         fw_sparse_probs_ce_bw,
         "(g (...), probs (..., C), labels (...)) -> d sparse_categorical_crossentropy / d probs.");
-LOSS_BW(op_probs_ce_bw, "categorical_crossentropy_backward", infer_dense_backward,
+LOSS_BW(pr_op_categorical_crossentropy_backward, "categorical_crossentropy_backward", infer_dense_backward,
         fw_probs_ce_bw,
         "(g (...), probs (..., C), target (..., C)) -> d categorical_crossentropy / d probs.");
 
-static const pr_op op_bn_train = {
+const pr_op pr_op_batch_norm_train = {
     .name = "batch_norm_train", .n_in = 3, .n_out = 3, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_train, .forward = fw_bn_train,
     .gradient = gr_bn_train, .bf16_inputs = 1,
@@ -805,7 +806,7 @@ static const pr_op op_bn_train = {
            "batch_var): normalise with the batch statistics over all axes but the last "
            "(biased variance).  x float32 or bfloat16 (computed in float32, y in x's dtype); "
            "the rest float32."};
-static const pr_op op_bn_train_backward = {
+const pr_op pr_op_batch_norm_train_backward = {
     .name = "batch_norm_train_backward", .n_in = 5, .n_out = 3, .flags = PR_OP_NO_GRADIENT_RULE,
     .attrs = pr_bn_backward_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_backward, .forward = fw_bn_train_backward,
@@ -815,14 +816,14 @@ static const pr_op op_bn_train_backward = {
            "both bfloat16.  dx is bfloat16 when dy and x are (dx_dtype's default, float32, "
            "then means x's dtype) or with dx_dtype=5 (float32 dy and x: made by jit_compile "
            "from the cast that follows), else float32."};
-static const pr_op op_bn_infer = {
+const pr_op pr_op_batch_norm_infer = {
     .name = "batch_norm_infer", .n_in = 5, .n_out = 1, .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_infer, .forward = fw_bn_infer,
     .gradient = gr_bn_infer, .bf16_inputs = 1,
     .doc = "batch_norm_infer(x (..., C), gamma, beta, moving_mean, moving_var (C); epsilon) -> "
            "gamma * (x - mean) / sqrt(var + epsilon) + beta; x float32 or bfloat16 (y in x's "
            "dtype)."};
-static const pr_op op_bn_infer_backward = {
+const pr_op pr_op_batch_norm_infer_backward = {
     .name = "batch_norm_infer_backward", .n_in = 5, .n_out = 3, .flags = PR_OP_NO_GRADIENT_RULE,
     .attrs = bn_attrs,
     .attr_size = sizeof(pr_bn_attrs), .infer = infer_bn_backward, .forward = fw_bn_infer_backward,
@@ -831,9 +832,3 @@ static const pr_op op_bn_infer_backward = {
            "(dx, dgamma, dbeta) with fixed statistics; dy and x both float32 or both bfloat16 "
            "(dx in their dtype)."};
 
-const pr_op *const pr_ops_nn[] = {
-    &op_sum, &op_mean, &op_reshape, &op_flatten, &op_dim_size, &op_size, &op_softmax, &op_log_softmax,
-    &op_softmax_backward, &op_log_softmax_backward, &op_sparse_softmax_ce, &op_softmax_ce,
-    &op_sparse_probs_ce, &op_probs_ce, &op_sparse_accuracy, &op_accuracy,
-    &op_sparse_softmax_ce_bw, &op_softmax_ce_bw, &op_sparse_probs_ce_bw, &op_probs_ce_bw,
-    &op_bn_train, &op_bn_train_backward, &op_bn_infer, &op_bn_infer_backward, NULL};

@@ -68,14 +68,14 @@ static const pr_attr_spec uniform_spec[] = {
 
 #define RANDOM (PR_OP_RANDOM | PR_OP_STATEFUL)
 
-static const pr_op op_random_normal = {
+const pr_op pr_op_random_normal = {
     .name = "random_normal", .n_in = 1, .n_out = 1, .mutates = 1u << 0, .flags = RANDOM,
     .attrs = normal_spec, .attr_size = sizeof(random_attrs), .infer = infer_random,
     .forward = fw_random_normal,
     .doc = "random_normal(state; shape, mean=0, stddev=1) -> float32 of `shape`: normal draws "
            "(Box-Muller over Philox stream 0 of [seed, counter]); the counter advances."};
 
-static const pr_op op_random_uniform = {
+const pr_op pr_op_random_uniform = {
     .name = "random_uniform", .n_in = 1, .n_out = 1, .mutates = 1u << 0, .flags = RANDOM,
     .attrs = uniform_spec, .attr_size = sizeof(random_attrs), .infer = infer_random,
     .forward = fw_random_uniform,
@@ -83,4 +83,3 @@ static const pr_op op_random_uniform = {
            "draws in (minval, maxval) from Philox stream 0 of [seed, counter]; the counter "
            "advances."};
 
-const pr_op *const pr_ops_random[] = {&op_random_normal, &op_random_uniform, NULL};

@@ -303,68 +303,64 @@ static const pr_attr_spec exponential_attr_specs[] = {
     {"staircase", PR_ATTR_BOOL, offsetof(exponential_attrs, staircase), 0, 0}, {NULL}};
 
 #define ASSIGN(var, nm, fw, d) \
-    static const pr_op var = {.name = nm, .n_in = 2, .n_out = 0, .mutates = 1, \
+    const pr_op var = {.name = nm, .n_in = 2, .n_out = 0, .mutates = 1, \
                               .flags = PR_OP_STATEFUL, .infer = infer_assign, .forward = fw, \
                               .doc = d}
 
-ASSIGN(op_assign, "assign", fw_assign,
+ASSIGN(pr_op_assign, "assign", fw_assign,
        "assign(var, value): var = value in place; value broadcasts to var's shape.");
-ASSIGN(op_assign_add, "assign_add", fw_assign_add,
+ASSIGN(pr_op_assign_add, "assign_add", fw_assign_add,
        "assign_add(var, value): var += value in place; value broadcasts to var's shape.");
-ASSIGN(op_assign_sub, "assign_sub", fw_assign_sub,
+ASSIGN(pr_op_assign_sub, "assign_sub", fw_assign_sub,
        "assign_sub(var, value): var -= value in place; value broadcasts to var's shape.");
 
-static const pr_op op_moving_average = {
+const pr_op pr_op_moving_average_update = {
     .name = "moving_average_update", .n_in = 2, .n_out = 0, .mutates = 1,
     .flags = PR_OP_STATEFUL, .attrs = momentum_attrs, .attr_size = sizeof(pr_scalar_attrs),
     .infer = infer_moving_average, .forward = fw_moving_average,
     .doc = "moving_average_update(var, value; momentum): var = var * momentum + value * "
            "(1 - momentum) in place (Keras BatchNormalization)."};
-static const pr_op op_sgd = {
+const pr_op pr_op_sgd_update = {
     .name = "sgd_update", .n_in = 3, .n_out = 0, .mutates = 1, .flags = PR_OP_STATEFUL,
     .attrs = sgd_attrs, .attr_size = sizeof(pr_sgd_attrs), .infer = infer_sgd,
     .forward = fw_sgd,
     .doc = "sgd_update(var, grad, lr; weight_decay): Keras 3 SGD without momentum, in place."};
-static const pr_op op_sgd_momentum = {
+const pr_op pr_op_sgd_momentum_update = {
     .name = "sgd_momentum_update", .n_in = 4, .n_out = 0, .mutates = 1 | 4,
     .flags = PR_OP_STATEFUL, .attrs = sgd_momentum_attrs, .attr_size = sizeof(pr_sgd_attrs),
     .infer = infer_sgd_momentum, .forward = fw_sgd_momentum,
     .doc = "sgd_momentum_update(var, grad, velocity, lr; momentum, nesterov, weight_decay): "
            "Keras 3 SGD with momentum, updating var and velocity in place."};
 
-static const pr_op op_adam = {
+const pr_op pr_op_adam_update = {
     .name = "adam_update", .n_in = 7, .n_out = 0, .mutates = 1 | 4 | 8 | 16,
     .flags = PR_OP_STATEFUL, .attrs = adam_attr_specs, .attr_size = sizeof(adam_attrs),
     .infer = infer_adam, .forward = fw_adam,
     .doc = "adam_update(var, grad, momentum, velocity, velocity_hat, lr, iterations; beta_1, "
            "beta_2, epsilon, weight_decay): Keras 3 Adam/AdamW step in place; velocity_hat of "
            "shape (0,) without amsgrad."};
-static const pr_op op_rmsprop = {
+const pr_op pr_op_rmsprop_update = {
     .name = "rmsprop_update", .n_in = 6, .n_out = 0, .mutates = 1 | 4 | 8 | 16,
     .flags = PR_OP_STATEFUL, .attrs = rmsprop_attr_specs, .attr_size = sizeof(rmsprop_attrs),
     .infer = infer_rmsprop, .forward = fw_rmsprop,
     .doc = "rmsprop_update(var, grad, velocity, momentum, average_gradient, lr; rho, momentum, "
            "epsilon, weight_decay): Keras 3 RMSprop step in place; momentum/average_gradient "
            "of shape (0,) when unused (momentum 0, not centered)."};
-static const pr_op op_cosine = {
+const pr_op pr_op_cosine_decay_schedule = {
     .name = "cosine_decay_schedule", .n_in = 1, .n_out = 1, .attrs = cosine_attr_specs,
     .attr_size = sizeof(cosine_attrs), .infer = infer_schedule, .forward = fw_cosine,
     .doc = "cosine_decay_schedule(step; initial_learning_rate, decay_steps, alpha, warmup, "
            "warmup_target, warmup_steps, linear): Keras CosineDecay's rate at `step` (float32 "
            "scalar); linear=True anneals linearly (one-cycle)."};
-static const pr_op op_exponential = {
+const pr_op pr_op_exponential_decay_schedule = {
     .name = "exponential_decay_schedule", .n_in = 1, .n_out = 1,
     .attrs = exponential_attr_specs, .attr_size = sizeof(exponential_attrs),
     .infer = infer_schedule, .forward = fw_exponential,
     .doc = "exponential_decay_schedule(step; initial_learning_rate, decay_steps, decay_rate, "
            "staircase): Keras ExponentialDecay's rate at `step` (float32 scalar)."};
-static const pr_op op_piecewise = {
+const pr_op pr_op_piecewise_constant_schedule = {
     .name = "piecewise_constant_schedule", .n_in = 3, .n_out = 1, .infer = infer_piecewise,
     .forward = fw_piecewise,
     .doc = "piecewise_constant_schedule(step, boundaries, values): Keras "
            "PiecewiseConstantDecay's rate at `step` (float32 scalar)."};
 
-const pr_op *const pr_ops_state[] = {&op_assign, &op_assign_add, &op_assign_sub,
-                                     &op_moving_average, &op_sgd, &op_sgd_momentum, &op_adam,
-                                     &op_rmsprop, &op_cosine, &op_exponential, &op_piecewise,
-                                     NULL};

@@ -6,6 +6,7 @@
  * below the op registry; pr_tensor_ops_init fills these slots before the
  * type is readied. */
 #include "ops.h"
+#include "op_list.h"
 
 #define NO_IMPORT_ARRAY
 #define PY_ARRAY_UNIQUE_SYMBOL PR_ARRAY_API
@@ -65,31 +66,34 @@ static int array_like(PyObject *o) {
 }
 
 static PyObject *Tensor_richcompare(PyObject *a, PyObject *b, int op) {
-    static const char *const names[] = {"less", "less_equal", "equal", "not_equal", "greater",
-                                        "greater_equal"}; /* Py_LT .. Py_GE */
+    static const pr_op *const ops[] = {&pr_op_less,      &pr_op_less_equal, &pr_op_equal,
+                                       &pr_op_not_equal, &pr_op_greater,
+                                       &pr_op_greater_equal}; /* Py_LT .. Py_GE */
     if ((op == Py_EQ || op == Py_NE) && !(array_like(a) && array_like(b)))
         Py_RETURN_NOTIMPLEMENTED;
     PyObject *inputs[2] = {a, b};
-    return pr_call_by_name(names[op], inputs, 2, NULL);
+    return pr_call1(ops[op], inputs, 2, NULL);
 }
 
 /* Arithmetic dispatches to registered ops so it is recorded and traced;
  * while tracing, + - * on sizes from pyresnet.ops.shape (and ints) make new
  * sizes, as tf.shape(x)[1] * tf.shape(x)[2] does. */
-static PyObject *binary(const char *op, PyObject *a, PyObject *b) {
+static PyObject *binary(const pr_op *op, PyObject *a, PyObject *b) {
     PyObject *inputs[2] = {a, b};
-    return pr_call_by_name(op, inputs, 2, NULL);
+    return pr_call1(op, inputs, 2, NULL);
 }
-static PyObject *size_or_binary(int kind, const char *op, PyObject *a, PyObject *b) {
+static PyObject *size_or_binary(int kind, const pr_op *op, PyObject *a, PyObject *b) {
     PyObject *r = pr_trace_size_arith(kind, a, b);
     return r || PyErr_Occurred() ? r : binary(op, a, b);
 }
-static PyObject *Tensor_add(PyObject *a, PyObject *b) { return size_or_binary('+', "add", a, b); }
+static PyObject *Tensor_add(PyObject *a, PyObject *b) {
+    return size_or_binary('+', &pr_op_add, a, b);
+}
 static PyObject *Tensor_sub(PyObject *a, PyObject *b) {
-    return size_or_binary('-', "subtract", a, b);
+    return size_or_binary('-', &pr_op_subtract, a, b);
 }
 static PyObject *Tensor_mul(PyObject *a, PyObject *b) {
-    return size_or_binary('*', "multiply", a, b);
+    return size_or_binary('*', &pr_op_multiply, a, b);
 }
 /* a // b: only for sizes while tracing (there is no integer tensor division). */
 static PyObject *Tensor_floordiv(PyObject *a, PyObject *b) {
@@ -97,14 +101,14 @@ static PyObject *Tensor_floordiv(PyObject *a, PyObject *b) {
     if (r || PyErr_Occurred()) return r;
     Py_RETURN_NOTIMPLEMENTED;
 }
-static PyObject *Tensor_div(PyObject *a, PyObject *b) { return binary("divide", a, b); }
-static PyObject *Tensor_matmul(PyObject *a, PyObject *b) { return binary("matmul", a, b); }
-static PyObject *Tensor_neg(PyObject *a) { return pr_call_by_name("negative", &a, 1, NULL); }
+static PyObject *Tensor_div(PyObject *a, PyObject *b) { return binary(&pr_op_divide, a, b); }
+static PyObject *Tensor_matmul(PyObject *a, PyObject *b) { return binary(&pr_op_matmul, a, b); }
+static PyObject *Tensor_neg(PyObject *a) { return pr_call1(&pr_op_negative, &a, 1, NULL); }
 static PyObject *Tensor_pos(PyObject *a) { return Py_NewRef(a); }
-static PyObject *Tensor_abs(PyObject *a) { return pr_call_by_name("abs", &a, 1, NULL); }
+static PyObject *Tensor_abs(PyObject *a) { return pr_call1(&pr_op_abs, &a, 1, NULL); }
 static PyObject *Tensor_pow(PyObject *a, PyObject *b, PyObject *mod) {
     if (mod != Py_None) Py_RETURN_NOTIMPLEMENTED;
-    return binary("power", a, b);
+    return binary(&pr_op_power, a, b);
 }
 
 /* _C._set_tensor_methods(dict): the Python-written methods.  Entries are

@@ -1591,10 +1591,9 @@ for _name, _fn in [("argmax", np.argmax), ("argmin", np.argmin)]:
 
 # ---- internal graph ops (not in the registry's op_names) ------------------------------------
 
-# the ops jit_compile fuses into one fused_elementwise node (csrc/ops_fused.c)
-FUSED_OPS = ("add", "subtract", "multiply", "divide", "negative", "scale", "relu",
-             "relu_backward", "exp", "log", "sqrt", "square", "abs", "sign", "sigmoid", "tanh",
-             "erf")
+# the ops jit_compile fuses into one fused_elementwise node (csrc/ops_fused.c): those
+# whose registry entry names a fused instruction (pr_op.fuse)
+FUSED_OPS = tuple(n for n in sorted(_C.op_names()) if _C.op_info(n)["fusible"])
 
 add(Entry("fused_elementwise", kind="internal",
           skip={"all": "made only by jit_compile's fusion pass from chains of the FUSED_OPS "

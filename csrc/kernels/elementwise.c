@@ -288,15 +288,9 @@ int pr_k_scale(const float *x, float *y, int64_t n, float s) {
 
 int pr_k_unary(pr_unary_kind k, const float *x, float *y, int64_t n) {
     switch (k) {
-    case PR_UN_EXP: UNARY_LOOP(PR_UN_EXP);
-    case PR_UN_LOG: UNARY_LOOP(PR_UN_LOG);
-    case PR_UN_SQRT: UNARY_LOOP(PR_UN_SQRT);
-    case PR_UN_SQUARE: UNARY_LOOP(PR_UN_SQUARE);
-    case PR_UN_ABS: UNARY_LOOP(PR_UN_ABS);
-    case PR_UN_SIGN: UNARY_LOOP(PR_UN_SIGN);
-    case PR_UN_SIGMOID: UNARY_LOOP(PR_UN_SIGMOID);
-    case PR_UN_TANH: UNARY_LOOP(PR_UN_TANH);
-    case PR_UN_ERF: UNARY_LOOP(PR_UN_ERF);
+#define UNARY_CASE(name, KIND, f, doc) case PR_UN_##KIND: UNARY_LOOP(PR_UN_##KIND);
+    PR_UNARY_OPS(UNARY_CASE)
+#undef UNARY_CASE
     }
     return PR_OK;
 }

@@ -13,26 +13,42 @@ typedef enum {
     PR_BIN_POW /* C99 powf (NumPy's float32 power on every value tested) */
 } pr_binary_kind;
 
+/* The unary elementwise ops, one line each: X(op name, KIND, formula of the
+ * float x, the op's doc).  The line makes the kind (PR_UN_<KIND>), its case
+ * in pr_unary_apply and pr_k_unary, the registry op `<name>` (ops_elementwise.c,
+ * whose gradient rule is gr_<name>) and its instruction in jit_compile's
+ * fused kernel (fused.c): a new one is this line plus its gradient rule, its
+ * Python wrapper and its row in tests/op_table.py.
+ * sign: -1, 0 or 1 (0, -0 and NaN stay as they are, as np.sign); sigmoid:
+ * 1 / (1 + e**-x) (0 for x below about -88 where e**-x overflows, the limit). */
+#define PR_UNARY_OPS(X)                                                                        \
+    X(exp, EXP, expf(x), "e**x (float32).")                                                    \
+    X(log, LOG, logf(x), "Natural logarithm (float32; -inf at 0, NaN below).")                 \
+    X(sqrt, SQRT, sqrtf(x), "Square root (float32; NaN below 0).")                             \
+    X(square, SQUARE, x * x, "x * x (float32).")                                              \
+    X(abs, ABS, fabsf(x), "|x| (float32); gradient sign(x) * g (0 at 0, as TensorFlow).")      \
+    X(sign, SIGN, (x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x),                                    \
+      "-1, 0 or 1 by the sign of x (float32; 0 and NaN stay as they are, as np.sign); "        \
+      "gradient 0.")                                                                           \
+    X(sigmoid, SIGMOID, 1.0f / (1.0f + expf(-x)),                                              \
+      "1 / (1 + exp(-x)) (float32); gradient g * y * (1 - y).")                                \
+    X(tanh, TANH, tanhf(x), "Hyperbolic tangent (float32); gradient g * (1 - y**2).")          \
+    X(erf, ERF, erff(x), "Error function (float32, C99 erff); gradient g * 2/sqrt(pi) * "      \
+                         "exp(-x**2).")
+
 typedef enum {
-    PR_UN_EXP, PR_UN_LOG, PR_UN_SQRT, PR_UN_SQUARE, PR_UN_ABS, PR_UN_SIGN, PR_UN_SIGMOID,
-    PR_UN_TANH, PR_UN_ERF
+#define PR_UN_ENUM(name, KIND, f, doc) PR_UN_##KIND,
+    PR_UNARY_OPS(PR_UN_ENUM)
+#undef PR_UN_ENUM
 } pr_unary_kind;
 
 /* One element of a unary op: the elementwise kernel and the fused kernel
- * (fused.c) both call this, so fused chains give the unfused bits.
- * sign: -1, 0 or 1 (NaN stays NaN, as np.sign); sigmoid: 1 / (1 + e**-x)
- * (0 for x below about -88 where e**-x overflows, as the limit). */
+ * (fused.c) both call this, so fused chains give the unfused bits. */
 static inline float pr_unary_apply(pr_unary_kind k, float x) {
     switch (k) {
-    case PR_UN_EXP: return expf(x);
-    case PR_UN_LOG: return logf(x);
-    case PR_UN_SQRT: return sqrtf(x);
-    case PR_UN_SQUARE: return x * x;
-    case PR_UN_ABS: return fabsf(x);
-    case PR_UN_SIGN: return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x; /* 0, -0 and NaN as they are */
-    case PR_UN_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case PR_UN_TANH: return tanhf(x);
-    case PR_UN_ERF: return erff(x);
+#define PR_UN_CASE(name, KIND, f, doc) case PR_UN_##KIND: return f;
+    PR_UNARY_OPS(PR_UN_CASE)
+#undef PR_UN_CASE
     }
     return 0.0f;
 }

@@ -6,8 +6,10 @@
 
 #include "kernels.h"
 
-/* PR_FI_UNARY: pr_unary_apply(pad, a) (elementwise.h; `pad` holds the kind). */
-enum { PR_FI_ADD, PR_FI_SUB, PR_FI_MUL, PR_FI_DIV, PR_FI_NEG, PR_FI_SCALE, PR_FI_RELU,
+/* The instructions (PR_FI_NONE: not one; a registry op's `fuse` field says
+ * which it is).  PR_FI_UNARY: pr_unary_apply(pad, a) (elementwise.h; `pad`
+ * holds the kind, the op's `fuse_arg`). */
+enum { PR_FI_NONE, PR_FI_ADD, PR_FI_SUB, PR_FI_MUL, PR_FI_DIV, PR_FI_NEG, PR_FI_SCALE, PR_FI_RELU,
        PR_FI_RELU_BWD, PR_FI_UNARY };
 /* How an input is read: every element, one value, or along the last dim. */
 enum { PR_FM_FULL, PR_FM_SCALAR, PR_FM_CHANNEL };
