@@ -271,7 +271,7 @@ class _CacheSource:
             else:
                 yield from _ArraySource(filled[1], filled[2]).elements(epoch)
             return
-        record = [] if self.upstream._cardinality() != INFINITE_CARDINALITY else None
+        record = None if self.upstream._endless() else []
         for element in self.upstream._pass(epoch):
             if record is not None:
                 record.append(element)
@@ -576,22 +576,31 @@ class Dataset:
             kind = step[0]
             if kind == "batch" and n >= 0:
                 n = n // step[1] if step[2] else -(-n // step[1])
-            elif kind == "filter" and n != INFINITE_CARDINALITY:
+            elif kind == "filter":
                 n = UNKNOWN_CARDINALITY
             elif kind == "take" and step[1] >= 0:
                 n = step[1] if n == INFINITE_CARDINALITY else min(n, step[1]) if n >= 0 else n
             elif kind == "skip" and n != UNKNOWN_CARDINALITY:
                 n = n if n == INFINITE_CARDINALITY else 0 if step[1] == -1 else max(n - step[1], 0)
             elif kind == "repeat":
-                if n == 0:
+                if n == 0 or step[1] == 0:
                     n = 0
                 elif step[1] is None:
-                    n = INFINITE_CARDINALITY if n != UNKNOWN_CARDINALITY else n
+                    n = INFINITE_CARDINALITY
                 elif n >= 0:
                     n = n * step[1]
-                elif step[1] == 0:
-                    n = 0
         return n
+
+    def _endless(self, steps=None):
+        """Whether a pass through ``steps`` (default all) may never end: an
+        infinite source or ``repeat()`` not followed by a ``take``."""
+        endless = self._source.cardinality() == INFINITE_CARDINALITY
+        for step in self._steps if steps is None else steps:
+            if step[0] == "repeat" and step[1] is None:
+                endless = True
+            elif step[0] == "take" and step[1] >= 0:
+                endless = False
+        return endless
 
     def cardinality(self):
         """The number of elements (batches after ``batch()``), as an int:
@@ -612,15 +621,17 @@ class Dataset:
         return next(((s[1], s[2]) for s in self._steps if s[0] == "batch"), None)
 
     def _split_steps(self):
-        """(steps before batch, steps after) for the array path, or None when
-        the steps need the Python pass (no arrays, no batch, a filter after
-        a map before batch, a filter after batch before a map)."""
+        """(steps before batch, steps after) for the array path (all steps
+        and None without batch()), or None when the steps need the Python
+        pass (no arrays, a filter after a map before batch, a filter after
+        batch before a map)."""
         if self._source.arrays_now() is None:
             return None
         at = next((i for i, s in enumerate(self._steps) if s[0] == "batch"), None)
         if at is None:
-            return None
-        pre, post = self._steps[:at], self._steps[at + 1:]
+            pre, post = self._steps, ()
+        else:
+            pre, post = self._steps[:at], self._steps[at + 1:]
         mapped = False
         for s in pre:
             mapped = mapped or s[0] == "map"
@@ -648,7 +659,7 @@ class Dataset:
     def _c_maps(self):
         """(C layers, Python maps after them) when the batches are made in C
         (arrays, batched, every map before batch() a pyresnet layer), else None."""
-        if self._split_steps() is None:
+        if self._split_steps() is None or self._batch_spec() is None:
             return None
         before, after, _ = self._plan()
         if any(_pipeline_layers(fn) is None for fn in before):
@@ -676,8 +687,7 @@ class Dataset:
         if maps is None or maps[1]:
             return False
         pre, post = self._split_steps()
-        return all(s[0] in ("map", "prefetch") for s in post) \
-            and self._cardinality(pre) != INFINITE_CARDINALITY
+        return all(s[0] in ("map", "prefetch") for s in post) and not self._endless(pre)
 
     # ---- the element order (arrays) -----------------------------------------------------
 
@@ -698,7 +708,7 @@ class Dataset:
         if kind == "shuffle":
             _, buffer_size, seed, reshuffle = last
             counter = epoch if reshuffle else 0
-            if self._cardinality_of_ops(up, arrays) != INFINITE_CARDINALITY:
+            if not self._endless(up):
                 order = np.concatenate(list(self._order_chunks(up, epoch, arrays, single))
                                        or [np.zeros(0, np.int64)])
                 yield order[_C.shuffle_order(len(order), buffer_size, seed,
@@ -745,9 +755,6 @@ class Dataset:
                 yield chunk[np.asarray(keep, dtype=bool)] if len(chunk) else chunk
         else:  # pragma: no cover - every order step is handled above
             raise AssertionError(kind)
-
-    def _cardinality_of_ops(self, ops, arrays):
-        return Dataset(_ArraySource(arrays, True), tuple(ops))._cardinality()
 
     def _order(self, epoch):
         """Pass ``epoch``'s whole (finite) element order before batch()."""
@@ -806,6 +813,13 @@ class Dataset:
         if split is None:
             items = self._python_steps(self._steps, epoch)
             return _prefetched(lambda: items, depth) if depth else items
+        if self._batch_spec() is None:  # elements: the order, then the maps, in Python
+            arrays, single = self._source.arrays_now()
+            maps = [s[1] for s in self._steps if s[0] == "map"]
+            items = (_call_map_all(maps, self._element(i, arrays, single))
+                     for i in itertools.chain.from_iterable(
+                         self._order_chunks(self._steps, epoch, arrays, single)))
+            return _prefetched(lambda: items, depth) if depth else items
         if self._one_c_pass():
             batches = self._batch_iterator(epoch, self._c_maps()[0], depth)
             return (b[0] for b in batches) if self._source.arrays_now()[1] else batches
@@ -824,7 +838,7 @@ class Dataset:
             yield from self._python_batches(order, before, arrays, single)
             return
         c_layers = maps[0]
-        if self._cardinality(pre) != INFINITE_CARDINALITY:
+        if not self._endless(pre):
             batches = self._batch_iterator(epoch, c_layers, 0)
             yield from ((b[0] for b in batches) if single else batches)
             return
