@@ -166,6 +166,11 @@ def test_filter_as_tf_data(make):
     assert values(ds.batch(3).filter(lambda b: np.asarray(b).sum() > 10)) == [[3, 4, 5],
                                                                               [6, 7, 8]]
     assert values(ds.repeat().filter(lambda v: np.asarray(v) == 3).take(3)) == [3, 3, 3]
+    # lazily: a take after it stops the predicate calls (in pieces of 256 on the order)
+    seen = []
+    big = Dataset.from_tensor_slices(np.arange(5000, dtype=np.int32)) if make is r10 else ds
+    first = big.filter(lambda v: seen.append(1) or np.asarray(v) % 2 == 1).take(2)
+    assert values(first) == [1, 3] and len(seen) <= 256
     with pytest.raises(TypeError, match="scalar bool"):
         values(ds.filter(lambda v: np.asarray(v) * 2))
     with pytest.raises(TypeError, match="callable"):

@@ -84,6 +84,7 @@ UNKNOWN_CARDINALITY = -2
 (``from_generator``, ``filter``; ``tf.data.UNKNOWN_CARDINALITY``)."""
 _AUTOTUNE_DEPTH = 2
 _CHUNK_ELEMENTS = 1 << 16  # indices per C iterator over an infinite order
+_FILTER_PIECE = 256  # elements a filter on the order tests at a time
 def _as_array(value, i):
     """A source component as a C-contiguous array of a dtype the core holds."""
     a = np.asarray(value)
@@ -431,6 +432,11 @@ class Dataset:
             seed (int): in [0, 2**63); None draws one from Python's ``random``.
             reshuffle_each_iteration (bool): a new order every pass (and
                 every repetition of a following ``repeat``).
+
+        After an endless ``repeat()`` on an array dataset, each repetition
+        is shuffled on its own (tf.data's buffer would also mix the seam
+        between repetitions); shuffle before ``repeat()``, as the tf.data
+        guide advises, for one permutation per repetition.
         Raises:
             ValueError: bad buffer_size or seed; NotImplementedError after batch().
         """
@@ -732,11 +738,13 @@ class Dataset:
             if left == -1:
                 yield from self._order_chunks(up, epoch, arrays, single)
                 return
+            if left == 0:
+                return
             for chunk in self._order_chunks(up, epoch, arrays, single):
-                if left <= 0:
-                    return
                 yield chunk[:left]
                 left -= len(chunk[:left])
+                if left == 0:
+                    return  # without drawing the next chunk
         elif kind == "skip":
             left = last[1]
             for chunk in self._order_chunks(up, epoch, arrays, single):
@@ -750,9 +758,11 @@ class Dataset:
         elif kind == "filter":
             predicate = last[1]
             for chunk in self._order_chunks(up, epoch, arrays, single):
-                keep = [_truth(_call_map(predicate, self._element(i, arrays, single)),
-                               "the predicate") for i in chunk]
-                yield chunk[np.asarray(keep, dtype=bool)] if len(chunk) else chunk
+                for at in range(0, len(chunk), _FILTER_PIECE):  # lazily, for a take after it
+                    piece = chunk[at:at + _FILTER_PIECE]
+                    keep = [_truth(_call_map(predicate, self._element(i, arrays, single)),
+                                   "the predicate") for i in piece]
+                    yield piece[np.asarray(keep, dtype=bool)]
         else:  # pragma: no cover - every order step is handled above
             raise AssertionError(kind)
 
