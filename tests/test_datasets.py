@@ -357,6 +357,30 @@ def test_found_under_a_torchvision_root(small_cifar10, monkeypatch, isolated, tm
     assert hits == [] and not isolated.exists()
 
 
+@pytest.mark.parametrize("where", ["tf.keras 2.x", "keras 3", "torchvision"])
+def test_peer_archive_is_verified_and_unpacked_without_download(small_cifar10, monkeypatch,
+                                                                isolated, tmp_path, where):
+    """The official archive Keras or torchvision kept (the folder gone) is
+    unpacked into our cache when its MD5 is right, and skipped when not."""
+    keras = tmp_path / "empty home" / ".keras" / "datasets"
+    name = {"tf.keras 2.x": keras / (cifar10.ARCHIVE.folder + ".tar.gz"),
+            "keras 3": keras / (cifar10.ARCHIVE.folder + "_archive"),
+            "torchvision": tmp_path / "tv" / cifar10.ARCHIVE.filename}[where]
+    name.parent.mkdir(parents=True)
+    shutil.copy(small_cifar10.dir / cifar10.ARCHIVE.filename, name)
+    monkeypatch.setenv("PYRESNET_TORCHVISION_ROOT", str(tmp_path / "tv"))
+    with serving(small_cifar10.dir, monkeypatch) as hits:
+        with pytest.raises(ChecksumError):  # not the official MD5: skipped, then downloaded
+            cifar10.load_data()
+        assert hits == ["/" + cifar10.ARCHIVE.filename]
+        monkeypatch.setattr(cifar10, "ARCHIVE",
+                            dataclasses.replace(cifar10.ARCHIVE, md5=small_cifar10.md5))
+        assert_loaded(cifar10.load_data(), small_cifar10)
+        assert hits == ["/" + cifar10.ARCHIVE.filename]  # no second download
+    assert sorted(os.listdir(isolated)) == [cifar10.ARCHIVE.folder]
+    assert name.is_file()  # the peer's file is left as it was
+
+
 def test_peer_copies_come_after_ours(tmp_path, monkeypatch, isolated):
     """Look-up order: path, $PYRESNET_DATA, our cache, Keras's (tf.keras's
     layout, then Keras 3's), torchvision roots in order; incomplete copies

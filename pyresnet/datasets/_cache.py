@@ -21,13 +21,16 @@ Look-up order for a dataset folder such as ``cifar-10-batches-py``:
    argument; ``$TORCH_HOME``, ``~/.cache/torch``, holds hub checkpoints, not
    datasets), hence the setting;
 6. back in the cache: the archive in it (unpacked if its MD5 is right), else
+   the official archive that Keras or torchvision kept after a download
+   (:func:`peer_archives`; unpacked into the cache if its MD5 is right), else
    the archive downloaded from ``$PYRESNET_DATASETS_URL`` (default
    ``BASE_URL``, a mirror of the official files) and verified against the MD5
    pinned in the loader.
 
-Places 1-5 are only read (a folder counts when it holds every file the
-loader reads; its batches are then parsed with the restricted unpickler of
-:func:`read_batch`); nothing is written outside the cache.
+Places 1-5 and the peers' archives are only read (a folder counts when it
+holds every file the loader reads; its batches are then parsed with the
+restricted unpickler of :func:`read_batch`); nothing is written outside the
+cache.
 """
 import dataclasses
 import hashlib
@@ -90,6 +93,19 @@ def peer_places(archive):
     return places
 
 
+def peer_archives(archive):
+    """The official archive where Keras and torchvision keep it after a
+    download: ``$KERAS_HOME/datasets/<folder>.tar.gz`` (tf.keras 2.x),
+    ``<folder>_archive`` (Keras 3) and ``<root>/<filename>`` of each torchvision
+    root (Paths, in look-up order)."""
+    keras = keras_home() / "datasets"
+    places = [keras / (archive.folder + ".tar.gz"), keras / (archive.folder + "_archive")]
+    for root in (os.environ.get("PYRESNET_TORCHVISION_ROOT") or "").split(os.pathsep):
+        if root:
+            places.append(pathlib.Path(root).expanduser() / archive.filename)
+    return places
+
+
 def _missing(folder, archive):
     return [f for f in archive.files if not (folder / f).is_file()]
 
@@ -128,6 +144,15 @@ def locate(archive, path=None):
     if cached.is_file() and _md5(cached) == archive.md5:
         _unpack(cached, archive, cache)
         return target
+    for other in peer_archives(archive):  # Keras's or torchvision's download, verified
+        if other.is_file() and _md5(other) == archive.md5:
+            made = _make_dirs(cache)
+            try:
+                _unpack(other, archive, cache)
+            except BaseException:
+                _remove_empty(made)
+                raise
+            return target
 
     url = (os.environ.get("PYRESNET_DATASETS_URL") or BASE_URL).rstrip("/") + "/" + archive.filename
     made = _make_dirs(cache)

@@ -27,7 +27,8 @@ def load_data(label_mode="fine", path=None):
             Keras's cache (``~/.keras/datasets/cifar-100-python``, or
             ``$KERAS_HOME``), the torchvision roots in
             ``$PYRESNET_TORCHVISION_ROOT`` (``<root>/cifar-100-python``), and
-            only then download the official archive (MD5-checked) into the
+            then the official archive
+            that Keras or torchvision kept, and only then download the official archive (MD5-checked) into the
             cache and unpack it there.  Details in ``_cache``.
 
     Returns:
