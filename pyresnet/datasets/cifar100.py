@@ -26,10 +26,11 @@ def load_data(label_mode="fine", path=None):
             ``$PYRESNET_CACHE_DIR`` (default ``~/.pyresnet/datasets``),
             Keras's cache (``~/.keras/datasets/cifar-100-python``, or
             ``$KERAS_HOME``), the torchvision roots in
-            ``$PYRESNET_TORCHVISION_ROOT`` (``<root>/cifar-100-python``), and
-            then the official archive
-            that Keras or torchvision kept, and only then download the official archive (MD5-checked) into the
-            cache and unpack it there.  Details in ``_cache``.
+            ``$PYRESNET_TORCHVISION_ROOT`` (``<root>/cifar-100-python``), then
+            the official archive that Keras or torchvision kept (unpacked
+            into the cache if its MD5 is right), and only then download
+            the official archive (MD5-checked) into the cache and unpack it
+            there.  Details in ``_cache``.
 
     Returns:
         ``(x_train, y_train), (x_test, y_test)``: images uint8 NHWC
