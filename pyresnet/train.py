@@ -103,6 +103,7 @@ import sys
 import time
 
 import pyresnet as pr
+from pyresnet.applications.regnet import DESIGNS as REGNET_DESIGNS
 
 DEPTHS = {"resnet8": 8, "resnet14": 14, "resnet20": 20, "resnet32": 32, "resnet44": 44,
           "resnet56": 56, "resnet110": 110}
@@ -112,8 +113,9 @@ PREACT_DEPTHS = {f"preact_resnet{d}": d for d in (20, 32, 44, 56, 110)}
 MODELS = {**{name: (pr.applications.resnet_cifar, d) for name, d in DEPTHS.items()},
           **{name: (pr.applications.preact_resnet_cifar, d) for name, d in PREACT_DEPTHS.items()}}
 """``--model`` name -> (builder, depth)."""
-REGNETS = ("regnetx002", "regnetx004", "regnety002", "regnety004")
-"""The RegNets (Radosavovic et al. 2020) of ``--model``, built at the data's image size."""
+REGNETS = tuple(REGNET_DESIGNS)
+"""The 24 RegNets (Radosavovic et al. 2020) of tf.keras 2.x as ``--model`` (``regnetx002`` ...
+``regnety320``), built at the data's image size."""
 
 RECIPES = {
     "cifar": {"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "nesterov": True,

@@ -38,9 +38,14 @@ def closed_port_url():
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
-    """A private empty cache, no $PYRESNET_DATA, downloads from a closed port."""
+    """A private empty cache, no $PYRESNET_DATA, an empty HOME without Keras's
+    or torchvision's copies, downloads from a closed port."""
     monkeypatch.setenv("PYRESNET_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PYRESNET_DATA", raising=False)
+    (tmp_path / "empty home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "empty home"))
+    monkeypatch.delenv("KERAS_HOME", raising=False)
+    monkeypatch.delenv("PYRESNET_TORCHVISION_ROOT", raising=False)
     monkeypatch.setenv("PYRESNET_DATASETS_URL", closed_port_url())
     return tmp_path / "cache"
 
@@ -240,8 +245,10 @@ def test_offline_error_names_every_place_and_the_url(tmp_path, monkeypatch, isol
         cifar10.load_data(path=tmp_path / "arg")
     message = str(info.value)
     folder, filename = cifar10.ARCHIVE.folder, cifar10.ARCHIVE.filename
+    keras = tmp_path / "empty home" / ".keras" / "datasets" / folder
     for place in (tmp_path / "arg" / folder, tmp_path / "arg", tmp_path / "env data" / folder,
-                  tmp_path / "env data", isolated / folder, isolated / filename):
+                  tmp_path / "env data", isolated / folder, keras, keras / folder,
+                  isolated / filename):
         assert f"\n  {place}\n" in message
     assert os.environ["PYRESNET_DATASETS_URL"] + filename in message
     assert "Connection refused" in message
@@ -307,6 +314,111 @@ def test_archive_without_the_files_is_refused(tmp_path, monkeypatch, isolated):
         with pytest.raises(ValueError, match="lacks cifar-10-batches-py/data_batch_2"):
             cifar10.load_data()
     assert not isolated.exists()  # the cache directory it made is gone again
+
+
+# ------------------------------------------- Keras's and torchvision's copies
+
+def copy_official(small_cifar10, destination):
+    """The small CIFAR-10 folder (official layout) copied to ``destination``."""
+    shutil.copytree(small_cifar10.dir.parent / "src" / cifar10.ARCHIVE.folder, destination)
+    return destination
+
+
+@pytest.mark.parametrize("layout", ["tf.keras 2.x", "keras 3"])
+def test_found_in_keras_cache_without_download(small_cifar10, monkeypatch, isolated, tmp_path,
+                                               layout):
+    """~/.keras/datasets/cifar-10-batches-py (tf.keras's untar) or its nested
+    cifar-10-batches-py/ (Keras 3's extract) is read; nothing is fetched and
+    our cache is not created."""
+    folder = tmp_path / "empty home" / ".keras" / "datasets" / cifar10.ARCHIVE.folder
+    if layout == "keras 3":
+        (folder / cifar10.ARCHIVE.folder).parent.mkdir(parents=True)
+        copy_official(small_cifar10, folder / cifar10.ARCHIVE.folder)
+    else:
+        copy_official(small_cifar10, folder)
+    with serving(small_cifar10.dir, monkeypatch) as hits:
+        assert_loaded(cifar10.load_data(), small_cifar10)
+    assert hits == [] and not isolated.exists()
+    # $KERAS_HOME moves Keras's cache, as keras.utils.get_file
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "elsewhere"))
+    with pytest.raises(FileNotFoundError, match=str(tmp_path / "elsewhere" / "datasets")):
+        cifar10.load_data()
+
+
+def test_found_under_a_torchvision_root(small_cifar10, monkeypatch, isolated, tmp_path):
+    """``<root>/cifar-10-batches-py`` of a root in $PYRESNET_TORCHVISION_ROOT
+    (several joined by os.pathsep; a root without the data is skipped)."""
+    copy_official(small_cifar10, tmp_path / "tv data" / cifar10.ARCHIVE.folder)
+    (tmp_path / "tv empty").mkdir()
+    roots = os.pathsep.join([str(tmp_path / "tv empty"), "", str(tmp_path / "tv data")])
+    monkeypatch.setenv("PYRESNET_TORCHVISION_ROOT", roots)
+    with serving(small_cifar10.dir, monkeypatch) as hits:
+        assert_loaded(cifar10.load_data(), small_cifar10)
+    assert hits == [] and not isolated.exists()
+
+
+@pytest.mark.parametrize("where", ["tf.keras 2.x", "keras 3", "torchvision"])
+def test_peer_archive_is_verified_and_unpacked_without_download(small_cifar10, monkeypatch,
+                                                                isolated, tmp_path, where):
+    """The official archive Keras or torchvision kept (the folder gone) is
+    unpacked into our cache when its MD5 is right, and skipped when not."""
+    keras = tmp_path / "empty home" / ".keras" / "datasets"
+    name = {"tf.keras 2.x": keras / (cifar10.ARCHIVE.folder + ".tar.gz"),
+            "keras 3": keras / (cifar10.ARCHIVE.folder + "_archive"),
+            "torchvision": tmp_path / "tv" / cifar10.ARCHIVE.filename}[where]
+    name.parent.mkdir(parents=True)
+    shutil.copy(small_cifar10.dir / cifar10.ARCHIVE.filename, name)
+    monkeypatch.setenv("PYRESNET_TORCHVISION_ROOT", str(tmp_path / "tv"))
+    with serving(small_cifar10.dir, monkeypatch) as hits:
+        with pytest.raises(ChecksumError):  # not the official MD5: skipped, then downloaded
+            cifar10.load_data()
+        assert hits == ["/" + cifar10.ARCHIVE.filename]
+        monkeypatch.setattr(cifar10, "ARCHIVE",
+                            dataclasses.replace(cifar10.ARCHIVE, md5=small_cifar10.md5))
+        assert_loaded(cifar10.load_data(), small_cifar10)
+        assert hits == ["/" + cifar10.ARCHIVE.filename]  # no second download
+    assert sorted(os.listdir(isolated)) == [cifar10.ARCHIVE.folder]
+    assert name.is_file()  # the peer's file is left as it was
+
+
+def test_peer_copies_come_after_ours(tmp_path, monkeypatch, isolated):
+    """Look-up order: path, $PYRESNET_DATA, our cache, Keras's (tf.keras's
+    layout, then Keras 3's), torchvision roots in order; incomplete copies
+    are skipped."""
+    archive = cifar10.ARCHIVE
+    locate = functools.partial(_cache.locate, archive)
+    home = tmp_path / "empty home" / ".keras" / "datasets"
+    tv2 = fake_folder(tmp_path / "tv2", archive)
+    tv1 = fake_folder(tmp_path / "tv1", archive)
+    fake_folder(tmp_path / "tv0", archive, files=["data_batch_1"])  # incomplete
+    monkeypatch.setenv("PYRESNET_TORCHVISION_ROOT",
+                       os.pathsep.join(str(tmp_path / f"tv{i}") for i in range(3)))
+    assert locate() == tv1
+    keras3 = fake_folder(home / archive.folder, archive)
+    assert locate() == keras3
+    for name in archive.files:  # tf.keras's layout, beside Keras 3's nested folder
+        (home / archive.folder / name).touch()
+    assert locate() == home / archive.folder
+    cached = fake_folder(isolated, archive)
+    assert locate() == cached
+    env = fake_folder(tmp_path / "env", archive)
+    monkeypatch.setenv("PYRESNET_DATA", str(env))
+    assert locate() == env
+    assert locate(tv2) == tv2
+
+
+def test_cifar100_in_keras_and_torchvision_places(small_cifar100, monkeypatch, tmp_path):
+    folder, split = small_cifar100
+    keras = tmp_path / "empty home" / ".keras" / "datasets" / cifar100.ARCHIVE.folder
+    shutil.copytree(folder, keras)
+    (_, y), _ = cifar100.load_data()
+    assert y[:, 0].tolist() == split["train"][1].tolist()
+    shutil.rmtree(keras)
+    with pytest.raises(FileNotFoundError, match="cifar-100-python"):
+        cifar100.load_data()
+    monkeypatch.setenv("PYRESNET_TORCHVISION_ROOT", str(folder.parent))
+    (_, y), _ = cifar100.load_data(label_mode="coarse")
+    assert y[:, 0].tolist() == split["train"][2].tolist()
 
 
 # -------------------------------------------------------------- CIFAR-100

@@ -1,6 +1,7 @@
 """RegNetX and RegNetY (Radosavovic, Kosaraju, Girshick, He and Dollar 2020,
-"Designing Network Design Spaces", CVPR), as tf.keras 2.9-2.15 shipped them
-(``keras.applications.RegNetX002``, ...), built from public layers.
+"Designing Network Design Spaces", CVPR), the 24 models tf.keras 2.9-2.15
+shipped (``keras.applications.RegNetX002`` ... ``RegNetX320`` and
+``RegNetY002`` ... ``RegNetY320``), built from public layers.
 
 The stage widths and depths are computed by the paper's quantized linear
 rule (section 3.3, eq. 2-4):
@@ -29,24 +30,29 @@ Architecture (paper figures 3-4, and the Keras layout and names):
     head:  global average pooling - Dense(classes, classifier_activation)
 
 Batch normalization uses momentum 0.9 and epsilon 1e-5 and convolutions
-he_normal initialization, as Keras's.  At 224x224 with 1000 classes the
-parameter counts (``count_params``, moving statistics included, as Keras
-counts) are those of tf.keras: RegNetX002 2,705,640; RegNetX004
-5,194,184; RegNetY002 3,183,844; RegNetY004 4,371,296 (pycls: 2.7M, 5.2M,
-3.2M, 4.3M).
+he_normal initialization, as Keras's.  A stage narrower than the group
+width (RegNetX080's first, 80 wide with group width 120) has one group, as
+pycls's ``min(g, w)`` and tf.keras's ``groups = 80 // 120 -> 1``.  At
+224x224 with 1000 classes the parameter counts (``count_params``, moving
+statistics included, as Keras counts) are those of tf.keras, e.g.
+RegNetX002 2,705,640; RegNetY002 3,183,844; RegNetX320 107,973,576;
+RegNetY320 145,205,058 (without the moving statistics, the paper's
+appendix figures: 2.7M, 3.2M, 107.8M, 145.0M).
 
 Departures from tf.keras: no pretrained weights (``weights`` must be None)
 and no built-in rescaling of [0, 255] pixels (``include_preprocessing``
 must be False; feed normalized float images, as the training command
-does).  With ``input_shape=(32, 32, 3)`` the models run at CIFAR size (the
-four stride-2 stages after the stride-2 stem leave 1x1 feature maps).
+does); the defaults of both are therefore None and False where tf.keras has
+"imagenet" and True.  With ``input_shape=(32, 32, 3)`` the models run at
+CIFAR size (the four stride-2 stages after the stride-2 stem leave 1x1
+feature maps).
 """
 import math
 
 import numpy as np
 
-from ..layers import (Add, BatchNormalization, Conv2D, Dense, GlobalAveragePooling2D, Input,
-                      Multiply, ReLU)
+from ..layers import (Add, BatchNormalization, Conv2D, Dense, GlobalAveragePooling2D,
+                      GlobalMaxPooling2D, Input, Multiply, ReLU)
 from ..models import Model
 
 # name -> (depth d, w_0, w_a, w_m, group width g, squeeze-and-excitation): the paper's
@@ -54,8 +60,28 @@ from ..models import Model
 DESIGNS = {
     "regnetx002": (13, 24, 36.44, 2.49, 8, False),
     "regnetx004": (22, 24, 24.48, 2.54, 16, False),
+    "regnetx006": (16, 48, 36.97, 2.24, 24, False),
+    "regnetx008": (16, 56, 35.73, 2.28, 16, False),
+    "regnetx016": (18, 80, 34.01, 2.25, 24, False),
+    "regnetx032": (25, 88, 26.31, 2.25, 48, False),
+    "regnetx040": (23, 96, 38.65, 2.43, 40, False),
+    "regnetx064": (17, 184, 60.83, 2.07, 56, False),
+    "regnetx080": (23, 80, 49.56, 2.88, 120, False),
+    "regnetx120": (19, 168, 73.36, 2.37, 112, False),
+    "regnetx160": (22, 216, 55.59, 2.1, 128, False),
+    "regnetx320": (23, 320, 69.86, 2.0, 168, False),
     "regnety002": (13, 24, 36.44, 2.49, 8, True),
     "regnety004": (16, 48, 27.89, 2.09, 8, True),
+    "regnety006": (15, 48, 32.54, 2.32, 16, True),
+    "regnety008": (14, 56, 38.84, 2.4, 16, True),
+    "regnety016": (27, 48, 20.71, 2.65, 24, True),
+    "regnety032": (21, 80, 42.63, 2.66, 24, True),
+    "regnety040": (22, 96, 31.41, 2.24, 64, True),
+    "regnety064": (25, 112, 33.22, 2.27, 72, True),
+    "regnety080": (17, 192, 76.82, 2.19, 56, True),
+    "regnety120": (19, 168, 73.36, 2.37, 112, True),
+    "regnety160": (18, 200, 106.23, 2.48, 112, True),
+    "regnety320": (20, 232, 115.89, 2.53, 232, True),
 }
 
 _BN = {"momentum": 0.9, "epsilon": 1e-5}
@@ -128,35 +154,47 @@ def _block(x, filters_in, filters_out, group_width, stride, se, name):
 
 def regnet(model_name, include_top=True, include_preprocessing=False, weights=None,
            input_tensor=None, input_shape=None, pooling=None, classes=1000,
-           classifier_activation="softmax"):
+           classifier_activation="softmax", name=None):
     """A RegNet of ``DESIGNS[model_name]`` (functional Model); the named
     constructors below call it.  Arguments as ``keras.applications.RegNetX002``.
 
     Args:
-        model_name (str): a key of :data:`DESIGNS`.
+        model_name (str): a key of :data:`DESIGNS` (``"regnetx002"`` ...
+            ``"regnety320"``).
         include_top (bool): add the pooling + Dense head.
         include_preprocessing: only False (see the module docstring).
         weights: only None (random initialization).
         input_tensor: an ``Input`` KerasTensor to build on, or None.
-        input_shape (tuple): (H, W, 3); default (224, 224, 3); H, W >= 32.
-        pooling: without the top, None (4D features), "avg" or "max"
-            ("max" needs a GlobalMaxPooling2D layer, not in this package yet).
-        classes (int): size of the head.
+        input_shape (tuple): (H, W, 3); default (224, 224, 3); H, W >= 32
+            (None for any size).
+        pooling: without the top, None (4D features ``(batch, h, w,
+            widths[-1])``), ``"avg"`` or ``"max"`` (``(batch, widths[-1])``);
+            ignored with the top, as Keras.
+        classes (int): size of the head (>= 1).
         classifier_activation: the head's activation (``"softmax"``, as
             Keras; None for logits, as the training command uses).
+        name (str): the model's name and its layers' prefix; default
+            ``model_name`` (tf.keras's constructors call it ``model_name``).
     Returns:
-        Model named ``model_name``.
+        Model named ``name``; float32 ``(batch, H, W, 3)`` -> ``(batch,
+        classes)`` with the top.
     Raises:
         ValueError: unknown name, pretrained weights, preprocessing, a bad
-            input shape or pooling mode.
+            input shape, pooling mode or number of classes.
     """
     if model_name not in DESIGNS:
         raise ValueError(f"regnet: unknown model {model_name!r}; known: {sorted(DESIGNS)}")
     if weights is not None:
-        raise ValueError("regnet: pretrained weights are not available; use weights=None")
+        raise ValueError(f"regnet: pretrained weights are not available (got weights={weights!r}); "
+                         "use weights=None for random initialization")
     if include_preprocessing:
         raise ValueError("regnet: include_preprocessing is not supported; feed normalized "
                          "float images (include_preprocessing=False)")
+    if pooling not in (None, "avg", "max"):
+        raise ValueError(f"regnet: pooling must be None, 'avg' or 'max', got {pooling!r}")
+    if isinstance(classes, bool) or not isinstance(classes, (int, np.integer)) or classes < 1:
+        raise ValueError(f"regnet: classes must be a positive int, got {classes!r}")
+    name = model_name if name is None else name
     depth, w_0, w_a, w_m, group_width, se = DESIGNS[model_name]
     widths, depths, groups = regnet_stages(depth, w_0, w_a, w_m, group_width)
     if input_tensor is None:
@@ -166,40 +204,69 @@ def regnet(model_name, include_top=True, include_preprocessing=False, weights=No
         inputs = Input(shape)
     else:
         inputs = input_tensor
-    x = Conv2D(32, 3, strides=2, padding="same", name=model_name + "_stem_conv", **_CONV)(inputs)
-    x = BatchNormalization(name=model_name + "_stem_bn", **_BN)(x)
-    x = ReLU(name=model_name + "_stem_relu")(x)
+    x = Conv2D(32, 3, strides=2, padding="same", name=name + "_stem_conv", **_CONV)(inputs)
+    x = BatchNormalization(name=name + "_stem_bn", **_BN)(x)
+    x = ReLU(name=name + "_stem_relu")(x)
     filters_in = 32
     block = "YBlock" if se else "XBlock"
     for stage, (width, d, g) in enumerate(zip(widths, depths, groups)):
         for i in range(d):
             x = _block(x, filters_in, width, g, 2 if i == 0 else 1, se,
-                       f"{model_name}_Stage_{stage}_{block}_{i}")
+                       f"{name}_Stage_{stage}_{block}_{i}")
             filters_in = width
     if include_top:
-        x = GlobalAveragePooling2D(name=model_name + "_head_gap")(x)
-        x = Dense(classes, activation=classifier_activation, name=model_name + "_head_dense")(x)
+        x = GlobalAveragePooling2D(name=name + "_head_gap")(x)
+        x = Dense(classes, activation=classifier_activation, name=name + "_head_dense")(x)
     elif pooling == "avg":
         x = GlobalAveragePooling2D()(x)
-    elif pooling is not None:
-        raise ValueError(f"regnet: pooling must be None or 'avg', got {pooling!r}")
-    return Model(inputs, x, name=model_name)
+    elif pooling == "max":
+        x = GlobalMaxPooling2D()(x)
+    return Model(inputs, x, name=name)
 
 
-def _constructor(model_name, keras_name):
-    def build(include_top=True, include_preprocessing=False, weights=None, input_tensor=None,
-              input_shape=None, pooling=None, classes=1000, classifier_activation="softmax"):
-        return regnet(model_name, include_top, include_preprocessing, weights, input_tensor,
-                      input_shape, pooling, classes, classifier_activation)
-    d, w_0, w_a, w_m, g, se = DESIGNS[model_name]
+def _constructor(design, keras_name):
+    """The ``keras.applications`` constructor ``keras_name`` of ``DESIGNS[design]``
+    (tf.keras's signature: ``model_name`` first)."""
+    def build(model_name=design, include_top=True, include_preprocessing=False, weights=None,
+              input_tensor=None, input_shape=None, pooling=None, classes=1000,
+              classifier_activation="softmax"):
+        return regnet(design, include_top, include_preprocessing, weights, input_tensor,
+                      input_shape, pooling, classes, classifier_activation, name=model_name)
+    d, w_0, w_a, w_m, g, se = DESIGNS[design]
+    widths, depths, _ = regnet_stages(d, w_0, w_a, w_m, g)
     build.__name__ = build.__qualname__ = keras_name
     build.__doc__ = (f"``keras.applications.{keras_name}``: RegNet{'Y' if se else 'X'} with "
-                     f"d={d}, w_0={w_0}, w_a={w_a}, w_m={w_m}, group width {g}; arguments and "
-                     "errors as :func:`regnet`.")
+                     f"d={d}, w_0={w_0}, w_a={w_a}, w_m={w_m}, group width {g} (stage widths "
+                     f"{widths}, depths {depths}); ``model_name`` names the model (default "
+                     f"{design!r}); the other arguments, the result and the errors as "
+                     ":func:`regnet`.")
     return build
 
 
 RegNetX002 = _constructor("regnetx002", "RegNetX002")
 RegNetX004 = _constructor("regnetx004", "RegNetX004")
+RegNetX006 = _constructor("regnetx006", "RegNetX006")
+RegNetX008 = _constructor("regnetx008", "RegNetX008")
+RegNetX016 = _constructor("regnetx016", "RegNetX016")
+RegNetX032 = _constructor("regnetx032", "RegNetX032")
+RegNetX040 = _constructor("regnetx040", "RegNetX040")
+RegNetX064 = _constructor("regnetx064", "RegNetX064")
+RegNetX080 = _constructor("regnetx080", "RegNetX080")
+RegNetX120 = _constructor("regnetx120", "RegNetX120")
+RegNetX160 = _constructor("regnetx160", "RegNetX160")
+RegNetX320 = _constructor("regnetx320", "RegNetX320")
 RegNetY002 = _constructor("regnety002", "RegNetY002")
 RegNetY004 = _constructor("regnety004", "RegNetY004")
+RegNetY006 = _constructor("regnety006", "RegNetY006")
+RegNetY008 = _constructor("regnety008", "RegNetY008")
+RegNetY016 = _constructor("regnety016", "RegNetY016")
+RegNetY032 = _constructor("regnety032", "RegNetY032")
+RegNetY040 = _constructor("regnety040", "RegNetY040")
+RegNetY064 = _constructor("regnety064", "RegNetY064")
+RegNetY080 = _constructor("regnety080", "RegNetY080")
+RegNetY120 = _constructor("regnety120", "RegNetY120")
+RegNetY160 = _constructor("regnety160", "RegNetY160")
+RegNetY320 = _constructor("regnety320", "RegNetY320")
+
+CONSTRUCTORS = {design: globals()["RegNet" + design[6:].upper()] for design in DESIGNS}
+"""``DESIGNS`` key -> its ``keras.applications`` constructor (``"regnetx002"`` -> RegNetX002)."""

@@ -9,10 +9,28 @@ Look-up order for a dataset folder such as ``cifar-10-batches-py``:
 1. the ``path`` argument: a directory containing the folder, or the folder itself;
 2. ``$PYRESNET_DATA``: the same two forms;
 3. the cache ``$PYRESNET_CACHE_DIR`` (default ``~/.pyresnet/datasets``): the
-   folder in it, else the archive in it (unpacked if its MD5 is right), else
+   folder in it;
+4. Keras's cache, ``$KERAS_HOME/datasets`` (default ``~/.keras/datasets``, as
+   ``keras.utils.get_file``): ``cifar-10-batches-py/`` as tf.keras 2.x
+   unpacks it (``untar=True``) and ``cifar-10-batches-py/cifar-10-batches-py/``
+   as Keras 3 does (``extract=True`` unpacks into a folder named ``fname``);
+5. torchvision's layout under each root in ``$PYRESNET_TORCHVISION_ROOT``
+   (one path or several joined by ``os.pathsep``): ``<root>/cifar-10-batches-py``,
+   where ``torchvision.datasets.CIFAR10(root, download=True)`` puts it.
+   torchvision has no default dataset root (``root`` is a required
+   argument; ``$TORCH_HOME``, ``~/.cache/torch``, holds hub checkpoints, not
+   datasets), hence the setting;
+6. back in the cache: the archive in it (unpacked if its MD5 is right), else
+   the official archive that Keras or torchvision kept after a download
+   (:func:`peer_archives`; unpacked into the cache if its MD5 is right), else
    the archive downloaded from ``$PYRESNET_DATASETS_URL`` (default
    ``BASE_URL``, a mirror of the official files) and verified against the MD5
    pinned in the loader.
+
+Places 1-5 and the peers' archives are only read (a folder counts when it
+holds every file the loader reads; its batches are then parsed with the
+restricted unpickler of :func:`read_batch`); nothing is written outside the
+cache.
 """
 import dataclasses
 import hashlib
@@ -58,6 +76,36 @@ def cache_dir():
     return pathlib.Path(os.environ.get("PYRESNET_CACHE_DIR") or DEFAULT_CACHE_DIR).expanduser()
 
 
+def keras_home():
+    """Keras's cache root: ``$KERAS_HOME`` or ``~/.keras`` (a Path), as
+    ``keras.utils.get_file`` (Keras 3 and tf.keras 2.x)."""
+    return pathlib.Path(os.environ.get("KERAS_HOME") or "~/.keras").expanduser()
+
+
+def peer_places(archive):
+    """The folders where Keras and torchvision keep ``archive.folder`` (look-up
+    steps 4 and 5 of the module docstring), in look-up order (Paths)."""
+    keras = keras_home() / "datasets" / archive.folder
+    places = [keras, keras / archive.folder]
+    for root in (os.environ.get("PYRESNET_TORCHVISION_ROOT") or "").split(os.pathsep):
+        if root:
+            places.append(pathlib.Path(root).expanduser() / archive.folder)
+    return places
+
+
+def peer_archives(archive):
+    """The official archive where Keras and torchvision keep it after a
+    download: ``$KERAS_HOME/datasets/<folder>.tar.gz`` (tf.keras 2.x),
+    ``<folder>_archive`` (Keras 3) and ``<root>/<filename>`` of each torchvision
+    root (Paths, in look-up order)."""
+    keras = keras_home() / "datasets"
+    places = [keras / (archive.folder + ".tar.gz"), keras / (archive.folder + "_archive")]
+    for root in (os.environ.get("PYRESNET_TORCHVISION_ROOT") or "").split(os.pathsep):
+        if root:
+            places.append(pathlib.Path(root).expanduser() / archive.filename)
+    return places
+
+
 def _missing(folder, archive):
     return [f for f in archive.files if not (folder / f).is_file()]
 
@@ -84,6 +132,7 @@ def locate(archive, path=None):
     _remove_stale_staging(cache)  # left by an unpack killed on an earlier run
     target = cache / archive.folder
     places.append(target)
+    places += peer_places(archive)
     for folder in places:
         if not _missing(folder, archive):
             return folder
@@ -95,6 +144,15 @@ def locate(archive, path=None):
     if cached.is_file() and _md5(cached) == archive.md5:
         _unpack(cached, archive, cache)
         return target
+    for other in peer_archives(archive):  # Keras's or torchvision's download, verified
+        if other.is_file() and _md5(other) == archive.md5:
+            made = _make_dirs(cache)
+            try:
+                _unpack(other, archive, cache)
+            except BaseException:
+                _remove_empty(made)
+                raise
+            return target
 
     url = (os.environ.get("PYRESNET_DATASETS_URL") or BASE_URL).rstrip("/") + "/" + archive.filename
     made = _make_dirs(cache)

@@ -22,10 +22,15 @@ def load_data(label_mode="fine", path=None):
             release) or ``"coarse"`` (20 superclasses, ``coarse_labels``).
         path: a directory containing ``cifar-100-python/`` (the official
             "python version" release) or that folder itself; None to look
-            only in ``$PYRESNET_DATA`` (same two forms) and then the cache
+            only in ``$PYRESNET_DATA`` (same two forms), the cache
             ``$PYRESNET_CACHE_DIR`` (default ``~/.pyresnet/datasets``),
-            which gets the official archive downloaded (MD5-checked) and
-            unpacked when the data is nowhere.  Details in ``_cache``.
+            Keras's cache (``~/.keras/datasets/cifar-100-python``, or
+            ``$KERAS_HOME``), the torchvision roots in
+            ``$PYRESNET_TORCHVISION_ROOT`` (``<root>/cifar-100-python``), then
+            the official archive that Keras or torchvision kept (unpacked
+            into the cache if its MD5 is right), and only then download
+            the official archive (MD5-checked) into the cache and unpack it
+            there.  Details in ``_cache``.
 
     Returns:
         ``(x_train, y_train), (x_test, y_test)``: images uint8 NHWC

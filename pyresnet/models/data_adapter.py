@@ -72,6 +72,16 @@ def is_dataset(x, unsized=False):
         and not isinstance(x, (np.ndarray, Tensor, list, tuple, dict))
 
 
+def known_len(data):
+    """``len(data)``, or None when the data cannot tell (a
+    :class:`pyresnet.data.Dataset` of unknown or infinite length raises
+    TypeError, as tf.data's)."""
+    try:
+        return len(data)
+    except TypeError:
+        return None
+
+
 def num_samples(data):
     """The batch size of a batch ``(x, ...)`` or ``x`` (its first input's
     leading dimension)."""
@@ -100,7 +110,11 @@ class Steps:
         persistent (bool): the batches continue from one pass to the next
             (``fit``'s ``steps_per_epoch``, Keras's rule); when the data run
             out, a warning says so, the pass ends there and the next pass
-            starts over.  Else every pass takes the first ``steps`` batches.
+            starts over.  Data of known length whose batches were all taken
+            start over at the next pass without a warning (Keras 3's
+            EpochIterator: e.g. ``ds.repeat().take(n)`` with
+            ``steps_per_epoch`` dividing its batches).  Else every pass takes
+            the first ``steps`` batches.
     """
 
     def __init__(self, data, steps, persistent):
@@ -108,6 +122,7 @@ class Steps:
         self.batch_size = getattr(data, "batch_size", None)
         self.num_samples = None
         self._iterator = None
+        self._seen = 0
 
     def __len__(self):
         return self.steps
@@ -124,12 +139,14 @@ class Steps:
 
     def __iter__(self):
         iterator = self._iterator if self.persistent else None
-        if iterator is None:
-            iterator = iter(self.data)
+        length = known_len(self.data) if iterator is not None else None
+        if iterator is None or (length is not None and self._seen >= length):
+            iterator, self._seen = iter(self.data), 0
         self._iterator = iterator if self.persistent else None
         for _ in range(self.steps):
             try:
                 element = next(iterator)
+                self._seen += 1
             except StopIteration:
                 self._iterator = None
                 if self.persistent:

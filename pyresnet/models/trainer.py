@@ -741,7 +741,8 @@ class Trainer:
 
     def _callbacks(self, callbacks, data, verbose, add_history=False, **params):
         return callbacks_module.CallbackList(
-            callbacks, self, {**params, "steps": len(data), "samples": data.num_samples,
+            callbacks, self, {**params, "steps": data_adapter.known_len(data),
+                              "samples": data.num_samples,
                               "batch_size": getattr(data, "batch_size", None),
                               "verbose": verbose, "samples_seen": 0},
             add_history=add_history, add_progbar=verbose != 0)
