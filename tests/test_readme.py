@@ -105,7 +105,8 @@ def check_cd(words):
 
 def check_export(words):
     (name, value), = [w.split("=", 1) for w in words[1:]]
-    assert name in ("PYRESNET_DATA", "PYRESNET_KERNELS", "PYRESNET_CACHE_DIR")
+    assert name in ("PYRESNET_DATA", "PYRESNET_KERNELS", "PYRESNET_CACHE_DIR", "PYRESNET_TORCHVISION_ROOT",
+                    "KERAS_HOME")
     if value.startswith("$PWD/"):  # run in the project root
         value = str(ROOT / value[len("$PWD/"):])
     if name == "PYRESNET_DATA":  # the path is relative to the project root
