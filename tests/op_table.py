@@ -1177,15 +1177,14 @@ NP_PAD_MODES = ["constant", "reflect", "symmetric", "edge", "wrap"]
 
 
 def fill_index(k, n, mode):
-    """Index k of an axis of n samples extended as numpy.pad(mode=NP_PAD_MODES[mode])
-    extends it (-1: the constant), from numpy.pad itself."""
-    if 0 <= k < n:
-        return k
-    if mode == 0:
-        return -1
-    reach = abs(k) + n + 1
-    ext = np.pad(np.arange(n), reach, mode=NP_PAD_MODES[mode])
-    return int(ext[k + reach])
+    """Indices k (an int array) of an axis of n samples extended as
+    numpy.pad(mode=NP_PAD_MODES[mode]) extends it (-1: the constant), read
+    from numpy.pad itself."""
+    k = np.asarray(k, np.int64)
+    reach = int(np.abs(k).max(initial=0)) + n + 1
+    ext = np.pad(np.arange(n), reach, mode=NP_PAD_MODES[mode]) if mode \
+        else np.pad(np.arange(n), reach, constant_values=-1)
+    return ext[k + reach]
 
 
 def affine_reference(x, t, interpolation, fill_mode, fill_value):
@@ -1194,26 +1193,23 @@ def affine_reference(x, t, interpolation, fill_mode, fill_value):
     ((a0 s + a1 r + a2)/k, (b0 s + b1 r + b2)/k), k = c0 s + c1 r + 1."""
     x = np.asarray(x, np.float64)
     n, h, w, c = x.shape
-    out = np.empty(x.shape)
-    for i in range(n):
-        a0, a1, a2, b0, b1, b2, c0, c1 = (float(v) for v in t[i])
+    t = np.asarray(t, np.float64).reshape(n, 8, 1, 1)
+    r, s = np.mgrid[0:h, 0:w].astype(np.float64)
+    k = t[:, 6] * s + t[:, 7] * r + 1
+    xs, ys = (t[:, 0] * s + t[:, 1] * r + t[:, 2]) / k, (t[:, 3] * s + t[:, 4] * r + t[:, 5]) / k
+    img = np.arange(n).reshape(n, 1, 1)
 
-        def tap(r, s):
-            rr, ss = fill_index(r, h, fill_mode), fill_index(s, w, fill_mode)
-            return np.full(c, fill_value) if rr < 0 or ss < 0 else x[i, rr, ss]
+    def tap(rr, ss):
+        rr, ss = fill_index(rr, h, fill_mode), fill_index(ss, w, fill_mode)
+        out = x[img, np.maximum(rr, 0), np.maximum(ss, 0)]
+        return np.where(((rr < 0) | (ss < 0))[..., None], fill_value, out)
 
-        for r in range(h):
-            for s in range(w):
-                k = c0 * s + c1 * r + 1
-                xs, ys = (a0 * s + a1 * r + a2) / k, (b0 * s + b1 * r + b2) / k
-                if not interpolation:
-                    out[i, r, s] = tap(int(np.floor(ys + 0.5)), int(np.floor(xs + 0.5)))
-                    continue
-                r0, s0 = int(np.floor(ys)), int(np.floor(xs))
-                wy, wx = ys - r0, xs - s0
-                out[i, r, s] = ((1 - wy) * ((1 - wx) * tap(r0, s0) + wx * tap(r0, s0 + 1))
-                                + wy * ((1 - wx) * tap(r0 + 1, s0) + wx * tap(r0 + 1, s0 + 1)))
-    return out
+    if not interpolation:
+        return tap(np.floor(ys + 0.5).astype(np.int64), np.floor(xs + 0.5).astype(np.int64))
+    r0, s0 = np.floor(ys).astype(np.int64), np.floor(xs).astype(np.int64)
+    wy, wx = (ys - r0)[..., None], (xs - s0)[..., None]
+    return ((1 - wy) * ((1 - wx) * tap(r0, s0) + wx * tap(r0, s0 + 1))
+            + wy * ((1 - wx) * tap(r0 + 1, s0) + wx * tap(r0 + 1, s0 + 1)))
 
 
 def _affine_draws(x, state, height_lower=0.0, height_upper=0.0, width_lower=0.0,
