@@ -403,3 +403,70 @@ def test_default_cifar_recipe_unchanged():
     assert type(flip) is layers.RandomFlip
     assert [type(s).__name__ for s in cifar_augmentation(padding=0, flip=None)] \
         == ["Normalization"]
+
+
+# ---- .keras files with augmentation layers, both ways ------------------------------------
+
+KERAS_FILES = r'''
+import os, sys
+os.environ["KERAS_BACKEND"] = "numpy"
+import numpy as np
+import keras
+from keras import layers
+folder = sys.argv[1]
+x = np.load(folder + "/x.npy")
+model = keras.saving.load_model(folder + "/ours.keras")
+np.save(folder + "/keras_of_ours.npy", model.predict(x, verbose=0))
+with open(folder + "/ours_configs.txt", "w") as f:
+    f.write(repr([(type(l).__name__, l.get_config()) for l in model.layers]))
+theirs = keras.Sequential([
+    keras.Input((12, 12, 3)), layers.RandomFlip("horizontal", seed=1),
+    layers.RandomRotation(0.1, fill_mode="constant", seed=2),
+    layers.RandomTranslation((-0.1, 0.2), 0.1, interpolation="nearest"),
+    layers.RandomZoom(0.2, 0.3, fill_mode="wrap"), layers.RandomContrast(0.3),
+    layers.Rescaling(1 / 255), layers.Conv2D(4, 3), layers.GlobalAveragePooling2D(),
+    layers.Dense(2)])
+theirs.save(folder + "/theirs.keras")
+np.save(folder + "/theirs.npy", theirs.predict(x, verbose=0))
+'''
+
+
+def test_keras_files_with_augmentation_layers_both_ways(tmp_path):
+    """A model with the augmentation layers saved by pyresnet loads in Keras
+    3 with the same layer arguments and logits (the layers are the identity
+    at inference), and Keras's own file of such a model loads in pyresnet."""
+    from pyresnet.saving import keras_config  # noqa: F401 (the format needs h5py)
+    pytest.importorskip("h5py")
+    model = pr.Sequential([
+        layers.Input((12, 12, 3)), layers.RandomFlip("horizontal", seed=1),
+        layers.RandomRotation(0.1, fill_mode="constant", seed=2),
+        layers.RandomTranslation((-0.1, 0.2), 0.1, interpolation="nearest", seed=3),
+        layers.RandomZoom(0.2, 0.3, fill_mode="wrap"), layers.RandomContrast(0.3),
+        layers.Rescaling(1 / 255), layers.Conv2D(4, 3), layers.GlobalAveragePooling2D(),
+        layers.Dense(2)])
+    x = _images(6, 12, 12).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    model.save(tmp_path / "ours.keras")
+    (tmp_path / "keras_files.py").write_text(KERAS_FILES)
+    run = subprocess.run([sys.executable, str(tmp_path / "keras_files.py"), str(tmp_path)],
+                         capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, KERAS_BACKEND="numpy"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    np.testing.assert_allclose(np.load(tmp_path / "keras_of_ours.npy"),
+                               model.predict(x, verbose=0), rtol=1e-5, atol=1e-5)
+    configs = (tmp_path / "ours_configs.txt").read_text()
+    for text in ("'RandomRotation'", "'factor': (-0.1, 0.1)", "'fill_mode': 'constant'",
+                 "'interpolation': 'nearest'", "'height_factor': (-0.1, 0.2)",
+                 "'width_factor': 0.3", "'factor': (0.0, 0.3)"):
+        assert text in configs.replace("[", "(").replace("]", ")"), text
+    theirs = pr.models.load_model(tmp_path / "theirs.keras")
+    kinds = [type(layer).__name__ for layer in theirs.layers]
+    assert kinds[:5] == ["RandomFlip", "RandomRotation", "RandomTranslation", "RandomZoom",
+                         "RandomContrast"]
+    rot, tr, zoom, con = theirs.layers[1:5]
+    assert (rot.factor, rot.fill_mode, rot.seed) == ((-0.1, 0.1), "constant", 2)
+    assert (tr.height_lower, tr.height_upper, tr.interpolation) == (-0.1, 0.2, "nearest")
+    assert (zoom.width_lower, zoom.fill_mode) == (-0.3, "wrap")
+    assert con.factor == (0.0, 0.3)
+    np.testing.assert_allclose(theirs.predict(x, verbose=0), np.load(tmp_path / "theirs.npy"),
+                               rtol=1e-5, atol=1e-5)
