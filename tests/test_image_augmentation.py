@@ -435,8 +435,6 @@ def test_keras_files_with_augmentation_layers_both_ways(tmp_path):
     """A model with the augmentation layers saved by pyresnet loads in Keras
     3 with the same layer arguments and logits (the layers are the identity
     at inference), and Keras's own file of such a model loads in pyresnet."""
-    from pyresnet.saving import keras_config  # noqa: F401 (the format needs h5py)
-    pytest.importorskip("h5py")
     model = pr.Sequential([
         layers.Input((12, 12, 3)), layers.RandomFlip("horizontal", seed=1),
         layers.RandomRotation(0.1, fill_mode="constant", seed=2),

@@ -19,13 +19,11 @@ import sys
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import pyresnet as pr
 from pyresnet import utils
 from test_augment import resize_reference
-
-PIL = pytest.importorskip("PIL")
-from PIL import Image  # noqa: E402
 
 KERAS_SIDE = r'''
 import json, os, sys

@@ -19,10 +19,7 @@ import os
 import re
 
 import numpy as np
-import pytest
-
-PIL = pytest.importorskip("PIL")
-from PIL import Image  # noqa: E402
+from PIL import Image
 
 
 def _write_pet_images(root, cifar10):
