@@ -92,14 +92,17 @@ def keras_run(tmp_path_factory):
     d["angles"] = rng.uniform(-180, 180, 4).astype(np.float32)
     d["contrast_factors"] = rng.uniform(0.5, 1.5, len(d["x"])).astype(np.float32)
     np.savez(folder / "in.npz", **d)
+    model = _augmenting_model()  # for test_keras_files_with_augmentation_layers_both_ways
+    np.save(folder / "x.npy", _images(6, 12, 12).astype(np.float32))
+    model.save(folder / "ours.keras")
     script = folder / "keras_side.py"
-    script.write_text(KERAS_SIDE)
+    script.write_text(KERAS_SIDE + KERAS_FILES.replace("sys.argv[1]", "sys.argv[3]"))
     env = dict(os.environ, KERAS_BACKEND="numpy", CUDA_VISIBLE_DEVICES="")
     run = subprocess.run([sys.executable, str(script), str(folder / "in.npz"),
-                          str(folder / "out.npz")], capture_output=True, text=True, env=env,
-                         timeout=600)
+                          str(folder / "out.npz"), str(folder)], capture_output=True, text=True,
+                         env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    return d, dict(np.load(folder / "out.npz"))
+    return d, dict(np.load(folder / "out.npz")), folder, model
 
 
 @pytest.mark.parametrize("fill", list(KERAS_FILL))
@@ -107,7 +110,7 @@ def keras_run(tmp_path_factory):
 def test_affine_transform_equals_keras(keras_run, fill, interp):
     """Every fill mode and interpolation on translations, rotations and
     zooms: our C kernel = Keras 3's affine_transform = our NumPy reference."""
-    d, out = keras_run
+    d, out, _, _ = keras_run
     t = d[f"t_{fill}_{interp}"]
     ours = np.asarray(A.affine_transform(d["x"], t, interp, fill, 3.5))
     ref = affine_reference(d["x"], t, interp == "bilinear", KERAS_FILL[fill], 3.5)
@@ -123,7 +126,7 @@ def test_matrices_equal_keras(keras_run):
     """random_affine's matrix for a translation, a rotation and a zoom is
     Keras 3's (_get_translation_matrix, _compute_affine_matrix,
     _get_zoom_matrix) for the same parameters."""
-    d, out = keras_run
+    d, out, _, _ = keras_run
     x = np.zeros((4,) + d["x"].shape[1:], np.float32)
     h, w = x.shape[1:3]
     tx, ty = d["translations"][:, 0], d["translations"][:, 1]
@@ -142,7 +145,7 @@ def test_matrices_equal_keras(keras_run):
 
 
 def test_contrast_equals_keras(keras_run):
-    d, out = keras_run
+    d, out, _, _ = keras_run
     ours = np.asarray(A.random_contrast(d["x"], A.rng_state(0), (1.0, 1.0)))  # f = 1: clip only
     np.testing.assert_allclose(ours, np.clip(d["x"], 0, 255))
     f = d["contrast_factors"]
@@ -431,25 +434,22 @@ np.save(folder + "/theirs.npy", theirs.predict(x, verbose=0))
 '''
 
 
-def test_keras_files_with_augmentation_layers_both_ways(tmp_path):
-    """A model with the augmentation layers saved by pyresnet loads in Keras
-    3 with the same layer arguments and logits (the layers are the identity
-    at inference), and Keras's own file of such a model loads in pyresnet."""
-    model = pr.Sequential([
+def _augmenting_model():
+    return pr.Sequential([
         layers.Input((12, 12, 3)), layers.RandomFlip("horizontal", seed=1),
         layers.RandomRotation(0.1, fill_mode="constant", seed=2),
         layers.RandomTranslation((-0.1, 0.2), 0.1, interpolation="nearest", seed=3),
         layers.RandomZoom(0.2, 0.3, fill_mode="wrap"), layers.RandomContrast(0.3),
         layers.Rescaling(1 / 255), layers.Conv2D(4, 3), layers.GlobalAveragePooling2D(),
         layers.Dense(2)])
-    x = _images(6, 12, 12).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
-    model.save(tmp_path / "ours.keras")
-    (tmp_path / "keras_files.py").write_text(KERAS_FILES)
-    run = subprocess.run([sys.executable, str(tmp_path / "keras_files.py"), str(tmp_path)],
-                         capture_output=True, text=True, timeout=600,
-                         env=dict(os.environ, KERAS_BACKEND="numpy"))
-    assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_keras_files_with_augmentation_layers_both_ways(keras_run):
+    """A model with the augmentation layers saved by pyresnet loads in Keras
+    3 with the same layer arguments and logits (the layers are the identity
+    at inference), and Keras's own file of such a model loads in pyresnet."""
+    _, _, tmp_path, model = keras_run
+    x = np.load(tmp_path / "x.npy")
     np.testing.assert_allclose(np.load(tmp_path / "keras_of_ours.npy"),
                                model.predict(x, verbose=0), rtol=1e-5, atol=1e-5)
     configs = (tmp_path / "ours_configs.txt").read_text()
