@@ -17,7 +17,8 @@
     X(concatenate) X(take) X(take_backward) X(one_hot) X(max) X(min) X(argmax) X(argmin)
 
 #define PR_OPS_AUGMENT(X) \
-    X(random_flip) X(random_crop) X(center_crop) X(random_resized_crop) X(resize_bilinear) \
+    X(random_flip) X(alternating_flip) X(random_crop) X(center_crop) X(random_resized_crop) \
+    X(resize_bilinear) X(affine_transform) X(random_affine) X(random_contrast) \
     X(random_lighting) X(cutout) X(mixup) X(normalize_channels)
 
 #define PR_OPS_CONV(X) \

@@ -1,5 +1,6 @@
-/* Registry entries of the augment family: random_flip, random_crop,
- * center_crop, random_resized_crop, resize_bilinear, random_lighting, cutout,
+/* Registry entries of the augment family: random_flip, alternating_flip,
+ * random_crop, center_crop, random_resized_crop, resize_bilinear,
+ * affine_transform, random_affine, random_contrast, random_lighting, cutout,
  * mixup, normalize_channels.
  *
  * Random ops take the RNG state, an int64 Variable [seed, counter], as their
@@ -8,6 +9,8 @@
  * return the parameters they drew, so tests can reproduce them.  No gradient:
  * augmentation sits in front of the model. */
 #include "ops.h" /* Python.h first */
+
+#include <math.h>
 
 #include "kernels/augment.h"
 
@@ -20,8 +23,25 @@ typedef struct {
 typedef struct {
     pr_ints size;    /* (height, width) of the crop */
     pr_ints padding; /* (pad_y, pad_x) or one value for both */
-    int reflect;     /* 0: zeros, 1: mirror without repeating the edge */
+    int64_t mode;    /* a PR_FILL_* (kernels/augment.h): 0 zeros, 1 reflect, 2 symmetric, ... */
 } crop_attrs;
+
+typedef struct {
+    int64_t interpolation; /* 0 nearest, 1 bilinear */
+    int64_t fill_mode;     /* a PR_FILL_* */
+    double fill_value;
+} affine_attrs;
+
+typedef struct {
+    affine_attrs how;
+    double height_lower, height_upper, width_lower, width_upper, rotation_lower, rotation_upper,
+        zoom_height_lower, zoom_height_upper, zoom_width_lower, zoom_width_upper;
+    int same_zoom;
+} random_affine_attrs;
+
+typedef struct {
+    double lower, upper, value_min, value_max;
+} contrast_attrs;
 
 typedef struct {
     pr_ints size;
@@ -164,6 +184,10 @@ static int crop_shape(const pr_op *op, const pr_view *x, const crop_attrs *a, cr
     if (a->padding.n > 2)
         return pr_fail(op, PyExc_ValueError,
                        "'padding' must be one int or (pad_y, pad_x), got %d values", a->padding.n);
+    if (a->mode < 0 || a->mode >= PR_FILL_MODES)
+        return pr_fail(op, PyExc_ValueError,
+                       "'mode' must be 0 (zeros), 1 (reflect), 2 (symmetric), 3 (edge) or "
+                       "4 (wrap), got %lld", (long long)a->mode);
     crop_pads(a, &cg->pad_y, &cg->pad_x);
     int64_t h = x->shape[1], w = x->shape[2];
     if (cg->pad_y < 0 || cg->pad_x < 0 || cg->pad_y > MAX_EXTENT || cg->pad_x > MAX_EXTENT)
@@ -171,10 +195,6 @@ static int crop_shape(const pr_op *op, const pr_view *x, const crop_attrs *a, cr
                        MAX_EXTENT,
                        (long long)cg->pad_y, (long long)cg->pad_x);
     if (pr_dim_is_sym(h) || pr_dim_is_sym(w)) return 0; /* the rest is checked when known */
-    if (a->reflect && (cg->pad_y >= h || cg->pad_x >= w))
-        return pr_fail(op, PyExc_ValueError,
-                       "reflect padding (%lld, %lld) must be smaller than the image (%lld, %lld)",
-                       (long long)cg->pad_y, (long long)cg->pad_x, (long long)h, (long long)w);
     if (cg->out_h > h + 2 * cg->pad_y || cg->out_w > w + 2 * cg->pad_x)
         return pr_fail(op, PyExc_ValueError,
                        "crop (%lld, %lld) is larger than the padded image (%lld, %lld)",
@@ -207,8 +227,8 @@ static int fw_random_crop(const pr_view *in, int n, pr_view *out, const void *at
     rng_call r = state_read(&in[1]);
     pr_k_sample_offsets(g.n, g.h + 2 * pad_y - oh + 1, g.w + 2 * pad_x - ow + 1, r.seed, r.counter,
                         out[1].data);
-    int rc = pr_k_pad_crop(in[0].data, out[0].data, in[0].dtype, g, pad_y, pad_x, a->reflect, oh,
-                           ow, out[1].data);
+    int rc = pr_k_pad_crop(in[0].data, out[0].data, in[0].dtype, g, pad_y, pad_x, (int)a->mode,
+                           oh, ow, out[1].data);
     if (rc == PR_OK) state_advance(&in[1]);
     return rc;
 }
@@ -226,7 +246,7 @@ static int fw_center_crop(const pr_view *in, int n, pr_view *out, const void *at
     int32_t *off = ws;
     for (int64_t i = 0; i < g.n; i++)
         off[2 * i] = (int32_t)((g.h - oh) / 2), off[2 * i + 1] = (int32_t)((g.w - ow) / 2);
-    return pr_k_pad_crop(in[0].data, out[0].data, in[0].dtype, g, 0, 0, 0, oh, ow, off);
+    return pr_k_pad_crop(in[0].data, out[0].data, in[0].dtype, g, 0, 0, PR_FILL_ZERO, oh, ow, off);
 }
 
 /* ---- random_resized_crop, resize_bilinear --------------------------------- */
@@ -448,16 +468,183 @@ static int fw_normalize(const pr_view *in, int n, pr_view *out, const void *attr
                           out[0].data, ws);
 }
 
+/* ---- alternating_flip ----------------------------------------------------- */
+
+static int infer_alternating_flip(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                                  pr_view *out, size_t *ws) {
+    const flip_attrs *a = attrs;
+    char s[128];
+    if (check_images(op, in, 0) < 0 || pr_expect_dtype(op, in, 1, PR_I64) < 0 ||
+        pr_expect_rng_state(op, in, 2) < 0)
+        return -1;
+    if (in[1].ndim != 1 || !pr_dim_maybe_equal(in[1].shape[0], in[0].shape[0]))
+        return pr_fail(op, PyExc_ValueError,
+                       "indices (input 1) must have shape (N,) for images of shape %s", 
+                       pr_shape_str(&in[0], s, sizeof s));
+    if (!a->horizontal && !a->vertical)
+        return pr_fail(op, PyExc_ValueError, "at least one of horizontal, vertical must be true");
+    pr_set_out(&out[0], in[0].dtype, 4, in[0].shape);
+    set_params(&out[1], PR_I32, in[0].shape[0], 2);
+    return 0;
+}
+
+static int fw_alternating_flip(const pr_view *in, int n, pr_view *out, const void *attrs,
+                               void *ws) {
+    const flip_attrs *a = attrs;
+    const int64_t *index = in[1].data;
+    for (int64_t i = 0; i < in[1].size; i++)
+        if (index[i] < 0 || index[i] > 0xFFFFFFFFLL) {
+            pr_kernel_error("index %lld at position %lld is outside [0, 2**32)",
+                            (long long)index[i], (long long)i);
+            return PR_ERR_VALUE;
+        }
+    rng_call r = state_read(&in[2]);
+    pr_k_sample_alternating_flip(in[0].shape[0], a->horizontal, a->vertical, r.seed, r.counter,
+                                 index, out[1].data);
+    int rc = pr_k_flip(in[0].data, out[0].data, in[0].dtype, geometry(&in[0]), out[1].data);
+    if (rc == PR_OK) state_advance(&in[2]);
+    return rc;
+}
+
+/* ---- affine_transform, random_affine -------------------------------------- */
+
+static int check_affine_how(const pr_op *op, const affine_attrs *a) {
+    if (a->interpolation != 0 && a->interpolation != 1)
+        return pr_fail(op, PyExc_ValueError,
+                       "'interpolation' must be 0 (nearest) or 1 (bilinear), got %lld",
+                       (long long)a->interpolation);
+    if (a->fill_mode < 0 || a->fill_mode >= PR_FILL_MODES)
+        return pr_fail(op, PyExc_ValueError,
+                       "'fill_mode' must be 0 (constant), 1 (reflect), 2 (symmetric), 3 (edge) "
+                       "or 4 (wrap), got %lld", (long long)a->fill_mode);
+    if (!isfinite(a->fill_value))
+        return pr_fail(op, PyExc_ValueError, "'fill_value' must be finite, got %g", a->fill_value);
+    return 0;
+}
+
+static int infer_affine(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                        pr_view *out, size_t *ws) {
+    char s[128], t[128];
+    if (check_images(op, in, 0) < 0 || check_affine_how(op, attrs) < 0 ||
+        pr_expect_dtype(op, in, 1, PR_F32) < 0)
+        return -1;
+    if (in[1].ndim != 2 || !pr_dim_maybe_equal(in[1].shape[0], in[0].shape[0]) ||
+        !pr_dim_maybe_equal(in[1].shape[1], 8))
+        return pr_fail(op, PyExc_ValueError,
+                       "transforms (input 1) must have shape (N, 8) for images of shape %s, got %s",
+                       pr_shape_str(&in[0], s, sizeof s), pr_shape_str(&in[1], t, sizeof t));
+    pr_set_out(&out[0], PR_F32, 4, in[0].shape);
+    return 0;
+}
+
+static int fw_affine(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    const affine_attrs *a = attrs;
+    return pr_k_affine(in[0].data, in[0].dtype, geometry(&in[0]), in[1].data,
+                       (int)a->interpolation, (int)a->fill_mode, (float)a->fill_value,
+                       out[0].data);
+}
+
+static int check_range(const pr_op *op, const char *name, double lo, double hi, double min,
+                       double max) {
+    if (!(lo >= min && lo <= hi && hi <= max))
+        return pr_fail(op, PyExc_ValueError,
+                       "the %s range (%g, %g) must satisfy %g <= lower <= upper <= %g", name, lo,
+                       hi, min, max);
+    return 0;
+}
+
+static int infer_random_affine(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                               pr_view *out, size_t *ws) {
+    const random_affine_attrs *a = attrs;
+    if (check_images(op, in, 0) < 0 || pr_expect_rng_state(op, in, 1) < 0 ||
+        check_affine_how(op, &a->how) < 0 ||
+        check_range(op, "height", a->height_lower, a->height_upper, -1.0, 1.0) < 0 ||
+        check_range(op, "width", a->width_lower, a->width_upper, -1.0, 1.0) < 0 ||
+        check_range(op, "rotation", a->rotation_lower, a->rotation_upper, -1e6, 1e6) < 0 ||
+        check_range(op, "zoom height", a->zoom_height_lower, a->zoom_height_upper, 1e-6, 1e6) < 0 ||
+        check_range(op, "zoom width", a->zoom_width_lower, a->zoom_width_upper, 1e-6, 1e6) < 0)
+        return -1;
+    pr_set_out(&out[0], PR_F32, 4, in[0].shape);
+    set_params(&out[1], PR_F32, in[0].shape[0], 8);
+    return 0;
+}
+
+static int fw_random_affine(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    const random_affine_attrs *a = attrs;
+    pr_affine_ranges r = {a->height_lower, a->height_upper, a->width_lower, a->width_upper,
+                          a->rotation_lower, a->rotation_upper, a->zoom_height_lower,
+                          a->zoom_height_upper, a->zoom_width_lower, a->zoom_width_upper,
+                          a->same_zoom};
+    pr_nhwc g = geometry(&in[0]);
+    rng_call c = state_read(&in[1]);
+    pr_k_sample_affine(g.n, g.h, g.w, &r, c.seed, c.counter, out[1].data);
+    int rc = pr_k_affine(in[0].data, in[0].dtype, g, out[1].data, (int)a->how.interpolation,
+                         (int)a->how.fill_mode, (float)a->how.fill_value, out[0].data);
+    if (rc == PR_OK) state_advance(&in[1]);
+    return rc;
+}
+
+/* ---- random_contrast ------------------------------------------------------ */
+
+static int infer_contrast(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                          pr_view *out, size_t *ws) {
+    const contrast_attrs *a = attrs;
+    if (check_images(op, in, 0) < 0 || pr_expect_rng_state(op, in, 1) < 0 ||
+        check_range(op, "contrast factor", a->lower, a->upper, 0.0, 1e6) < 0)
+        return -1;
+    if (!(a->value_min <= a->value_max) || !isfinite(a->value_min) || !isfinite(a->value_max))
+        return pr_fail(op, PyExc_ValueError, "value range (%g, %g) must be finite and ordered",
+                       a->value_min, a->value_max);
+    pr_set_out(&out[0], PR_F32, 4, in[0].shape);
+    set_params(&out[1], PR_F32, in[0].shape[0], 0);
+    return 0;
+}
+
+static int fw_contrast(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
+    const contrast_attrs *a = attrs;
+    pr_nhwc g = geometry(&in[0]);
+    rng_call c = state_read(&in[1]);
+    pr_k_sample_uniform(g.n, a->lower, a->upper, c.seed, c.counter, out[1].data);
+    int rc = pr_k_contrast(in[0].data, in[0].dtype, g, out[1].data, (float)a->value_min,
+                           (float)a->value_max, out[0].data);
+    if (rc == PR_OK) state_advance(&in[1]);
+    return rc;
+}
+
 /* ---- registry ------------------------------------------------------------- */
 
 static const pr_attr_spec flip_spec[] = {
     {"horizontal", PR_ATTR_BOOL, offsetof(flip_attrs, horizontal), 0, 1},
     {"vertical", PR_ATTR_BOOL, offsetof(flip_attrs, vertical), 0, 0},
     {NULL}};
+#define AFFINE_HOW(base)                                                                 \
+    {"interpolation", PR_ATTR_INT, (base) + offsetof(affine_attrs, interpolation), 0, 1},        \
+        {"fill_mode", PR_ATTR_INT, (base) + offsetof(affine_attrs, fill_mode), 0, 0},            \
+        {"fill_value", PR_ATTR_FLOAT, (base) + offsetof(affine_attrs, fill_value), 0, 0.0}
+static const pr_attr_spec affine_spec[] = {AFFINE_HOW(0), {NULL}};
+#define RANGE(name, field, dflt)                                                            \
+    {name, PR_ATTR_FLOAT, offsetof(random_affine_attrs, field), 0, dflt}
+static const pr_attr_spec random_affine_spec[] = {
+    AFFINE_HOW(offsetof(random_affine_attrs, how)),
+    RANGE("height_lower", height_lower, 0.0), RANGE("height_upper", height_upper, 0.0),
+    RANGE("width_lower", width_lower, 0.0), RANGE("width_upper", width_upper, 0.0),
+    RANGE("rotation_lower", rotation_lower, 0.0), RANGE("rotation_upper", rotation_upper, 0.0),
+    RANGE("zoom_height_lower", zoom_height_lower, 1.0),
+    RANGE("zoom_height_upper", zoom_height_upper, 1.0),
+    RANGE("zoom_width_lower", zoom_width_lower, 1.0),
+    RANGE("zoom_width_upper", zoom_width_upper, 1.0),
+    {"same_zoom", PR_ATTR_BOOL, offsetof(random_affine_attrs, same_zoom), 0, 0},
+    {NULL}};
+static const pr_attr_spec contrast_spec[] = {
+    {"lower", PR_ATTR_FLOAT, offsetof(contrast_attrs, lower), 1, 0},
+    {"upper", PR_ATTR_FLOAT, offsetof(contrast_attrs, upper), 1, 0},
+    {"value_min", PR_ATTR_FLOAT, offsetof(contrast_attrs, value_min), 0, 0.0},
+    {"value_max", PR_ATTR_FLOAT, offsetof(contrast_attrs, value_max), 0, 255.0},
+    {NULL}};
 static const pr_attr_spec crop_spec[] = {
     {"size", PR_ATTR_INTS, offsetof(crop_attrs, size), 1, 0},
     {"padding", PR_ATTR_INTS, offsetof(crop_attrs, padding), 0, 0},
-    {"reflect", PR_ATTR_BOOL, offsetof(crop_attrs, reflect), 0, 0},
+    {"mode", PR_ATTR_INT, offsetof(crop_attrs, mode), 0, 0},
     {NULL}};
 static const pr_attr_spec center_crop_spec[] = {
     {"size", PR_ATTR_INTS, offsetof(crop_attrs, size), 1, 0}, {NULL}};
@@ -491,13 +678,48 @@ const pr_op pr_op_random_flip = {
     .doc = "random_flip(images, state, horizontal=True, vertical=False) -> (images, flags): "
            "flip each NHWC image left-right and/or upside down with probability 1/2; "
            "flags (N, 2) int32 are the (horizontal, vertical) flips drawn. dtype preserved."};
+const pr_op pr_op_alternating_flip = {
+    .name = "alternating_flip", .n_in = 3, .n_out = 2, .mutates = 1u << 2, .flags = RANDOM,
+    .attrs = flip_spec, .attr_size = sizeof(flip_attrs), .infer = infer_alternating_flip,
+    .forward = fw_alternating_flip,
+    .doc = "alternating_flip(images, indices, state, horizontal=True, vertical=False) -> "
+           "(images, flags): airbench's alternating flip (Jordan 2024, arXiv 2404.00498): "
+           "image i (dataset element indices[i], int64) is flipped by a draw of stream "
+           "indices[i] at counter 0 XOR the pass parity (counter >> 32) & 1 of the state; "
+           "flags (N, 2) int32. dtype preserved."};
+const pr_op pr_op_affine_transform = {
+    .name = "affine_transform", .n_in = 2, .n_out = 1, .attrs = affine_spec,
+    .attr_size = sizeof(affine_attrs), .infer = infer_affine, .forward = fw_affine,
+    .doc = "affine_transform(images, transforms, interpolation=1, fill_mode=0, fill_value=0) "
+           "-> float32 images: keras.ops.image.affine_transform; transforms (N, 8) float32 "
+           "(a0, a1, a2, b0, b1, b2, c0, c1) map output (x, y) to input ((a0 x + a1 y + a2)/k, "
+           "(b0 x + b1 y + b2)/k), k = c0 x + c1 y + 1; interpolation 0 nearest, 1 bilinear; "
+           "fill_mode 0 constant, 1 reflect (Keras 'mirror'), 2 symmetric (Keras 'reflect'), "
+           "3 edge ('nearest'), 4 wrap."};
+const pr_op pr_op_random_affine = {
+    .name = "random_affine", .n_in = 2, .n_out = 2, .mutates = 1u << 1, .flags = RANDOM,
+    .attrs = random_affine_spec, .attr_size = sizeof(random_affine_attrs),
+    .infer = infer_random_affine, .forward = fw_random_affine,
+    .doc = "random_affine(images, state, height_lower/upper, width_lower/upper (fractions of "
+           "the side), rotation_lower/upper (radians), zoom_height_lower/upper, "
+           "zoom_width_lower/upper, same_zoom, interpolation, fill_mode, fill_value) -> "
+           "(float32 images, transforms (N, 8)): Keras's RandomTranslation/Rotation/Zoom "
+           "(see kernels/augment.h for the matrix)."};
+const pr_op pr_op_random_contrast = {
+    .name = "random_contrast", .n_in = 2, .n_out = 2, .mutates = 1u << 1, .flags = RANDOM,
+    .attrs = contrast_spec, .attr_size = sizeof(contrast_attrs), .infer = infer_contrast,
+    .forward = fw_contrast,
+    .doc = "random_contrast(images, state, lower, upper, value_min=0, value_max=255) -> "
+           "(float32 images, factors (N,)): keras RandomContrast: per image f ~ U(lower, "
+           "upper), clip((x - channel mean) f + channel mean, value_min, value_max)."};
 const pr_op pr_op_random_crop = {
     .name = "random_crop", .n_in = 2, .n_out = 2, .mutates = 1u << 1, .flags = RANDOM,
     .attrs = crop_spec, .attr_size = sizeof(crop_attrs), .infer = infer_random_crop,
     .forward = fw_random_crop,
-    .doc = "random_crop(images, state, size, padding=0, reflect=False) -> (images, offsets): "
-           "pad each image (zeros, or mirrored) and crop `size` at a uniform offset; offsets "
-           "(N, 2) int32 index the padded image. dtype preserved."};
+    .doc = "random_crop(images, state, size, padding=0, mode=0) -> (images, offsets): "
+           "pad each image (mode, numpy.pad's names: 0 zeros, 1 reflect, 2 symmetric, 3 edge, "
+           "4 wrap) and crop `size` at a uniform offset; offsets (N, 2) int32 index the padded "
+           "image. dtype preserved."};
 const pr_op pr_op_center_crop = {
     .name = "center_crop", .n_in = 1, .n_out = 1, .attrs = center_crop_spec,
     .attr_size = sizeof(crop_attrs), .infer = infer_center_crop, .forward = fw_center_crop,

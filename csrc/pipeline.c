@@ -6,7 +6,10 @@
  *
  * Determinism: a random stage of batch b in pass `epoch` runs its op with
  * the RNG state [seed, (epoch << 32) + b], so the numbers drawn depend only
- * on (seed, epoch, b, image index), never on prefetching or threads.
+ * on (seed, epoch, b, image index), never on prefetching or threads.  A
+ * stage input given as the string "indices" receives the batch's rows'
+ * indices in the source arrays (int64, (n,)): ops such as alternating_flip
+ * key their draws on them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h> /* first: it sets the feature macros system headers read */
@@ -25,6 +28,7 @@
 #define MAX_COMP PR_MAX_INPUTS /* components of an element: (images, labels, ...) */
 #define IN_CONST (-1)
 #define IN_STATE (-2)
+#define IN_INDICES (-3) /* the batch's source row indices, int64 (n,) */
 
 typedef struct {
     const pr_op *op;
@@ -96,6 +100,17 @@ static double thread_cpu_seconds(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* The view of n row indices (data set by the caller). */
+static pr_view indices_view(int64_t n) {
+    pr_view v;
+    memset(&v, 0, sizeof v);
+    v.dtype = PR_I64;
+    v.ndim = 1;
+    v.shape[0] = n;
+    v.size = n;
+    return v;
+}
+
 static int compute_batch(BatchIterator *it, int64_t b, void *const *dst, char *error) {
     int variant = b == it->n_batches - 1 && it->last_size != it->batch_size;
     int64_t n = variant ? it->last_size : it->batch_size, start = b * it->batch_size;
@@ -117,6 +132,9 @@ static int compute_batch(BatchIterator *it, int64_t b, void *const *dst, char *e
         for (int i = 0; i < st->op->n_in; i++) {
             if (st->src[i] >= 0) {
                 in[i] = cur[st->src[i]];
+            } else if (st->src[i] == IN_INDICES) {
+                in[i] = indices_view(n);
+                in[i].data = it->order + start;
             } else {
                 in[i] = st->konst[i];
                 if (st->src[i] == IN_STATE) in[i].data = state;
@@ -374,9 +392,9 @@ static int parse_order(BatchIterator *it, PyObject *order) {
 }
 
 /* A stage: (op name, attrs dict, inputs, outputs).  inputs[i] is a component
- * index or a Tensor (a constant, or the RNG state where the op mutates that
- * input: only its seed is read); outputs[j] is the component output j
- * replaces, or None. */
+ * index, the string "indices" (the rows' source indices), or a Tensor (a
+ * constant, or the RNG state where the op mutates that input: only its seed
+ * is read); outputs[j] is the component output j replaces, or None. */
 static int parse_stage(BatchIterator *it, stage *st, PyObject *spec) {
     PyObject *name, *attrs, *inputs, *outputs;
     if (!PyArg_ParseTuple(spec, "UOOO;BatchIterator: a stage is (op, attrs, inputs, outputs)",
@@ -400,6 +418,11 @@ static int parse_stage(BatchIterator *it, stage *st, PyObject *spec) {
                        op->n_out);
     for (int i = 0; i < op->n_in; i++) {
         PyObject *v = PyList_GET_ITEM(inputs, i);
+        if (PyUnicode_Check(v) && PyUnicode_CompareWithASCIIString(v, "indices") == 0 &&
+            !(op->mutates >> i & 1)) {
+            st->src[i] = IN_INDICES;
+            continue;
+        }
         if (PyLong_Check(v)) {
             long k = PyLong_AsLong(v);
             if (k < 0 || k >= it->n_comp || (op->mutates >> i & 1))
@@ -443,7 +466,9 @@ static int infer_variant(BatchIterator *it, int variant, int64_t n, size_t *scra
         stage *st = &it->stages[s];
         pr_view in[PR_MAX_INPUTS];
         for (int i = 0; i < st->op->n_in; i++)
-            in[i] = st->src[i] >= 0 ? cur[st->src[i]] : st->konst[i];
+            in[i] = st->src[i] >= 0             ? cur[st->src[i]]
+                    : st->src[i] == IN_INDICES ? indices_view(n)
+                                               : st->konst[i];
         size_t ws;
         if (pr_infer(st->op, in, st->op->n_in, st->attrs, st->out[variant], &ws) < 0) return -1;
         if (ws > *scratch) *scratch = ws;

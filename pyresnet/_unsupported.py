@@ -11,8 +11,7 @@ NOT_YET = "not implemented yet; a Layer subclass of your own can provide it"
 
 LAYERS = {
     **{name: NOT_YET for name in (
-        "SeparableConv2D", "RandomRotation", "RandomZoom", "RandomTranslation", "RandomContrast",
-        "RandomBrightness", "SpatialDropout2D", "GaussianNoise", "GaussianDropout", "Cropping2D",
+        "SeparableConv2D", "RandomBrightness", "SpatialDropout2D", "GaussianNoise", "GaussianDropout", "Cropping2D",
         "Resizing", "CenterCrop", "GroupNormalization", "UnitNormalization", "PReLU", "ELU")},
     **{name: SEQUENCE for name in (
         "Embedding", "LSTM", "GRU", "SimpleRNN", "RNN", "Bidirectional", "TimeDistributed",

@@ -33,6 +33,7 @@ did not exist (backward ops, sum_to_shape, avg-pool adjoint) are written
 here from their documented formulas.
 """
 import dataclasses
+import math
 import zlib
 from typing import Callable, Optional
 
@@ -1161,7 +1162,100 @@ def _pads(padding):
     return (p[0], p[0]) if len(p) == 1 else tuple(p)
 
 
-def _crop_draws(x, state, size, padding=(0,), reflect=False):
+def _alt_flip_draws(x, indices, state, horizontal, vertical):
+    parity = (int(state[1]) >> 32) & 1
+    out = []
+    for i in indices:
+        s = Stream(int(state[0]), 0, int(i))
+        fh, fv = s.below(2), s.below(2)
+        out.append([fh ^ parity if horizontal else 0, fv ^ parity if vertical else 0])
+    return (np.array(out, np.int32).reshape(-1, 2),)
+
+
+NP_PAD_MODES = ["constant", "reflect", "symmetric", "edge", "wrap"]
+"""numpy.pad's name of each PR_FILL_* mode (csrc/kernels/augment.h)."""
+
+
+def fill_index(k, n, mode):
+    """Indices k (an int array) of an axis of n samples extended as
+    numpy.pad(mode=NP_PAD_MODES[mode]) extends it (-1: the constant), read
+    from numpy.pad itself."""
+    k = np.asarray(k, np.int64)
+    reach = int(np.abs(k).max(initial=0)) + n + 1
+    ext = np.pad(np.arange(n), reach, mode=NP_PAD_MODES[mode]) if mode \
+        else np.pad(np.arange(n), reach, constant_values=-1)
+    return ext[k + reach]
+
+
+def affine_reference(x, t, interpolation, fill_mode, fill_value):
+    """keras.ops.image.affine_transform in NumPy (float64 coordinates and
+    weights): output pixel (r, s) samples the input at
+    ((a0 s + a1 r + a2)/k, (b0 s + b1 r + b2)/k), k = c0 s + c1 r + 1."""
+    x = np.asarray(x, np.float64)
+    n, h, w, c = x.shape
+    t = np.asarray(t, np.float64).reshape(n, 8, 1, 1)
+    r, s = np.mgrid[0:h, 0:w].astype(np.float64)
+    k = t[:, 6] * s + t[:, 7] * r + 1
+    xs, ys = (t[:, 0] * s + t[:, 1] * r + t[:, 2]) / k, (t[:, 3] * s + t[:, 4] * r + t[:, 5]) / k
+    img = np.arange(n).reshape(n, 1, 1)
+
+    def tap(rr, ss):
+        rr, ss = fill_index(rr, h, fill_mode), fill_index(ss, w, fill_mode)
+        out = x[img, np.maximum(rr, 0), np.maximum(ss, 0)]
+        return np.where(((rr < 0) | (ss < 0))[..., None], fill_value, out)
+
+    if not interpolation:
+        return tap(np.floor(ys + 0.5).astype(np.int64), np.floor(xs + 0.5).astype(np.int64))
+    r0, s0 = np.floor(ys).astype(np.int64), np.floor(xs).astype(np.int64)
+    wy, wx = (ys - r0)[..., None], (xs - s0)[..., None]
+    return ((1 - wy) * ((1 - wx) * tap(r0, s0) + wx * tap(r0, s0 + 1))
+            + wy * ((1 - wx) * tap(r0 + 1, s0) + wx * tap(r0 + 1, s0 + 1)))
+
+
+def _affine_draws(x, state, height_lower=0.0, height_upper=0.0, width_lower=0.0,
+                  width_upper=0.0, rotation_lower=0.0, rotation_upper=0.0,
+                  zoom_height_lower=1.0, zoom_height_upper=1.0, zoom_width_lower=1.0,
+                  zoom_width_upper=1.0, same_zoom=False, **how):
+    h, w = x.shape[1], x.shape[2]
+    cx, cy = (w - 1) / 2, (h - 1) / 2
+    out = []
+    for i in range(len(x)):
+        s = Stream(int(state[0]), int(state[1]), i)
+        u = [s.uniform() for _ in range(5)]
+        ty = h * (height_lower + (height_upper - height_lower) * u[0])
+        tx = w * (width_lower + (width_upper - width_lower) * u[1])
+        angle = rotation_lower + (rotation_upper - rotation_lower) * u[2]
+        zy = zoom_height_lower + (zoom_height_upper - zoom_height_lower) * u[3]
+        zx = zy if same_zoom else zoom_width_lower + (zoom_width_upper - zoom_width_lower) * u[4]
+        co, si = math.cos(angle), math.sin(angle)
+        a0, a1, b0, b1 = co * zx, -si * zy, si * zx, co * zy
+        out.append([a0, a1, cx - a0 * cx - a1 * cy - tx, b0, b1, cy - b0 * cx - b1 * cy - ty, 0, 0])
+    return (np.array(out, f32).reshape(-1, 8),)
+
+
+def _affine_random_ref(inputs, draws, interpolation=1, fill_mode=0, fill_value=0.0, **ranges):
+    return (affine_reference(inputs[0], draws[0], interpolation, fill_mode, fill_value),)
+
+
+def _contrast_draws(x, state, lower, upper, value_min=0.0, value_max=255.0):
+    return (np.array([lower + (upper - lower) * Stream(int(state[0]), int(state[1]), i).uniform()
+                      for i in range(len(x))], f32),)
+
+
+def contrast_reference(x, factors, value_min, value_max):
+    """keras RandomContrast's arithmetic: clip((x - m) f + m) with m the
+    per-image, per-channel mean over height and width."""
+    x = np.asarray(x, np.float64)
+    m = x.mean(axis=(1, 2), keepdims=True)
+    f = np.asarray(factors, np.float64).reshape(-1, 1, 1, 1)
+    return np.clip((x - m) * f + m, value_min, value_max)
+
+
+def _contrast_ref(inputs, draws, lower, upper, value_min=0.0, value_max=255.0):
+    return (contrast_reference(inputs[0], draws[0], value_min, value_max),)
+
+
+def _crop_draws(x, state, size, padding=(0,), mode=0):
     py, px = _pads(padding)
     ry, rx = x.shape[1] + 2 * py - size[0] + 1, x.shape[2] + 2 * px - size[1] + 1
     out = []
@@ -1171,11 +1265,10 @@ def _crop_draws(x, state, size, padding=(0,), reflect=False):
     return (np.array(out, np.int32).reshape(-1, 2),)
 
 
-def _crop_ref(inputs, draws, size, padding=(0,), reflect=False):
+def _crop_ref(inputs, draws, size, padding=(0,), mode=0):
     x, (off,) = inputs[0], draws
     py, px = _pads(padding)
-    padded = np.pad(x, ((0, 0), (py, py), (px, px), (0, 0)),
-                    mode="reflect" if reflect else "constant")
+    padded = np.pad(x, ((0, 0), (py, py), (px, px), (0, 0)), mode=NP_PAD_MODES[mode])
     return (np.stack([padded[i, oy:oy + size[0], ox:ox + size[1]]
                       for i, (oy, ox) in enumerate(off)]),)
 
@@ -1255,19 +1348,84 @@ _random("random_flip",
                               ((6, 1, 1, 1), np.uint8, True, True),
                               ((16, 32, 32, 3), np.uint8, True, True)]],
         _flip_ref, _flip_draws, (1,))
+_random("alternating_flip",
+        [Case(f"{np.dtype(dt).name} {xs} h={h} v={v} pass {e}",
+              lambda r, xs=xs, dt=dt, e=e: [image(r, xs, dt),
+                                            r.permutation(50)[:xs[0]].astype(np.int64),
+                                            rng_state(3, (e << 32) + 5)],
+              {"horizontal": h, "vertical": v}, grad=False)
+         for xs, dt, h, v, e in [((9, 5, 7, 3), np.uint8, True, False, 0),
+                                 ((9, 5, 7, 3), np.uint8, True, False, 1),
+                                 ((9, 5, 7, 3), f32, False, True, 3),
+                                 ((1, 4, 3, 17), f32, True, True, 2),
+                                 ((16, 32, 32, 3), np.uint8, True, False, 7)]],
+        lambda inputs, draws, **a: _flip_ref(inputs, draws, **a), _alt_flip_draws, (1,),
+        note="draws keyed on the dataset indices (input 1) and the pass parity")
 _random("random_crop",
-        [Case(f"{np.dtype(dt).name} {xs}->{sz} pad {p} {'reflect' if rf else 'zero'}",
+        [Case(f"{np.dtype(dt).name} {xs}->{sz} pad {p} {NP_PAD_MODES[m]}",
               lambda r, xs=xs, dt=dt: [image(r, xs, dt), rng_state(5, 2 ** 33 + 7)],
-              {"size": sz, "padding": p, "reflect": rf}, grad=False)
-         for xs, sz, p, rf, dt in [((3, 32, 32, 3), [32, 32], [4], False, np.uint8),
-                                   ((4, 7, 9, 2), [5, 3], [2, 1], True, f32),
-                                   ((4, 7, 9, 2), [7, 9], [0], False, f32),
-                                   ((1, 7, 9, 2), [1, 1], [3], True, np.uint8),
-                                   ((4, 7, 9, 2), [11, 10], [2, 3], False, np.uint8),
-                                   ((3, 4, 3, 1), [1, 1], [1, 3], False, f32),
-                                   ((16, 32, 32, 3), [32, 32], [4], True, f32)]],
+              {"size": sz, "padding": p, "mode": m}, grad=False)
+         for xs, sz, p, m, dt in [((3, 32, 32, 3), [32, 32], [4], 0, np.uint8),
+                                  ((4, 7, 9, 2), [5, 3], [2, 1], 1, f32),
+                                  ((4, 7, 9, 2), [7, 9], [0], 0, f32),
+                                  ((1, 7, 9, 2), [1, 1], [3], 1, np.uint8),
+                                  ((4, 7, 9, 2), [11, 10], [2, 3], 0, np.uint8),
+                                  ((3, 4, 3, 1), [1, 1], [1, 3], 0, f32),
+                                  ((16, 32, 32, 3), [32, 32], [4], 1, f32),
+                                  ((16, 32, 32, 3), [32, 32], [2], 2, np.uint8),
+                                  ((3, 4, 3, 2), [12, 11], [4, 4], 2, f32),
+                                  ((3, 4, 3, 2), [12, 11], [4, 4], 3, np.uint8),
+                                  ((3, 4, 3, 2), [12, 11], [4, 4], 4, f32),
+                                  ((2, 1, 3, 1), [5, 9], [2, 3], 1, f32)]],
         _crop_ref, _crop_draws, (1,), note="includes crops wholly in the padding "
-        "(test_robustness.test_random_crop_inside_the_padding)")
+        "(test_robustness.test_random_crop_inside_the_padding) and padding past the image "
+        "(periodic modes)")
+_AFFINE_CASES = [  # (shape, dtype, attrs)
+    ((4, 6, 7, 3), np.uint8, {"height_lower": -0.3, "height_upper": 0.3, "width_lower": -0.4,
+                              "width_upper": 0.2}),
+    ((3, 5, 5, 2), f32, {"rotation_lower": -1.0, "rotation_upper": 2.0, "fill_mode": 1}),
+    ((3, 5, 8, 1), f32, {"rotation_lower": -0.6, "rotation_upper": 0.6, "fill_mode": 2,
+                         "interpolation": 0}),
+    ((3, 6, 4, 3), np.uint8, {"zoom_height_lower": 0.5, "zoom_height_upper": 1.6,
+                              "same_zoom": True, "fill_mode": 3}),
+    ((3, 6, 4, 2), f32, {"zoom_height_lower": 0.7, "zoom_height_upper": 1.3,
+                         "zoom_width_lower": 1.2, "zoom_width_upper": 2.0, "fill_mode": 4}),
+    ((2, 5, 6, 1), f32, {"height_lower": -1.0, "height_upper": 1.0, "width_lower": -1.0,
+                         "width_upper": 1.0, "rotation_lower": 0.3, "rotation_upper": 0.5,
+                         "zoom_height_lower": 0.8, "zoom_height_upper": 1.4,
+                         "fill_value": -2.5}),
+    ((4, 32, 32, 3), np.uint8, {"height_lower": -0.1, "height_upper": 0.1,
+                                "width_lower": -0.1, "width_upper": 0.1, "fill_mode": 2}),
+]
+_random("random_affine",
+        [Case(f"{np.dtype(dt).name} {xs} {a}", lambda r, xs=xs, dt=dt: [image(r, xs, dt),
+                                                                          rng_state(17, 3)],
+              a, grad=False) for xs, dt, a in _AFFINE_CASES],
+        _affine_random_ref, _affine_draws, (1,), rtol=1e-5, atol=2e-3,
+        note="float32 bilinear weights against float64 ones; every fill mode")
+add(Entry("affine_transform",
+          [Case(f"{np.dtype(dt).name} {xs} interp {ip} fill {fm}",
+                lambda r, xs=xs, dt=dt: [image(r, xs, dt),
+                                         (np.array([1, 0, 0, 0, 1, 0, 0, 0], f32)
+                                          + r.normal(0, 0.3, (xs[0], 8)) * [1, 1, 3, 1, 1, 3,
+                                                                             0.02, 0.02]
+                                          ).astype(f32)],
+                {"interpolation": ip, "fill_mode": fm, "fill_value": 7.0}, grad=False)
+           for xs, dt, ip, fm in [((3, 5, 6, 2), f32, 1, 0), ((3, 5, 6, 2), np.uint8, 0, 1),
+                                  ((2, 4, 7, 3), f32, 1, 2), ((2, 4, 7, 3), f32, 0, 3),
+                                  ((2, 6, 3, 1), np.uint8, 1, 4)]],
+          reference=lambda x, t, interpolation, fill_mode, fill_value: affine_reference(
+              x, t, interpolation, fill_mode, fill_value),
+          rtol=1e-5, atol=2e-3, note="projective transforms (c0, c1 != 0) too"))
+_random("random_contrast",
+        [Case(f"{np.dtype(dt).name} {xs} ({lo}, {hi}) clip ({vmin}, {vmax})",
+              lambda r, xs=xs, dt=dt: [image(r, xs, dt), rng_state(29, 1)],
+              {"lower": lo, "upper": hi, "value_min": vmin, "value_max": vmax}, grad=False)
+         for xs, dt, lo, hi, vmin, vmax in [((5, 6, 7, 3), np.uint8, 0.5, 1.5, 0.0, 255.0),
+                                            ((3, 4, 4, 2), f32, 0.0, 3.0, -1.0, 1.0),
+                                            ((2, 1, 1, 3), f32, 1.0, 1.0, -9.0, 9.0),
+                                            ((16, 32, 32, 3), np.uint8, 0.8, 1.2, 0.0, 255.0)]],
+        _contrast_ref, _contrast_draws, (1,), rtol=1e-5, atol=1e-3)
 _random("random_resized_crop",
         [Case(f"{np.dtype(dt).name} {xs}->{sz} {a}",
               lambda r, xs=xs, dt=dt: [image(r, xs, dt), rng_state(11)], {"size": sz, **a},

@@ -27,6 +27,7 @@ import pytest
 
 import pyresnet as pr
 from pyresnet import _C
+from op_table import affine_reference, contrast_reference
 from test_ops_conv import conv_bpf_ref, conv_bpi_ref, conv_ref, max_pool_grad_ref, pool_ref
 from test_ops_nn import np_bn_train, np_softmax, np_sparse_ce
 
@@ -237,8 +238,9 @@ def pool_channel_block(rng):
 
 
 def augment_parallel(rng):
-    """augment.c PARALLEL_MIN = 32768 values (n h w c); normalize's blocks of
-    4096 pixels, with the RGB and the general channel paths."""
+    """augment.c PARALLEL_MIN = 32768 values (n h w c): flip, crop, affine,
+    contrast (per-thread sums); normalize's blocks of 4096 pixels, with the
+    RGB and the general channel paths."""
     for n in around(32768 // 16):  # 16 values per image: 32752, 32768, 32784
         x = rng.integers(0, 256, (n, 2, 2, 4), dtype=np.uint8)
         state = pr.ops.augment.rng_state(3)
@@ -251,6 +253,12 @@ def augment_parallel(rng):
         padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
         want = np.stack([p[oy:oy + 2, ox:ox + 2] for p, (oy, ox) in zip(padded, off.numpy())])
         close(y.numpy(), want, 0, 0, f"crop n={n}")
+        t = (np.array([1, 0, 0, 0, 1, 0, 0, 0], f32) + rng.normal(0, 0.5, (n, 8))
+             * [1, 1, 1, 1, 1, 1, 0, 0]).astype(f32)
+        close(pr.ops.augment.affine_transform(x, t, "bilinear", "reflect"),
+              affine_reference(x, t, 1, 2, 0.0), 1e-5, 2e-3, f"affine n={n}")
+        y, f = pr.ops.augment.random_contrast(x, state, (0.5, 1.5), return_params=True)
+        close(y, contrast_reference(x, f.numpy(), 0, 255), 1e-5, 1e-3, f"contrast n={n}")
     for pixels in around(4096) + around(32768 // 3 + 1):
         for c in (3, 1, 5):
             x = rng.integers(0, 256, (pixels, 1, 1, c), dtype=np.uint8)

@@ -42,6 +42,18 @@ void pr_k_sample_flip(int64_t n, int horizontal, int vertical, uint64_t seed, ui
     }
 }
 
+void pr_k_sample_alternating_flip(int64_t n, int horizontal, int vertical, uint64_t seed,
+                                  uint64_t counter, const int64_t *index, int32_t *flags) {
+    int32_t parity = (int32_t)((counter >> 32) & 1);
+    for (int64_t i = 0; i < n; i++) {
+        pr_rng r;
+        pr_rng_init(&r, seed, 0, (uint32_t)index[i]);
+        int32_t fh = (int32_t)pr_rng_below(&r, 2), fv = (int32_t)pr_rng_below(&r, 2);
+        flags[2 * i] = horizontal ? fh ^ parity : 0;
+        flags[2 * i + 1] = vertical ? fv ^ parity : 0;
+    }
+}
+
 int pr_k_flip(const void *x, void *y, pr_dtype dt, pr_nhwc g, const int32_t *flags) {
     int64_t pb = g.c * (int64_t)pr_dtype_size(dt), rowb = g.w * pb, imgb = g.h * rowb;
 #pragma omp parallel for num_threads(pr_get_num_threads()) \
@@ -76,14 +88,34 @@ void pr_k_sample_offsets(int64_t n, int64_t range_y, int64_t range_x, uint64_t s
     }
 }
 
-/* numpy.pad(mode="reflect") index for |overhang| < n. */
-static inline int64_t reflect(int64_t k, int64_t n) {
-    return k < 0 ? -k : k >= n ? 2 * (n - 1) - k : k;
+/* Floor modulo: m in [0, p). */
+static inline int64_t floor_mod(int64_t k, int64_t p) {
+    int64_t m = k % p;
+    return m < 0 ? m + p : m;
+}
+
+int64_t pr_fill_index(int64_t k, int64_t n, int mode) {
+    if (k >= 0 && k < n) return k;
+    switch (mode) {
+    case PR_FILL_REFLECT: {
+        if (n == 1) return 0;
+        int64_t m = floor_mod(k, 2 * n - 2);
+        return m < n ? m : 2 * n - 2 - m;
+    }
+    case PR_FILL_SYMMETRIC: {
+        int64_t m = floor_mod(k, 2 * n);
+        return m < n ? m : 2 * n - 1 - m;
+    }
+    case PR_FILL_EDGE: return k < 0 ? 0 : n - 1;
+    case PR_FILL_WRAP: return floor_mod(k, n);
+    default: return -1;
+    }
 }
 
 int pr_k_pad_crop(const void *x, void *y, pr_dtype dt, pr_nhwc g, int64_t pad_y, int64_t pad_x,
-                  int reflect_pad, int64_t out_h, int64_t out_w, const int32_t *off) {
+                  int mode, int64_t out_h, int64_t out_w, const int32_t *off) {
     int64_t pb = g.c * (int64_t)pr_dtype_size(dt), rowb = g.w * pb, out_rowb = out_w * pb;
+    int zero = mode == PR_FILL_ZERO;
 #pragma omp parallel for num_threads(pr_get_num_threads()) \
     if (g.n * out_h * out_w * g.c >= PARALLEL_MIN)
     for (int64_t i = 0; i < g.n; i++) {
@@ -96,28 +128,152 @@ int pr_k_pad_crop(const void *x, void *y, pr_dtype dt, pr_nhwc g, int64_t pad_y,
         if (hi < lo) hi = lo;
         for (int64_t r = 0; r < out_h; r++) {
             char *dst = yi + r * out_rowb;
-            int64_t sy = y0 + r;
-            if (sy < 0 || sy >= g.h) {
-                if (!reflect_pad) {
-                    memset(dst, 0, (size_t)out_rowb);
-                    continue;
-                }
-                sy = reflect(sy, g.h);
+            int64_t sy = pr_fill_index(y0 + r, g.h, mode);
+            if (sy < 0) {
+                memset(dst, 0, (size_t)out_rowb);
+                continue;
             }
             const char *src = xi + sy * rowb;
             memcpy(dst + lo * pb, src + (x0 + lo) * pb, (size_t)((hi - lo) * pb));
-            if (!reflect_pad) {
+            if (zero) {
                 memset(dst, 0, (size_t)(lo * pb));
                 memset(dst + hi * pb, 0, (size_t)((out_w - hi) * pb));
                 continue;
             }
             for (int64_t s = 0; s < lo; s++)
-                copy_pixel(dst + s * pb, src + reflect(x0 + s, g.w) * pb, pb);
+                copy_pixel(dst + s * pb, src + pr_fill_index(x0 + s, g.w, mode) * pb, pb);
             for (int64_t s = hi; s < out_w; s++)
-                copy_pixel(dst + s * pb, src + reflect(x0 + s, g.w) * pb, pb);
+                copy_pixel(dst + s * pb, src + pr_fill_index(x0 + s, g.w, mode) * pb, pb);
         }
     }
     return PR_OK;
+}
+
+/* ---- affine / projective transform ---------------------------------------- */
+
+/* Pixel (r, s) of image base `img`, channel k, or the fill value outside. */
+INLINE float tap(const void *x, pr_dtype dt, pr_nhwc g, int64_t img, int64_t r, int64_t s,
+                 int64_t k, int mode, float fill) {
+    r = pr_fill_index(r, g.h, mode), s = pr_fill_index(s, g.w, mode);
+    if (r < 0 || s < 0) return fill;
+    return load(x, dt, img + (r * g.w + s) * g.c + k);
+}
+
+INLINE void affine_image(const void *x, pr_dtype dt, pr_nhwc g, int64_t i, const float *t,
+                         int bilinear, int mode, float fill, float *y) {
+    int64_t img = i * g.h * g.w * g.c;
+    for (int64_t r = 0; r < g.h; r++)
+        for (int64_t s = 0; s < g.w; s++) {
+            double xo = (double)s, yo = (double)r;
+            double kd = (double)t[6] * xo + (double)t[7] * yo + 1.0;
+            double xs = ((double)t[0] * xo + (double)t[1] * yo + (double)t[2]) / kd;
+            double ys = ((double)t[3] * xo + (double)t[4] * yo + (double)t[5]) / kd;
+            float *dst = y + img + (r * g.w + s) * g.c;
+            if (!(fabs(xs) < 1e15 && fabs(ys) < 1e15)) { /* inf/nan: nothing to sample */
+                for (int64_t k = 0; k < g.c; k++) dst[k] = fill;
+                continue;
+            }
+            if (!bilinear) {
+                int64_t rr = (int64_t)floor(ys + 0.5), ss = (int64_t)floor(xs + 0.5);
+                for (int64_t k = 0; k < g.c; k++) dst[k] = tap(x, dt, g, img, rr, ss, k, mode, fill);
+                continue;
+            }
+            double fy = floor(ys), fx = floor(xs);
+            int64_t r0 = (int64_t)fy, s0 = (int64_t)fx;
+            float wy = (float)(ys - fy), wx = (float)(xs - fx);
+            for (int64_t k = 0; k < g.c; k++) {
+                float v00 = tap(x, dt, g, img, r0, s0, k, mode, fill);
+                float v01 = tap(x, dt, g, img, r0, s0 + 1, k, mode, fill);
+                float v10 = tap(x, dt, g, img, r0 + 1, s0, k, mode, fill);
+                float v11 = tap(x, dt, g, img, r0 + 1, s0 + 1, k, mode, fill);
+                dst[k] = (1.0f - wy) * ((1.0f - wx) * v00 + wx * v01) +
+                         wy * ((1.0f - wx) * v10 + wx * v11);
+            }
+        }
+}
+
+int pr_k_affine(const void *x, pr_dtype dt, pr_nhwc g, const float *t, int bilinear, int mode,
+                float fill_value, float *y) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) \
+    if (g.n * g.h * g.w * g.c >= PARALLEL_MIN)
+    for (int64_t i = 0; i < g.n; i++) {
+        if (dt == PR_U8)
+            affine_image(x, PR_U8, g, i, t + 8 * i, bilinear, mode, fill_value, y);
+        else
+            affine_image(x, PR_F32, g, i, t + 8 * i, bilinear, mode, fill_value, y);
+    }
+    return PR_OK;
+}
+
+void pr_k_sample_affine(int64_t n, int64_t h, int64_t w, const pr_affine_ranges *a,
+                        uint64_t seed, uint64_t counter, float *t) {
+    double cx = 0.5 * (double)(w - 1), cy = 0.5 * (double)(h - 1);
+    for (int64_t i = 0; i < n; i++) {
+        pr_rng r;
+        pr_rng_init(&r, seed, counter, (uint32_t)i);
+        double u[5];
+        for (int j = 0; j < 5; j++) u[j] = pr_rng_uniform(&r);
+        double ty = (double)h * (a->ty_lo + (a->ty_hi - a->ty_lo) * u[0]);
+        double tx = (double)w * (a->tx_lo + (a->tx_hi - a->tx_lo) * u[1]);
+        double angle = a->rot_lo + (a->rot_hi - a->rot_lo) * u[2];
+        double zy = a->zy_lo + (a->zy_hi - a->zy_lo) * u[3];
+        double zx = a->same_zoom ? zy : a->zx_lo + (a->zx_hi - a->zx_lo) * u[4];
+        double c = cos(angle), s = sin(angle);
+        /* p' = C + R diag(zx, zy) (p - C) - (tx, ty) */
+        double a0 = c * zx, a1 = -s * zy, b0 = s * zx, b1 = c * zy;
+        float *ti = t + 8 * i;
+        ti[0] = (float)a0, ti[1] = (float)a1, ti[2] = (float)(cx - a0 * cx - a1 * cy - tx);
+        ti[3] = (float)b0, ti[4] = (float)b1, ti[5] = (float)(cy - b0 * cx - b1 * cy - ty);
+        ti[6] = 0.0f, ti[7] = 0.0f;
+    }
+}
+
+/* ---- contrast ------------------------------------------------------------- */
+
+void pr_k_sample_uniform(int64_t n, double lo, double hi, uint64_t seed, uint64_t counter,
+                         float *out) {
+    for (int64_t i = 0; i < n; i++) {
+        pr_rng r;
+        pr_rng_init(&r, seed, counter, (uint32_t)i);
+        out[i] = (float)(lo + (hi - lo) * pr_rng_uniform(&r));
+    }
+}
+
+INLINE void contrast_image(const void *x, pr_dtype dt, pr_nhwc g, int64_t i, float f, float vmin,
+                           float vmax, float *y, double *sum) {
+    int64_t pixels = g.h * g.w, base = i * pixels * g.c;
+    for (int64_t k = 0; k < g.c; k++) sum[k] = 0.0;
+    for (int64_t p = 0; p < pixels; p++)
+        for (int64_t k = 0; k < g.c; k++) sum[k] += (double)load(x, dt, base + p * g.c + k);
+    for (int64_t k = 0; k < g.c; k++) sum[k] = (double)(float)(sum[k] / (double)pixels);
+    for (int64_t p = 0; p < pixels; p++)
+        for (int64_t k = 0; k < g.c; k++) {
+            float m = (float)sum[k], v = (load(x, dt, base + p * g.c + k) - m) * f + m;
+            y[base + p * g.c + k] = v < vmin ? vmin : v > vmax ? vmax : v;
+        }
+}
+
+int pr_k_contrast(const void *x, pr_dtype dt, pr_nhwc g, const float *f, float vmin, float vmax,
+                  float *y) {
+    int rc = PR_OK;
+#pragma omp parallel num_threads(pr_get_num_threads()) if (g.n * g.h * g.w * g.c >= PARALLEL_MIN)
+    {
+        double *sum = pr_alloc((size_t)g.c * sizeof(double));
+        if (!sum) {
+#pragma omp atomic write
+            rc = PR_ERR_MEMORY;
+        }
+#pragma omp for
+        for (int64_t i = 0; i < g.n; i++) {
+            if (!sum) continue;
+            if (dt == PR_U8)
+                contrast_image(x, PR_U8, g, i, f[i], vmin, vmax, y, sum);
+            else
+                contrast_image(x, PR_F32, g, i, f[i], vmin, vmax, y, sum);
+        }
+        pr_free(sum);
+    }
+    return rc;
 }
 
 /* ---- random resized crop -------------------------------------------------- */

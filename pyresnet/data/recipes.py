@@ -8,6 +8,7 @@ worker thread.
 """
 import numpy as np
 
+from ..layers.alternating_flip import AlternatingFlip
 from ..layers.mix_up import MixUp
 from ..layers.normalization import Normalization
 from ..layers.random_crop import RandomCrop
@@ -48,26 +49,63 @@ def _labels(y):
     return y.astype(np.int32)
 
 
-def cifar_augmentation(seed=None, padding=4, mean=CIFAR10_MEAN, std=CIFAR10_STD):
-    """The standard CIFAR augmentation (He et al. 2015, section 4.2) as
-    layers: ``[RandomCrop(32, 32, padding=4) with zero padding,
-    RandomFlip("horizontal"), per-channel normalisation]``.
+_FLIPS = ("random", "alternate", None)
+# Keras fill_mode names -> RandomCrop's (NumPy's) padding modes.
+_PADDING_OF_FILL = {"constant": "zero", "reflect": "symmetric", "mirror": "reflect",
+                    "nearest": "edge", "wrap": "wrap"}
+
+
+def cifar_augmentation(seed=None, padding=4, mean=CIFAR10_MEAN, std=CIFAR10_STD, flip="random",
+                       fill_mode="constant"):
+    """The CIFAR augmentation as layers: ``[RandomCrop(32, 32, padding),
+    a horizontal flip, per-channel normalisation]``.  The defaults are the
+    standard one (He et al. 2015, section 4.2: 4 pixels of zero padding and
+    a random flip); ``padding=2, flip="alternate", fill_mode="mirror"`` is
+    airbench94's (Jordan 2024, arXiv 2404.00498: reflect padding by 2 and a
+    random crop, and the alternating flip).
 
     Args:
         seed (int): seeds the two random layers (None: unseeded).
-        padding (int): zero padding before the 32x32 crop.
+        padding (int): the largest shift, in pixels: the images are padded by
+            it and a random 32x32 window is cropped (a uniform shift in
+            [-padding, padding] on each axis); 0: no shift.
         mean, std: per-channel statistics on the [0, 1] scale (CIFAR-10's).
+        flip: "random" (:class:`~pyresnet.layers.RandomFlip`, each image
+            flipped left-right with probability 1/2 every time),
+            "alternate" (:class:`~pyresnet.layers.AlternatingFlip`: flipped in
+            every other pass), or None (no flip).
+        fill_mode: what the padding holds, Keras's names: "constant" (zeros),
+            "reflect" (d c b a | a b c d, the edge repeated), "mirror"
+            (d c b | a b c d, PyTorch's "reflect"), "nearest" or "wrap".
+    Raises:
+        ValueError: unknown flip or fill_mode, a negative padding.
     """
+    if flip not in _FLIPS:
+        raise ValueError(f"cifar_augmentation: flip must be one of {_FLIPS}, got {flip!r}")
+    if fill_mode not in _PADDING_OF_FILL:
+        raise ValueError(f"cifar_augmentation: fill_mode must be one of "
+                         f"{sorted(_PADDING_OF_FILL)}, got {fill_mode!r}")
+    if isinstance(padding, bool) or not isinstance(padding, (int, np.integer)) or padding < 0:
+        raise ValueError(f"cifar_augmentation: padding must be an int >= 0, got {padding!r}")
     crop_seed, flip_seed = _seeds(seed, 2)
-    return [RandomCrop(32, 32, seed=crop_seed, padding=padding),
-            RandomFlip("horizontal", seed=flip_seed), normalization(mean, std)]
+    steps = []
+    if padding:
+        steps.append(RandomCrop(32, 32, seed=crop_seed, padding=int(padding),
+                                padding_mode=_PADDING_OF_FILL[fill_mode]))
+    if flip == "random":
+        steps.append(RandomFlip("horizontal", seed=flip_seed))
+    elif flip == "alternate":
+        steps.append(AlternatingFlip("horizontal", seed=flip_seed))
+    return steps + [normalization(mean, std)]
 
 
 def cifar_train_dataset(x, y, batch_size=128, seed=None, prefetch=2, mean=CIFAR10_MEAN,
                         std=CIFAR10_STD, drop_remainder=False, augment=True, mixup_alpha=0.0,
-                        num_classes=None):
+                        num_classes=None, flip="random", translate=4, fill_mode="constant"):
     """Shuffled, augmented CIFAR training batches (:func:`cifar_augmentation`,
-    then mixup when ``mixup_alpha > 0``).
+    then mixup when ``mixup_alpha > 0``).  airbench94's augmentation (Jordan
+    2024, arXiv 2404.00498) is ``flip="alternate", translate=2,
+    fill_mode="mirror"``.
 
     Args:
         x: uint8 images (N, 32, 32, 3).
@@ -83,12 +121,19 @@ def cifar_train_dataset(x, y, batch_size=128, seed=None, prefetch=2, mean=CIFAR1
             et al. 2018) with Beta(alpha, alpha): the labels become soft
             (B, num_classes) float32.
         num_classes (int): the soft labels' width (needed with mixup).
+        flip: "random" (default), "alternate" (flipped in every other pass,
+            starting from a random choice per image) or None.
+        translate (int): the largest shift in pixels (pad, then a random
+            32x32 crop); 0: none.
+        fill_mode: what the shift brings in: "constant" (zeros, default),
+            "reflect" (Keras's: the edge repeated), "mirror" (PyTorch's
+            reflect), "nearest" or "wrap".
     Returns:
         Dataset of ``(float32 (B, 32, 32, 3), int32 (B,))`` (soft labels with
         mixup), reshuffled every pass.
     Raises:
         ValueError: images not (N, 32, 32, 3), labels not integers, mixup
-            without num_classes.
+            without num_classes, unknown flip or fill_mode.
     """
     x = np.asarray(x)
     if x.ndim != 4 or x.shape[1:] != (32, 32, 3):
@@ -98,8 +143,8 @@ def cifar_train_dataset(x, y, batch_size=128, seed=None, prefetch=2, mean=CIFAR1
     shuffle_seed, aug_seed = _seeds(seed, 2)
     ds = Dataset.from_tensor_slices((x, _labels(y))).shuffle(len(x), seed=shuffle_seed)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    steps = cifar_augmentation(aug_seed, mean=mean, std=std) if augment \
-        else [normalization(mean, std)]
+    steps = cifar_augmentation(aug_seed, padding=translate, mean=mean, std=std, flip=flip,
+                               fill_mode=fill_mode) if augment else [normalization(mean, std)]
     if augment and mixup_alpha:
         steps.append(MixUp(mixup_alpha, num_classes=num_classes, seed=_seeds(aug_seed, 3)[2]))
     for layer in steps:

@@ -6,6 +6,7 @@ float32.
 """
 from .activation import Activation
 from .add import Add, add
+from .alternating_flip import AlternatingFlip
 from .average import Average, average
 from .average_pooling2d import AveragePooling2D
 from .batch_normalization import BatchNormalization
@@ -30,10 +31,14 @@ from .mix_up import MixUp
 from .multiply import Multiply, multiply
 from .normalization import Normalization
 from .permute import Permute
+from .random_contrast import RandomContrast
 from .random_crop import RandomCrop
 from .random_flip import RandomFlip
 from .random_lighting import RandomLighting
 from .random_resized_crop import RandomResizedCrop
+from .random_rotation import RandomRotation
+from .random_translation import RandomTranslation
+from .random_zoom import RandomZoom
 from .node import KerasTensor
 from .pre_activation_residual_block import PreActivationResidualBlock
 from .re_lu import ReLU
@@ -46,13 +51,14 @@ from .up_sampling2d import UpSampling2D
 from .zero_padding2d import ZeroPadding2D
 from .._unsupported import LAYERS as _UNSUPPORTED, getattr_for as _getattr_for
 
-__all__ = ["Activation", "Add", "Average", "AveragePooling2D", "BatchNormalization",
+__all__ = ["Activation", "Add", "AlternatingFlip", "Average", "AveragePooling2D", "BatchNormalization",
            "Concatenate", "Conv2D", "Conv2DTranspose", "CutOut", "Dense", "DepthwiseConv2D",
            "Dropout", "Flatten", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "Input",
            "InputLayer", "InputSpec", "KerasTensor", "Lambda", "Layer", "LayerNormalization",
            "LeakyReLU", "MaxPooling2D", "MixUp", "Multiply", "Normalization", "Permute",
            "PreActivationResidualBlock",
-           "RandomCrop", "RandomFlip", "RandomLighting", "RandomResizedCrop", "ReLU",
+           "RandomContrast", "RandomCrop", "RandomFlip", "RandomLighting", "RandomResizedCrop",
+           "RandomRotation", "RandomTranslation", "RandomZoom", "ReLU",
            "Rescaling", "Reshape", "ResidualBlock", "Softmax", "Subtract", "UpSampling2D", "ZeroPadding2D", "add",
            "average", "concatenate", "multiply", "subtract"]
 

@@ -16,12 +16,18 @@ from .layer import Layer
 IMAGES = object()
 """Placeholder for the images in a stage's input list."""
 
+INDICES = object()
+"""Placeholder for the images' dataset indices (int64 (N,)) in a stage's
+input list: in the input pipeline, the rows' indices in the source arrays;
+called on a batch, ``arange(N)`` (see :class:`~pyresnet.layers.AlternatingFlip`)."""
 
-def run_stages(stages, images):
+
+def run_stages(stages, images, indices=None):
     """Run (op, attrs, inputs) stages on ``images``; each stage's first
-    output replaces the images."""
+    output replaces the images; ``indices`` stands for :data:`INDICES`."""
     for op, attrs, inputs in stages:
-        out = _C.call(op, *[images if v is IMAGES else v for v in inputs], **attrs)
+        out = _C.call(op, *[images if v is IMAGES else indices if v is INDICES else v
+                            for v in inputs], **attrs)
         images = out[0] if isinstance(out, tuple) else out
     return images
 
@@ -78,7 +84,8 @@ class PreprocessingLayer(Layer):
         stages = []
         for op, attrs, inputs in self._stages(shapes[0]):
             n_out = _C.op_info(op)["n_out"]
-            stages.append((op, attrs, [0 if v is IMAGES else v for v in inputs],
+            stages.append((op, attrs, [0 if v is IMAGES else "indices" if v is INDICES else v
+                                       for v in inputs],
                            [0] + [None] * (n_out - 1)))
         return stages, [tuple(self.compute_output_shape(shapes[0]))] + list(shapes[1:])
 

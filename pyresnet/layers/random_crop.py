@@ -1,5 +1,6 @@
 """``RandomCrop`` (with the padding of the CIFAR recipe)."""
 from .. import ops
+from ..ops.augment import PADDING_MODES
 from ._args import standardize_data_format
 from ._preprocessing import IMAGES, PreprocessingLayer
 
@@ -31,8 +32,10 @@ class RandomCrop(PreprocessingLayer):
         height, width (int): crop size.
         seed (int): seed of the draws (None: from Python's ``random``).
         padding: int or (pad_y, pad_x), >= 0.
-        padding_mode: "zero" or "reflect" (mirror without repeating the edge;
-            padding must be smaller than the image).
+        padding_mode: how the padding is filled, NumPy's and torchvision's
+            names: "zero" (or "constant"), "reflect" (mirror without repeating
+            the edge, PyTorch's ``F.pad(mode="reflect")``), "symmetric" (with
+            the edge repeated), "edge" or "wrap".
         data_format: only None/"channels_last".
         **kwargs: ``name``, ... of :class:`Layer`.
     Raises:
@@ -42,9 +45,9 @@ class RandomCrop(PreprocessingLayer):
 
     def __init__(self, height, width, seed=None, padding=0, padding_mode="zero",
                  data_format=None, **kwargs):
-        if padding_mode not in ("zero", "reflect"):
-            raise ValueError(f"RandomCrop: padding_mode must be 'zero' or 'reflect', got "
-                             f"{padding_mode!r}")
+        if padding_mode not in PADDING_MODES:
+            raise ValueError(f"RandomCrop: padding_mode must be one of {sorted(PADDING_MODES)}, "
+                             f"got {padding_mode!r}")
         super().__init__(seed=seed, **kwargs)
         self.height, self.width = (int(v) for v in _pair((height, width), "height/width"))
         if self.height < 1 or self.width < 1:
@@ -56,7 +59,7 @@ class RandomCrop(PreprocessingLayer):
 
     def _stages(self, images_shape):
         return [("random_crop", {"size": (self.height, self.width), "padding": self.padding,
-                                 "reflect": self.padding_mode == "reflect"},
+                                 "mode": PADDING_MODES[self.padding_mode]},
                  [IMAGES, self._seed_generator.state])]
 
     def _inference(self, images):

@@ -25,9 +25,29 @@ from ..tensor import Tensor, Variable
 
 call = _C.call
 
-__all__ = ["rng_state", "random_flip", "random_crop", "center_crop", "random_resized_crop",
-           "resize_bilinear", "random_lighting", "cutout", "mixup", "normalize_channels",
-           "rgb_pca"]
+__all__ = ["rng_state", "random_flip", "alternating_flip", "random_crop", "center_crop",
+           "random_resized_crop", "resize_bilinear", "affine_transform", "random_affine",
+           "random_contrast", "random_lighting", "cutout", "mixup", "normalize_channels",
+           "rgb_pca", "PADDING_MODES", "FILL_MODES"]
+
+PADDING_MODES = {"zero": 0, "constant": 0, "reflect": 1, "symmetric": 2, "edge": 3, "wrap": 4}
+"""NumPy's (and torchvision's) names of how an image is extended beyond its
+border, as the C kernels number them (csrc/kernels/augment.h, PR_FILL_*):
+"reflect" mirrors without repeating the edge (d c b | a b c d), "symmetric"
+repeats it (d c b a | a b c d), "edge" repeats the border pixel, "wrap" is
+periodic; "zero"/"constant" fill with a constant."""
+
+FILL_MODES = {"constant": 0, "mirror": 1, "reflect": 2, "nearest": 3, "wrap": 4}
+"""Keras 3's ``fill_mode`` names (``keras.ops.image.affine_transform``) for
+the same extensions: Keras's "reflect" is NumPy's "symmetric" (d c b a |
+a b c d | d c b a), Keras's "mirror" is NumPy's and PyTorch's "reflect"
+(d c b | a b c d | c b a), "nearest" is NumPy's "edge"."""
+
+
+def _mode(value, modes, name, op):
+    if value not in modes:
+        raise ValueError(f"{op}: {name} must be one of {sorted(modes)}, got {value!r}")
+    return modes[value]
 
 
 def rng_state(seed=None):
@@ -121,6 +141,150 @@ def random_flip(images, state, mode="horizontal", return_params=False):
     return _result(call("random_flip", images, state, horizontal=h, vertical=v), return_params)
 
 
+def alternating_flip(images, indices, state, mode="horizontal", return_params=False):
+    """The alternating flip of airbench (Jordan 2024, "94% on CIFAR-10 in 3.29
+    seconds on a single GPU", arXiv 2404.00498, section on data augmentation):
+    each image is flipped in every other pass over the data, starting from a
+    random choice per image.
+
+    Image ``i`` is the dataset element ``indices[i]``; its first flip is drawn
+    from Philox stream ``indices[i]`` at counter 0 of the state's seed (the same
+    draw in every pass), and XORed with the pass parity ``(counter >> 32) & 1``
+    -- the input pipeline runs batch ``b`` of pass ``e`` with counter
+    ``(e << 32) + b`` (csrc/pipeline.c), so the flip alternates between passes.
+
+    Args:
+        images: (N, H, W, C) uint8 or float32.
+        indices: (N,) int64 dataset indices of the images, in [0, 2**32).
+        state: RNG state (its counter is advanced by one).
+        mode: "horizontal", "vertical" or "horizontal_and_vertical".
+    Returns:
+        images of the same shape and dtype; with ``return_params`` also the
+        flags (N, 2) int32 drawn.
+    Raises:
+        ValueError: unknown mode, bad shapes, an index outside [0, 2**32).
+    """
+    if mode not in _FLIP_MODES:
+        raise ValueError(f"alternating_flip: mode must be one of {sorted(_FLIP_MODES)}, "
+                         f"got {mode!r}")
+    h, v = _FLIP_MODES[mode]
+    if not isinstance(indices, Tensor):
+        indices = np.asarray(indices)
+        if indices.dtype.kind not in "iu":
+            raise TypeError(f"alternating_flip: indices must be integers, got {indices.dtype}")
+        indices = indices.astype(np.int64)
+    return _result(call("alternating_flip", images, indices, state, horizontal=h, vertical=v),
+                   return_params)
+
+
+def affine_transform(images, transform, interpolation="bilinear", fill_mode="constant",
+                     fill_value=0.0):
+    """``keras.ops.image.affine_transform`` (NHWC): sample each image at the
+    points a projective transform maps its pixels to.
+
+    ``transform[i] = (a0, a1, a2, b0, b1, b2, c0, c1)`` maps output pixel
+    (x, y) = (column, row) to the input point ((a0 x + a1 y + a2) / k,
+    (b0 x + b1 y + b2) / k), k = c0 x + c1 y + 1 (TensorFlow's and Keras 3's
+    convention).  Bilinear interpolation reads the four pixels around the
+    point, "nearest" the pixel at floor(v + 0.5) on each axis; points outside
+    the image read its extension by ``fill_mode`` (:data:`FILL_MODES`,
+    "constant": ``fill_value``).  Computed in C (float64 coordinates).  Not
+    differentiable.
+
+    Args:
+        images: (N, H, W, C) or one (H, W, C) image, uint8 or float32.
+        transform: (N, 8) or (8,) floats.
+        interpolation: "bilinear" or "nearest".
+        fill_mode: "constant", "reflect", "mirror", "wrap" or "nearest".
+        fill_value (float): for "constant".
+    Returns:
+        float32 images of the input's shape.
+    Raises:
+        ValueError: unknown interpolation or fill_mode, bad shapes.
+    """
+    interp = _mode(interpolation, {"nearest": 0, "bilinear": 1}, "interpolation",
+                   "affine_transform")
+    mode = _mode(fill_mode, FILL_MODES, "fill_mode", "affine_transform")
+    single = getattr(images, "ndim", np.ndim(images)) == 3
+    if single:
+        images = np.asarray(images)[None]
+    t = _floats(transform, "transform", "affine_transform")
+    if not isinstance(t, Tensor) and t.ndim == 1:
+        t = t[None]
+    out = call("affine_transform", images, t, interpolation=interp, fill_mode=mode,
+               fill_value=float(fill_value))
+    return Tensor(np.asarray(out)[0]) if single else out
+
+
+def random_affine(images, state, height_factor=(0.0, 0.0), width_factor=(0.0, 0.0),
+                  rotation=(0.0, 0.0), zoom_height=(1.0, 1.0), zoom_width=None,
+                  interpolation="bilinear", fill_mode="reflect", fill_value=0.0,
+                  return_params=False):
+    """A random translation, rotation and zoom per image: the op behind
+    ``layers.RandomTranslation``, ``RandomRotation`` and ``RandomZoom``.
+
+    Image ``i`` draws five uniforms u0..u4 from its Philox stream and maps
+    output point p to the input point
+    ``C + R(angle) diag(zx, zy) (p - C) - (tx, ty)``, C the image centre
+    ((W-1)/2, (H-1)/2), with ``ty = H * lerp(height_factor, u0)``,
+    ``tx = W * lerp(width_factor, u1)``, ``angle = lerp(rotation, u2)``
+    (radians), ``zy = lerp(zoom_height, u3)``, ``zx = lerp(zoom_width, u4)``
+    (``zx = zy`` when zoom_width is None); then samples as
+    :func:`affine_transform`.  Each piece alone gives Keras 3's matrix.
+
+    Args:
+        images: (N, H, W, C) uint8 or float32.
+        state: RNG state (advanced by one).
+        height_factor, width_factor: (lower, upper) fractions of the side, in [-1, 1].
+        rotation: (lower, upper) radians.
+        zoom_height, zoom_width: (lower, upper) scale of the sampled area, > 0
+            (> 1 zooms out).
+        interpolation, fill_mode, fill_value: as :func:`affine_transform`.
+    Returns:
+        float32 images; with ``return_params`` also the transforms (N, 8) float32.
+    Raises:
+        ValueError: ranges out of bounds, unknown modes.
+    """
+    op = "random_affine"
+    interp = _mode(interpolation, {"nearest": 0, "bilinear": 1}, "interpolation", op)
+    mode = _mode(fill_mode, FILL_MODES, "fill_mode", op)
+    hl, hu = _range(height_factor, "height_factor", op)
+    wl, wu = _range(width_factor, "width_factor", op)
+    rl, ru = _range(rotation, "rotation", op)
+    zhl, zhu = _range(zoom_height, "zoom_height", op)
+    zwl, zwu = _range(zoom_width if zoom_width is not None else zoom_height, "zoom_width", op)
+    out = call(op, images, state, interpolation=interp, fill_mode=mode,
+               fill_value=float(fill_value), height_lower=hl, height_upper=hu, width_lower=wl,
+               width_upper=wu, rotation_lower=rl, rotation_upper=ru, zoom_height_lower=zhl,
+               zoom_height_upper=zhu, zoom_width_lower=zwl, zoom_width_upper=zwu,
+               same_zoom=zoom_width is None)
+    return _result(out, return_params)
+
+
+def random_contrast(images, state, factor_range, value_range=(0.0, 255.0),
+                    return_params=False):
+    """Scale each image's deviation from its per-channel mean by a random
+    factor (``keras.layers.RandomContrast``):
+    ``clip((x - mean) * f + mean, *value_range)``, ``f ~ U(factor_range)``
+    per image, the mean over height and width per channel.
+
+    Args:
+        images: (N, H, W, C) uint8 or float32.
+        state: RNG state (advanced by one).
+        factor_range: (lower, upper), 0 <= lower <= upper.
+        value_range: (min, max) of the output.
+    Returns:
+        float32 images; with ``return_params`` also the factors (N,) float32.
+    Raises:
+        ValueError: a bad range.
+    """
+    lo, hi = _range(factor_range, "factor_range", "random_contrast")
+    vmin, vmax = _range(value_range, "value_range", "random_contrast")
+    out = call("random_contrast", images, state, lower=lo, upper=hi, value_min=vmin,
+               value_max=vmax)
+    return _result(out, return_params)
+
+
 def random_crop(images, state, size, padding=0, padding_mode="zero", return_params=False):
     """Pad every image, then crop ``size`` at a uniformly random offset.
 
@@ -132,8 +296,9 @@ def random_crop(images, state, size, padding=0, padding_mode="zero", return_para
         state: RNG state (advanced by one).
         size: crop height and width (int or pair).
         padding: pixels added on each side (int or (pad_y, pad_x)).
-        padding_mode: "zero", or "reflect" (mirror without repeating the
-            edge, numpy.pad's "reflect"; padding must be smaller than the image).
+        padding_mode: how the padding is filled, :data:`PADDING_MODES`
+            (NumPy's names): "zero" (or "constant"), "reflect" (mirror without
+            repeating the edge), "symmetric", "edge", "wrap".
     Returns:
         (N, h, w, C) of the input dtype; with ``return_params`` also offsets
         (N, 2) int32 (row, column) of the crop in the padded image, uniform
@@ -142,12 +307,9 @@ def random_crop(images, state, size, padding=0, padding_mode="zero", return_para
         ValueError: crop larger than the padded image, negative padding,
             unknown padding_mode.  TypeError: bad dtype.
     """
-    if padding_mode not in ("zero", "reflect"):
-        raise ValueError(f"random_crop: padding_mode must be 'zero' or 'reflect', "
-                         f"got {padding_mode!r}")
+    mode = _mode(padding_mode, PADDING_MODES, "padding_mode", "random_crop")
     out = call("random_crop", images, state, size=_pair(size, "size", "random_crop"),
-               padding=_pair(padding, "padding", "random_crop"),
-               reflect=padding_mode == "reflect")
+               padding=_pair(padding, "padding", "random_crop"), mode=mode)
     return _result(out, return_params)
 
 

@@ -64,6 +64,15 @@ KERAS_LAYERS = {
     "ZeroPadding2D": ("padding", "data_format"),
     "UpSampling2D": ("size", "data_format", "interpolation"),
     "Rescaling": ("scale", "offset"),
+    # the image-augmentation layers (no variables; the identity at inference)
+    "RandomFlip": ("mode", "seed"),
+    "RandomTranslation": ("height_factor", "width_factor", "fill_mode", "interpolation", "seed",
+                          "fill_value", "data_format"),
+    "RandomRotation": ("factor", "fill_mode", "interpolation", "seed", "fill_value",
+                       "data_format"),
+    "RandomZoom": ("height_factor", "width_factor", "fill_mode", "interpolation", "seed",
+                   "fill_value", "data_format"),
+    "RandomContrast": ("factor", "value_range", "seed"),
 }
 # Keras arguments pyresnet does not implement, and the values that mean "not used"
 # (Keras's defaults): a Keras config with any other value is refused.
