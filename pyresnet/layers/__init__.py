@@ -10,6 +10,7 @@ from .average import Average, average
 from .average_pooling2d import AveragePooling2D
 from .batch_normalization import BatchNormalization
 from .concatenate import Concatenate, concatenate
+from .conv1d import Conv1D
 from .conv2d import Conv2D
 from .conv2d_transpose import Conv2DTranspose
 from .cut_out import CutOut
@@ -19,6 +20,7 @@ from .dropout import Dropout
 from .flatten import Flatten
 from .global_average_pooling2d import GlobalAveragePooling2D
 from .global_max_pooling2d import GlobalMaxPooling2D
+from .global_pooling1d import GlobalAveragePooling1D, GlobalMaxPooling1D
 from .input_layer import Input, InputLayer
 from .input_spec import InputSpec
 from .lambda_layer import Lambda
@@ -38,6 +40,7 @@ from .node import KerasTensor
 from .pre_activation_residual_block import PreActivationResidualBlock
 from .re_lu import ReLU
 from .rescaling import Rescaling
+from .separable_conv2d import SeparableConv2D
 from .reshape import Reshape
 from .residual_block import ResidualBlock
 from .softmax import Softmax
@@ -47,13 +50,14 @@ from .zero_padding2d import ZeroPadding2D
 from .._unsupported import LAYERS as _UNSUPPORTED, getattr_for as _getattr_for
 
 __all__ = ["Activation", "Add", "Average", "AveragePooling2D", "BatchNormalization",
-           "Concatenate", "Conv2D", "Conv2DTranspose", "CutOut", "Dense", "DepthwiseConv2D",
-           "Dropout", "Flatten", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "Input",
+           "Concatenate", "Conv1D", "Conv2D", "Conv2DTranspose", "CutOut", "Dense", "DepthwiseConv2D",
+           "Dropout", "Flatten", "GlobalAveragePooling1D", "GlobalAveragePooling2D",
+           "GlobalMaxPooling1D", "GlobalMaxPooling2D", "Input",
            "InputLayer", "InputSpec", "KerasTensor", "Lambda", "Layer", "LayerNormalization",
            "LeakyReLU", "MaxPooling2D", "MixUp", "Multiply", "Normalization", "Permute",
            "PreActivationResidualBlock",
            "RandomCrop", "RandomFlip", "RandomLighting", "RandomResizedCrop", "ReLU",
-           "Rescaling", "Reshape", "ResidualBlock", "Softmax", "Subtract", "UpSampling2D", "ZeroPadding2D", "add",
+           "Rescaling", "Reshape", "ResidualBlock", "SeparableConv2D", "Softmax", "Subtract", "UpSampling2D", "ZeroPadding2D", "add",
            "average", "concatenate", "multiply", "subtract"]
 
-__getattr__ = _getattr_for(__name__, _UNSUPPORTED)  # Embedding, LSTM, Conv1D...: not provided
+__getattr__ = _getattr_for(__name__, _UNSUPPORTED)  # Embedding, LSTM, Conv3D...: not provided

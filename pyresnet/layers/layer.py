@@ -502,7 +502,7 @@ class Layer:
     # ---- calling -----------------------------------------------------------------
 
     def __call__(self, inputs, *args, **kwargs):
-        symbolic = any(isinstance(t, KerasTensor) for t in tree.flatten(inputs))
+        symbolic = any(isinstance(t, KerasTensor) for t in tree.flatten([inputs, args, kwargs]))
         if not symbolic:
             inputs = tree.map_structure(_to_tensor, inputs)
         depth = getattr(_context, "depth", 0)
@@ -562,10 +562,44 @@ class Layer:
                                 f"also take concrete values, got {type(t).__name__}")
         shapes = tree.map_structure(lambda t: t.shape, inputs)
         self._maybe_build(shapes)
-        out_shapes = self.compute_output_shape(shapes)
+        out_shapes = self._symbolic_output_shapes(inputs, args, kwargs)
         outputs = tree.map_structure(KerasTensor, out_shapes, is_leaf=tree.is_shape)
         Node(self, inputs, args, kwargs, outputs)
         return outputs
+
+    def _symbolic_output_shapes(self, inputs, args, kwargs):
+        """The output shape(s) of a call on KerasTensors.  With KerasTensors
+        only in ``inputs``: :meth:`compute_output_shape` of their shapes.
+        With more symbolic arguments (``layer(a, b)``, as Keras 3 allows): an
+        overridden ``compute_output_shape`` with one parameter gets the first
+        argument's shape, one with several gets ``<argument>_shape`` keywords
+        for the tensor arguments of ``call`` (Keras's rule); otherwise
+        ``call`` runs once on zero batches of size 1 (inference mode)."""
+        shapes = tree.map_structure(lambda t: t.shape, inputs)
+        if not any(isinstance(t, KerasTensor) for t in tree.flatten([args, kwargs])):
+            return self.compute_output_shape(shapes)
+        if type(self).compute_output_shape is not Layer.compute_output_shape:
+            params = [p for p in inspect.signature(self.compute_output_shape).parameters.values()
+                      if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+            if len(params) == 1:
+                return self.compute_output_shape(shapes)
+            bound = inspect.signature(self.call).bind(inputs, *args, **kwargs).arguments
+            named = {f"{k}_shape": tree.map_structure(lambda t: t.shape, v)
+                     for k, v in bound.items()
+                     if any(isinstance(t, KerasTensor) for t in tree.flatten(v))}
+            return self.compute_output_shape(**{p.name: named[p.name] for p in params
+                                                if p.name in named})
+
+        def zeros(x):
+            if not isinstance(x, KerasTensor):
+                return x
+            return self._zero_batch(x.shape)
+
+        outputs = self._call_eager(tree.map_structure(zeros, inputs),
+                                   tuple(tree.map_structure(zeros, list(args))),
+                                   {**tree.map_structure(zeros, dict(kwargs)), "training": False})
+        batch = tree.flatten(shapes, is_leaf=tree.is_shape)[0][0]
+        return tree.map_structure(lambda t: (batch,) + tuple(t.shape[1:]), outputs)
 
     def _maybe_build(self, shapes):
         """Check ``shapes`` against the input spec; build on the first call."""
