@@ -48,6 +48,7 @@ import numpy as np
 from .._loader import _C
 from ..models import Sequential
 from ..tensor import Tensor
+from ..utils import tree
 
 _INT_KINDS = {np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint8)}
 
@@ -66,6 +67,11 @@ def _as_array(value, i):
         raise ValueError(f"Dataset.from_tensor_slices: component {i} must have a first "
                          f"(element) axis, got a scalar")
     return np.ascontiguousarray(a)
+
+
+def _is_component(x):
+    """A leaf of from_tensor_slices's nesting: anything but a dict or tuple."""
+    return not isinstance(x, (dict, tuple))
 
 
 def _positive_int(value, name):
@@ -119,28 +125,46 @@ class Dataset:
         first axis.
 
         Args:
-            tensors: an array or Tensor ``(N, ...)``, or a tuple/list of them
-                with the same N (e.g. ``(x_train, y_train)``).  They are
-                converted once: float data to float32, uint8/int32/int64 kept,
-                other integer types to int32.  Do not modify the arrays while
-                iterating.
+            tensors: an array or Tensor ``(N, ...)``, a tuple/list of them
+                with the same N (e.g. ``(x_train, y_train)``), or, as tf.data,
+                a nesting of dicts and tuples of them (``({"image": x,
+                "meta": m}, y)``): elements then have that nesting (dicts
+                with their keys, tuples as tuples; a list inside is one
+                array, as tf.data converts it).  They are converted once:
+                float data to float32, uint8/int32/int64 kept, other integer
+                types to int32.  Do not modify the arrays while iterating.
+                In a nested element the preprocessing layers of ``map`` run
+                on the first array in flattening order (dict keys sorted).
         Raises:
-            ValueError: different lengths, scalars, an empty tuple.
+            ValueError: different lengths, scalars, an empty tuple or dict.
             TypeError: non-numeric data.
         """
-        single = not isinstance(tensors, (tuple, list))
-        components = (tensors,) if single else tuple(tensors)
+        single = not isinstance(tensors, (tuple, list, dict))
+        top = (tensors,) if single else tuple(tensors) if isinstance(tensors, list) else tensors
+        components = tree.flatten(top, is_leaf=_is_component)
         if not components:
-            raise ValueError("Dataset.from_tensor_slices: got an empty tuple")
+            raise ValueError("Dataset.from_tensor_slices: got an empty tuple or dict")
         arrays = tuple(_as_array(c, i) for i, c in enumerate(components))
         lengths = [len(a) for a in arrays]
         if len(set(lengths)) != 1:
             raise ValueError(f"Dataset.from_tensor_slices: components must have the same first "
                              f"dimension, got shapes {[a.shape for a in arrays]}")
-        return cls(arrays, single)
+        dataset = cls(arrays, single)
+        if isinstance(top, dict) or any(not _is_component(c) for c in top):
+            dataset._structure = tree.map_structure(lambda c: None, top, is_leaf=_is_component)
+        return dataset
+
+    # The nesting of an element made of dicts and tuples (None: a Tensor or a
+    # flat tuple): elements are packed into it as they leave the pipeline.
+    _structure = None
+
+    def _pack(self, flat):
+        return tree.pack_sequence_as(self._structure, list(flat), is_leaf=_is_component)
 
     def _then(self, *step):
-        return Dataset(self._arrays, self._single, self._steps + (step,))
+        dataset = Dataset(self._arrays, self._single, self._steps + (step,))
+        dataset._structure = self._structure
+        return dataset
 
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=True):
         """Shuffle the elements with a buffer of ``buffer_size`` (tf.data's
@@ -273,7 +297,7 @@ class Dataset:
         ``feeder()`` starts the next pass as iterating eagerly would
         (``(BatchIterator, 0, batches)``); None when a map runs in Python."""
         maps = self._c_maps()
-        if maps is None or maps[1]:
+        if maps is None or maps[1] or self._structure is not None:
             return None
         c_layers = maps[0]
 
@@ -300,14 +324,15 @@ class Dataset:
                                      self._batch_spec(), depth)
         c_layers, tail = maps
         depth = self._plan()[2]
-        batches = self._batch_iterator(epoch, c_layers, 0 if tail else depth)
+        nested = self._structure is not None
+        batches = self._batch_iterator(epoch, c_layers, 0 if tail or nested else depth)
         single = self._single
-        if not tail:
+        if not tail and not nested:
             return (b[0] for b in batches) if single else batches
 
         def run():
             for b in batches:
-                element = b[0] if single else b
+                element = b[0] if single else self._pack(b) if nested else b
                 for fn in tail:
                     element = _call_map(fn, element)
                 yield element
@@ -320,7 +345,7 @@ class Dataset:
 
         def element(i):
             e = tuple(Tensor(a[i]) for a in arrays)
-            e = e[0] if single else e
+            e = e[0] if single else self._pack(e) if self._structure is not None else e
             for fn in before:
                 e = _call_map(fn, e)
             return e
@@ -334,11 +359,10 @@ class Dataset:
             stop = len(order) - len(order) % size if drop else len(order)
             for start in range(0, stop, size):
                 items = [element(i) for i in order[start:start + size]]
-                if isinstance(items[0], tuple):
-                    batch = tuple(Tensor(np.stack([np.asarray(it[k]) for it in items]))
-                                  for k in range(len(items[0])))
-                else:
-                    batch = Tensor(np.stack([np.asarray(it) for it in items]))
+                leaves = [tree.flatten(it) for it in items]  # tuples, dicts, a Tensor
+                batch = tree.pack_sequence_as(items[0], [
+                    Tensor(np.stack([np.asarray(leaf[k]) for leaf in leaves]))
+                    for k in range(len(leaves[0]))])
                 for fn in after:
                     batch = _call_map(fn, batch)
                 yield batch

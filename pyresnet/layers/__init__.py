@@ -58,6 +58,23 @@ __all__ = ["Activation", "Add", "Average", "AveragePooling2D", "BatchNormalizati
            "PreActivationResidualBlock",
            "RandomCrop", "RandomFlip", "RandomLighting", "RandomResizedCrop", "ReLU",
            "Rescaling", "Reshape", "ResidualBlock", "SeparableConv2D", "Softmax", "Subtract", "UpSampling2D", "ZeroPadding2D", "add",
-           "average", "concatenate", "multiply", "subtract"]
+           "average", "concatenate", "deserialize", "multiply", "serialize", "subtract"]
+
+
+
+def serialize(layer):
+    """A layer as JSON-ready data (``keras.layers.serialize``): see
+    :func:`pyresnet.saving.serialize_keras_object`."""
+    from ..saving.serialization import serialize_keras_object  # noqa: PLC0415
+    return serialize_keras_object(layer)
+
+
+def deserialize(config, custom_objects=None):
+    """A new layer from :func:`serialize`'s data (``keras.layers.deserialize``),
+    classes found by name only (pyresnet's layers, ``custom_objects``,
+    registered ones).  Raises ValueError for an unknown class."""
+    from ..saving.serialization import deserialize_keras_object  # noqa: PLC0415
+    return deserialize_keras_object(config, custom_objects=custom_objects)
+
 
 __getattr__ = _getattr_for(__name__, _UNSUPPORTED)  # Embedding, LSTM, Conv3D...: not provided
