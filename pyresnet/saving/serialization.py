@@ -92,7 +92,9 @@ def deserialize_function(data):
     """The function saved by :func:`serialize_function`: one of pyresnet's
     activations (saved from ``keras.activations``), else the object of that
     name in ``custom_objects``, an enclosing ``custom_object_scope``,
-    :func:`~pyresnet.saving.get_custom_objects` or the registered ones.
+    :func:`~pyresnet.saving.get_custom_objects` or the registered ones (a
+    ``"package>name"`` also under its bare ``name``, as Keras's loader
+    finds ``custom_objects={"name": fn}``).
 
     Raises:
         ValueError: when no such function is known (naming both fixes), or
@@ -105,6 +107,8 @@ def deserialize_function(data):
     if data.get("module") in _ACTIVATION_MODULES and name in activations._BY_NAME:
         return activations._BY_NAME[name]
     fn = get_registered_object(name, registered, module=data.get("module"))
+    if fn is None and ">" in registered:  # custom_objects={"custom_fn": fn} for "pkg>custom_fn"
+        fn = get_registered_object(registered.split(">")[-1], module=data.get("module"))
     if fn is None:
         raise ValueError(
             f"Could not locate function {registered!r} (saved from module "
