@@ -552,3 +552,46 @@ def test_serialize_deserialize_and_clone():
     seq = pr.Sequential([layers.Input((3,)), layers.Dense(2)])
     seq_clone = pr.models.clone_model(seq)
     assert isinstance(seq_clone, pr.Sequential) and seq_clone.input_shape == (None, 3)
+
+
+KERAS_EXCHANGE = r"""
+import sys
+import numpy as np
+import keras
+
+folder = sys.argv[1]
+d = dict(np.load(folder + "/io.npz"))
+out = {}
+for name, x in (("seq", d["a"]), ("sep", d["b"])):
+    model = keras.saving.load_model(f"{folder}/{name}.keras")
+    out[name] = model.predict(x, verbose=0)
+    model.save(f"{folder}/{name}_keras.keras")
+np.savez(folder + "/keras_out.npz", **out)
+"""
+
+
+def test_conv1d_and_separable_models_go_to_keras_and_back(tmp_path):
+    pytest.importorskip("h5py")
+    rng = np.random.default_rng(5)
+    i = pr.Input((16, 3))
+    x = layers.Conv1D(4, 3, padding="causal", activation="relu")(i)
+    seq = pr.Model(i, layers.Dense(2)(layers.GlobalMaxPooling1D()(x)))
+    j = pr.Input((8, 8, 3))
+    y = layers.SeparableConv2D(4, 3, strides=2, padding="same", depth_multiplier=2)(j)
+    sep = pr.Model(j, layers.GlobalAveragePooling2D()(y))
+    a = rng.random((5, 16, 3)).astype("float32")
+    b = rng.random((5, 8, 8, 3)).astype("float32")
+    ours = {"seq": seq.predict(a, verbose=0), "sep": sep.predict(b, verbose=0)}
+    seq.save(tmp_path / "seq.keras")
+    sep.save(tmp_path / "sep.keras")
+    np.savez(tmp_path / "io.npz", a=a, b=b)
+    run = subprocess.run([sys.executable, "-c", KERAS_EXCHANGE, str(tmp_path)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "KERAS_BACKEND": "numpy"})
+    assert run.returncode == 0, run.stderr[-4000:]
+    theirs = dict(np.load(tmp_path / "keras_out.npz"))
+    for name, x in (("seq", a), ("sep", b)):
+        assert np.abs(ours[name]).max() > 1e-3
+        np.testing.assert_allclose(theirs[name], ours[name], rtol=1e-5, atol=1e-6)
+        back = pr.models.load_model(tmp_path / f"{name}_keras.keras")  # written by Keras
+        np.testing.assert_allclose(back.predict(x, verbose=0), ours[name], rtol=1e-5, atol=1e-6)
