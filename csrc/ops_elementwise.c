@@ -531,10 +531,12 @@ INT_BINARY(op_sub, "subtract", fw_sub, gr_sub,
 INT_BINARY(op_mul, "multiply", fw_mul, gr_mul,
            "x * y with NumPy broadcasting (float32; integers as add).");
 BINARY(op_div, "divide", fw_div, gr_div, "x / y with NumPy broadcasting (float32).");
-BINARY(op_max, "maximum", fw_max, gr_max,
-       "Elementwise max(x, y) with NumPy broadcasting; NaN propagates (float32).");
-BINARY(op_min, "minimum", fw_min, gr_min,
-       "Elementwise min(x, y) with NumPy broadcasting; NaN propagates (float32).");
+INT_BINARY(op_max, "maximum", fw_max, gr_max,
+           "Elementwise max(x, y) with NumPy broadcasting; NaN propagates (float32; "
+           "integers as add).");
+INT_BINARY(op_min, "minimum", fw_min, gr_min,
+           "Elementwise min(x, y) with NumPy broadcasting; NaN propagates (float32; "
+           "integers as add).");
 BINARY(op_pow, "power", fw_pow, gr_pow,
        "x ** y with NumPy broadcasting (float32, C99 powf: NaN for a negative base and a "
        "non-integer exponent).");

@@ -341,7 +341,8 @@ def test_tensor_format():
 def test_integer_arithmetic_as_numpy(rng, dt_a, dt_b):
     a = rng.integers(0, 200, (3, 4)).astype(dt_a)
     b = rng.integers(0, 200, (4,)).astype(dt_b)
-    for name, fn in (("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply)):
+    for name, fn in (("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply),
+                     ("maximum", np.maximum), ("minimum", np.minimum)):
         want = fn(a, b)
         for got in (getattr(ops, name)(a, b), getattr(ops, name)(pr.Tensor(a), pr.Tensor(b))):
             assert got.dtype == want.dtype.name, (name, got.dtype, want.dtype)
@@ -372,7 +373,7 @@ def test_integer_arithmetic_compiled_and_errors():
     with pytest.raises(OverflowError, match="out of bounds for uint8"):
         pr.Tensor(np.uint8([1])) + 300
     with pytest.raises(TypeError, match="float32"):
-        ops.divide(pr.Tensor(a), pr.Tensor(a))  # only add, subtract, multiply, sum are integer
+        ops.divide(pr.Tensor(a), pr.Tensor(a))  # integer division is not provided
 
 
 # ---- data, callbacks, fit ------------------------------------------------------------------
