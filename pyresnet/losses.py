@@ -70,7 +70,8 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=
     (``keras.losses.categorical_crossentropy``).
 
     Args:
-        y_true: float32 ``(batch, C)``, rows summing to 1.
+        y_true: float32 ``(batch, C)``, rows summing to 1 (integer one-hot
+            rows, uint8 included, are cast to float32).
         y_pred: float32 ``(batch, C)``: logits if ``from_logits``, else
             probabilities (renormalised and clipped as Keras).
         label_smoothing (float): in [0, 1]; the targets become
@@ -82,6 +83,7 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=
             ValueError for label_smoothing outside [0, 1].
     """
     ls = _check_smoothing(label_smoothing)
+    y_true = _float(y_true)  # integer one-hot targets (uint8, ...) as Keras casts them
     if ls:
         y_true = ops.add(ops.multiply(y_true, 1.0 - ls), ls / y_pred.shape[-1])
     return ops.categorical_crossentropy(y_true, y_pred, from_logits=from_logits)

@@ -304,6 +304,11 @@ def test_losses_and_metrics_take_integer_labels(reference):
     a, b = traced(d["labels_u8"], d["logits"])
     assert float(a) == pytest.approx(float(keras_out["sce_u8"]), rel=1e-5)
     assert float(b) == pytest.approx(float(keras_out["mse_u8"]), rel=1e-5)
+    one_hot_u8 = np.eye(5, dtype=np.uint8)[d["labels_u8"]]  # integer one-hot targets
+    cce = pr.losses.CategoricalCrossentropy(from_logits=True)
+    for labels in (one_hot_u8, pr.Tensor(one_hot_u8)):
+        assert float(cce(labels, d["logits"])) == pytest.approx(float(keras_out["sce_u8"]),
+                                                                rel=1e-5)
     acc = pr.metrics.SparseCategoricalAccuracy()
     acc.update_state(pr.Tensor(d["labels_u8"]), d["logits"])
     want = np.mean(np.argmax(d["logits"], 1) == d["labels_u8"])
