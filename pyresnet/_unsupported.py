@@ -24,7 +24,8 @@ LAYERS = {
     **{name: VOLUME for name in (
         "Conv3D", "Conv1DTranspose", "Conv3DTranspose", "SeparableConv1D",
         "DepthwiseConv1D", "MaxPooling1D", "MaxPooling3D", "AveragePooling1D",
-        "AveragePooling3D", "GlobalAveragePooling3D", "GlobalMaxPooling3D", "UpSampling1D", "UpSampling3D",
+        "AveragePooling3D", "GlobalAveragePooling3D", "GlobalMaxPooling3D", "UpSampling1D",
+        "UpSampling3D",
         "ZeroPadding1D", "ZeroPadding3D", "Cropping1D", "Cropping3D", "MaxPool1D", "MaxPool3D",
         "AvgPool1D", "AvgPool3D")},
 }

@@ -146,8 +146,8 @@ class ProgbarLogger(Callback):
     draws no bar of its own, as Keras).  ``verbose=2``: one such line per
     epoch, no bar; so is ``verbose=1`` when stdout is not a terminal (nor a
     Jupyter kernel): a log file, a pipe, ``nohup`` or CI get each epoch's
-    final line only, as Keras's progress bar does there.  ``fit``, ``evaluate`` and ``predict`` add it when
-    ``verbose`` is not 0.
+    final line only, as Keras's progress bar does there.  ``fit``,
+    ``evaluate`` and ``predict`` add it when ``verbose`` is not 0.
     """
 
     def __init__(self):

@@ -51,10 +51,11 @@ out["mape"] = np.asarray(m.result())
 out["mape_fn"] = np.asarray(keras.losses.mean_absolute_percentage_error(d["t"], d["p"]))
 out["sce_u8"] = np.asarray(keras.losses.SparseCategoricalCrossentropy(from_logits=True)(
     d["labels_u8"], d["logits"]))
-out["mse_u8"] = np.asarray(keras.losses.MeanSquaredError()(d["labels_u8"][:, None].astype("float32"),
-                                                          d["pred1"]))
+out["mse_u8"] = np.asarray(keras.losses.MeanSquaredError()(
+    d["labels_u8"][:, None].astype("float32"), d["pred1"]))
 lam = keras.layers.Lambda(lambda x: x[:, :2], output_shape=(2,))
-out["lambda_shape"] = np.array([-1 if s is None else s for s in lam.compute_output_shape((None, 4))])
+out["lambda_shape"] = np.array([-1 if s is None else s
+                                for s in lam.compute_output_shape((None, 4))])
 splits = []
 for n, share in ((10, 0.3), (7, 0.5), (1000, 0.2), (9, 0.1)):
     train, val = train_validation_split((np.zeros((n, 1)),), share)

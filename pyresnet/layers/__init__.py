@@ -49,15 +49,14 @@ from .up_sampling2d import UpSampling2D
 from .zero_padding2d import ZeroPadding2D
 from .._unsupported import LAYERS as _UNSUPPORTED, getattr_for as _getattr_for
 
-__all__ = ["Activation", "Add", "Average", "AveragePooling2D", "BatchNormalization",
-           "Concatenate", "Conv1D", "Conv2D", "Conv2DTranspose", "CutOut", "Dense", "DepthwiseConv2D",
-           "Dropout", "Flatten", "GlobalAveragePooling1D", "GlobalAveragePooling2D",
-           "GlobalMaxPooling1D", "GlobalMaxPooling2D", "Input",
-           "InputLayer", "InputSpec", "KerasTensor", "Lambda", "Layer", "LayerNormalization",
-           "LeakyReLU", "MaxPooling2D", "MixUp", "Multiply", "Normalization", "Permute",
-           "PreActivationResidualBlock",
-           "RandomCrop", "RandomFlip", "RandomLighting", "RandomResizedCrop", "ReLU",
-           "Rescaling", "Reshape", "ResidualBlock", "SeparableConv2D", "Softmax", "Subtract", "UpSampling2D", "ZeroPadding2D", "add",
+__all__ = ["Activation", "Add", "Average", "AveragePooling2D", "BatchNormalization", "Concatenate",
+           "Conv1D", "Conv2D", "Conv2DTranspose", "CutOut", "Dense", "DepthwiseConv2D", "Dropout",
+           "Flatten", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalMaxPooling1D",
+           "GlobalMaxPooling2D", "Input", "InputLayer", "InputSpec", "KerasTensor", "Lambda",
+           "Layer", "LayerNormalization", "LeakyReLU", "MaxPooling2D", "MixUp", "Multiply",
+           "Normalization", "Permute", "PreActivationResidualBlock", "RandomCrop", "RandomFlip",
+           "RandomLighting", "RandomResizedCrop", "ReLU", "Rescaling", "Reshape", "ResidualBlock",
+           "SeparableConv2D", "Softmax", "Subtract", "UpSampling2D", "ZeroPadding2D", "add",
            "average", "concatenate", "deserialize", "multiply", "serialize", "subtract"]
 
 

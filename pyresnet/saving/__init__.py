@@ -41,6 +41,6 @@ def model_from_json(json_string, custom_objects=None):
 
 __all__ = ["CustomObjectScope", "custom_object_scope", "deserialize_keras_object",
            "deserialize_layer", "get_custom_objects", "get_registered_name",
-           "get_registered_object", "load_model", "serialize_keras_object", "load_weights", "model_from_config",
-           "model_from_json", "register_keras_serializable", "register_serializable",
-           "save_model", "save_weights", "serialize_layer"]
+           "get_registered_object", "load_model", "load_weights", "model_from_config",
+           "model_from_json", "register_keras_serializable", "register_serializable", "save_model",
+           "save_weights", "serialize_keras_object", "serialize_layer"]
