@@ -404,6 +404,15 @@ def test_from_tensor_slices_of_nested_structures():
         np.testing.assert_array_equal(np.asarray(b[1][1]), 2 * idx)
     mapped = next(iter(ds.batch(3).map(lambda f, l: (f["image"] + f["meta"][:, :2], l[0]))))
     np.testing.assert_array_equal(np.asarray(mapped[0]), x[:3] + meta[:3, :2])
+    # into fit/evaluate: dict features by Input name, as Keras
+    a, m = pr.Input((2,), name="image"), pr.Input((3,), name="meta")
+    model = pr.Model([a, m], layers.Dense(1)(layers.Concatenate()([a, m])))
+    model.compile("sgd", "mse")
+    features = ({"image": x, "meta": meta.astype(np.float32)}, y.astype(np.float32))
+    model.fit(pr.data.Dataset.from_tensor_slices(features).batch(4), epochs=1, verbose=0)
+    got = model.evaluate(pr.data.Dataset.from_tensor_slices(features).batch(4), verbose=0)
+    pred = model.predict([x, meta.astype(np.float32)], verbose=0)[:, 0].astype(np.float64)
+    assert got == pytest.approx(np.mean((pred - y) ** 2), rel=1e-5)
     dict_ds = pr.data.Dataset.from_tensor_slices({"a": x, "b": y})
     np.testing.assert_array_equal(np.asarray(next(iter(dict_ds.batch(6)))["b"]), y)
     with pytest.raises(ValueError, match="same first"):
