@@ -271,6 +271,33 @@ def test_a_layer_called_on_two_symbolic_inputs(tmp_path):
     assert Concat()(a, pr.Input((5,))).shape == (None, 8)
 
 
+class Bilinear(layers.Layer):
+    def build(self, a_shape, b_shape):  # Keras's rule: the shapes by argument name
+        self.w = self.add_weight(shape=(a_shape[-1], b_shape[-1]), initializer="random_normal")
+
+    def call(self, a, b):
+        return ops.sum(ops.matmul(a, self.w) * b, axis=-1, keepdims=True)
+
+
+def test_build_with_the_shapes_of_several_arguments(tmp_path, rng):
+    a, b = pr.Input((3,)), pr.Input((2,))
+    layer = Bilinear()
+    model = pr.Model([a, b], layer(a, b))
+    assert layer.w.shape == (3, 2)
+    xa = rng.standard_normal((4, 3)).astype("float32")
+    xb = rng.standard_normal((4, 2)).astype("float32")
+    want = np.einsum("ni,ij,nj->n", xa, np.asarray(layer.w), xb)[:, None]
+    np.testing.assert_allclose(model.predict([xa, xb], verbose=0), want, rtol=1e-5, atol=1e-6)
+    eager = Bilinear()
+    assert eager(xa, xb).shape == (4, 1) and eager.w.shape == (3, 2)
+    model.save(tmp_path / "bilinear.keras")
+    loaded = pr.models.load_model(tmp_path / "bilinear.keras",
+                                  custom_objects={"Bilinear": Bilinear})
+    np.testing.assert_allclose(loaded.predict([xa, xb], verbose=0), want, rtol=1e-5, atol=1e-6)
+    again = layers.deserialize(layers.serialize(eager), custom_objects={"Bilinear": Bilinear})
+    assert not again.built  # built by its first call, from that call's shapes
+
+
 # ---- ops, losses, metrics ----------------------------------------------------------------------
 
 def test_one_hot_of_float_indices():

@@ -52,15 +52,24 @@ def _tracked_build(build):
     attribute it created.  A nested ``super().build()`` is not tracked twice."""
 
     @functools.wraps(build)
-    def wrapper(self, input_shape):
+    def wrapper(self, input_shape=None, **named_shapes):
+        # named_shapes: Keras's build(self, a_shape, b_shape) for call(self, a, b)
         if self._building:
-            return build(self, input_shape)
-        input_shape = tree.map_structure(tuple, input_shape, is_leaf=tree.is_shape)
+            return build(self, input_shape, **named_shapes) if input_shape is not None \
+                else build(self, **named_shapes)
+        named_shapes = {k: tree.map_structure(tuple, v, is_leaf=tree.is_shape)
+                        for k, v in named_shapes.items()}
+        if input_shape is None and named_shapes:
+            input_shape = next(iter(named_shapes.values()))
+            args = ()
+        else:
+            input_shape = tree.map_structure(tuple, input_shape, is_leaf=tree.is_shape)
+            args = (input_shape,)
         n_t, n_nt = len(self._trainable_variables), len(self._non_trainable_variables)
         before = set(vars(self))
         self._building = True
         try:
-            build(self, input_shape)
+            build(self, *args, **named_shapes)
         except BaseException:
             del self._trainable_variables[n_t:]
             del self._non_trainable_variables[n_nt:]
@@ -533,6 +542,7 @@ class Layer:
             training = default
         if accepts_training:
             kwargs["training"] = training
+        self._maybe_build_named(inputs, args, kwargs)
         self._maybe_build(tree.map_structure(lambda t: tuple(t.shape), inputs))
         if self.compute_dtype == "float32":
             # a float32 layer computes in float32 whatever precedes it (Keras's
@@ -561,6 +571,7 @@ class Layer:
                 raise TypeError(f'Layer "{self.name}": a call on symbolic KerasTensors cannot '
                                 f"also take concrete values, got {type(t).__name__}")
         shapes = tree.map_structure(lambda t: t.shape, inputs)
+        self._maybe_build_named(inputs, args, kwargs)
         self._maybe_build(shapes)
         out_shapes = self._symbolic_output_shapes(inputs, args, kwargs)
         outputs = tree.map_structure(KerasTensor, out_shapes, is_leaf=tree.is_shape)
@@ -600,6 +611,26 @@ class Layer:
                                    {**tree.map_structure(zeros, dict(kwargs)), "training": False})
         batch = tree.flatten(shapes, is_leaf=tree.is_shape)[0][0]
         return tree.map_structure(lambda t: (batch,) + tuple(t.shape[1:]), outputs)
+
+    def _maybe_build_named(self, inputs, args, kwargs):
+        """Keras's rule for a ``build(self, a_shape, b_shape)`` (several
+        parameters, each named after an argument of ``call`` plus
+        ``_shape``): on the first call, build with the shapes of those
+        arguments by name.  Other builds get the first argument's shape
+        (:meth:`_maybe_build`)."""
+        if self.built:
+            return
+        params = [p for p in list(inspect.signature(type(self).build).parameters.values())[1:]
+                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if len(params) < 2 or not all(p.name.endswith("_shape") for p in params):
+            return
+        try:
+            bound = inspect.signature(self.call).bind(inputs, *args, **kwargs).arguments
+        except TypeError:
+            return  # call() itself will say what is wrong
+        named = {p.name: tree.map_structure(lambda t: tuple(t.shape), bound[p.name[:-6]])
+                 for p in params if bound.get(p.name[:-6]) is not None}
+        self.build(**named)
 
     def _maybe_build(self, shapes):
         """Check ``shapes`` against the input spec; build on the first call."""

@@ -180,7 +180,8 @@ def serialize_layer(layer):
     item = {"module": module, "class_name": class_name,
             "config": serialize_value(config, where), "registered_name": registered}
     shapes = getattr(layer, "_build_shapes", None)
-    if layer.built and shapes is not None:
+    named_build = len(inspect.signature(type(layer).build).parameters) > 2  # build(a_shape, b_shape)
+    if layer.built and shapes is not None and not named_build:
         item["build_config"] = {"input_shape": serialize_value(
             tree.map_structure(tuple, shapes, is_leaf=tree.is_shape), where)}
     return item
