@@ -614,7 +614,6 @@ np.savez(folder + "/keras_out.npz", **out)
 
 
 def test_conv1d_and_separable_models_go_to_keras_and_back(tmp_path):
-    pytest.importorskip("h5py")
     rng = np.random.default_rng(5)
     i = pr.Input((16, 3))
     x = layers.Conv1D(4, 3, padding="causal", activation="relu")(i)

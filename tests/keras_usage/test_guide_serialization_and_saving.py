@@ -357,7 +357,6 @@ def test_transfer_weights_between_layers_and_models():
 
 
 def test_weights_only_saving_and_transfer_learning(tmp_path, monkeypatch):
-    pytest.importorskip("h5py")
     monkeypatch.chdir(tmp_path)
     # Runnable example
     sequential_model = keras.Sequential(
