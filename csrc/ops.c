@@ -389,6 +389,65 @@ static int widen_bf16(const pr_op *op, int i, unsigned taken, PyObject **t) {
     return 0;
 }
 
+static int is_int_dtype(pr_dtype d) { return d == PR_I32 || d == PR_I64 || d == PR_U8; }
+
+/* NumPy's promotion of two of int32, int64, uint8. */
+static pr_dtype promote_int(pr_dtype a, pr_dtype b) {
+    if (a == b) return a;
+    return a == PR_I64 || b == PR_I64 ? PR_I64 : PR_I32;
+}
+
+/* A Python int as a 0-d tensor of integer dtype `dt`; OverflowError when it
+ * does not fit (as NumPy 2: uint8 + 300 raises). */
+static PyObject *weak_int(PyObject *v, pr_dtype dt) {
+    long long x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) return NULL;
+    long long lo = dt == PR_U8 ? 0 : dt == PR_I32 ? INT32_MIN : INT64_MIN;
+    long long hi = dt == PR_U8 ? 255 : dt == PR_I32 ? INT32_MAX : INT64_MAX;
+    if (x < lo || x > hi)
+        return PyErr_Format(PyExc_OverflowError, "Python integer %lld out of bounds for %s", x,
+                            pr_dtype_name(dt));
+    pr_Tensor *t = pr_tensor_new(dt, 0, NULL);
+    if (!t) return NULL;
+    if (dt == PR_U8) *(uint8_t *)t->v.data = (uint8_t)x;
+    else if (dt == PR_I32) *(int32_t *)t->v.data = (int32_t)x;
+    else *(int64_t *)t->v.data = (int64_t)x;
+    return (PyObject *)t;
+}
+
+/* PR_OP_INT ops: integer inputs promoted to one dtype (NumPy's rule; a
+ * Python int is "weak" and takes the tensors' integer dtype), or cast to
+ * float32 when a float input is present (Keras's rule; NumPy would give
+ * float64, which pyresnet does not have).  Casts are calls of `cast`, so
+ * tapes and traced graphs record them. */
+static int promote_int_inputs(const pr_op *op, PyObject *const *inputs, PyObject **t, int n_in) {
+    int any_int = 0, any_float = 0;
+    pr_dtype idt = PR_I32;
+    for (int i = 0; i < n_in; i++) {
+        if (PyLong_Check(inputs[i])) continue; /* weak */
+        pr_dtype d = ((pr_Tensor *)t[i])->v.dtype;
+        if (is_int_dtype(d)) idt = any_int++ ? promote_int(idt, d) : d;
+        else if (pr_dtype_is_float(d)) any_float = 1;
+    }
+    if (!any_int) return 0;
+    pr_dtype target = any_float ? PR_F32 : idt;
+    for (int i = 0; i < n_in; i++) {
+        if (op->mutates >> i & 1) continue;
+        PyObject *made = NULL;
+        if (PyLong_Check(inputs[i])) { /* bool too: NumPy keeps the integer dtype */
+            if (any_float) continue; /* already a float32 scalar */
+            if (!(made = weak_int(inputs[i], target))) return -1;
+        } else {
+            pr_dtype d = ((pr_Tensor *)t[i])->v.dtype;
+            if (!is_int_dtype(d) || d == target) continue;
+            pr_cast_attrs a = {target};
+            if (!(made = pr_call1(cast_op, &t[i], 1, &a))) return -1;
+        }
+        Py_SETREF(t[i], made);
+    }
+    return 0;
+}
+
 int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attrs,
             PyObject **outputs) {
     if (n_in != op->n_in)
@@ -412,6 +471,7 @@ int pr_call(const pr_op *op, PyObject *const *inputs, int n_in, const void *attr
         t[i] = (PyObject *)pr_tensor_from_arg(inputs[i], op->name, what);
         if (!t[i]) goto done;
     }
+    if ((op->flags & PR_OP_INT) && promote_int_inputs(op, inputs, t, n_in) < 0) goto done;
     unsigned taken = bf16_taken(op, t, n_in);
     for (int i = 0; i < n_in; i++) {
         if (widen_bf16(op, i, taken, &t[i]) < 0) goto done;

@@ -55,6 +55,12 @@ enum {
                                   * instead of silently giving None */
     PR_OP_BF16 = 32,       /* takes bfloat16 inputs itself, any mix with float32; other ops
                             * take bfloat16 only in the inputs of their `bf16_inputs` mask */
+    PR_OP_INT = 64,        /* integer arithmetic (add, subtract, multiply, maximum,
+                            * minimum, sum): pr_call
+                            * promotes integer inputs as NumPy does (int32 with int64 is
+                            * int64, uint8 with int32 is int32, a Python int takes the
+                            * tensor's dtype) and casts them to float32 next to a float
+                            * input, so the kernel sees one dtype */
 };
 
 typedef struct pr_op pr_op;

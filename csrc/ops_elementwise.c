@@ -42,10 +42,24 @@ static int expect_dtypes(const pr_op *op, const pr_view *in, int n, pr_dtype *dt
     return 0;
 }
 
+/* PR_OP_INT ops: two integer inputs of one dtype (pr_call promoted them)
+ * give that dtype; otherwise the float rule. */
+static int binary_dtype(const pr_op *op, const pr_view *in, pr_dtype *dt) {
+    pr_dtype d = in[0].dtype;
+    if ((op->flags & PR_OP_INT) && (d == PR_I32 || d == PR_I64 || d == PR_U8)) {
+        if (in[1].dtype != d)
+            return pr_fail(op, PyExc_TypeError, "inputs must have one integer dtype, got %s "
+                           "and %s", pr_dtype_name(d), pr_dtype_name(in[1].dtype));
+        *dt = d;
+        return 0;
+    }
+    return expect_dtypes(op, in, 2, dt);
+}
+
 static int infer_binary(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
                         size_t *ws) {
     pr_dtype dt;
-    if (expect_dtypes(op, in, 2, &dt) < 0 || broadcast_shape(op, &in[0], &in[1], out) < 0)
+    if (binary_dtype(op, in, &dt) < 0 || broadcast_shape(op, &in[0], &in[1], out) < 0)
         return -1;
     out->dtype = dt;
     return 0;
@@ -134,6 +148,9 @@ static int binary(pr_binary_kind k, const pr_view *in, pr_view *out) {
     if (out->dtype == PR_BF16)
         return pr_k_binary_bf16(k, in[0].data, sa, in[1].data, sb, out->data, out->ndim,
                                 out->shape);
+    if (out->dtype != PR_F32)
+        return pr_k_binary_int(k, out->dtype, in[0].data, sa, in[1].data, sb, out->data,
+                               out->ndim, out->shape);
     return pr_k_binary(k, in[0].data, sa, in[1].data, sb, out->data, out->ndim, out->shape);
 }
 static int fw_add(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
@@ -496,24 +513,33 @@ static const pr_attr_spec clip_attrs[] = {
     {"min", PR_ATTR_FLOAT, offsetof(pr_clip_attrs, min), 1, 0},
     {"max", PR_ATTR_FLOAT, offsetof(pr_clip_attrs, max), 1, 0}, {NULL}};
 
-/* `fuse`: the op's instruction in jit_compile's fused kernel (fused.h). */
-#define BINARY(nm, fw, gr, fuse_code, d)                                                      \
-    const pr_op pr_op_##nm = {.name = #nm, .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE,  \
-                              .infer = infer_binary, .forward = fw, .gradient = gr,           \
-                              .fuse = fuse_code, .doc = d}
+/* `fuse`: the op's instruction in jit_compile's fused kernel (fused.h);
+ * INT_BINARY ops also take integer operands (PR_OP_INT). */
+#define BINARY_OP(nm, fw, gr, more_flags, fuse_code, d)                                       \
+    const pr_op pr_op_##nm = {.name = #nm, .n_in = 2, .n_out = 1,                             \
+                              .flags = PR_OP_ELEMENTWISE | (more_flags), .infer = infer_binary, \
+                              .forward = fw, .gradient = gr, .fuse = fuse_code, .doc = d}
+#define BINARY(nm, fw, gr, fuse_code, d) BINARY_OP(nm, fw, gr, 0, fuse_code, d)
+#define INT_BINARY(nm, fw, gr, fuse_code, d) BINARY_OP(nm, fw, gr, PR_OP_INT, fuse_code, d)
 
 const pr_op pr_op_add = {
-    .name = "add", .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_binary,
-    .forward = fw_add, .gradient = gr_add, .bf16_inputs = 3, .fuse = PR_FI_ADD,
+    .name = "add", .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE | PR_OP_INT,
+    .infer = infer_binary, .forward = fw_add, .gradient = gr_add, .bf16_inputs = 3,
+    .fuse = PR_FI_ADD,
     .doc = "x + y with NumPy broadcasting (float32; bfloat16 when both are: the float32 sum "
-           "rounded once, as Keras's mixed_bfloat16 Add)."};
-BINARY(subtract, fw_sub, gr_sub, PR_FI_SUB, "x - y with NumPy broadcasting (float32).");
-BINARY(multiply, fw_mul, gr_mul, PR_FI_MUL, "x * y with NumPy broadcasting (float32).");
+           "rounded once, as Keras's mixed_bfloat16 Add; int32/int64/uint8 with NumPy's "
+           "result dtype, wrapping on overflow, float32 when mixed with a float)."};
+INT_BINARY(subtract, fw_sub, gr_sub, PR_FI_SUB,
+           "x - y with NumPy broadcasting (float32; integers as add).");
+INT_BINARY(multiply, fw_mul, gr_mul, PR_FI_MUL,
+           "x * y with NumPy broadcasting (float32; integers as add).");
 BINARY(divide, fw_div, gr_div, PR_FI_DIV, "x / y with NumPy broadcasting (float32).");
-BINARY(maximum, fw_max, gr_max, PR_FI_NONE,
-       "Elementwise max(x, y) with NumPy broadcasting; NaN propagates (float32).");
-BINARY(minimum, fw_min, gr_min, PR_FI_NONE,
-       "Elementwise min(x, y) with NumPy broadcasting; NaN propagates (float32).");
+INT_BINARY(maximum, fw_max, gr_max, PR_FI_NONE,
+           "Elementwise max(x, y) with NumPy broadcasting; NaN propagates (float32; "
+           "integers as add).");
+INT_BINARY(minimum, fw_min, gr_min, PR_FI_NONE,
+           "Elementwise min(x, y) with NumPy broadcasting; NaN propagates (float32; "
+           "integers as add).");
 BINARY(power, fw_pow, gr_pow, PR_FI_NONE,
        "x ** y with NumPy broadcasting (float32, C99 powf: NaN for a negative base and a "
        "non-integer exponent).");

@@ -106,9 +106,17 @@ static int infer_reduce(const pr_op *op, const pr_view *in, int n, const void *a
                         pr_view *out, size_t *ws) {
     const pr_reduce_attrs *a = attrs;
     int mask[PR_MAX_DIMS];
-    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || check_axes(op, a, in[0].ndim) < 0) return -1;
+    pr_dtype d = in[0].dtype;
+    int integer = (op->flags & PR_OP_INT) && (d == PR_I32 || d == PR_I64 || d == PR_U8);
+    if ((!integer && pr_expect_dtype(op, in, 0, PR_F32) < 0) || check_axes(op, a, in[0].ndim) < 0)
+        return -1;
     reduce_mask(a, &in[0], mask);
     reduced_shape(&in[0], mask, a->keepdims, out);
+    if (integer) { /* NumPy's integer sum: int64 */
+        pr_set_out(out, PR_I64, out->ndim, out->shape);
+        *ws = 0;
+        return 0;
+    }
     *ws = pr_dim_is_sym(out->size) ? 0 : sizeof(double) * (size_t)out->size;
     return 0;
 }
@@ -121,6 +129,12 @@ static int reduce(const pr_view *in, pr_view *out, const pr_reduce_attrs *a, voi
                            out->data, out->size, ws);
 }
 static int fw_sum(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    if (out->dtype == PR_I64 && in[0].dtype != PR_F32) {
+        int mask[PR_MAX_DIMS];
+        reduce_mask(a, &in[0], mask);
+        return pr_k_reduce_sum_int(in[0].data, in[0].dtype, in[0].ndim, in[0].shape, mask,
+                                   out->data, out->size);
+    }
     return reduce(in, out, a, ws, 0);
 }
 static int fw_mean(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
@@ -707,10 +721,11 @@ const pr_attr_spec pr_bn_backward_attrs[] = {
     {NULL}};
 
 const pr_op pr_op_sum = {
-    .name = "sum", .n_in = 1, .n_out = 1, .attrs = reduce_attrs,
+    .name = "sum", .n_in = 1, .n_out = 1, .flags = PR_OP_INT, .attrs = reduce_attrs,
     .attr_size = sizeof(pr_reduce_attrs), .infer = infer_reduce, .forward = fw_sum,
     .gradient = gr_sum,
-    .doc = "sum(x; axes, keepdims): np.sum over `axes` (empty: all), double accumulation."};
+    .doc = "sum(x; axes, keepdims): np.sum over `axes` (empty: all), double accumulation; "
+           "int32/int64/uint8 give int64 (NumPy: uint8 gives uint64), wrapping on overflow."};
 const pr_op pr_op_mean = {
     .name = "mean", .n_in = 1, .n_out = 1, .attrs = reduce_attrs,
     .attr_size = sizeof(pr_reduce_attrs), .infer = infer_reduce, .forward = fw_mean,

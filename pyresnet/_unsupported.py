@@ -5,13 +5,14 @@ framework (NHWC float32 images, 2D convolutions); text and sequence layers
 are out of its scope."""
 
 SEQUENCE = "text and sequence models are out of pyresnet's scope (an image-model framework)"
-VOLUME = "only 2D (image) convolutions and pooling are provided"
+VOLUME = ("only 2D (image) convolutions and pooling, Conv1D and the global 1D poolings "
+          "are provided")
 
 NOT_YET = "not implemented yet; a Layer subclass of your own can provide it"
 
 LAYERS = {
     **{name: NOT_YET for name in (
-        "SeparableConv2D", "RandomBrightness", "SpatialDropout2D", "GaussianNoise", "GaussianDropout", "Cropping2D",
+        "RandomBrightness", "SpatialDropout2D", "GaussianNoise", "GaussianDropout", "Cropping2D",
         "Resizing", "CenterCrop", "GroupNormalization", "UnitNormalization", "PReLU", "ELU")},
     **{name: SEQUENCE for name in (
         "Embedding", "LSTM", "GRU", "SimpleRNN", "RNN", "Bidirectional", "TimeDistributed",
@@ -20,10 +21,10 @@ LAYERS = {
         "GroupQueryAttention", "TextVectorization", "StringLookup", "IntegerLookup", "Hashing",
         "CategoryEncoding", "Masking")},
     **{name: VOLUME for name in (
-        "Conv1D", "Conv3D", "Conv1DTranspose", "Conv3DTranspose", "SeparableConv1D",
+        "Conv3D", "Conv1DTranspose", "Conv3DTranspose", "SeparableConv1D",
         "DepthwiseConv1D", "MaxPooling1D", "MaxPooling3D", "AveragePooling1D",
-        "AveragePooling3D", "GlobalAveragePooling1D", "GlobalMaxPooling1D",
-        "GlobalAveragePooling3D", "GlobalMaxPooling3D", "UpSampling1D", "UpSampling3D",
+        "AveragePooling3D", "GlobalAveragePooling3D", "GlobalMaxPooling3D", "UpSampling1D",
+        "UpSampling3D",
         "ZeroPadding1D", "ZeroPadding3D", "Cropping1D", "Cropping3D", "MaxPool1D", "MaxPool3D",
         "AvgPool1D", "AvgPool3D")},
 }

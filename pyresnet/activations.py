@@ -55,7 +55,11 @@ _BY_NAME = {"relu": relu, "softmax": softmax, "linear": linear, "sigmoid": sigmo
 
 def get(identifier):
     """An activation from a Keras name, ``None`` (linear) or a callable
-    ``Tensor -> Tensor`` (returned as is).
+    ``Tensor -> Tensor`` (returned as is).  A name that is not one of
+    pyresnet's activations is looked up, as in Keras, among the custom
+    objects (:func:`pyresnet.saving.get_custom_objects`, registered
+    functions by their ``"package>name"`` key, an enclosing
+    ``custom_object_scope``).
 
     Raises:
         ValueError: for an unknown name; TypeError for anything else.
@@ -65,9 +69,15 @@ def get(identifier):
     if callable(identifier):
         return identifier
     if isinstance(identifier, str):
-        if identifier not in _BY_NAME:
-            raise ValueError(f"unknown activation {identifier!r}; known: {sorted(_BY_NAME)}")
-        return _BY_NAME[identifier]
+        if identifier in _BY_NAME:
+            return _BY_NAME[identifier]
+        from .saving.object_registration import get_registered_object  # noqa: PLC0415
+        custom = get_registered_object(identifier, identifier, module="")
+        if custom is not None and callable(custom) and not isinstance(custom, type):
+            return custom  # a custom activation by name, as Keras (custom objects)
+        raise ValueError(f"unknown activation {identifier!r}; known: {sorted(_BY_NAME)} and "
+                         "functions in pyresnet.saving.get_custom_objects() or a "
+                         "custom_object_scope")
     raise TypeError(f"activation must be a name, None or a callable, got {identifier!r}")
 
 

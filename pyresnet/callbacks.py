@@ -95,7 +95,8 @@ class Callback:
         """Called before each prediction step."""
 
     def on_predict_batch_end(self, batch, logs=None):
-        """Called after each prediction step."""
+        """Called after each prediction step; ``logs["outputs"]`` holds the
+        step's outputs (NumPy arrays, nested as the model's outputs), as Keras."""
 
 
 class History(Callback):
@@ -122,6 +123,19 @@ def _format(logs):
     return " - ".join(f"{k}: {v:.4f}" for k, v in (logs or {}).items())
 
 
+def _interactive(stream):
+    """Whether a progress bar redrawn in place suits ``stream``: a terminal
+    (``isatty()``) or a Jupyter kernel's output.  A log file, a pipe, ``nohup``
+    or CI get no carriage-return updates, as Keras's ``Progbar`` (its
+    ``_dynamic_display``) prints only each run's final line there."""
+    try:
+        if stream.isatty():
+            return True
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+    return "ipykernel" in sys.modules and type(stream).__module__.startswith("ipykernel")
+
+
 class ProgbarLogger(Callback):
     """Progress output, as Keras's ``ProgbarLogger`` but drawn with tqdm (on
     stdout).  ``verbose=1``: a bar per epoch (or per evaluate/predict run)
@@ -130,8 +144,10 @@ class ProgbarLogger(Callback):
     throughput (images/s, from ``params["samples_seen"]``); at the end of an
     epoch the validation values are added (the validation run inside ``fit``
     draws no bar of its own, as Keras).  ``verbose=2``: one such line per
-    epoch, no bar.  ``fit``, ``evaluate`` and ``predict`` add it when
-    ``verbose`` is not 0.
+    epoch, no bar; so is ``verbose=1`` when stdout is not a terminal (nor a
+    Jupyter kernel): a log file, a pipe, ``nohup`` or CI get each epoch's
+    final line only, as Keras's progress bar does there.  ``fit``,
+    ``evaluate`` and ``predict`` add it when ``verbose`` is not 0.
     """
 
     def __init__(self):
@@ -146,7 +162,7 @@ class ProgbarLogger(Callback):
         self._start = time.perf_counter()
         self._rate = ""
         self._done, self._seen = done, seen  # before (a resumed epoch: BackupAndRestore)
-        if self.params.get("verbose") == 1:
+        if self.params.get("verbose") == 1 and _interactive(sys.stdout):
             self._bar = tqdm(total=self.params["steps"], desc=desc, unit="step", file=sys.stdout,
                              dynamic_ncols=True, leave=True, initial=done)
 
@@ -165,7 +181,7 @@ class ProgbarLogger(Callback):
             self._bar.set_postfix_str(text, refresh=False)
             self._bar.close()
             self._bar = None
-        elif self.params.get("verbose") == 2:
+        elif self.params.get("verbose") in (1, 2):  # verbose=1 on a log file: as 2
             print(f"{title} - {text}", file=sys.stdout, flush=True)
 
     def _epoch_title(self, epoch):
@@ -214,7 +230,8 @@ class ProgbarLogger(Callback):
 
 class CallbackList:
     """The callbacks of one fit/evaluate/predict run, called in order:
-    ``callback_list.on_epoch_end(epoch, logs)`` calls every callback's hook.
+    ``callback_list.on_epoch_end(epoch, logs)`` calls every callback's hook,
+    with ``logs={}`` when the loop passes none (Keras never passes None).
 
     Args:
         callbacks: a list of Callback (or None).
@@ -250,10 +267,16 @@ class CallbackList:
     def __getattr__(self, hook):
         if not hook.startswith("on_"):
             raise AttributeError(hook)
+        indexed = hook.startswith("on_epoch_") or "_batch_" in hook  # (index, logs) hooks
 
-        def dispatch(*args):
+        def dispatch(*args, logs=None):
+            # As Keras's CallbackList: a hook always gets a dict (``{}`` when the loop has
+            # no logs), the same dict for every callback, so one may add a key for the next.
+            if len(args) > indexed:
+                args, logs = args[:indexed], args[indexed]
+            logs = {} if logs is None else logs
             for cb in self.callbacks:
-                getattr(cb, hook)(*args)
+                getattr(cb, hook)(*args, logs)
 
         return dispatch
 

@@ -16,9 +16,11 @@ _REDUCTIONS = ("sum_over_batch_size", "sum", "none", None)
 
 def sparse_labels(y_true):
     """Integer class labels as a Tensor: NumPy/list integers become int32
-    (the label dtype of the ops); Tensors pass through."""
+    (the label dtype of the ops), and so do uint8 and bool Tensors (eager or
+    traced; Keras takes any integer labels); int32/int64 and float Tensors
+    pass through (the ops refuse float labels by name)."""
     if isinstance(y_true, Tensor):
-        return y_true
+        return ops.cast(y_true, "int32") if y_true.dtype in ("uint8", "bool") else y_true
     y_true = np.asarray(y_true)
     return convert_to_tensor(y_true.astype(np.int32) if y_true.dtype.kind in "iu" else y_true)
 
@@ -68,7 +70,8 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=
     (``keras.losses.categorical_crossentropy``).
 
     Args:
-        y_true: float32 ``(batch, C)``, rows summing to 1.
+        y_true: float32 ``(batch, C)``, rows summing to 1 (integer one-hot
+            rows, uint8 included, are cast to float32).
         y_pred: float32 ``(batch, C)``: logits if ``from_logits``, else
             probabilities (renormalised and clipped as Keras).
         label_smoothing (float): in [0, 1]; the targets become
@@ -80,6 +83,7 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=
             ValueError for label_smoothing outside [0, 1].
     """
     ls = _check_smoothing(label_smoothing)
+    y_true = _float(y_true)  # integer one-hot targets (uint8, ...) as Keras casts them
     if ls:
         y_true = ops.add(ops.multiply(y_true, 1.0 - ls), ls / y_pred.shape[-1])
     return ops.categorical_crossentropy(y_true, y_pred, from_logits=from_logits)
@@ -152,17 +156,12 @@ def mean_squared_error(y_true, y_pred):
 
 
 def _float(x):
-    """``x`` as float32 (integer 0/1 labels and NumPy become float32)."""
+    """``x`` as float32: integer (int32, int64, uint8), bool and bfloat16
+    targets are cast (``ops.cast``, so traced ones too), as Keras converts
+    ``y_true`` to ``y_pred``'s dtype; NumPy and numbers become float32."""
     if isinstance(x, Tensor):
-        if x.dtype == "float32" or x.is_symbolic:
-            return x if x.dtype == "float32" else _cast_error(x)
-        x = np.asarray(x)
+        return x if x.dtype == "float32" else ops.cast(x, "float32")
     return convert_to_tensor(np.asarray(x, np.float32))
-
-
-def _cast_error(x):
-    raise TypeError(f"losses: expected float32 targets, got a symbolic {x.dtype} tensor; feed "
-                    "float32 targets to the compiled function")
 
 
 def _abs(x):
@@ -186,6 +185,27 @@ def mean_absolute_error(y_true, y_pred):
     """
     y_true, y_pred = align_ranks("mean_absolute_error", y_true, y_pred)
     diff = _abs(ops.subtract(y_pred, y_true))
+    return ops.mean(diff, axis=tuple(range(1, diff.ndim))) if diff.ndim > 1 else diff
+
+
+def mean_absolute_percentage_error(y_true, y_pred):
+    """Per-sample mean absolute percentage error
+    (``keras.losses.mean_absolute_percentage_error``):
+    ``100 * mean(|y_true - y_pred| / max(|y_true|, 1e-7))``, the mean over
+    all axes but the first (Keras: the last; the same for ``(batch, d)``),
+    ``1e-7`` being Keras's ``backend.epsilon()``.
+
+    Args:
+        y_true, y_pred: float32 (integer targets are cast) of one shape, or
+            ranks differing by a trailing axis of length 1 (:func:`align_ranks`).
+    Returns:
+        float32 Tensor ``(batch,)``, in percent.
+    Raises:
+        ValueError: shapes that cannot be aligned (naming both).
+    """
+    y_true, y_pred = align_ranks("mean_absolute_percentage_error", y_true, y_pred)
+    diff = ops.divide(_abs(ops.subtract(y_true, y_pred)), ops.maximum(_abs(y_true), 1e-7))
+    diff = ops.multiply(diff, 100.0)
     return ops.mean(diff, axis=tuple(range(1, diff.ndim))) if diff.ndim > 1 else diff
 
 
@@ -379,6 +399,15 @@ class MeanAbsoluteError(LossFunctionWrapper):
         super().__init__(mean_absolute_error, name=name, reduction=reduction)
 
 
+class MeanAbsolutePercentageError(LossFunctionWrapper):
+    """Mean absolute percentage error (``keras.losses.MeanAbsolutePercentageError``);
+    see :func:`mean_absolute_percentage_error`.  ``reduction``, ``name``: see
+    :class:`Loss`."""
+
+    def __init__(self, reduction="sum_over_batch_size", name="mean_absolute_percentage_error"):
+        super().__init__(mean_absolute_percentage_error, name=name, reduction=reduction)
+
+
 class BinaryCrossentropy(LossFunctionWrapper):
     """Binary cross-entropy for 0/1 (or soft) targets
     (``keras.losses.BinaryCrossentropy``); see :func:`binary_crossentropy`.
@@ -404,6 +433,8 @@ class BinaryCrossentropy(LossFunctionWrapper):
 
 _BY_NAME = {"mean_squared_error": MeanSquaredError, "mse": MeanSquaredError,
             "mean_absolute_error": MeanAbsoluteError, "mae": MeanAbsoluteError,
+            "mean_absolute_percentage_error": MeanAbsolutePercentageError,
+            "mape": MeanAbsolutePercentageError,
             "binary_crossentropy": BinaryCrossentropy,
             "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
             "categorical_crossentropy": CategoricalCrossentropy}

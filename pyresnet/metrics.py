@@ -23,13 +23,10 @@ from .utils.naming import to_snake_case
 
 
 def _float(x):
-    """``x`` as a float32 Tensor (ints and NumPy converted)."""
+    """``x`` as a float32 Tensor (integer, bool and bfloat16 Tensors cast,
+    NumPy converted)."""
     if isinstance(x, Tensor):
-        if x.dtype == "float32":
-            return x
-        if x.is_symbolic:
-            raise TypeError(f"metrics: expected float32 values, got a symbolic {x.dtype} tensor")
-        x = np.asarray(x)
+        return x if x.dtype == "float32" else ops.cast(x, "float32")  # traced ones too
     return convert_to_tensor(np.asarray(x, np.float32))
 
 
@@ -100,6 +97,12 @@ def mean_absolute_error(y_true, y_pred):
     axis).  float32 Tensor ``(batch,)``.  Ranks aligned as
     :func:`pyresnet.losses.align_ranks` (ValueError when they cannot be)."""
     return losses.mean_absolute_error(y_true, y_pred)
+
+
+def mean_absolute_percentage_error(y_true, y_pred):
+    """Per-sample ``100 * mean(|y_true - y_pred| / max(|y_true|, 1e-7))``
+    (see :func:`pyresnet.losses.mean_absolute_percentage_error`)."""
+    return losses.mean_absolute_percentage_error(y_true, y_pred)
 
 
 def mean_squared_error(y_true, y_pred):
@@ -319,6 +322,12 @@ class MeanAbsoluteError(MeanMetricWrapper):
     __init__ = _wrapper_init(mean_absolute_error, "mean_absolute_error")
 
 
+class MeanAbsolutePercentageError(MeanMetricWrapper):
+    """Mean of :func:`mean_absolute_percentage_error`, in percent
+    (``keras.metrics.MeanAbsolutePercentageError``)."""
+    __init__ = _wrapper_init(mean_absolute_percentage_error, "mean_absolute_percentage_error")
+
+
 class MeanSquaredError(MeanMetricWrapper):
     """Mean of :func:`mean_squared_error` (``keras.metrics.MeanSquaredError``)."""
     __init__ = _wrapper_init(mean_squared_error, "mean_squared_error")
@@ -383,6 +392,8 @@ _BY_NAME = {"sparse_categorical_accuracy": SparseCategoricalAccuracy,
             "binary_accuracy": BinaryAccuracy,
             "top_k_categorical_accuracy": TopKCategoricalAccuracy,
             "mean_absolute_error": MeanAbsoluteError, "mae": MeanAbsoluteError,
+            "mean_absolute_percentage_error": MeanAbsolutePercentageError,
+            "mape": MeanAbsolutePercentageError,
             "mean_squared_error": MeanSquaredError, "mse": MeanSquaredError}
 
 
@@ -435,7 +446,8 @@ def serialize(metric):
 
 _CLASSES = {c.__name__: c for c in (Mean, Sum, Accuracy, SparseCategoricalAccuracy,
                                     CategoricalAccuracy, BinaryAccuracy, MeanAbsoluteError,
-                                    MeanSquaredError, TopKCategoricalAccuracy)}
+                                    MeanAbsolutePercentageError, MeanSquaredError,
+                                    TopKCategoricalAccuracy)}
 
 
 def deserialize(data):

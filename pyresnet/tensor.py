@@ -180,7 +180,20 @@ def _tensor_invert(self):
     return logical_not(self)
 
 
+def _tensor_format(self, format_spec):
+    """``f"{x:.2f}"``: the value formatted as NumPy formats it (a scalar
+    tensor as its Python number, as ``tf.Tensor`` and ``np.ndarray`` do; an
+    empty spec gives ``str(x)``).  Raises TypeError for a spec NumPy refuses
+    on an array of several elements, and the tracing error for a symbolic
+    tensor (it has no value yet)."""
+    if not format_spec:
+        return str(self)
+    value = np.asarray(self)
+    return format(value.item() if value.ndim == 0 else value, format_spec)
+
+
 _METHODS = {
+    "__format__": _tensor_format,
     "__getitem__": _tensor_getitem,
     "__iter__": _tensor_iter,
     "__and__": _logical("logical_and"),

@@ -133,7 +133,8 @@ def test_backup_arguments_and_bad_backup(tmp_path):
     assert all(np.array_equal(b, np.asarray(w)) for b, w in zip(before, model.weights))
 
 
-def test_resumed_epoch_progress_bar_counts_the_batches_done(tmp_path, rng, capsys):
+def test_resumed_epoch_progress_bar_counts_the_batches_done(tmp_path, rng, capsys, monkeypatch):
+    monkeypatch.setattr(pr.callbacks, "_interactive", lambda stream: True)  # draw the bar
     x = rng.standard_normal((40, 5)).astype("float32")
     y = rng.integers(0, 3, 40)
 

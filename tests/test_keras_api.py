@@ -316,7 +316,7 @@ def test_plot_model_without_graphviz(monkeypatch, tmp_path):
 
 
 def test_unsupported_names_say_so():
-    for name in ("Embedding", "LSTM", "Conv1D", "SeparableConv2D", "RandomBrightness"):
+    for name in ("Embedding", "LSTM", "Conv3D", "MaxPooling1D", "RandomBrightness"):
         with pytest.raises(AttributeError, match="not provided by pyresnet"):
             getattr(layers, name)
     with pytest.raises(AttributeError, match="has no attribute 'Nonsense'"):

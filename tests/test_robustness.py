@@ -211,7 +211,7 @@ def test_operators_with_odd_operands():
         (lambda: t + "a", TypeError, "add: input 1: expected"),
         (lambda: t - None, TypeError, "subtract: input 1: expected .* dtype object"),
         (lambda: t * {}, TypeError, "multiply: input 1"),
-        (lambda: t * i, TypeError, "multiply: input 1 must be float32, got int32"),
+        (lambda: t * (i > 0), TypeError, "multiply: input 1 must be float32, got bool"),
         (lambda: i / t, TypeError, "divide: input 0 must be float32, got int32"),
         (lambda: -i, TypeError, "negative: input 0 must be float32, got int32"),
         (lambda: t @ t, ValueError, r"matmul: input 0 must have rank 2, got shape \(3,\)"),
@@ -222,6 +222,7 @@ def test_operators_with_odd_operands():
     np.testing.assert_array_equal((np.full(3, 2, f32) - t).numpy(), [1, 1, 1])
     np.testing.assert_array_equal(([1.0, 2.0, 3.0] * t).numpy(), [1, 2, 3])
     np.testing.assert_array_equal((t / 4).numpy(), [0.25] * 3)
+    assert (t * i).dtype == "float32" and (i * i).dtype == "int32"  # Keras's/NumPy's promotion
 
 
 # ---- pyresnet.ops.call: names, arity, attributes --------------------------------------------

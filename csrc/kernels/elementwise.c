@@ -152,6 +152,61 @@ __attribute__((target("avx512f"))) static void add_bf16_avx512(const uint16_t *a
 
 #endif
 
+/* Integer elements (int32, int64, uint8) read and written as int64: the
+ * arithmetic is done modulo 2**64 (unsigned, so overflow is defined) and the
+ * store truncates to the dtype, which wraps around as NumPy's integer
+ * arithmetic does. */
+static inline int64_t load_int(pr_dtype dt, const void *p, int64_t i) {
+    switch (dt) {
+    case PR_I32: return ((const int32_t *)p)[i];
+    case PR_U8: return ((const uint8_t *)p)[i];
+    default: return ((const int64_t *)p)[i];
+    }
+}
+static inline void store_int(pr_dtype dt, void *p, int64_t i, uint64_t v) {
+    switch (dt) {
+    case PR_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)v; break;
+    case PR_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    default: ((int64_t *)p)[i] = (int64_t)v; break;
+    }
+}
+static inline uint64_t apply_int(pr_binary_kind k, int64_t a, int64_t b) {
+    switch (k) {
+    case PR_BIN_ADD: return (uint64_t)a + (uint64_t)b;
+    case PR_BIN_SUB: return (uint64_t)a - (uint64_t)b;
+    case PR_BIN_MUL: return (uint64_t)a * (uint64_t)b;
+    case PR_BIN_MAX: return (uint64_t)(a >= b ? a : b);
+    case PR_BIN_MIN: return (uint64_t)(a <= b ? a : b);
+    default: return 0;
+    }
+}
+
+int pr_k_binary_int(pr_binary_kind k, pr_dtype dt, const void *a, const int64_t *sa_in,
+                    const void *b, const int64_t *sb_in, void *out, int ndim,
+                    const int64_t *shape_in) {
+    if (k != PR_BIN_ADD && k != PR_BIN_SUB && k != PR_BIN_MUL && k != PR_BIN_MAX &&
+        k != PR_BIN_MIN)
+        return PR_ERR_VALUE;
+    int64_t shape[PR_MAX_DIMS] = {0}, sa[PR_MAX_DIMS] = {0}, sb[PR_MAX_DIMS] = {0};
+    for (int d = 0; d < ndim; d++) shape[d] = shape_in[d], sa[d] = sa_in[d], sb[d] = sb_in[d];
+    ndim = collapse(ndim, shape, sa, sb);
+    if (ndim == 0) {
+        store_int(dt, out, 0, apply_int(k, load_int(dt, a, 0), load_int(dt, b, 0)));
+        return PR_OK;
+    }
+    int64_t inner = shape[ndim - 1], rows = 1;
+    for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
+    const int64_t ia = sa[ndim - 1], ib = sb[ndim - 1];
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (rows * inner >= PARALLEL_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t oa = outer_offset(r, ndim, shape, sa), ob = outer_offset(r, ndim, shape, sb);
+        for (int64_t i = 0; i < inner; i++)
+            store_int(dt, out, r * inner + i,
+                      apply_int(k, load_int(dt, a, oa + i * ia), load_int(dt, b, ob + i * ib)));
+    }
+    return PR_OK;
+}
+
 int pr_k_binary_bf16(pr_binary_kind k, const uint16_t *a, const int64_t *sa_in, const uint16_t *b,
                      const int64_t *sb_in, uint16_t *out, int ndim, const int64_t *shape_in) {
     int64_t shape[PR_MAX_DIMS] = {0}, sa[PR_MAX_DIMS] = {0}, sb[PR_MAX_DIMS] = {0};

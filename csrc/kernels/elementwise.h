@@ -65,6 +65,11 @@ int pr_k_binary(pr_binary_kind k, const float *a, const int64_t *sa, const float
  * the float32 op's rounded to bfloat16. */
 int pr_k_binary_bf16(pr_binary_kind k, const uint16_t *a, const int64_t *sa, const uint16_t *b,
                      const int64_t *sb, uint16_t *out, int ndim, const int64_t *shape);
+/* The same on integers of one dtype `dt` (int32, int64 or uint8: a, b and
+ * out), for add, subtract, multiply, maximum and minimum (PR_ERR_VALUE for
+ * another kind); overflow wraps around, as NumPy's. */
+int pr_k_binary_int(pr_binary_kind k, pr_dtype dt, const void *a, const int64_t *sa,
+                    const void *b, const int64_t *sb, void *out, int ndim, const int64_t *shape);
 /* out (out_size elements) = g (shape) summed over the dimensions where the
  * output strides `st` are 0. */
 int pr_k_sum_to(const float *g, int ndim, const int64_t *shape, const int64_t *st, float *out,

@@ -65,3 +65,25 @@ int pr_k_reduce_sum(const float *x, int ndim, const int64_t *shape, const int *r
     for (int64_t i = 0; i < out_size; i++) out[i] = (float)(acc[i] * scale);
     return PR_OK;
 }
+
+int pr_k_reduce_sum_int(const void *x, pr_dtype dt, int ndim, const int64_t *shape,
+                        const int *reduced, int64_t *out, int64_t out_size) {
+    int64_t ost[PR_MAX_DIMS], total = 1, s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        ost[d] = reduced[d] ? 0 : s;
+        if (!reduced[d]) s *= shape[d];
+        total *= shape[d];
+    }
+    memset(out, 0, sizeof(int64_t) * (size_t)out_size);
+    for (int64_t i = 0; i < total; i++) {
+        int64_t r = i, o = 0;
+        for (int d = ndim - 1; d >= 0; d--) {
+            o += (r % shape[d]) * ost[d];
+            r /= shape[d];
+        }
+        int64_t v = dt == PR_I32 ? ((const int32_t *)x)[i]
+                    : dt == PR_U8 ? ((const uint8_t *)x)[i] : ((const int64_t *)x)[i];
+        out[o] = (int64_t)((uint64_t)out[o] + (uint64_t)v); /* wraps, as NumPy's int64 sum */
+    }
+    return PR_OK;
+}

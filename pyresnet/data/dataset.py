@@ -159,6 +159,26 @@ def _inner_epoch(epoch, count, r):
     return (epoch * count + r) if count is not None else ((epoch << 20) + r)
 
 
+def _is_component(x):
+    """A leaf of from_tensor_slices's nesting: anything but a dict or tuple."""
+    return not isinstance(x, (dict, tuple))
+
+
+def _unflat(flat, single):
+    """An element from its components ``flat`` (a tuple): the one Tensor
+    (``single`` True), the tuple (False), or the nesting of dicts and tuples
+    that ``single`` holds (from_tensor_slices of a nested structure)."""
+    if single is True:
+        return flat[0]
+    if single is False:
+        return flat
+    return tree.pack_sequence_as(single, list(flat), is_leaf=_is_component)
+
+
+def _unflat_all(batches, single):
+    return batches if single is False else (_unflat(b, single) for b in batches)
+
+
 def _stack(items):
     """One batch of a list of (possibly nested) elements: each leaf stacked
     along a new first axis, as a Tensor."""
@@ -168,7 +188,8 @@ def _stack(items):
 
 
 class _ArraySource:
-    """Elements are the slices of ``arrays`` (a tuple; ``single``: one component)."""
+    """Elements are the slices of ``arrays`` (a tuple), put together as
+    ``single`` says (see :func:`_unflat`)."""
 
     def __init__(self, arrays, single):
         self.arrays, self.single = arrays, single
@@ -181,8 +202,7 @@ class _ArraySource:
 
     def elements(self, epoch):
         for i in range(len(self.arrays[0])):
-            e = tuple(Tensor(a[i]) for a in self.arrays)
-            yield e[0] if self.single else e
+            yield _unflat(tuple(Tensor(a[i]) for a in self.arrays), self.single)
 
 
 class _GeneratorSource:
@@ -230,7 +250,7 @@ class _ZipSource:
 
     def arrays_now(self):
         """Arrays when every dataset is plain slices of single components."""
-        if any(d._steps or d._source.arrays_now() is None or not d._source.arrays_now()[1]
+        if any(d._steps or d._source.arrays_now() is None or d._source.arrays_now()[1] is not True
                for d in self.datasets):
             return None
         n = min(len(d._source.arrays[0]) for d in self.datasets)
@@ -327,24 +347,33 @@ class Dataset:
         first axis.
 
         Args:
-            tensors: an array or Tensor ``(N, ...)``, or a tuple/list of them
-                with the same N (e.g. ``(x_train, y_train)``).  They are
-                converted once: float data to float32, uint8/int32/int64 kept,
-                other integer types to int32.  Do not modify the arrays while
-                iterating.
+            tensors: an array or Tensor ``(N, ...)``, a tuple/list of them
+                with the same N (e.g. ``(x_train, y_train)``), or, as tf.data,
+                a nesting of dicts and tuples of them (``({"image": x,
+                "meta": m}, y)``): elements then have that nesting (dicts
+                with their keys, tuples as tuples; a list inside is one
+                array, as tf.data converts it).  They are converted once:
+                float data to float32, uint8/int32/int64 kept, other integer
+                types to int32.  Do not modify the arrays while iterating.
+                In a nested element the preprocessing layers of ``map`` run
+                on the first array in flattening order (dict keys sorted),
+                and the pass runs outside compiled loops.
         Raises:
-            ValueError: different lengths, scalars, an empty tuple.
+            ValueError: different lengths, scalars, an empty tuple or dict.
             TypeError: non-numeric data.
         """
-        single = not isinstance(tensors, (tuple, list))
-        components = (tensors,) if single else tuple(tensors)
+        single = not isinstance(tensors, (tuple, list, dict))
+        top = (tensors,) if single else tuple(tensors) if isinstance(tensors, list) else tensors
+        components = tree.flatten(top, is_leaf=_is_component)
         if not components:
-            raise ValueError("Dataset.from_tensor_slices: got an empty tuple")
+            raise ValueError("Dataset.from_tensor_slices: got an empty tuple or dict")
         arrays = tuple(_as_array(c, i) for i, c in enumerate(components))
         lengths = [len(a) for a in arrays]
         if len(set(lengths)) != 1:
             raise ValueError(f"Dataset.from_tensor_slices: components must have the same first "
                              f"dimension, got shapes {[a.shape for a in arrays]}")
+        if not single and (isinstance(top, dict) or not all(_is_component(c) for c in top)):
+            single = tree.map_structure(lambda c: None, top, is_leaf=_is_component)
         return cls(_ArraySource(arrays, single))
 
     @classmethod
@@ -698,8 +727,7 @@ class Dataset:
     # ---- the element order (arrays) -----------------------------------------------------
 
     def _element(self, i, arrays, single):
-        e = tuple(Tensor(a[i]) for a in arrays)
-        return e[0] if single else e
+        return _unflat(tuple(Tensor(a[i]) for a in arrays), single)
 
     def _order_chunks(self, ops, epoch, arrays, single):
         """The element order of pass ``epoch`` through the order steps ``ops``
@@ -794,8 +822,8 @@ class Dataset:
         ``feeder()`` starts the next pass as iterating eagerly would
         (``(BatchIterator, 0, batches)``); None when the pass is not one
         finite C iteration."""
-        if not self._one_c_pass():
-            return None
+        if not self._one_c_pass() or self._source.arrays_now()[1] not in (True, False):
+            return None  # (nested elements: iterated in Python)
         c_layers = self._c_maps()[0]
 
         def feeder():
@@ -832,7 +860,7 @@ class Dataset:
             return _prefetched(lambda: items, depth) if depth else items
         if self._one_c_pass():
             batches = self._batch_iterator(epoch, self._c_maps()[0], depth)
-            return (b[0] for b in batches) if self._source.arrays_now()[1] else batches
+            return _unflat_all(batches, self._source.arrays_now()[1])
         items = self._post_steps(split[1], epoch)
         return _prefetched(lambda: items, depth) if depth else items
 
@@ -850,7 +878,7 @@ class Dataset:
         c_layers = maps[0]
         if not self._endless(pre):
             batches = self._batch_iterator(epoch, c_layers, 0)
-            yield from ((b[0] for b in batches) if single else batches)
+            yield from _unflat_all(batches, single)
             return
         size = self._batch_spec()[0]
         chunk_size = max(size, _CHUNK_ELEMENTS // size * size)
@@ -861,10 +889,10 @@ class Dataset:
                 batches = self._batch_iterator((epoch << 12) + c, c_layers, 0,
                                                order=pending[:chunk_size])
                 pending, c = pending[chunk_size:], c + 1
-                yield from ((b[0] for b in batches) if single else batches)
+                yield from _unflat_all(batches, single)
         if len(pending):  # an endless order that ended after all (a take after repeat)
             batches = self._batch_iterator((epoch << 12) + c, c_layers, 0, order=pending)
-            yield from ((b[0] for b in batches) if single else batches)
+            yield from _unflat_all(batches, single)
 
     def _python_batches(self, order, before, arrays, single):
         """Batches made in Python from the element ``order`` (an iterator of

@@ -11,6 +11,7 @@ from .average import Average, average
 from .average_pooling2d import AveragePooling2D
 from .batch_normalization import BatchNormalization
 from .concatenate import Concatenate, concatenate
+from .conv1d import Conv1D
 from .conv2d import Conv2D
 from .conv2d_transpose import Conv2DTranspose
 from .cut_out import CutOut
@@ -20,6 +21,7 @@ from .dropout import Dropout
 from .flatten import Flatten
 from .global_average_pooling2d import GlobalAveragePooling2D
 from .global_max_pooling2d import GlobalMaxPooling2D
+from .global_pooling1d import GlobalAveragePooling1D, GlobalMaxPooling1D
 from .input_layer import Input, InputLayer
 from .input_spec import InputSpec
 from .lambda_layer import Lambda
@@ -43,6 +45,7 @@ from .node import KerasTensor
 from .pre_activation_residual_block import PreActivationResidualBlock
 from .re_lu import ReLU
 from .rescaling import Rescaling
+from .separable_conv2d import SeparableConv2D
 from .reshape import Reshape
 from .residual_block import ResidualBlock
 from .softmax import Softmax
@@ -51,15 +54,33 @@ from .up_sampling2d import UpSampling2D
 from .zero_padding2d import ZeroPadding2D
 from .._unsupported import LAYERS as _UNSUPPORTED, getattr_for as _getattr_for
 
-__all__ = ["Activation", "Add", "AlternatingFlip", "Average", "AveragePooling2D", "BatchNormalization",
-           "Concatenate", "Conv2D", "Conv2DTranspose", "CutOut", "Dense", "DepthwiseConv2D",
-           "Dropout", "Flatten", "GlobalAveragePooling2D", "GlobalMaxPooling2D", "Input",
+__all__ = ["Activation", "Add", "AlternatingFlip", "Average", "AveragePooling2D",
+           "BatchNormalization", "Concatenate", "Conv1D", "Conv2D", "Conv2DTranspose", "CutOut",
+           "Dense", "DepthwiseConv2D", "Dropout", "Flatten", "GlobalAveragePooling1D",
+           "GlobalAveragePooling2D", "GlobalMaxPooling1D", "GlobalMaxPooling2D", "Input",
            "InputLayer", "InputSpec", "KerasTensor", "Lambda", "Layer", "LayerNormalization",
            "LeakyReLU", "MaxPooling2D", "MixUp", "Multiply", "Normalization", "Permute",
-           "PreActivationResidualBlock",
-           "RandomContrast", "RandomCrop", "RandomFlip", "RandomLighting", "RandomResizedCrop",
-           "RandomRotation", "RandomTranslation", "RandomZoom", "ReLU",
-           "Rescaling", "Reshape", "ResidualBlock", "Softmax", "Subtract", "UpSampling2D", "ZeroPadding2D", "add",
-           "average", "concatenate", "multiply", "subtract"]
+           "PreActivationResidualBlock", "RandomContrast", "RandomCrop", "RandomFlip",
+           "RandomLighting", "RandomResizedCrop", "RandomRotation", "RandomTranslation",
+           "RandomZoom", "ReLU", "Rescaling", "Reshape", "ResidualBlock", "SeparableConv2D",
+           "Softmax", "Subtract", "UpSampling2D", "ZeroPadding2D", "add", "average",
+           "concatenate", "deserialize", "multiply", "serialize", "subtract"]
 
-__getattr__ = _getattr_for(__name__, _UNSUPPORTED)  # Embedding, LSTM, Conv1D...: not provided
+
+
+def serialize(layer):
+    """A layer as JSON-ready data (``keras.layers.serialize``): see
+    :func:`pyresnet.saving.serialize_keras_object`."""
+    from ..saving.serialization import serialize_keras_object  # noqa: PLC0415
+    return serialize_keras_object(layer)
+
+
+def deserialize(config, custom_objects=None):
+    """A new layer from :func:`serialize`'s data (``keras.layers.deserialize``),
+    classes found by name only (pyresnet's layers, ``custom_objects``,
+    registered ones).  Raises ValueError for an unknown class."""
+    from ..saving.serialization import deserialize_keras_object  # noqa: PLC0415
+    return deserialize_keras_object(config, custom_objects=custom_objects)
+
+
+__getattr__ = _getattr_for(__name__, _UNSUPPORTED)  # Embedding, LSTM, Conv3D...: not provided

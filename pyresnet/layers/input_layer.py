@@ -13,14 +13,19 @@ class InputLayer(Layer):
             excluded); ``None`` for an unknown dimension.
         batch_size (int): fixed batch size, or None (any).
         dtype: only ``None``/``"float32"``.
+        batch_shape (tuple): Keras's alternative to ``shape`` and
+            ``batch_size``: the full shape, batch first (``(None, 28, 28)`` or
+            ``(32, 10)``).
         name (str): default ``input_layer``, ``input_layer_1``, ...
     Raises:
-        ValueError: for a missing shape or a dimension that is not a positive
-            int or None.
+        ValueError: for a missing shape, both ``shape`` and ``batch_shape``,
+            or a dimension that is not a positive int or None.
     """
 
-    def __init__(self, shape=None, batch_size=None, dtype=None, name=None, **kwargs):
+    def __init__(self, shape=None, batch_size=None, dtype=None, name=None, batch_shape=None,
+                 **kwargs):
         super().__init__(name=name, dtype=dtype, **kwargs)
+        shape, batch_size = _from_batch_shape(shape, batch_size, batch_shape)
         if shape is None or not tree.is_shape(tuple(shape)) \
                 or any(d is not None and d <= 0 for d in shape):
             raise ValueError(f"InputLayer: `shape` must be a tuple of positive ints or None "
@@ -40,7 +45,21 @@ class InputLayer(Layer):
                 "batch_size": self.batch_shape[0], "dtype": "float32"}
 
 
-def Input(shape=None, batch_size=None, dtype=None, name=None):
+def _from_batch_shape(shape, batch_size, batch_shape):
+    """(shape, batch_size) from Keras's ``batch_shape`` (when given)."""
+    if batch_shape is None:
+        return shape, batch_size
+    if shape is not None or batch_size is not None:
+        raise ValueError(f"Input: give either `shape` (and `batch_size`) or `batch_shape`, not "
+                         f"both; got shape={shape!r}, batch_size={batch_size!r}, "
+                         f"batch_shape={batch_shape!r}")
+    if not tree.is_shape(batch_shape) or len(batch_shape) < 1:
+        raise ValueError(f"Input: `batch_shape` must be a tuple of ints or None, batch first, "
+                         f"got {batch_shape!r}")
+    return tuple(batch_shape[1:]), batch_shape[0]
+
+
+def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None):
     """A symbolic input of a functional model (``keras.Input``).
 
     Args:
@@ -49,7 +68,12 @@ def Input(shape=None, batch_size=None, dtype=None, name=None):
         dtype: only ``None``/``"float32"`` (uint8 images are converted by
             ``fit``/``predict``).
         name (str): the InputLayer's name.
+        batch_shape (tuple): instead of ``shape`` and ``batch_size``, the
+            full shape, batch first (``keras.Input(batch_shape=(None, 10))``).
     Returns:
         KerasTensor: of shape ``(batch_size, *shape)``.
+    Raises:
+        ValueError: as :class:`InputLayer`.
     """
-    return InputLayer(shape=shape, batch_size=batch_size, dtype=dtype, name=name).output
+    return InputLayer(shape=shape, batch_size=batch_size, dtype=dtype, name=name,
+                      batch_shape=batch_shape).output

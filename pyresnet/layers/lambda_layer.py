@@ -1,4 +1,5 @@
 """``Lambda``: a Python function as a layer."""
+from ..utils import tree
 from .layer import Layer
 
 
@@ -9,9 +10,11 @@ class Lambda(Layer):
 
     Args:
         function: callable ``Tensor(s) -> Tensor(s)``.
-        output_shape: optional output shape (batch first) or a function of
-            the input shape; None: found by calling ``function`` on a zero
-            batch.
+        output_shape: optional output shape *without* the batch axis (as
+            Keras: ``output_shape=(10,)`` gives ``(batch, 10)``; a list of
+            such shapes for several outputs), or a function of the input
+            shape (batch included) returning the full output shape; None:
+            found by calling ``function`` on a zero batch.
         arguments (dict): extra keyword arguments for ``function``.
         **kwargs: ``name``, ... of :class:`Layer`.
     Raises:
@@ -38,4 +41,7 @@ class Lambda(Layer):
             return super().compute_output_shape(input_shape)
         if callable(self.output_shape):
             return self.output_shape(input_shape)
-        return tuple(self.output_shape)
+        flat = tree.flatten(input_shape, is_leaf=tree.is_shape)
+        batch = flat[0][0] if flat and flat[0] else None
+        return tree.map_structure(lambda s: (batch,) + tuple(s), self.output_shape,
+                                  is_leaf=tree.is_shape)

@@ -52,15 +52,24 @@ def _tracked_build(build):
     attribute it created.  A nested ``super().build()`` is not tracked twice."""
 
     @functools.wraps(build)
-    def wrapper(self, input_shape):
+    def wrapper(self, input_shape=None, **named_shapes):
+        # named_shapes: Keras's build(self, a_shape, b_shape) for call(self, a, b)
         if self._building:
-            return build(self, input_shape)
-        input_shape = tree.map_structure(tuple, input_shape, is_leaf=tree.is_shape)
+            return build(self, input_shape, **named_shapes) if input_shape is not None \
+                else build(self, **named_shapes)
+        named_shapes = {k: tree.map_structure(tuple, v, is_leaf=tree.is_shape)
+                        for k, v in named_shapes.items()}
+        if input_shape is None and named_shapes:
+            input_shape = next(iter(named_shapes.values()))
+            args = ()
+        else:
+            input_shape = tree.map_structure(tuple, input_shape, is_leaf=tree.is_shape)
+            args = (input_shape,)
         n_t, n_nt = len(self._trainable_variables), len(self._non_trainable_variables)
         before = set(vars(self))
         self._building = True
         try:
-            build(self, input_shape)
+            build(self, *args, **named_shapes)
         except BaseException:
             del self._trainable_variables[n_t:]
             del self._non_trainable_variables[n_nt:]
@@ -502,7 +511,7 @@ class Layer:
     # ---- calling -----------------------------------------------------------------
 
     def __call__(self, inputs, *args, **kwargs):
-        symbolic = any(isinstance(t, KerasTensor) for t in tree.flatten(inputs))
+        symbolic = any(isinstance(t, KerasTensor) for t in tree.flatten([inputs, args, kwargs]))
         if not symbolic:
             inputs = tree.map_structure(_to_tensor, inputs)
         depth = getattr(_context, "depth", 0)
@@ -533,6 +542,7 @@ class Layer:
             training = default
         if accepts_training:
             kwargs["training"] = training
+        self._maybe_build_named(inputs, args, kwargs)
         self._maybe_build(tree.map_structure(lambda t: tuple(t.shape), inputs))
         if self.compute_dtype == "float32":
             # a float32 layer computes in float32 whatever precedes it (Keras's
@@ -561,11 +571,66 @@ class Layer:
                 raise TypeError(f'Layer "{self.name}": a call on symbolic KerasTensors cannot '
                                 f"also take concrete values, got {type(t).__name__}")
         shapes = tree.map_structure(lambda t: t.shape, inputs)
+        self._maybe_build_named(inputs, args, kwargs)
         self._maybe_build(shapes)
-        out_shapes = self.compute_output_shape(shapes)
+        out_shapes = self._symbolic_output_shapes(inputs, args, kwargs)
         outputs = tree.map_structure(KerasTensor, out_shapes, is_leaf=tree.is_shape)
         Node(self, inputs, args, kwargs, outputs)
         return outputs
+
+    def _symbolic_output_shapes(self, inputs, args, kwargs):
+        """The output shape(s) of a call on KerasTensors.  With KerasTensors
+        only in ``inputs``: :meth:`compute_output_shape` of their shapes.
+        With more symbolic arguments (``layer(a, b)``, as Keras 3 allows): an
+        overridden ``compute_output_shape`` with one parameter gets the first
+        argument's shape, one with several gets ``<argument>_shape`` keywords
+        for the tensor arguments of ``call`` (Keras's rule); otherwise
+        ``call`` runs once on zero batches of size 1 (inference mode)."""
+        shapes = tree.map_structure(lambda t: t.shape, inputs)
+        if not any(isinstance(t, KerasTensor) for t in tree.flatten([args, kwargs])):
+            return self.compute_output_shape(shapes)
+        if type(self).compute_output_shape is not Layer.compute_output_shape:
+            params = [p for p in inspect.signature(self.compute_output_shape).parameters.values()
+                      if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+            if len(params) == 1:
+                return self.compute_output_shape(shapes)
+            bound = inspect.signature(self.call).bind(inputs, *args, **kwargs).arguments
+            named = {f"{k}_shape": tree.map_structure(lambda t: t.shape, v)
+                     for k, v in bound.items()
+                     if any(isinstance(t, KerasTensor) for t in tree.flatten(v))}
+            return self.compute_output_shape(**{p.name: named[p.name] for p in params
+                                                if p.name in named})
+
+        def zeros(x):
+            if not isinstance(x, KerasTensor):
+                return x
+            return self._zero_batch(x.shape)
+
+        outputs = self._call_eager(tree.map_structure(zeros, inputs),
+                                   tuple(tree.map_structure(zeros, list(args))),
+                                   {**tree.map_structure(zeros, dict(kwargs)), "training": False})
+        batch = tree.flatten(shapes, is_leaf=tree.is_shape)[0][0]
+        return tree.map_structure(lambda t: (batch,) + tuple(t.shape[1:]), outputs)
+
+    def _maybe_build_named(self, inputs, args, kwargs):
+        """Keras's rule for a ``build(self, a_shape, b_shape)`` (several
+        parameters, each named after an argument of ``call`` plus
+        ``_shape``): on the first call, build with the shapes of those
+        arguments by name.  Other builds get the first argument's shape
+        (:meth:`_maybe_build`)."""
+        if self.built:
+            return
+        params = [p for p in list(inspect.signature(type(self).build).parameters.values())[1:]
+                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if len(params) < 2 or not all(p.name.endswith("_shape") for p in params):
+            return
+        try:
+            bound = inspect.signature(self.call).bind(inputs, *args, **kwargs).arguments
+        except TypeError:
+            return  # call() itself will say what is wrong
+        named = {p.name: tree.map_structure(lambda t: tuple(t.shape), bound[p.name[:-6]])
+                 for p in params if bound.get(p.name[:-6]) is not None}
+        self.build(**named)
 
     def _maybe_build(self, shapes):
         """Check ``shapes`` against the input spec; build on the first call."""

@@ -52,8 +52,9 @@ class Node:
         layer: the Layer called.
         inputs: the call's first argument (a KerasTensor or a nested list/dict
             of them); ``[]`` for an InputLayer.
-        args, kwargs: the call's other (non-tensor) arguments, replayed as
-            given, e.g. an explicit ``training=False``.
+        args, kwargs: the call's other arguments, replayed as given (e.g.
+            an explicit ``training=False``), KerasTensors among them replaced
+            by their values (``layer(a, b)``).
         outputs: the KerasTensors the call returned (same nesting).
     """
 
@@ -64,7 +65,12 @@ class Node:
         self.args = tuple(args)
         self.kwargs = dict(kwargs)
         self.outputs = outputs
+        # the KerasTensors the call reads: its first argument's, then any in
+        # the other arguments (``layer(a, b)``)
         self.input_tensors = tree.flatten(inputs)
+        self.arg_tensors = [t for t in tree.flatten([list(self.args), self.kwargs])
+                            if isinstance(t, KerasTensor)]
+        self.input_tensors += self.arg_tensors
         self.output_tensors = tree.flatten(outputs)
         for i, t in enumerate(self.output_tensors):
             t._history = (self, i)

@@ -2,6 +2,7 @@
 :class:`Sequential`, with ``compile``/``fit``/``evaluate``/``predict``/
 ``summary``; :func:`load_model` and :func:`model_from_json` (from
 :mod:`pyresnet.saving`)."""
+from .cloning import clone_model
 from .model import Model
 from .sequential import Sequential
 
@@ -18,4 +19,4 @@ def model_from_json(json_string, custom_objects=None):
     return _from_json(json_string, custom_objects=custom_objects)
 
 
-__all__ = ["Model", "Sequential", "load_model", "model_from_json"]
+__all__ = ["Model", "Sequential", "clone_model", "load_model", "model_from_json"]

@@ -56,10 +56,21 @@ def check_lengths(model_name, xs, ys):
 
 
 def split(arrays, validation_split):
-    """(train, validation) lists: the last ``validation_split`` fraction of the
-    samples (before any shuffling) is held out, as Keras does."""
+    """(train, validation) lists: the last samples (before any shuffling) are
+    held out, as Keras 3's ``train_validation_split``: the training part is
+    the first ``floor(n * (1 - validation_split))`` samples (so 10 samples
+    at 0.3 give 7 and 3, although ``10 * 0.7`` is ``7.000000000000001``).
+
+    Raises:
+        ValueError: when either part would be empty (as Keras).
+    """
     n = len(arrays[0])
-    at = int(math.ceil(n * (1.0 - validation_split)))
+    at = int(math.floor(n * (1.0 - validation_split)))
+    if at == 0 or at == n:
+        raise ValueError(f"Training data contains {n} samples, which is not sufficient to split "
+                         f"it into a validation and training set as specified by "
+                         f"`validation_split={validation_split}`. Either provide more data, or "
+                         "a different value for the `validation_split` argument.")
     return [a[:at] for a in arrays], [a[at:] for a in arrays]
 
 

@@ -81,9 +81,16 @@ class FunctionalGraph:
                 del values[id(t)]
             return value
 
+        def value(x):
+            return read(x) if isinstance(x, KerasTensor) else x
+
         for node in self.nodes:
             args = tree.map_structure(read, node.inputs)
-            out = node.layer(args, *node.args, **node.kwargs)
+            if node.arg_tensors:  # layer(a, b): symbolic arguments besides the first
+                out = node.layer(args, *tree.map_structure(value, list(node.args)),
+                                 **tree.map_structure(value, node.kwargs))
+            else:
+                out = node.layer(args, *node.args, **node.kwargs)
             for t, v in zip(node.output_tensors, tree.flatten(out)):
                 values[id(t)] = v
         return tree.pack_sequence_as(self.outputs, [read(t) for t in self.flat_outputs])
@@ -99,10 +106,19 @@ class FunctionalGraph:
         if [tuple(s) for s in flat] == [t.shape for t in self.flat_inputs]:
             return tree.map_structure(lambda t: t.shape, self.outputs)
         shapes = {id(t): tuple(s) for t, s in zip(self.flat_inputs, flat)}
+        def stand_in(x):  # a KerasTensor of the new shape (recorded nowhere)
+            return KerasTensor(shapes[id(x)], x.dtype) if isinstance(x, KerasTensor) else x
+
         for node in self.nodes:
             args = tree.map_structure(lambda t: shapes[id(t)], node.inputs)
             node.layer._maybe_build(args)
-            out = node.layer.compute_output_shape(args)
+            if node.arg_tensors:
+                out = node.layer._symbolic_output_shapes(
+                    tree.map_structure(stand_in, node.inputs),
+                    tree.map_structure(stand_in, list(node.args)),
+                    tree.map_structure(stand_in, node.kwargs))
+            else:
+                out = node.layer.compute_output_shape(args)
             for t, s in zip(node.output_tensors, tree.flatten(out, is_leaf=tree.is_shape)):
                 shapes[id(t)] = tuple(s)
         return tree.pack_sequence_as(self.outputs, [shapes[id(t)] for t in self.flat_outputs],

@@ -949,7 +949,7 @@ class Trainer:
             outputs.append([np.array(t) for t in tree.flatten(out)])
             seen += len(outputs[-1][0])
             cbs.set_samples_seen(seen)
-            cbs.on_predict_batch_end(batch)
+            cbs.on_predict_batch_end(batch, {"outputs": tree.pack_sequence_as(out, outputs[-1])})
         cbs.on_predict_end()
         if not outputs:
             raise ValueError(f'Model "{self.name}": predict() got no batches')

@@ -462,6 +462,9 @@ def one_hot(x, num_classes, axis=-1, dtype=None):
 
     Args:
         x: int32/int64/uint8 class indices; out-of-range ones give zero rows.
+            Float indices (float32 tensors, float arrays or Python floats) are
+            cast to int32 first, truncating toward 0, as Keras's TensorFlow
+            backend casts them (``2.0`` is class 2).
         num_classes (int): length of the new axis.
         axis: only -1.
         dtype: None or "float32" (other dtypes through :func:`cast`).
@@ -470,6 +473,11 @@ def one_hot(x, num_classes, axis=-1, dtype=None):
     """
     if axis != -1:
         raise ValueError(f"one_hot: only axis=-1 is supported, got {axis}")
+    if isinstance(x, Tensor):
+        if x.dtype in ("float32", "bfloat16"):
+            x = cast(x, "int32")
+    elif np.asarray(x).dtype.kind == "f":
+        x = np.asarray(x).astype(np.int32)
     y = call("one_hot", x, num_classes=int(num_classes))
     return y if dtype in (None, "float32") else cast(y, dtype)
 

@@ -12,10 +12,13 @@ Python layers are found through ``custom_objects`` or
 """
 import json
 
-from .object_registration import (custom_object_scope, get_registered_name,
+from .object_registration import (custom_object_scope, get_custom_objects, get_registered_name,
                                   get_registered_object, register_serializable)
 from .saving_lib import load_model, load_weights, model_from_config, save_model, save_weights
-from .serialization import deserialize_layer, serialize_layer
+from .serialization import (deserialize_keras_object, deserialize_layer, serialize_keras_object,
+                            serialize_layer)
+
+CustomObjectScope = custom_object_scope  # Keras's other name for it
 
 register_keras_serializable = register_serializable  # Keras's name for the same decorator
 
@@ -36,7 +39,8 @@ def model_from_json(json_string, custom_objects=None):
     return model_from_config(config, custom_objects, where="model_from_json")
 
 
-__all__ = ["custom_object_scope", "deserialize_layer", "get_registered_name",
+__all__ = ["CustomObjectScope", "custom_object_scope", "deserialize_keras_object",
+           "deserialize_layer", "get_custom_objects", "get_registered_name",
            "get_registered_object", "load_model", "load_weights", "model_from_config",
-           "model_from_json", "register_keras_serializable", "register_serializable",
-           "save_model", "save_weights", "serialize_layer"]
+           "model_from_json", "register_keras_serializable", "register_serializable", "save_model",
+           "save_weights", "serialize_keras_object", "serialize_layer"]

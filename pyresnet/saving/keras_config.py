@@ -37,6 +37,13 @@ _CONV = ("filters", "kernel_size", "strides", "padding", "data_format", "dilatio
          "kernel_regularizer", "bias_regularizer")
 KERAS_LAYERS = {
     "Conv2D": _CONV,
+    "Conv1D": _CONV,
+    "SeparableConv2D": ("filters", "kernel_size", "strides", "padding", "data_format",
+                        "dilation_rate", "depth_multiplier", "activation", "use_bias",
+                        "depthwise_initializer", "pointwise_initializer", "bias_initializer",
+                        "depthwise_regularizer", "pointwise_regularizer", "bias_regularizer"),
+    "GlobalAveragePooling1D": ("data_format", "keepdims"),
+    "GlobalMaxPooling1D": ("data_format", "keepdims"),
     "Dense": ("units", "activation", "use_bias", "kernel_initializer", "bias_initializer",
               "kernel_regularizer", "bias_regularizer"),
     "BatchNormalization": ("axis", "momentum", "epsilon", "center", "scale", "beta_initializer",

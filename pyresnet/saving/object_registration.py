@@ -17,31 +17,38 @@ _scopes = threading.local()  # .stack: custom_objects dicts of the enclosing sco
 
 
 def register_serializable(package="Custom", name=None):
-    """Class decorator making a custom layer (or model) loadable without
-    ``custom_objects``, as ``keras.saving.register_keras_serializable``::
+    """Decorator making a custom layer (or model) class, or a function (an
+    activation, an initializer...), loadable without ``custom_objects``, as
+    ``keras.saving.register_keras_serializable``::
 
         @pyresnet.saving.register_serializable(package="my_project")
         class Scale(pyresnet.layers.Layer): ...
 
-    The class is saved under ``"<package>><name>"`` (default name: the class
-    name) and found under that key when loading.
+        @pyresnet.saving.register_keras_serializable(package="my_project")
+        def mish(x): ...                # Dense(8, activation=mish) saves and loads
+
+    The object is saved under ``"<package>><name>"`` (default name: the class
+    or function name) and found under that key when loading; the key is also
+    in :func:`get_custom_objects`.
 
     Args:
         package (str): a namespace, so two projects' ``Scale`` do not clash.
-        name (str): default ``cls.__name__``.
+        name (str): default ``obj.__name__``.
     Raises:
-        ValueError: when the decorated object is not a class with
-            ``get_config``, or ``package``/``name`` contain ``">"``, or the
-            key is already registered to another class.
+        ValueError: when the decorated object is neither a class with
+            ``get_config`` nor a named function, or ``package``/``name``
+            contain ``">"``, or the key is already registered to another
+            object.
     """
     if ">" in str(package) or (name is not None and ">" in str(name)):
         raise ValueError(f"register_serializable: package and name may not contain '>', got "
                          f"{package!r}, {name!r}")
 
     def decorator(cls):
-        if not inspect.isclass(cls) or not hasattr(cls, "get_config"):
-            raise ValueError(f"register_serializable: expected a class with get_config(), got "
-                             f"{cls!r}")
+        function = inspect.isfunction(cls) and cls.__name__ != "<lambda>"
+        if not function and (not inspect.isclass(cls) or not hasattr(cls, "get_config")):
+            raise ValueError(f"register_serializable: expected a class with get_config() or a "
+                             f"named function, got {cls!r}")
         key = f"{package}>{name or cls.__name__}"
         old = _REGISTERED.get(key)
         if old is not None and old is not cls and \
@@ -56,8 +63,19 @@ def register_serializable(package="Custom", name=None):
 
 
 def get_registered_name(cls):
-    """``"package>Name"`` for a registered class, else its ``__name__``."""
+    """``"package>Name"`` for a registered class or function, else its
+    ``__name__`` (``keras.saving.get_registered_name``)."""
     return _REGISTERED_NAMES.get(cls, cls.__name__)
+
+
+def get_custom_objects():
+    """The global dict of custom objects (``keras.saving.get_custom_objects``):
+    name -> class or function.  :func:`register_serializable` adds its
+    ``"package>Name"`` keys here; adding an entry yourself
+    (``get_custom_objects()["Scale"] = Scale``) makes every load find the
+    object under that name, as a :func:`custom_object_scope` around all of
+    them would.  Loading still never imports a module named in a file."""
+    return _REGISTERED
 
 
 @contextlib.contextmanager
@@ -98,8 +116,9 @@ def get_registered_object(class_name, registered_name=None, custom_objects=None,
         for key in keys:
             if key in objects:
                 return objects[key]
-    if registered_name in _REGISTERED:
-        return _REGISTERED[registered_name]
+    for key in keys:  # registered, or put into get_custom_objects() by hand
+        if key in _REGISTERED:
+            return _REGISTERED[key]
     if module in (None,) + BUILTIN_MODULES and registered_name in (None, class_name):
         return _builtins().get(class_name)
     return None

@@ -67,7 +67,60 @@ def serialize_value(value, where="config", tensor_ref=None):
     for module in (initializers, activations):
         if callable(value) and module._BY_NAME.get(getattr(value, "__name__", None)) is value:
             return value.__name__
+    if inspect.isfunction(value) and value.__name__ != "<lambda>":
+        return serialize_function(value)
     raise _unserialisable(where, value)
+
+
+def serialize_function(fn):
+    """A named Python function (a custom activation, ...) as Keras 3 saves
+    one: ``{"module", "class_name": "function", "config": name,
+    "registered_name": name}``, the name being its
+    :func:`~pyresnet.saving.register_serializable` key (``"package>name"``)
+    or else ``fn.__name__``.  Loading finds it by that name only (never by
+    importing ``module``)."""
+    name = get_registered_name(fn)
+    return {"module": fn.__module__, "class_name": "function", "config": name,
+            "registered_name": name}
+
+
+_ACTIVATION_MODULES = ("pyresnet.activations", "keras.activations",
+                       "keras.src.activations.activations")
+
+
+def deserialize_function(data):
+    """The function saved by :func:`serialize_function`: one of pyresnet's
+    activations (saved from ``keras.activations``), else the object of that
+    name in ``custom_objects``, an enclosing ``custom_object_scope``,
+    :func:`~pyresnet.saving.get_custom_objects` or the registered ones (a
+    ``"package>name"`` also under its bare ``name``, as Keras's loader
+    finds ``custom_objects={"name": fn}``).
+
+    Raises:
+        ValueError: when no such function is known (naming both fixes), or
+            the name resolves to something that is not a function.
+    """
+    name = data.get("config")
+    registered = data.get("registered_name") or name
+    if not isinstance(name, str):
+        raise ValueError(f"a saved function has no name: {str(data)[:200]}")
+    if data.get("module") in _ACTIVATION_MODULES and name in activations._BY_NAME:
+        return activations._BY_NAME[name]
+    fn = get_registered_object(name, registered, module=data.get("module"))
+    if fn is None and ">" in registered:  # custom_objects={"custom_fn": fn} for "pkg>custom_fn"
+        fn = get_registered_object(registered.split(">")[-1], module=data.get("module"))
+    if fn is None:
+        raise ValueError(
+            f"Could not locate function {registered!r} (saved from module "
+            f"{data.get('module')!r}). Fix it in one of two ways: pass it when loading, "
+            f"load_model(path, custom_objects={{{registered!r}: {name.split('>')[-1]}}}), or "
+            "register it where it is defined with the decorator "
+            "@pyresnet.saving.register_keras_serializable() (its module must be imported "
+            "before loading)")
+    if inspect.isclass(fn) or not callable(fn):
+        raise ValueError(f"the saved function {registered!r} resolves to {fn!r}, which is not "
+                         "a function")
+    return fn
 
 
 def deserialize_value(data, tensor_of=None):
@@ -84,6 +137,8 @@ def deserialize_value(data, tensor_of=None):
         return np.asarray(data["config"]["value"], dtype=_plain_dtype(data["config"]["dtype"]))
     if kind == "__regularizer__":
         return regularizers.get(data["config"])
+    if kind == "function" and "config" in data:
+        return deserialize_function(data)
     if kind == "__keras_tensor__":
         if tensor_of is None:
             raise ValueError("a symbolic tensor reference outside a functional model's nodes")
@@ -125,7 +180,8 @@ def serialize_layer(layer):
     item = {"module": module, "class_name": class_name,
             "config": serialize_value(config, where), "registered_name": registered}
     shapes = getattr(layer, "_build_shapes", None)
-    if layer.built and shapes is not None:
+    named_build = len(inspect.signature(type(layer).build).parameters) > 2  # build(a_shape, b_shape)
+    if layer.built and shapes is not None and not named_build:
         item["build_config"] = {"input_shape": serialize_value(
             tree.map_structure(tuple, shapes, is_leaf=tree.is_shape), where)}
     return item
@@ -318,6 +374,77 @@ def functional_from_config(cls, config):
                trainable=config.get("trainable", True))
 
 
+# ---- keras.saving.serialize_keras_object / deserialize_keras_object ------------------------
+
+def _object_tables():
+    from .. import losses, metrics, optimizers  # noqa: PLC0415
+    return {"pyresnet.losses": {c.__name__: c for c in set(losses._BY_NAME.values())},
+            "pyresnet.metrics": dict(metrics._CLASSES),
+            "pyresnet.optimizers": {c.__name__: c for c in optimizers._BY_NAME.values()}}
+
+
+def serialize_keras_object(obj):
+    """``obj`` as JSON-ready data, as ``keras.saving.serialize_keras_object``:
+    a layer or model as ``{"module", "class_name", "config",
+    "registered_name", "build_config"}``; a pyresnet loss, metric or
+    optimizer object as ``{"module", "class_name", "config",
+    "registered_name"}``; a named function (a custom activation) as
+    ``{"module", "class_name": "function", "config": name, ...}``
+    (:func:`serialize_function`); plain values (numbers, strings, lists,
+    dicts, tuples, NumPy arrays) as :func:`serialize_value` makes them.
+
+    Raises:
+        ValueError: for an object that cannot be saved (a lambda, an
+            arbitrary Python object), naming it.
+    """
+    from ..layers.layer import Layer  # noqa: PLC0415
+    if isinstance(obj, Layer):
+        return serialize_layer(obj)
+    for module, table in _object_tables().items():
+        if table.get(type(obj).__name__) is type(obj):
+            return {"module": module, "class_name": type(obj).__name__,
+                    "config": serialize_value(obj.get_config(), f"{type(obj).__name__} config"),
+                    "registered_name": None}
+    return serialize_value(obj, "serialize_keras_object")
+
+
+def deserialize_keras_object(config, custom_objects=None, safe_mode=True, **kwargs):
+    """The object :func:`serialize_keras_object` described, as
+    ``keras.saving.deserialize_keras_object``: classes and functions are
+    found by name only (``custom_objects``, an enclosing
+    ``custom_object_scope``, :func:`~pyresnet.saving.get_custom_objects`,
+    registered ones, pyresnet's own); nothing is imported or evaluated.
+    An object that is already deserialized (a layer given to a custom
+    ``from_config``, which pyresnet passes sublayers as) is returned as is,
+    so the Keras idiom ``deserialize_keras_object(config.pop("sublayer"))``
+    works either way.  A string is looked up in ``custom_objects`` and
+    otherwise returned as is (Keras's rule).
+
+    Args:
+        config: the data, or an object.
+        custom_objects (dict): name -> class or function.
+        safe_mode (bool): accepted for Keras's signature; loading is
+            always safe here (a saved lambda is refused when saving).
+    Raises:
+        ValueError: for an unknown class or function (naming the fixes) or
+            a malformed dict.
+    """
+    from .object_registration import custom_object_scope  # noqa: PLC0415
+    if isinstance(config, str) and custom_objects and config in custom_objects:
+        return custom_objects[config]
+    if config is None or isinstance(config, (bool, int, float, str)):
+        return config
+    if isinstance(config, (list, tuple)):
+        return [deserialize_keras_object(c, custom_objects) for c in config]
+    if not isinstance(config, dict):
+        return config  # already an object
+    with custom_object_scope(custom_objects):
+        table = _object_tables().get(config.get("module"))
+        if table is not None and config.get("class_name") in table:
+            return table[config["class_name"]].from_config(deserialize_value(config["config"]))
+        return deserialize_value(config)
+
+
 # ---- compile settings -------------------------------------------------------------------
 
 def _serialize_loss(loss):
@@ -414,5 +541,7 @@ def compile_from_config(model, config):
 
 
 __all__ = ["serialize_value", "deserialize_value", "serialize_layer", "deserialize_layer",
+           "serialize_function", "deserialize_function", "serialize_keras_object",
+           "deserialize_keras_object",
            "functional_config", "functional_from_config", "compile_config",
            "compile_from_config", "BUILTIN_MODULES"]
