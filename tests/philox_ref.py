@@ -103,3 +103,19 @@ def mixup_draws(n, alpha, per_sample, seed, counter):
     else:
         lam = [s.beta(alpha, alpha)] * n
     return np.array(lam, np.float32), np.array(perm)
+
+
+def buffer_shuffle(n, buffer_size, seed, counter):
+    """tf.data's shuffle buffer on the Philox stream (kernels/rng.h): the
+    order of n elements through a buffer of ``buffer_size``."""
+    s = Stream(seed, counter, 0)
+    buf, nxt, out = list(range(min(n, buffer_size))), min(n, buffer_size), []
+    while buf:
+        k = s.below(len(buf))
+        out.append(buf[k])
+        if nxt < n:
+            buf[k], nxt = nxt, nxt + 1
+        else:
+            buf[k] = buf[-1]
+            buf.pop()
+    return out

@@ -13,7 +13,7 @@ import pyresnet as pr
 from pyresnet import layers
 from pyresnet.data import AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset
 from pyresnet.data import dataset as dataset_module
-from philox_ref import Stream
+from philox_ref import buffer_shuffle
 
 
 def values(ds):
@@ -33,21 +33,6 @@ def g10():
     """The same ten elements from a Python generator (the Python path)."""
     return Dataset.from_generator(lambda: (np.int32(i) for i in range(10)),
                                   output_signature=pr.TensorSpec((), "int32"))
-
-
-def shuffle_reference(n, buffer_size, seed, counter):
-    """tf.data's shuffle buffer on the Philox stream (kernels/rng.h)."""
-    s = Stream(seed, counter, 0)
-    buf, nxt, out = list(range(min(n, buffer_size))), min(n, buffer_size), []
-    while buf:
-        k = s.below(len(buf))
-        out.append(buf[k])
-        if nxt < n:
-            buf[k], nxt = nxt, nxt + 1
-        else:
-            buf[k] = buf[-1]
-            buf.pop()
-    return out
 
 
 @pytest.mark.parametrize("make", [r10, g10], ids=["arrays", "generator"])
@@ -112,22 +97,22 @@ def test_repeat_of_a_shuffle_reshuffles_each_repetition():
     ds = r10().shuffle(4, seed=5)
     got = values(ds.repeat(3))
     reps = [got[10 * r:10 * (r + 1)] for r in range(3)]
-    assert reps == [shuffle_reference(10, 4, 5, r) for r in range(3)]
+    assert reps == [buffer_shuffle(10, 4, 5, r) for r in range(3)]
     assert reps[0] != reps[1] != reps[2]
     # the second pass of the repeated dataset goes on: counters 3, 4, 5
     repeated = ds.repeat(3)
     values(repeated)
     again = values(repeated)
-    assert again[:10] == shuffle_reference(10, 4, 5, 3)
+    assert again[:10] == buffer_shuffle(10, 4, 5, 3)
     # reshuffle_each_iteration=False: every repetition the same order
     fixed = values(r10().shuffle(10, seed=5, reshuffle_each_iteration=False).repeat(3))
-    assert fixed[:10] == fixed[10:20] == fixed[20:] == shuffle_reference(10, 10, 5, 0)
+    assert fixed[:10] == fixed[10:20] == fixed[20:] == buffer_shuffle(10, 10, 5, 0)
     # each repetition is a permutation, also for an endless repeat batched in C
     endless = list(itertools.islice(r10().shuffle(10, seed=1).repeat().batch(5), 8))
     flat = np.concatenate([np.asarray(b) for b in endless])
     for r in range(4):
         assert sorted(flat[10 * r:10 * (r + 1)].tolist()) == list(range(10))
-        assert flat[10 * r:10 * (r + 1)].tolist() == shuffle_reference(10, 10, 1, r)
+        assert flat[10 * r:10 * (r + 1)].tolist() == buffer_shuffle(10, 10, 1, r)
 
 
 def test_endless_order_batched_in_chunks_equals_the_finite_one(monkeypatch):
@@ -205,11 +190,11 @@ def test_cache_runs_upstream_once_and_replays():
     assert cached._arrays is not None and cached.batch(4)._one_c_pass()  # now arrays: C
     # a shuffle after the cache reshuffles every pass; one before it is frozen
     after = cached.shuffle(10, seed=2)
-    assert values(after) == [100 + i for i in shuffle_reference(10, 10, 2, 0)]
-    assert values(after) == [100 + i for i in shuffle_reference(10, 10, 2, 1)]
+    assert values(after) == [100 + i for i in buffer_shuffle(10, 10, 2, 0)]
+    assert values(after) == [100 + i for i in buffer_shuffle(10, 10, 2, 1)]
     frozen = r10().shuffle(10, seed=2).cache()
     first = values(frozen)
-    assert values(frozen) == first == shuffle_reference(10, 10, 2, 0)
+    assert values(frozen) == first == buffer_shuffle(10, 10, 2, 0)
     # a pass stopped early fills nothing; an endless dataset is never cached
     calls.clear()
     partial = r10().map(noisy).cache()
