@@ -132,6 +132,8 @@ def check_train(words):
     """``python -m pyresnet.train ARGS``: the options parse.  ``--help`` is
     cheap: run it, and it must list every option the README names."""
     args = words[3:]
+    if ">" in args:  # `... > run.log`: the shell's redirection, not an option
+        args = args[:args.index(">")]
     if args == ["--help"]:
         out = subprocess.run([sys.executable, "-m", "pyresnet.train", "--help"],
                              cwd=tempfile.gettempdir(),  # not the checkout's unbuilt sources
