@@ -734,6 +734,9 @@ class Trainer:
                 cbs.on_epoch_end(epoch, logs)
                 if self.stop_training:
                     break
+            if epochs > progress.epoch and hasattr(self.optimizer, "finalize_variable_values"):
+                # Keras 3: the EMA / Lookahead weights replace the trained ones
+                self.optimizer.finalize_variable_values(self.trainable_weights)
             cbs.on_train_end(logs)
         finally:
             self._fit_progress = None
