@@ -464,6 +464,8 @@ class Optimizer:
         for _, v in pairs:
             if not any(v is t for t in self._trainable_variables):
                 self._trainable_variables.append(v)
+            for slot_name in self._average_slot():  # (Lookahead's copy: before the update)
+                self._get_slot(v, slot_name)
         with name_scope(self.name):  # (traced: the update nodes' scope)
             grads = self._clip_gradients([g for g, _ in pairs])
             lr = self._current_learning_rate()
