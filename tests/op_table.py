@@ -974,6 +974,28 @@ add(Entry("sgd_momentum_update",
 
 
 
+def _ema_ref(w, avg, momentum, iterations, period=1, overwrite_frequency=0,
+             first_step_copy=False):
+    """ops.ema_update in float64: Keras 3's EMA (period 1) / Lookahead's sync."""
+    t = int(iterations) + 1
+    if t % period:
+        return w, avg
+    m = 0.0 if first_step_copy and t == 1 else float(momentum)
+    avg = m * avg + (1 - m) * w
+    return (avg.copy() if overwrite_frequency and t % overwrite_frequency == 0 else w), avg
+
+
+add(Entry("ema_update",
+          [Case(f"{s} step={it} period={k} overwrite={ow} first={fc}",
+                lambda r, s=s, it=it: [randn(r, *s), randn(r, *s), f32(0.8), np.int64(it)],
+                {"period": k, "overwrite_frequency": ow, "first_step_copy": fc}, grad=False)
+           for s, it, k, ow, fc in [((3, 5), 0, 1, 0, True), ((3, 5), 0, 1, 0, False),
+                                    ((7, 17), 2, 1, 3, True), ((64,), 4, 5, 5, False),
+                                    ((64,), 3, 5, 5, False), ((3, 3, 64, 64), 9, 5, 5, False)]],
+          reference=_ema_ref, rtol=1e-6, atol=1e-6, kind="state",
+          note="updates the variable (on overwrite) and the average; t = iterations + 1"))
+
+
 def _adam_ref(w, g, m, v, vhat, lr, iterations, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
               weight_decay=0.0):
     """Keras 3 Adam/AdamW, one step in float64 (test_optimizers.keras_adam)."""

@@ -105,16 +105,18 @@ def airbench94(input_shape=(32, 32, 3), num_classes=10, widths=None, whitening_i
     channels = input_shape[-1]
     whiten_width = 2 * channels * 2 * 2
     inputs = Input(input_shape)
-    kernel_init = initializers.PatchWhitening(whitening_images, h["whiten_epsilon"]) \
-        if whitening_images is not None else _TORCH_DEFAULT
-    whiten = Conv2D(whiten_width, 2, padding="valid", use_bias=True,
-                    kernel_initializer=kernel_init, bias_regularizer=kernel_reg, name="whiten")
+    # (the layers' configs name plain initializers so that the model saves as
+    # .keras; the kernels are set below)
+    whiten = Conv2D(whiten_width, 2, padding="valid", use_bias=True, bias_initializer="zeros",
+                    bias_regularizer=kernel_reg, name="whiten")
     x = Activation("gelu")(whiten(inputs))
-    dirac = initializers.Dirac(fill=_TORCH_DEFAULT)
+    convs = []
     for g, width in enumerate(widths, 1):
         for i in (1, 2):
-            x = Conv2D(width, 3, padding="same", use_bias=False, kernel_initializer=dirac,
-                       kernel_regularizer=kernel_reg, name=f"group{g}_conv{i}")(x)
+            conv = Conv2D(width, 3, padding="same", use_bias=False,
+                          kernel_regularizer=kernel_reg, name=f"group{g}_conv{i}")
+            convs.append(conv)
+            x = conv(x)
             if i == 1:
                 x = MaxPooling2D(2, name=f"group{g}_pool")(x)
             x = BatchNormalization(momentum=momentum, epsilon=1e-12, scale=False,
@@ -122,10 +124,16 @@ def airbench94(input_shape=(32, 32, 3), num_classes=10, widths=None, whitening_i
             x = Activation("gelu")(x)
     x = MaxPooling2D(3)(x)
     x = Flatten()(x)
-    x = Dense(num_classes, use_bias=False, kernel_initializer=_TORCH_DEFAULT,
-              kernel_regularizer=kernel_reg, name="head")(x)
-    outputs = Rescaling(h["scaling_factor"])(x)
+    head = Dense(num_classes, use_bias=False, kernel_regularizer=kernel_reg, name="head")
+    outputs = Rescaling(h["scaling_factor"])(head(x))
     model = Model(inputs, outputs, name=name)
+    dirac = initializers.Dirac(fill=_TORCH_DEFAULT)
+    for layer in convs:
+        layer.kernel.assign(dirac(tuple(layer.kernel.shape)))
+    head.kernel.assign(_TORCH_DEFAULT(tuple(head.kernel.shape)))
+    whiten.kernel.assign(_TORCH_DEFAULT(tuple(whiten.kernel.shape)))
+    if whitening_images is not None:
+        init_whitening(model, whitening_images)
     whiten.kernel.trainable = False
     return model
 
