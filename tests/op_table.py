@@ -301,6 +301,31 @@ add(Entry("relu_backward", _cases + [as_bf16(c, bf16_out=True) for c in _cases]
           + [Case("(3, 5) y away from 0", lambda r: [randn(r, 3, 5), away_from_zero(r, 3, 5)])],
           reference=lambda dy, y: np.where(y > 0, dy, 0.0), rtol=0, atol=0, grad_wrt=(0, 1),
           note="second order: linear in dy, 0 in y (the mask is piecewise constant)"))
+
+
+def _gelu_ref(x):
+    return 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2)))
+
+
+def _gelu_backward_ref(dy, x):
+    cdf = 0.5 * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2)))
+    return dy * (cdf + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi))
+
+
+_gelu_cases = _unary_cases(lambda r, s: uniform(r, -5.0, 5.0, *s))
+add(Entry("gelu", _gelu_cases + [as_bf16(c, bf16_out=True) for c in _gelu_cases]
+          + [Case("saturated", lambda r: [np.array([-100.0, -9.0, -1e-30, 0.0, 1e-30, 9.0, 100.0],
+                                                   f32)], grad=False)],
+          reference=_gelu_ref, rtol=2e-6, atol=2e-6, grad_wrt=(0,),
+          note="vectorized erf/exp approximations (absolute error < 2e-6, float32 rounding of 1 + erf near -1 included); bfloat16 in and out"))
+_gelu_bw_cases = [Case(str(s), lambda r, s=s: [randn(r, *s), uniform(r, -5.0, 5.0, *s)])
+                  for s in [(3, 5), (1,), (2, 17, 33)]] + [
+    Case("(65, 1031)", lambda r: [randn(r, 65, 1031), uniform(r, -5.0, 5.0, 65, 1031)],
+         grad=False)]
+add(Entry("gelu_backward", _gelu_bw_cases
+          + [as_bf16(c, bf16_out=True) for c in _gelu_bw_cases],
+          reference=_gelu_backward_ref, rtol=2e-6, atol=2e-6, grad_wrt=(0, 1),
+          note="second order: linear in dy; in x, dy * phi(x) (2 - x**2)"))
 add(Entry("clip_backward",
           [Case(c.label, c.make, {"min": -0.5, "max": 0.75}, grad=False)
            for c in _mask_cases(_with_bounds)]

@@ -767,8 +767,7 @@ def is_keras_written(config):
 
 _OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop")
 # Keras optimizer arguments pyresnet does not have, and their "unused" values
-_KERAS_OPTIMIZER_DEFAULTS = {"use_ema": (False,), "ema_momentum": (0.99,),
-                             "ema_overwrite_frequency": (None,), "loss_scale_factor": (None,),
+_KERAS_OPTIMIZER_DEFAULTS = {"loss_scale_factor": (None,),
                              "gradient_accumulation_steps": (None,)}
 _KERAS_LOSS_DEFAULTS = {"ignore_class": (None,), "axis": (-1,), "dtype": (None,)}
 
