@@ -324,8 +324,15 @@ int pr_k_clip_backward(const float *dy, const float *x, float *dx, int64_t n, fl
  * exp by range reduction x = k ln2 + r, |r| <= ln2/2, and a degree-6
  * Taylor polynomial of e^r (relative error < 2e-7), scaled by 2^k built in
  * the exponent bits. */
+/* Without trapping math, GCC if-converts the clamps and vectorizes the loops
+ * (the float comparisons could raise FE_INVALID on a NaN otherwise: nothing
+ * here reads the FP exception flags). */
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+
 static inline float fast_erf(float x) {
-    x = x < -4.0f ? -4.0f : x > 4.0f ? 4.0f : x;
+    float lo = x < -4.0f ? -4.0f : x;
+    x = lo > 4.0f ? 4.0f : lo;
     float x2 = x * x;
     float p = -2.72614225801306e-10f;
     p = p * x2 + 2.77068142495902e-08f;
@@ -345,7 +352,9 @@ static inline float fast_erf(float x) {
 /* e^x for x <= 0 (GELU's Gaussian: x = -t^2/2); 0 below -87. */
 static inline float fast_exp_neg(float x) {
     x = x < -87.0f ? -87.0f : x;
-    float k = floorf(x * 1.44269504088896341f + 0.5f);
+    /* nearest integer to x / ln2 (x <= 0: truncating kf - 0.5 rounds it), without
+     * floorf, which SSE2 cannot vectorize */
+    float k = (float)(int32_t)(x * 1.44269504088896341f - 0.5f);
     float r = x - k * 0.693145751953125f - k * 1.428606765330187e-06f;
     float e = 1.0f / 720.0f;
     e = e * r + 1.0f / 120.0f;
@@ -411,3 +420,5 @@ int pr_k_gelu_backward_bf16(const uint16_t *dy, const uint16_t *x, uint16_t *dx,
     }
     return PR_OK;
 }
+
+#pragma GCC pop_options
