@@ -318,7 +318,8 @@ def parse_args(argv=None):
     p = build_parser()
     args = p.parse_args(argv)
     if args.epochs is not None and not args.epochs > 0:
-        p.error(f"--epochs must be > 0, got {args.epochs:g}")
+        p.error(f"--epochs must be >= 1, got {args.epochs:g} (with --recipe airbench94: a "
+                f"number > 0)")
     for name in ("batch_size",):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
