@@ -209,3 +209,22 @@ def test_recipe_command_line():
         parse_args(["--recipe", "airbench94", "--lr", "0.1"])
     with pytest.raises(SystemExit):
         parse_args(["--epochs", "2.5"])
+
+
+def test_ema_slots_save_and_load(tmp_path):
+    pr.utils.set_random_seed(0)
+    inp = pr.layers.Input((4,))
+    model = pr.Model(inp, pr.layers.Dense(2)(inp))
+    model.compile(optimizer=pr.optimizers.SGD(0.1, momentum=0.9, use_ema=True,
+                                              ema_momentum=0.5), loss="mse")
+    x = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    for _ in range(3):
+        model.train_on_batch(x, np.zeros((8, 2), np.float32))
+    model.save(tmp_path / "m.keras")
+    loaded = pr.models.load_model(tmp_path / "m.keras")
+    assert loaded.optimizer.use_ema and loaded.optimizer.ema_momentum == 0.5
+    before = [(n, np.array(s)) for n, _, s in model.optimizer.slot_variables()]
+    after = [(n, np.array(s)) for n, _, s in loaded.optimizer.slot_variables()]
+    assert [n for n, _ in before] == [n for n, _ in after] == ["velocity"] * 2 + ["average"] * 2
+    for (_, a), (_, b) in zip(before, after):
+        np.testing.assert_array_equal(a, b)

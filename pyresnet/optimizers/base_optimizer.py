@@ -209,7 +209,10 @@ class Optimizer:
             self._learning_rate = Variable(np.float32(self._check_lr(learning_rate)),
                                            trainable=False, name="learning_rate")
         # slot name -> {id(variable): (variable, slot)}, in creation order
-        self._slots = {slot: {} for slot in self._slot_names + self._average_slot()}
+        # (the EMA / Lookahead slot joins the configuration's, so that saving and
+        # loading handle it as any slot)
+        self._slot_names = tuple(self._slot_names) + self._average_slot()
+        self._slots = {slot: {} for slot in self._slot_names}
         self._trainable_variables = []
         self._exclude_ids, self._exclude_pattern = set(), None
         # Steps applied so far (Keras's ``optimizer.iterations``): an int64
@@ -396,7 +399,7 @@ class Optimizer:
             self._check_variable(v)
             if not any(v is t for t in self._trainable_variables):
                 self._trainable_variables.append(v)
-            for slot_name in self._slot_names + self._average_slot():
+            for slot_name in self._slot_names:
                 self._get_slot(v, slot_name)
         self.built = True
 
