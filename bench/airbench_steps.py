@@ -25,6 +25,9 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--mixed-precision", action="store_true")
+    p.add_argument("--profile", action="store_true",
+                   help="also print the per-op profile of one more step")
+    p.add_argument("--no-tta", action="store_true", help="skip the TTA timing")
     args = p.parse_args()
     (x, y), (xt, yt) = pr.datasets.cifar10.load_data()
     r = pr.data.recipes
@@ -42,13 +45,24 @@ def main():
     it = iter(train)
     for _ in range(2):
         step(next(it))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(args.steps):
         out = step(next(it))
     per_step = (time.perf_counter() - t0) / args.steps
+    cpu = (time.process_time() - c0) / args.steps
+    print(f"CPU time {cpu:.2f} s/step (all threads; {cpu / per_step:.2f} cores busy on "
+          "average)", flush=True)
     total = setup["total_steps"]
     print(f"{per_step:.3f} s/step (batch 1024, {args.steps} steps, loss {float(out['loss']):.3f}); "
           f"{total} steps -> {per_step * total / 60:.1f} min of training", flush=True)
+    if args.profile:
+        batch = next(it)
+        fn = step.get_concrete_function(batch) if hasattr(step, "get_concrete_function") \
+            else None
+        if fn is not None:
+            print(fn.profile(batch).by_op.top(15), flush=True)
+    if args.no_tta:
+        return
     tta = pr.models.TestTimeAugmentation(model)
     tta.compile(loss=setup["loss"], metrics=["accuracy"])
     test = r.eval_dataset(xt[:2000], yt[:2000], batch_size=1000)
