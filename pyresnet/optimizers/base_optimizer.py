@@ -428,7 +428,8 @@ class Optimizer:
         Raises:
             TypeError: a variable is not a Variable, or a gradient not float32.
             ValueError: a gradient's shape differs from its variable's, the
-                lists differ in length, or no variables are known.
+                lists differ in length, no variables are known, or a variable
+                has both weight decay and a Variable learning-rate multiplier.
             Everything is checked before the first update, so a failing call
             changes nothing.
         """
@@ -464,6 +465,8 @@ class Optimizer:
             pairs.append((g, v))
         if not pairs:
             return
+        for _, v in pairs:
+            self._decay_of(v)  # (raises for a Variable multiplier with weight decay)
         for _, v in pairs:
             if not any(v is t for t in self._trainable_variables):
                 self._trainable_variables.append(v)
