@@ -228,3 +228,13 @@ def test_ema_slots_save_and_load(tmp_path):
     assert [n for n, _ in before] == [n for n, _ in after] == ["velocity"] * 2 + ["average"] * 2
     for (_, a), (_, b) in zip(before, after):
         np.testing.assert_array_equal(a, b)
+
+
+def test_stop_at_step_counts_optimizer_steps():
+    inp = pr.layers.Input((4,))
+    model = pr.Model(inp, pr.layers.Dense(2)(inp))
+    model.compile(optimizer=pr.optimizers.SGD(0.1), loss="mse")
+    x, y = np.zeros((40, 4), np.float32), np.zeros((40, 2), np.float32)
+    history = model.fit(x, y, batch_size=4, epochs=3, verbose=0,
+                        callbacks=[airbench.StopAtStep(23)])
+    assert int(model.optimizer.iterations) == 23 and len(history.history["loss"]) == 3

@@ -211,17 +211,17 @@ class FreezeAfter(Callback):
 
 
 class StopAtStep(Callback):
-    """Stop ``fit`` after ``steps`` training steps in all (airbench's 9.9
-    epochs end inside the tenth epoch; the epoch's validation still
-    runs)."""
+    """Stop ``fit`` once the optimizer has taken ``steps`` steps in all
+    (``optimizer.iterations``, so a run resumed from a backup stops at the
+    same step): airbench's 9.9 epochs end inside the tenth epoch; that
+    epoch's validation still runs."""
 
     def __init__(self, steps):
         super().__init__()
-        self.steps, self.done = int(steps), 0
+        self.steps = int(steps)
 
     def on_train_batch_end(self, batch, logs=None):
-        self.done += 1
-        if self.done >= self.steps:
+        if int(self.model.optimizer.iterations) >= self.steps:
             self.model.stop_training = True
 
 
