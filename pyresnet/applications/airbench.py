@@ -3,9 +3,9 @@ GPU", arXiv 2404.00498; the reference code is KellerJordan/cifar10-airbench,
 legacy/airbench94.py): the network, its optimizer and its schedules with
 pyresnet's Keras-style pieces.
 
-The network (paper section 3.1, figure 2):
+The network (paper section 3, "Methods": the network architecture):
 
-    Conv2D(24, 2x2, valid, bias), frozen kernel from patch whitening (3.2)
+    Conv2D(24, 2x2, valid, bias), frozen kernel from patch whitening
     GELU
     3 groups (widths 64, 256, 256) of
         Conv2D(3x3, same, no bias) - MaxPool2D(2) - BN - GELU
@@ -14,10 +14,10 @@ The network (paper section 3.1, figure 2):
 
 with batch norm without learned scale (``scale=False``), momentum 0.6
 (PyTorch's 0.4), epsilon 1e-12, and the 3x3 convolutions identity ("dirac")
-initialised on their first ``in`` filters (section 3.3), the rest with
+initialised on their first ``in`` filters (section 3, identity initialization), the rest with
 PyTorch's default init.
 
-The training (sections 3.2-3.6, hyper-parameters of ``hyp`` in the code):
+The training (section 3; the hyper-parameters of ``hyp`` in the code):
 SGD with Nesterov momentum 0.85 on the summed label-smoothed (0.2)
 cross-entropy of batches of 1024, learning rate 11.5 and weight decay
 0.0153 "per 1024 examples" in airbench's decoupled form (divided by
@@ -69,7 +69,7 @@ def _coupled_l2():
 
 def airbench94(input_shape=(32, 32, 3), num_classes=10, widths=None, whitening_images=None,
                batchnorm_momentum=None, name="airbench94"):
-    """The airbench94 network (Jordan 2024, arXiv 2404.00498, section 3.1;
+    """The airbench94 network (Jordan 2024, arXiv 2404.00498, section 3;
     see the module docstring) as a functional Model, logits out.
 
     The kernel regularizers hold airbench's (coupled) weight decay, see
@@ -227,8 +227,8 @@ class StopAtStep(Callback):
 
 def training_setup(model, steps_per_epoch, train_epochs=None):
     """airbench94's optimizer, loss and callbacks for ``model`` (from
-    :func:`airbench94`), in Keras's mean-loss units (Jordan 2024, sections
-    3.2-3.6; legacy/airbench94.py ``main``).
+    :func:`airbench94`), in Keras's mean-loss units (Jordan 2024, section
+    3; legacy/airbench94.py ``main``).
 
     * SGD, Nesterov momentum 0.85, rate ``11.5 / (1 + 1/(1 - 0.85)) = 1.5``
       (airbench's ``lr / kilostep_scale`` times its batch 1024, its loss

@@ -25,7 +25,7 @@ def _shift(x, t, axis, forward):
 class TestTimeAugmentation(Model):
     """A model whose inference output is the weighted mean of ``model``'s
     outputs over augmented views of the input (airbench's ``tta_level``,
-    Jordan 2024, arXiv 2404.00498, section 3.6; legacy/airbench94.py
+    Jordan 2024, arXiv 2404.00498, section 3, multi-crop evaluation; legacy/airbench94.py
     ``infer``): with ``f`` the wrapped model and ``m(v) = (f(v) +
     f(mirror(v))) / 2`` (just ``f(v)`` without ``flip``)::
 

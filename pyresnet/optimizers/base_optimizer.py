@@ -40,7 +40,7 @@ class Lookahead:
     the optimizer creates its slots.  At the end of ``fit``,
     ``optimizer.finalize_variable_values`` sets each variable to its slow
     copy (the last steps since a synchronisation are dropped), as airbench
-    does (Jordan 2024, arXiv 2404.00498, section 3.5: its "EMA" is this,
+    does (Jordan 2024, arXiv 2404.00498, section 3, "Lookahead optimization": its "EMA" is this,
     with ``sync_period=5`` and ``alpha = 1 - 0.95**5 * (t / T)**3``, see
     :class:`pyresnet.applications.airbench.LookaheadDecay`).  TensorFlow
     Addons' names (``tfa.optimizers.Lookahead(sync_period=6,
@@ -137,7 +137,7 @@ class Optimizer:
             see :meth:`set_lr_multiplier` to name Variables).  The decoupled
             weight decay keeps the base rate, ``w -= w * weight_decay *
             learning_rate``, as airbench's ``bias_scaler`` (Jordan 2024,
-            section 3.2: 64x for the batch-norm biases).  A factor is a
+            section 3: 64x for the batch-norm biases).  A factor is a
             float >= 0 or a scalar float32 Variable (changeable during
             training, e.g. set to 0 to freeze a variable; not with weight
             decay on that variable).  Not a Keras argument (Keras has
