@@ -409,6 +409,7 @@ static const pr_op op_piecewise = {
            "PiecewiseConstantDecay's rate at `step` (float32 scalar)."};
 
 const pr_op *const pr_ops_state[] = {&op_assign, &op_assign_add, &op_assign_sub,
-                                     &op_moving_average, &op_ema, &op_sgd, &op_sgd_momentum, &op_adam,
+                                     &op_moving_average, &op_ema, &op_sgd, &op_sgd_momentum,
+                                     &op_adam,
                                      &op_rmsprop, &op_cosine, &op_exponential, &op_piecewise,
                                      NULL};

@@ -204,7 +204,8 @@ class Dirac:
 
 class PatchWhitening:
     """A patch-whitening convolution kernel from data (Jordan 2024, arXiv
-    2404.00498, section 3, patch-whitening initialization; after Page 2018, "How to train your ResNet"):
+    2404.00498, section 3, patch-whitening initialization; after Page 2018,
+    "How to train your ResNet"):
     with ``P`` the ``kh*kw*C`` vectors of every ``kh x kw`` patch (stride
     1, in (h, w, c) order) of ``images`` and ``S = P^T P / n`` their
     (uncentred) second-moment matrix with eigenpairs ``(l_k, v_k)``, sorted

@@ -40,8 +40,8 @@ class Lookahead:
     the optimizer creates its slots.  At the end of ``fit``,
     ``optimizer.finalize_variable_values`` sets each variable to its slow
     copy (the last steps since a synchronisation are dropped), as airbench
-    does (Jordan 2024, arXiv 2404.00498, section 3, "Lookahead optimization": its "EMA" is this,
-    with ``sync_period=5`` and ``alpha = 1 - 0.95**5 * (t / T)**3``, see
+    does (Jordan 2024, arXiv 2404.00498, section 3, "Lookahead optimization":
+    its "EMA" is this, with ``sync_period=5`` and ``alpha = 1 - 0.95**5 * (t / T)**3``, see
     :class:`pyresnet.applications.airbench.LookaheadDecay`).  TensorFlow
     Addons' names (``tfa.optimizers.Lookahead(sync_period=6,
     slow_step_size=0.5)``); Keras has no Lookahead.
