@@ -28,6 +28,9 @@ def main():
     p.add_argument("--profile", action="store_true",
                    help="also print the per-op profile of one more step")
     p.add_argument("--no-tta", action="store_true", help="skip the TTA timing")
+    p.add_argument("--batch", type=int, default=1024, help="images per step (the recipe's 1024)")
+    p.add_argument("--widths", default="64,256,256", help="the groups' widths (smoke runs)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     args = p.parse_args()
     (x, y), (xt, yt) = pr.datasets.cifar10.load_data()
     r = pr.data.recipes
@@ -35,15 +38,16 @@ def main():
     if args.mixed_precision:
         pr.mixed_precision.set_global_policy("mixed_bfloat16")
     t0 = time.perf_counter()
-    model = airbench.airbench94(whitening_images=((x[:5000] / np.float32(255) - mean) / std)
-                                .astype(np.float32))
+    widths = tuple(int(w) for w in args.widths.split(","))
+    model = airbench.airbench94(widths=widths, whitening_images=(
+        (x[:5000] / np.float32(255) - mean) / std).astype(np.float32))
     print(f"build + whitening {time.perf_counter() - t0:.1f} s", flush=True)
-    train = airbench_datasets(x, y, 1024, seed=0)
-    setup = airbench.training_setup(model, len(train))
+    train = airbench_datasets(x, y, args.batch, seed=0)
+    setup = airbench.training_setup(model, 48)  # (the recipe's schedule and step count)
     model.compile(optimizer=setup["optimizer"], loss=setup["loss"], metrics=["accuracy"])
     step = model.make_train_function()
     it = iter(train)
-    for _ in range(2):
+    for _ in range(args.warmup):
         step(next(it))
     t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(args.steps):
@@ -53,7 +57,7 @@ def main():
     print(f"CPU time {cpu:.2f} s/step (all threads; {cpu / per_step:.2f} cores busy on "
           "average)", flush=True)
     total = setup["total_steps"]
-    print(f"{per_step:.3f} s/step (batch 1024, {args.steps} steps, loss {float(out['loss']):.3f}); "
+    print(f"{per_step:.3f} s/step (batch {args.batch}, {args.steps} steps, loss {float(out['loss']):.3f}); "
           f"{total} steps -> {per_step * total / 60:.1f} min of training", flush=True)
     if args.profile:
         batch = next(it)
