@@ -10,6 +10,7 @@
  * reference.
  */
 #include "graph.h"
+#include "op_list.h"
 
 #include <math.h>
 #include <string.h>
@@ -79,8 +80,7 @@ static PyObject *trace_size_arith(int kind, PyObject *a, PyObject *b) {
         r = pr_dim_floordiv(x, y);
     }
     if (r == PR_DIM_ERROR) return NULL;
-    const pr_op *op = pr_op_lookup("size");
-    return op ? pr_call1(op, NULL, 0, &r) : NULL;
+    return pr_call1(&pr_op_size, NULL, 0, &r);
 }
 
 /* ---- building ------------------------------------------------------------ */

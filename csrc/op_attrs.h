@@ -16,6 +16,14 @@ typedef struct {
     int keepdims;
 } pr_reduce_attrs;
 
+/* ema_update: every `period` steps, the moving average; `overwrite_frequency`
+ * (0: never) copies it into the variable; `first_step_copy`: momentum 0 at
+ * the first step (Keras's EMA). */
+typedef struct {
+    int64_t period, overwrite_frequency;
+    int first_step_copy;
+} pr_ema_attrs;
+
 /* A single float: scale, ema momentum, leaky slope, ... */
 typedef struct {
     double value;

@@ -31,7 +31,8 @@
 
 #define PR_OPS_ELEMENTWISE(X) \
     X(add) X(subtract) X(multiply) X(divide) X(maximum) X(minimum) X(power) X(negative) \
-    X(scale) X(relu) X(relu_backward) X(clip) X(clip_backward) X(ones_like) X(zeros_like) \
+    X(scale) X(relu) X(relu_backward) X(gelu) X(gelu_backward) X(clip) X(clip_backward) \
+    X(ones_like) X(zeros_like) \
     X(broadcast_to) X(sum_to_shape) PR_UNARY_OPS(X)
 
 #define PR_OPS_FUSED(X) \
@@ -52,7 +53,8 @@
     X(random_normal) X(random_uniform)
 
 #define PR_OPS_STATE(X) \
-    X(assign) X(assign_add) X(assign_sub) X(moving_average_update) X(sgd_update) \
+    X(assign) X(assign_add) X(assign_sub) X(moving_average_update) X(ema_update) \
+    X(sgd_update) \
     X(sgd_momentum_update) X(adam_update) X(rmsprop_update) X(cosine_decay_schedule) \
     X(exponential_decay_schedule) X(piecewise_constant_schedule)
 

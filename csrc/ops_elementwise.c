@@ -199,6 +199,15 @@ static int fw_relu_backward(const pr_view *in, int n, pr_view *out, const void *
         return pr_k_relu_backward_bf16(in[0].data, in[1].data, out->data, out->size);
     return pr_k_relu_backward(in[0].data, in[1].data, out->data, out->size);
 }
+static int fw_gelu(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    if (out->dtype == PR_BF16) return pr_k_gelu_bf16(in[0].data, out->data, out->size);
+    return pr_k_gelu(in[0].data, out->data, out->size);
+}
+static int fw_gelu_backward(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    if (out->dtype == PR_BF16)
+        return pr_k_gelu_backward_bf16(in[0].data, in[1].data, out->data, out->size);
+    return pr_k_gelu_backward(in[0].data, in[1].data, out->data, out->size);
+}
 static int fw_ones(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
     return pr_k_fill(out->data, out->size, 1.0f);
 }
@@ -451,6 +460,37 @@ static int gr_pow(PyObject *const *in, PyObject *const *out, const void *attrs,
     return 0;
 }
 
+static int gr_gelu(PyObject *const *in, PyObject *const *out, const void *attrs,
+                   PyObject *const *gout, const int *needs, PyObject **gin) {
+    return (gin[0] = call1(&pr_op_gelu_backward, gout[0], in[0])) ? 0 : -1;
+}
+
+/* gelu_backward(dy, x) = dy * gelu'(x): linear in dy; in x, g * dy * gelu''(x)
+ * with gelu''(x) = phi(x) (2 - x**2), phi the standard normal density. */
+static int gr_gelu_backward(PyObject *const *in, PyObject *const *out, const void *attrs,
+                            PyObject *const *gout, const int *needs, PyObject **gin) {
+    if (needs[0] && !(gin[0] = call1(&pr_op_gelu_backward, gout[0], in[1]))) return -1;
+    if (!needs[1]) return 0;
+    PyObject *x2 = call1(&pr_op_square, in[1], NULL);
+    pr_scale_attrs s = {-0.5, 1};
+    PyObject *h = x2 ? pr_call1(&pr_op_scale, &x2, 1, &s) : NULL;
+    PyObject *e = h ? call1(&pr_op_exp, h, NULL) : NULL;
+    Py_XDECREF(h);
+    s.value = 0.3989422804014327; /* 1 / sqrt(2 pi) */
+    PyObject *phi = e ? pr_call1(&pr_op_scale, &e, 1, &s) : NULL;
+    Py_XDECREF(e);
+    PyObject *two_minus = x2 ? rsub(2.0f, x2) : NULL;
+    Py_XDECREF(x2);
+    PyObject *d2 = phi && two_minus ? call1(&pr_op_multiply, phi, two_minus) : NULL;
+    Py_XDECREF(phi);
+    Py_XDECREF(two_minus);
+    PyObject *gd = d2 ? call1(&pr_op_multiply, gout[0], in[0]) : NULL;
+    gin[1] = gd ? times(gd, d2) : NULL;
+    if (!gd) Py_XDECREF(d2);
+    Py_XDECREF(gd);
+    return gin[1] ? 0 : -1;
+}
+
 /* relu_backward(dy, y) = dy * [y > 0]: linear in dy; the mask is piecewise
  * constant in y, so its derivative there is 0 (TensorFlow's ReluGrad rule). */
 static int gr_relu_backward(PyObject *const *in, PyObject *const *out, const void *attrs,
@@ -584,6 +624,17 @@ const pr_op pr_op_relu_backward = {
     .infer = infer_two_same, .forward = fw_relu_backward, .gradient = gr_relu_backward,
     .bf16_inputs = 3, .fuse = PR_FI_RELU_BWD,
     .doc = "relu_backward(dy, y): dy where y > 0, else 0 (float32, or bfloat16 when both are)."};
+const pr_op pr_op_gelu = {
+    .name = "gelu", .n_in = 1, .n_out = 1, .flags = PR_OP_ELEMENTWISE, .infer = infer_same,
+    .forward = fw_gelu, .gradient = gr_gelu, .bf16_inputs = 1,
+    .doc = "0.5 x (1 + erf(x / sqrt(2))), the exact GELU (Hendrycks & Gimpel 2016), one pass; "
+           "float32 or bfloat16 (computed in float32), absolute error ~1e-7."};
+const pr_op pr_op_gelu_backward = {
+    .name = "gelu_backward", .n_in = 2, .n_out = 1, .flags = PR_OP_ELEMENTWISE,
+    .infer = infer_two_same, .forward = fw_gelu_backward, .gradient = gr_gelu_backward,
+    .bf16_inputs = 3,
+    .doc = "gelu_backward(dy, x): dy * (Phi(x) + x phi(x)), GELU's gradient (float32, or "
+           "bfloat16 when both are)."};
 const pr_op pr_op_ones_like = {.name = "ones_like", .n_in = 1, .n_out = 1, .infer = infer_like,
                               .forward = fw_ones, .doc = "float32 ones of x's shape."};
 const pr_op pr_op_zeros_like = {.name = "zeros_like", .n_in = 1, .n_out = 1, .infer = infer_like,

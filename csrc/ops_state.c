@@ -120,6 +120,27 @@ static double step_value(const pr_view *v) {
     return 0;
 }
 
+/* ema_update(var, average, momentum, iterations) */
+static int infer_ema(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
+                     size_t *ws) {
+    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || expect_like_var(op, in, 1, "the average") < 0)
+        return -1;
+    if (pr_expect_dtype(op, in, 2, PR_F32) < 0) return -1;
+    if (in[2].size != 1) {
+        char s[128];
+        return pr_fail(op, PyExc_ValueError, "the momentum must hold one number, got shape %s",
+                       pr_shape_str(&in[2], s, sizeof s));
+    }
+    if (expect_step(op, in, 3) < 0) return -1;
+    const pr_ema_attrs *e = attrs;
+    if (e->period < 1 || e->overwrite_frequency < 0)
+        return pr_fail(op, PyExc_ValueError,
+                       "needs period >= 1 and overwrite_frequency >= 0, got period=%lld, "
+                       "overwrite_frequency=%lld",
+                       (long long)e->period, (long long)e->overwrite_frequency);
+    return 0;
+}
+
 /* adam_update(var, grad, m, v, vhat, lr, iterations) */
 static int infer_adam(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
                       size_t *ws) {
@@ -201,6 +222,16 @@ static int fw_sgd_momentum(const pr_view *in, int n, pr_view *out, const void *a
                              (float)s->weight_decay);
 }
 
+static int fw_ema(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    const pr_ema_attrs *e = a;
+    int64_t t = (int64_t)step_value(&in[3]) + 1; /* the step just taken, from 1 */
+    if (t % e->period != 0) return PR_OK;
+    float m = *(const float *)in[2].data;
+    if (e->first_step_copy && t == 1) m = 0.0f; /* Keras: momentum 0 at iterations == 0 */
+    int overwrite = e->overwrite_frequency > 0 && t % e->overwrite_frequency == 0;
+    return pr_k_ema(in[0].data, in[1].data, in[0].size, m, 1.0f - m, overwrite);
+}
+
 typedef struct {
     double beta_1, beta_2, epsilon, weight_decay;
 } adam_attrs;
@@ -277,6 +308,10 @@ static const pr_attr_spec sgd_momentum_attrs[] = {
     {"nesterov", PR_ATTR_BOOL, offsetof(pr_sgd_attrs, nesterov), 0, 0},
     {"weight_decay", PR_ATTR_FLOAT, offsetof(pr_sgd_attrs, weight_decay), 0, 0}, {NULL}};
 
+static const pr_attr_spec ema_attr_specs[] = {
+    {"period", PR_ATTR_INT, offsetof(pr_ema_attrs, period), 0, 1},
+    {"overwrite_frequency", PR_ATTR_INT, offsetof(pr_ema_attrs, overwrite_frequency), 0, 0},
+    {"first_step_copy", PR_ATTR_BOOL, offsetof(pr_ema_attrs, first_step_copy), 0, 0}, {NULL}};
 static const pr_attr_spec adam_attr_specs[] = {
     {"beta_1", PR_ATTR_FLOAT, offsetof(adam_attrs, beta_1), 0, 0.9},
     {"beta_2", PR_ATTR_FLOAT, offsetof(adam_attrs, beta_2), 0, 0.999},
@@ -331,6 +366,15 @@ const pr_op pr_op_sgd_momentum_update = {
     .infer = infer_sgd_momentum, .forward = fw_sgd_momentum,
     .doc = "sgd_momentum_update(var, grad, velocity, lr; momentum, nesterov, weight_decay): "
            "Keras 3 SGD with momentum, updating var and velocity in place."};
+const pr_op pr_op_ema_update = {
+    .name = "ema_update", .n_in = 4, .n_out = 0, .mutates = 1 | 2, .flags = PR_OP_STATEFUL,
+    .attrs = ema_attr_specs, .attr_size = sizeof(pr_ema_attrs), .infer = infer_ema,
+    .forward = fw_ema,
+    .doc = "ema_update(var, average, momentum, iterations; period, overwrite_frequency, "
+           "first_step_copy): at step t = iterations + 1, if t % period == 0: average = "
+           "momentum * average + (1 - momentum) * var (momentum 0 at t == 1 with "
+           "first_step_copy), then var = average if overwrite_frequency divides t; in place "
+           "(Keras 3 optimizer EMA; Lookahead)."};
 
 const pr_op pr_op_adam_update = {
     .name = "adam_update", .n_in = 7, .n_out = 0, .mutates = 1 | 4 | 8 | 16,

@@ -136,6 +136,135 @@ class Constant:
         return np.full(tuple(shape), self.value, dtype)
 
 
+class VarianceScaling:
+    """``keras.initializers.VarianceScaling``: variance ``scale / n`` with
+    ``n`` the fan of ``mode`` (``"fan_in"``, ``"fan_out"``, ``"fan_avg"``),
+    drawn from a truncated normal or a uniform (``distribution``:
+    ``"truncated_normal"``/``"normal"`` or ``"uniform"``).  PyTorch's
+    default conv/linear init is ``VarianceScaling(1/3, "fan_in",
+    "uniform")``: U(+-1/sqrt(fan_in)).
+
+    Raises:
+        ValueError: for a scale <= 0 or an unknown mode/distribution.
+    """
+
+    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None):
+        if not float(scale) > 0:
+            raise ValueError(f"VarianceScaling: `scale` must be > 0, got {scale!r}")
+        if mode not in ("fan_in", "fan_out", "fan_avg"):
+            raise ValueError(f"VarianceScaling: unknown mode {mode!r}")
+        if distribution not in ("truncated_normal", "normal", "uniform"):
+            raise ValueError(f"VarianceScaling: unknown distribution {distribution!r}")
+        self.scale, self.mode, self.distribution = float(scale), mode, distribution
+        self.seed = seed
+
+    def __call__(self, shape, dtype="float32"):
+        if self.seed is not None:
+            raise NotImplementedError("VarianceScaling: `seed` is not provided; seed the "
+                                      "global generator with utils.set_random_seed")
+        return _variance_scaling(shape, dtype, self.scale, self.mode,
+                                 "uniform" if self.distribution == "uniform" else "normal")
+
+
+class Dirac:
+    """An identity convolution kernel (PyTorch's ``nn.init.dirac_``; Keras's
+    ``Identity`` is for 2-D matrices only, hence the separate name):
+    for a kernel ``(kh, kw, in, out)`` (HWIO, ``kh, kw`` odd for an exact
+    identity), output filter ``o < min(in, out)`` is ``gain`` at the centre
+    tap ``(kh // 2, kw // 2)`` of input channel ``o`` and 0 elsewhere, so a
+    stride-1 "same" convolution copies its first ``min(in, out)`` input
+    channels (times ``gain``).  The other ``out - in`` filters (when out >
+    in) come from ``fill`` (an initializer; default zeros, as
+    ``dirac_``).  airbench initialises its 3x3 convolutions so, with
+    PyTorch's default init as ``fill`` (Jordan 2024, arXiv 2404.00498,
+    section 3: "identity initialization").
+
+    Args:
+        gain (float): the centre value.
+        fill: initializer of the remaining filters (name or callable).
+    Raises:
+        ValueError: (on call) for a shape that is not 3-D, 4-D or 5-D.
+    """
+
+    def __init__(self, gain=1.0, fill="zeros"):
+        self.gain, self.fill = float(gain), fill
+
+    def __call__(self, shape, dtype="float32"):
+        shape = tuple(int(d) for d in shape)
+        if not 3 <= len(shape) <= 5:
+            raise ValueError(f"Dirac: expects a convolution kernel (spatial..., in, out), got "
+                             f"shape {shape}")
+        w = np.array(get(self.fill)(shape, dtype), dtype=dtype)
+        n = min(shape[-2], shape[-1])
+        centre = tuple(k // 2 for k in shape[:-2])
+        w[..., :n] = 0
+        w[centre + (np.arange(n), np.arange(n))] = self.gain
+        return w
+
+
+class PatchWhitening:
+    """A patch-whitening convolution kernel from data (Jordan 2024, arXiv
+    2404.00498, section 3, patch-whitening initialization; after Page 2018,
+    "How to train your ResNet"):
+    with ``P`` the ``kh*kw*C`` vectors of every ``kh x kw`` patch (stride
+    1, in (h, w, c) order) of ``images`` and ``S = P^T P / n`` their
+    (uncentred) second-moment matrix with eigenpairs ``(l_k, v_k)``, sorted
+    by decreasing ``l_k``, the kernel's filters are ``v_k / sqrt(l_k + epsilon)``
+    followed by their negatives: shape ``(kh, kw, C, 2*kh*kw*C)``.  A
+    "valid" stride-1 convolution with it maps the patches to outputs whose
+    first ``kh*kw*C`` channels have second moment ``diag(l / (l + epsilon))``
+    (the identity for ``l >> epsilon``).  Freeze the kernel after building
+    (``layer.kernel.trainable = False``), as airbench.
+
+    Args:
+        images: float array (N, H, W, C), preprocessed as the model's
+            inputs will be (airbench: the first 5,000 normalised training
+            images).
+        epsilon (float): added to the eigenvalues (airbench's 5e-4).
+        chunk (int): images per chunk of the moment computation (memory).
+    Raises:
+        ValueError: (on call) when the kernel's shape does not fit
+            ``images`` (C channels, ``2*kh*kw*C`` filters).
+    """
+
+    def __init__(self, images, epsilon=5e-4, chunk=500):
+        images = np.asarray(images)
+        if images.ndim != 4 or images.dtype.kind != "f":
+            raise ValueError(f"PatchWhitening: expected float images (N, H, W, C), got "
+                             f"{images.dtype} {images.shape}")
+        if not float(epsilon) >= 0:
+            raise ValueError(f"PatchWhitening: `epsilon` must be >= 0, got {epsilon!r}")
+        self.images, self.epsilon, self.chunk = images, float(epsilon), int(chunk)
+
+    def moments(self, kh, kw):
+        """``S`` (float64, (kh*kw*C, kh*kw*C)) of the images' patches."""
+        x = self.images
+        n, h, w, c = x.shape
+        d = kh * kw * c
+        total, count = np.zeros((d, d)), 0
+        for start in range(0, n, self.chunk):
+            part = x[start:start + self.chunk].astype(np.float64)
+            patches = np.lib.stride_tricks.sliding_window_view(part, (kh, kw), axis=(1, 2))
+            # (b, h', w', C, kh, kw) -> (b*h'*w', kh, kw, C)
+            flat = patches.transpose(0, 1, 2, 4, 5, 3).reshape(-1, d)
+            total += flat.T @ flat
+            count += len(flat)
+        return total / count
+
+    def __call__(self, shape, dtype="float32"):
+        shape = tuple(int(d) for d in shape)
+        c = self.images.shape[-1]
+        if len(shape) != 4 or shape[2] != c or shape[3] != 2 * shape[0] * shape[1] * c:
+            raise ValueError(f"PatchWhitening: a kernel for {c}-channel images must have shape "
+                             f"(kh, kw, {c}, 2*kh*kw*{c}), got {shape}")
+        kh, kw = shape[:2]
+        eigenvalues, eigenvectors = np.linalg.eigh(self.moments(kh, kw))
+        order = np.argsort(eigenvalues)[::-1]
+        filters = eigenvectors[:, order] / np.sqrt(eigenvalues[order] + self.epsilon)
+        kernel = filters.reshape(kh, kw, c, -1)
+        return np.concatenate([kernel, -kernel], axis=-1).astype(dtype)
+
+
 def random_normal(shape, dtype="float32"):
     """:class:`RandomNormal` with Keras's defaults (stddev 0.05)."""
     return RandomNormal()(shape, dtype)

@@ -4,9 +4,11 @@
     python -m pyresnet.train --epochs 1 --model resnet20 --dataset cifar10
     python -m pyresnet.train --subset 2000 --epochs 3 --model resnet8
     python -m pyresnet.train --recipe regnet --epochs 15
+    python -m pyresnet.train --recipe airbench94
     python -m pyresnet.train --subset 64 --test-subset 64 --epochs 1   # a smoke test
 
-Two recipes; every option below overrides its recipe's value.
+Three recipes; every option below overrides its recipe's value (airbench94
+takes only the data, batch, epoch and precision options).
 ``--mixed-precision`` trains under Keras's ``mixed_bfloat16`` policy
 (:mod:`pyresnet.mixed_precision`) with either.
 
@@ -30,6 +32,19 @@ the training set's eigenvectors or ImageNet's), mixup 0.2 (Zhang et al.
 2018), AdamW (learning rate 2e-3) with decoupled weight decay 5e-5 off the
 batch-norm parameters and biases, cosine decay with a one-epoch warmup, 15
 epochs.
+
+``--recipe airbench94`` is Jordan 2024's (arXiv 2404.00498;
+:mod:`pyresnet.applications.airbench`): its network (``--model`` is
+ignored), frozen patch-whitening first layer computed from the first 5,000
+training images, batch 1024 (the last partial batch dropped), 9.9 epochs
+(``--epochs`` may be fractional here: the run stops after
+``ceil(steps_per_epoch * epochs)`` steps), SGD Nesterov with airbench's
+hyper-parameters, Lookahead, alternating flip with 2-pixel mirror-padded
+translation when the data pipeline has them (else random flip and
+reflect-padded crop, said on the recipe line), and at the end the test
+accuracy with test-time augmentation (mirror + two 1-pixel translations,
+:class:`pyresnet.models.TestTimeAugmentation`), printed and written to
+``final.json``.
 
 Weight decay (``--weight-decay WD``) comes in two forms
 (``--weight-decay-form``):
@@ -102,6 +117,8 @@ import resource
 import sys
 import time
 
+import numpy as np
+
 import pyresnet as pr
 from pyresnet.applications.regnet import DESIGNS as REGNET_DESIGNS
 
@@ -126,6 +143,13 @@ RECIPES = {
                "weight_decay": 5e-5, "weight_decay_form": "decoupled", "schedule": "cosine",
                "warmup_epochs": 1.0, "label_smoothing": 0.0, "mixup": 0.2, "epochs": 15,
                "shortcut": "projection", "area_factor": 0.25, "pca": "train"},
+    # airbench94 (Jordan 2024): these fields only describe it; the values used are
+    # pyresnet.applications.airbench.HYPERPARAMETERS (its own units)
+    "airbench94": {"optimizer": "sgd", "lr": 11.5, "momentum": 0.85, "nesterov": True,
+                   "weight_decay": 0.0153, "weight_decay_form": "coupled",
+                   "schedule": "onecycle", "warmup_epochs": 0.23 * 9.9,
+                   "label_smoothing": 0.2, "mixup": 0.0, "epochs": 9.9,
+                   "shortcut": "projection", "area_factor": None, "pca": None},
 }
 """Each recipe's values of the options left unset (see the module docstring)."""
 OPTIMIZER_LR = {"sgd": 0.1, "adam": 2e-3, "adamw": 2e-3, "rmsprop": 1e-3}
@@ -157,8 +181,9 @@ def build_parser():
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100"])
     p.add_argument("--recipe", default="cifar", choices=sorted(RECIPES),
                    help="the defaults of the options below (see the module docstring)")
-    p.add_argument("--epochs", type=int, default=None, help="cifar 36, regnet 15")
-    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--epochs", type=float, default=None,
+                   help="cifar 36, regnet 15, airbench94 9.9 (whole epochs but for airbench94)")
+    p.add_argument("--batch-size", type=int, default=None, help="128; airbench94 1024")
     p.add_argument("--optimizer", default=None, choices=["sgd", "adam", "adamw", "rmsprop"],
                    help="cifar: sgd, regnet: adamw")
     p.add_argument("--lr", type=float, default=None,
@@ -228,6 +253,26 @@ def resolve_recipe(args, error):
     """Fill the options left None with the recipe's values and check them
     together; ``error(message)`` reports a bad combination (it raises)."""
     recipe = dict(RECIPES[args.recipe])
+    if args.batch_size is None:
+        args.batch_size = 1024 if args.recipe == "airbench94" else 128
+    if args.recipe == "airbench94":
+        fixed = [name for name in ("optimizer", "lr", "momentum", "nesterov", "weight_decay",
+                                   "weight_decay_form", "schedule", "warmup_epochs",
+                                   "label_smoothing", "mixup", "shortcut", "area_factor", "pca")
+                 if getattr(args, name) is not None]
+        if fixed:
+            error(f"--recipe airbench94 uses the paper's hyper-parameters "
+                  f"(pyresnet.applications.airbench.HYPERPARAMETERS); drop "
+                  f"{', '.join('--' + n.replace('_', '-') for n in fixed)}")
+        for key, value in recipe.items():
+            setattr(args, key, value if key != "epochs" or args.epochs is None else args.epochs)
+        args.model = "airbench94"
+        return args
+    if args.epochs is not None:
+        if args.epochs != int(args.epochs):
+            error(f"--epochs must be a whole number for --recipe {args.recipe}, got "
+                  f"{args.epochs:g}")
+        args.epochs = int(args.epochs)
     if args.optimizer is not None and args.optimizer != recipe["optimizer"]:
         # another optimizer than the recipe's: its own usual rate, decoupled decay
         recipe.update(lr=OPTIMIZER_LR[args.optimizer], weight_decay_form="coupled"
@@ -274,7 +319,10 @@ def parse_args(argv=None):
     """
     p = build_parser()
     args = p.parse_args(argv)
-    for name in ("epochs", "batch_size"):
+    if args.epochs is not None and not args.epochs > 0:
+        p.error(f"--epochs must be >= 1, got {args.epochs:g} (with --recipe airbench94: a "
+                f"number > 0)")
+    for name in ("batch_size",):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     for name in ("subset", "test_subset"):
@@ -349,6 +397,12 @@ def make_optimizer(args, steps_per_epoch):
 
 def describe(args):
     """One line naming the recipe's choices (printed at the start)."""
+    if args.recipe == "airbench94":
+        aug = "alternating flip + 2-pixel mirror translation" if _alternating_flip() else \
+            "random flip + 2-pixel reflect-padded crop (no alternating flip in this build)"
+        return ("recipe airbench94 (Jordan 2024): SGD nesterov 0.85, lr 11.5 / wd 0.0153 per "
+                "1024 (Keras lr 1.5, L2 coupled), 64x lr for BN biases, triangular schedule, "
+                f"Lookahead every 5 steps, label smoothing 0.2, {aug}, TTA at the end")
     wd = "no weight decay" if not args.weight_decay else (
         f"weight decay {args.weight_decay:g} {args.weight_decay_form} (Keras weight_decay "
         f"{keras_weight_decay(args):.4g})")
@@ -361,6 +415,31 @@ def describe(args):
                      if args.recipe == "regnet" else ""])
     return (f"recipe {args.recipe}: {args.optimizer} lr {args.lr:g}{mom}, {wd}, {args.schedule} "
             f"schedule, warmup {args.warmup_epochs:g} epochs, {args.shortcut} shortcuts{extra}")
+
+
+def _alternating_flip():
+    """Whether ``cifar_train_dataset`` offers airbench's augmentation
+    (``flip="alternate"``, ``fill_mode="mirror"``)."""
+    import inspect  # noqa: PLC0415
+    return "flip" in inspect.signature(pr.data.recipes.cifar_train_dataset).parameters
+
+
+def airbench_datasets(x_train, y_train, batch_size, seed):
+    """airbench94's training batches: shuffled, last partial batch dropped,
+    alternating flip + 2-pixel mirror-padded translation when the pipeline
+    has them, else random flip + reflect-padded random crop; normalised."""
+    recipes = pr.data.recipes
+    if _alternating_flip():
+        return recipes.cifar_train_dataset(x_train, y_train, batch_size=batch_size, seed=seed,
+                                           drop_remainder=True, flip="alternate", translate=2,
+                                           fill_mode="mirror")
+    shuffle_seed, crop_seed, flip_seed = recipes._seeds(seed, 3)
+    ds = pr.data.Dataset.from_tensor_slices((x_train, recipes._labels(y_train)))
+    ds = ds.shuffle(len(x_train), seed=shuffle_seed).batch(batch_size, drop_remainder=True)
+    for layer in (pr.layers.RandomCrop(32, 32, seed=crop_seed, padding=2, padding_mode="reflect"),
+                  pr.layers.RandomFlip("horizontal", seed=flip_seed), recipes.normalization()):
+        ds = ds.map(layer)
+    return ds.prefetch(2)
 
 
 def _run_folder(args):
@@ -465,7 +544,13 @@ def main(argv=None):
 
     mixup = args.mixup if not args.no_augment else 0.0
     recipes = pr.data.recipes
-    if args.recipe == "regnet" and not args.no_augment:
+    airbench = args.recipe == "airbench94"
+    if airbench and not args.no_augment:
+        train = airbench_datasets(x_train, y_train, args.batch_size, args.seed)
+    elif airbench:
+        train = recipes.cifar_train_dataset(x_train, y_train, batch_size=args.batch_size,
+                                            seed=args.seed, augment=False, drop_remainder=True)
+    elif args.recipe == "regnet" and not args.no_augment:
         train = recipes.regnet_train_dataset(
             x_train, y_train, num_classes, batch_size=args.batch_size, seed=args.seed,
             mixup_alpha=mixup, area_factor=(args.area_factor, 1.0), pca=args.pca)
@@ -479,7 +564,16 @@ def main(argv=None):
     # layers take the global policy when they are made
     pr.mixed_precision.set_global_policy("mixed_bfloat16" if args.mixed_precision else "float32")
     try:
-        model = build_model(args.model, num_classes, args.shortcut, tuple(x_train.shape[1:]))
+        if airbench:
+            n = pr.applications.airbench.HYPERPARAMETERS["whiten_images"]
+            mean, std = (np.asarray(v, np.float32) for v in (recipes.CIFAR10_MEAN,
+                                                            recipes.CIFAR10_STD))
+            whiten = ((x_train[:n] / np.float32(255) - mean) / std).astype(np.float32)
+            model = pr.applications.airbench94(tuple(x_train.shape[1:]), num_classes,
+                                               whitening_images=whiten)
+        else:
+            model = build_model(args.model, num_classes, args.shortcut,
+                                tuple(x_train.shape[1:]))
     finally:
         pr.mixed_precision.set_global_policy(before)
     steps_per_epoch = len(train)
@@ -487,7 +581,14 @@ def main(argv=None):
     loss = (pr.losses.CategoricalCrossentropy if mixup else
             pr.losses.SparseCategoricalCrossentropy)(from_logits=True,
                                                      label_smoothing=args.label_smoothing)
-    model.compile(optimizer=make_optimizer(args, steps_per_epoch), loss=loss,
+    extra_callbacks, fit_epochs = [], args.epochs
+    if airbench:
+        setup = pr.applications.airbench.training_setup(model, steps_per_epoch, args.epochs)
+        optimizer, loss = setup["optimizer"], setup["loss"]
+        extra_callbacks, fit_epochs = setup["callbacks"], setup["epochs"]
+    else:
+        optimizer = make_optimizer(args, steps_per_epoch)
+    model.compile(optimizer=optimizer, loss=loss,
                   metrics=["accuracy"], run_eagerly=args.run_eagerly,
                   jit_compile=args.jit_compile)
     verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
@@ -497,7 +598,7 @@ def main(argv=None):
                                                delete_checkpoint=False),
                  pr.callbacks.ProgbarLogger(),  # closes its bar before the epoch line
                  EpochLogger(len(x_train), say), metrics, best,
-                 pr.callbacks.TerminateOnNaN()]  # a NaN loss ends the epoch at once
+                 pr.callbacks.TerminateOnNaN()] + extra_callbacks
     if rank != 0:  # the others only check the loss (DataParallel drops the file writers)
         callbacks = [cb for cb in callbacks
                      if isinstance(cb, (EpochLogger, pr.callbacks.TerminateOnNaN))]
@@ -507,15 +608,28 @@ def main(argv=None):
     except ImportError:  # the optional writer (pip install 'pyresnet[tensorboard]') is absent
         pass
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
-        history = model.fit(train, epochs=args.epochs, validation_data=test,
+        history = model.fit(train, epochs=fit_epochs, validation_data=test,
                             callbacks=callbacks, verbose=verbose)
     if rank == 0:
         model.save(os.path.join(run_dir, "model.keras"))
     final = history.history["val_accuracy"][-1]
+    tta_note = ""
+    if airbench:  # the final (Lookahead) weights, with test-time augmentation
+        tta = pr.models.TestTimeAugmentation(model, flip=True, translate=1)
+        tta.compile(loss=loss, metrics=["accuracy"])
+        final_logs = model.evaluate(test, verbose=0, return_dict=True)
+        tta_logs = tta.evaluate(test, verbose=0, return_dict=True)
+        final = tta_logs["accuracy"]
+        tta_note = f"(with TTA; {final_logs['accuracy']:.4f} without)  "
+        if rank == 0:
+            write_text(os.path.join(run_dir, "final.json"), json.dumps(
+                {"test_accuracy": final_logs["accuracy"], "test_accuracy_tta": final,
+                 "test_loss": final_logs["loss"], "test_loss_tta": tta_logs["loss"],
+                 "seconds": time.perf_counter() - t_start}, indent=1) + "\n")
     wall = time.perf_counter() - t_start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    say(f"final test accuracy {final:.4f}  wall time {wall:.1f} s  peak RSS {peak:.2f} GiB",
-          flush=True)
+    say(f"final test accuracy {final:.4f}  {tta_note}wall time {wall:.1f} s  peak RSS "
+        f"{peak:.2f} GiB", flush=True)
     return 0
 
 

@@ -302,6 +302,31 @@ add(Entry("relu_backward", _cases + [as_bf16(c, bf16_out=True) for c in _cases]
           + [Case("(3, 5) y away from 0", lambda r: [randn(r, 3, 5), away_from_zero(r, 3, 5)])],
           reference=lambda dy, y: np.where(y > 0, dy, 0.0), rtol=0, atol=0, grad_wrt=(0, 1),
           note="second order: linear in dy, 0 in y (the mask is piecewise constant)"))
+
+
+def _gelu_ref(x):
+    return 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2)))
+
+
+def _gelu_backward_ref(dy, x):
+    cdf = 0.5 * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2)))
+    return dy * (cdf + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi))
+
+
+_gelu_cases = _unary_cases(lambda r, s: uniform(r, -5.0, 5.0, *s))
+add(Entry("gelu", _gelu_cases + [as_bf16(c, bf16_out=True) for c in _gelu_cases]
+          + [Case("saturated", lambda r: [np.array([-100.0, -9.0, -1e-30, 0.0, 1e-30, 9.0, 100.0],
+                                                   f32)], grad=False)],
+          reference=_gelu_ref, rtol=2e-6, atol=2e-6, grad_wrt=(0,),
+          note="vectorized erf/exp approximations (absolute error < 2e-6, float32 rounding of 1 + erf near -1 included); bfloat16 in and out"))
+_gelu_bw_cases = [Case(str(s), lambda r, s=s: [randn(r, *s), uniform(r, -5.0, 5.0, *s)])
+                  for s in [(3, 5), (1,), (2, 17, 33)]] + [
+    Case("(65, 1031)", lambda r: [randn(r, 65, 1031), uniform(r, -5.0, 5.0, 65, 1031)],
+         grad=False)]
+add(Entry("gelu_backward", _gelu_bw_cases
+          + [as_bf16(c, bf16_out=True) for c in _gelu_bw_cases],
+          reference=_gelu_backward_ref, rtol=2e-6, atol=2e-6, grad_wrt=(0, 1),
+          note="second order: linear in dy; in x, dy * phi(x) (2 - x**2)"))
 add(Entry("clip_backward",
           [Case(c.label, c.make, {"min": -0.5, "max": 0.75}, grad=False)
            for c in _mask_cases(_with_bounds)]
@@ -973,6 +998,28 @@ add(Entry("sgd_momentum_update",
           reference=_sgd_momentum_ref, rtol=1e-6, atol=1e-7, kind="state",
           note="updates the variable and the velocity"))
 
+
+
+def _ema_ref(w, avg, momentum, iterations, period=1, overwrite_frequency=0,
+             first_step_copy=False):
+    """ops.ema_update in float64: Keras 3's EMA (period 1) / Lookahead's sync."""
+    t = int(iterations) + 1
+    if t % period:
+        return w, avg
+    m = 0.0 if first_step_copy and t == 1 else float(momentum)
+    avg = m * avg + (1 - m) * w
+    return (avg.copy() if overwrite_frequency and t % overwrite_frequency == 0 else w), avg
+
+
+add(Entry("ema_update",
+          [Case(f"{s} step={it} period={k} overwrite={ow} first={fc}",
+                lambda r, s=s, it=it: [randn(r, *s), randn(r, *s), f32(0.8), np.int64(it)],
+                {"period": k, "overwrite_frequency": ow, "first_step_copy": fc}, grad=False)
+           for s, it, k, ow, fc in [((3, 5), 0, 1, 0, True), ((3, 5), 0, 1, 0, False),
+                                    ((7, 17), 2, 1, 3, True), ((64,), 4, 5, 5, False),
+                                    ((64,), 3, 5, 5, False), ((3, 3, 64, 64), 9, 5, 5, False)]],
+          reference=_ema_ref, rtol=1e-6, atol=1e-6, kind="state",
+          note="updates the variable (on overwrite) and the average; t = iterations + 1"))
 
 
 def _adam_ref(w, g, m, v, vhat, lr, iterations, beta_1=0.9, beta_2=0.999, epsilon=1e-7,

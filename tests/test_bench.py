@@ -20,6 +20,8 @@ BENCH = ROOT / "bench"
 
 # script -> (arguments for a run of a few seconds at most, files it writes into --out)
 SMOKE = {
+    "airbench_steps.py": (["--steps", "1", "--warmup", "1", "--batch", "8", "--widths", "8,8,8",
+                           "--profile", "--no-tta"], []),
     "augment.py": (["--images", "256", "--repeats", "1", "--train", "--train-steps", "2",
                     "--train-repeats", "1"], []),
     "bench_norm.py": (["--repeats", "1", "--threads", "1"], []),

@@ -219,8 +219,8 @@ def test_apply_after_build_and_names():
         pr.optimizers.AdamW(weight_decay=None)
     with pytest.raises(ValueError, match="only one of `clipnorm`"):
         pr.optimizers.Adam(clipnorm=1.0, clipvalue=1.0)
-    with pytest.raises(NotImplementedError, match="use_ema"):
-        pr.optimizers.Adam(use_ema=True)
+    with pytest.raises(NotImplementedError, match="loss_scale_factor"):
+        pr.optimizers.Adam(loss_scale_factor=2.0)
     with pytest.raises(ValueError, match="beta_1"):
         pr.optimizers.Adam(beta_1=1.0)
     with pytest.raises(TypeError, match="not settable"):

@@ -582,6 +582,10 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("augment.c", "PARALLEL_MIN"): augment_parallel,
     ("augment.c", "block = 4096"): augment_parallel,
     ("elementwise.c", "PARALLEL_MIN"): elementwise_parallel,
+    ("elementwise.c", "BF16_BLOCK"): "the bfloat16 GELU kernels' staging block: every element "
+                                     "is computed alike whatever block it falls in",
+    ("elementwise.c", "GELU_INV_SQRT2"): "a formula constant (1/sqrt 2), not a size",
+    ("elementwise.c", "GELU_INV_SQRT_2PI"): "a formula constant (1/sqrt(2 pi)), not a size",
     ("elementwise.c", "chunk = 16384"): elementwise_parallel,
     ("elementwise.c", "rows < 4"): elementwise_parallel,
     ("reduce.c", "PARALLEL_MIN"): reduce_parallel,

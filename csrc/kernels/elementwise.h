@@ -84,6 +84,15 @@ int pr_k_relu_backward(const float *dy, const float *y, float *dx, int64_t n);
 int pr_k_relu_bf16(const uint16_t *x, uint16_t *y, int64_t n);
 int pr_k_relu_backward_bf16(const uint16_t *dy, const uint16_t *y, uint16_t *dx, int64_t n);
 int pr_k_scale(const float *x, float *y, int64_t n, float s);
+/* GELU, exact (erf) form: y = 0.5 x (1 + erf(x / sqrt 2)) (Hendrycks &
+ * Gimpel 2016), and dx = dy * (Phi(x) + x phi(x)); vectorizable float32
+ * approximations of erf and exp (elementwise.c), absolute error ~1e-7.
+ * The _bf16 versions read and write bfloat16, computing in float32. */
+int pr_k_gelu(const float *x, float *y, int64_t n);
+int pr_k_gelu_backward(const float *dy, const float *x, float *dx, int64_t n);
+int pr_k_gelu_bf16(const uint16_t *x, uint16_t *y, int64_t n);
+int pr_k_gelu_backward_bf16(const uint16_t *dy, const uint16_t *x, uint16_t *dx, int64_t n);
+
 /* y = pr_unary_apply(k, x) elementwise (C99 expf/logf/sqrtf/tanhf/erff semantics). */
 int pr_k_unary(pr_unary_kind k, const float *x, float *y, int64_t n);
 /* y = min(max(x, lo), hi) (NumPy clip: hi wins when lo > hi; NaN stays NaN). */

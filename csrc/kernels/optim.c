@@ -102,6 +102,17 @@ int pr_k_moving_average(float *var, const float *value, int64_t n, float momentu
     return PR_OK;
 }
 
+int pr_k_ema(float *var, float *average, int64_t n, float momentum, float one_minus_momentum,
+             int overwrite) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float a = momentum * average[i] + one_minus_momentum * var[i];
+        average[i] = a;
+        if (overwrite) var[i] = a;
+    }
+    return PR_OK;
+}
+
 int pr_k_sgd(float *var, const float *grad, int64_t n, float lr, float wd) {
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++) {

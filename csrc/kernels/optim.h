@@ -24,6 +24,14 @@ int pr_k_assign(pr_assign_kind k, void *var, pr_dtype vt, int ndim, const int64_
 int pr_k_moving_average(float *var, const float *value, int64_t n, float momentum,
                         float one_minus_momentum);
 
+/* A moving average of a variable (Keras 3's optimizer EMA,
+ * base_optimizer._update_model_variables_moving_averages; Lookahead's slow
+ * weights, Zhang et al. 2019, Algorithm 1), float32:
+ *   average = momentum * average + one_minus_momentum * var
+ *   if overwrite: var = average */
+int pr_k_ema(float *var, float *average, int64_t n, float momentum, float one_minus_momentum,
+             int overwrite);
+
 /* Keras 3 SGD (keras/src/optimizers/sgd.py) after the base optimizer's
  * decoupled weight decay (base_optimizer._apply_weight_decay), in float32,
  * with the same operation order:

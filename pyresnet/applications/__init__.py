@@ -1,6 +1,8 @@
 """Ready-made architectures (``keras.applications``): the CIFAR ResNets and
-their pre-activation variants, and the 24 RegNets X/Y (200MF to 32GF) of
-tf.keras 2.x."""
+their pre-activation variants, the 24 RegNets X/Y (200MF to 32GF) of
+tf.keras 2.x, and airbench94 (Jordan 2024)."""
+from . import airbench
+from .airbench import airbench94
 from .preact_resnet_cifar import (preact_resnet20, preact_resnet32, preact_resnet44,
                                   preact_resnet56, preact_resnet110, preact_resnet_cifar)
 from .regnet import (RegNetX002, RegNetX004, RegNetX006, RegNetX008, RegNetX016, RegNetX032,
@@ -10,7 +12,7 @@ from .regnet import (RegNetX002, RegNetX004, RegNetX006, RegNetX008, RegNetX016,
                      regnet, regnet_stages)
 from .resnet_cifar import resnet20, resnet32, resnet44, resnet56, resnet110, resnet_cifar
 
-__all__ = ["resnet_cifar", "resnet20", "resnet32", "resnet44", "resnet56", "resnet110",
+__all__ = ["airbench", "airbench94", "resnet_cifar", "resnet20", "resnet32", "resnet44", "resnet56", "resnet110",
            "preact_resnet_cifar", "preact_resnet20", "preact_resnet32", "preact_resnet44",
            "preact_resnet56", "preact_resnet110", "regnet", "regnet_stages",
            "RegNetX002", "RegNetX004", "RegNetX006", "RegNetX008", "RegNetX016",

@@ -29,6 +29,9 @@ class BatchNormalization(Layer):
         center, scale (bool): learn ``beta`` / ``gamma`` (else 0 / 1).
         beta_initializer, gamma_initializer, moving_mean_initializer,
         moving_variance_initializer: Keras names or callables.
+        beta_regularizer, gamma_regularizer: None or a
+            :mod:`pyresnet.regularizers` object or name (Keras's): the
+            weight's penalty joins ``layer.losses``.
         **kwargs: ``name``, ``trainable``, ... of :class:`Layer`.
     Raises:
         ValueError: for bad arguments; on call, for a channel count other than
@@ -37,8 +40,12 @@ class BatchNormalization(Layer):
 
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones",
-                 moving_mean_initializer="zeros", moving_variance_initializer="ones", **kwargs):
+                 moving_mean_initializer="zeros", moving_variance_initializer="ones",
+                 beta_regularizer=None, gamma_regularizer=None, **kwargs):
         super().__init__(**kwargs)
+        from .. import regularizers  # noqa: PLC0415
+        self.beta_regularizer = regularizers.get(beta_regularizer)
+        self.gamma_regularizer = regularizers.get(gamma_regularizer)
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"BatchNormalization: `momentum` must be in [0, 1], got {momentum!r}")
         if not epsilon > 0:
@@ -63,9 +70,11 @@ class BatchNormalization(Layer):
             raise ValueError(f'Layer "{self.name}": the channel axis (last) must be known, got '
                              f"input shape {input_shape}")
         shape = (channels,)
-        self.gamma = self.add_weight(shape, self.gamma_initializer, name="gamma") \
+        self.gamma = self.add_weight(shape, self.gamma_initializer, name="gamma",
+                                     regularizer=self.gamma_regularizer) \
             if self.scale else Tensor(np.ones(shape, np.float32))
-        self.beta = self.add_weight(shape, self.beta_initializer, name="beta") \
+        self.beta = self.add_weight(shape, self.beta_initializer, name="beta",
+                                    regularizer=self.beta_regularizer) \
             if self.center else Tensor(np.zeros(shape, np.float32))
         self.moving_mean = self.add_weight(shape, self.moving_mean_initializer,
                                            trainable=False, name="moving_mean")

@@ -1,10 +1,12 @@
 """Models (``keras.models``): :class:`Model` (functional or subclassed) and
 :class:`Sequential`, with ``compile``/``fit``/``evaluate``/``predict``/
-``summary``; :func:`load_model` and :func:`model_from_json` (from
+``summary``; :class:`TestTimeAugmentation` (a wrapper averaging over
+mirrored/translated views); :func:`load_model` and :func:`model_from_json` (from
 :mod:`pyresnet.saving`)."""
 from .cloning import clone_model
 from .model import Model
 from .sequential import Sequential
+from .tta import TestTimeAugmentation
 
 
 def load_model(filepath, custom_objects=None, compile=True):
@@ -19,4 +21,5 @@ def model_from_json(json_string, custom_objects=None):
     return _from_json(json_string, custom_objects=custom_objects)
 
 
-__all__ = ["Model", "Sequential", "clone_model", "load_model", "model_from_json"]
+__all__ = ["Model", "Sequential", "TestTimeAugmentation", "clone_model", "load_model",
+           "model_from_json"]

@@ -719,8 +719,9 @@ class Trainer:
             cbs.on_train_begin()
             if strategy is not None:
                 strategy._train_begin(self, progress)
-            logs = None
+            logs, trained = None, False
             for epoch in range(progress.epoch, epochs):
+                trained = True
                 progress.start_epoch(epoch)
                 cbs.on_epoch_begin(epoch)
                 logs = self._run(data, train_function, cbs, "train", model=self,
@@ -734,6 +735,9 @@ class Trainer:
                 cbs.on_epoch_end(epoch, logs)
                 if self.stop_training:
                     break
+            if trained and hasattr(self.optimizer, "finalize_variable_values"):
+                # Keras 3: the EMA / Lookahead weights replace the trained ones
+                self.optimizer.finalize_variable_values(self.trainable_weights)
             cbs.on_train_end(logs)
         finally:
             self._fit_progress = None

@@ -52,6 +52,42 @@ def moving_average_update(variable, value, momentum):
     call("moving_average_update", variable, value, momentum=float(momentum))
 
 
+def ema_update(variable, average, momentum, iterations, period=1, overwrite_frequency=0,
+               first_step_copy=False):
+    """A moving average of ``variable`` and, optionally, the variable reset
+    to it, in place (float32).  With ``t = iterations + 1`` (the step the
+    optimizer has just applied, ``iterations`` counting the steps before it)::
+
+        if t % period == 0:
+            m = 0 if (first_step_copy and t == 1) else momentum
+            average = m * average + (1 - m) * variable
+            if overwrite_frequency and t % overwrite_frequency == 0:
+                variable = average
+
+    ``period=1, first_step_copy=True`` is Keras 3's optimizer EMA
+    (``use_ema``, keras/src/optimizers/base_optimizer.py,
+    ``_update_model_variables_moving_averages`` and
+    ``_overwrite_model_variables_with_average_value``);
+    ``period = overwrite_frequency = k`` with ``momentum = 1 - alpha`` is
+    Lookahead's synchronisation (Zhang et al. 2019, Algorithm 1: slow
+    weights ``phi += alpha * (theta - phi)``, then ``theta = phi``).
+
+    Args:
+        variable, average: float32 Variables of the same shape.
+        momentum: float32 scalar tensor (or a float): the weight of the
+            old average, computed in the graph for a schedule.
+        iterations: the optimizer's step count before this step (int64
+            scalar).
+        period (int >= 1), overwrite_frequency (int >= 0; 0: never),
+        first_step_copy (bool): see above.
+    Raises:
+        ValueError: shapes differ, momentum or iterations not one number,
+            period < 1.  TypeError: not float32.
+    """
+    call("ema_update", variable, average, momentum, iterations, period=int(period),
+         overwrite_frequency=int(overwrite_frequency), first_step_copy=bool(first_step_copy))
+
+
 def sgd_update(variable, gradient, learning_rate, weight_decay=0.0):
     """One Keras 3 SGD step without momentum, in place (float32):
     ``variable -= variable * weight_decay * lr`` (decoupled weight decay of

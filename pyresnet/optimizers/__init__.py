@@ -1,6 +1,7 @@
 """Optimizers with Keras 3's names and arguments (``keras.optimizers``):
-:class:`SGD`, :class:`Adam`, :class:`AdamW`, :class:`RMSprop`, and the
-learning-rate schedules in :mod:`pyresnet.optimizers.schedules`.
+:class:`SGD`, :class:`Adam`, :class:`AdamW`, :class:`RMSprop` (each with
+Keras's ``use_ema``, and this package's ``lookahead=`` :class:`Lookahead` and
+per-variable ``lr_multipliers``), and the learning-rate schedules in :mod:`pyresnet.optimizers.schedules`.
 
 Each variable's update is one fused C op (csrc/ops_state.c,
 csrc/kernels/optim.c) run in place, eagerly or as a node of a compiled step;
@@ -8,7 +9,7 @@ see :mod:`pyresnet.optimizers.base_optimizer` for the order of a step.
 """
 from . import schedules
 from .adam import Adam, AdamW
-from .base_optimizer import Optimizer, clip_by_global_norm, global_norm
+from .base_optimizer import Lookahead, Optimizer, clip_by_global_norm, global_norm
 from .rmsprop import RMSprop
 from .sgd import SGD
 
@@ -48,5 +49,5 @@ def deserialize(config):
     return cls.from_config(config["config"])
 
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "schedules", "get", "deserialize",
+__all__ = ["Optimizer", "Lookahead", "SGD", "Adam", "AdamW", "RMSprop", "schedules", "get", "deserialize",
            "global_norm", "clip_by_global_norm"]

@@ -23,8 +23,66 @@ from ..tensor import Tensor, Variable, convert_to_tensor
 from . import schedules as schedules_module
 
 # Keras arguments this implementation does not provide: name -> its "off" value
-_NOT_PROVIDED = {"use_ema": False, "ema_momentum": 0.99, "ema_overwrite_frequency": None,
-                 "loss_scale_factor": None, "gradient_accumulation_steps": None}
+_NOT_PROVIDED = {"loss_scale_factor": None, "gradient_accumulation_steps": None}
+
+
+class Lookahead:
+    """Lookahead's slow weights (Zhang et al. 2019, "Lookahead Optimizer: k
+    steps forward, 1 step back", Algorithm 1), given to any optimizer as
+    ``lookahead=``: every ``sync_period`` steps, the slow copy ``phi`` of
+    each variable moves toward the variable ``theta`` and the variable is
+    reset to it::
+
+        phi = phi + alpha * (theta - phi);  theta = phi
+
+    (computed as ``phi = (1 - alpha) * phi + alpha * theta`` by the
+    ``ema_update`` op).  The slow copies start as the variables' values when
+    the optimizer creates its slots.  At the end of ``fit``,
+    ``optimizer.finalize_variable_values`` sets each variable to its slow
+    copy (the last steps since a synchronisation are dropped), as airbench
+    does (Jordan 2024, arXiv 2404.00498, section 3, "Lookahead optimization":
+    its "EMA" is this, with ``sync_period=5`` and ``alpha = 1 - 0.95**5 * (t / T)**3``, see
+    :class:`pyresnet.applications.airbench.LookaheadDecay`).  TensorFlow
+    Addons' names (``tfa.optimizers.Lookahead(sync_period=6,
+    slow_step_size=0.5)``); Keras has no Lookahead.
+
+    Args:
+        sync_period (int >= 1): k, the steps between synchronisations.
+        slow_step_size: alpha in [0, 1], a float, or a callable of the
+            optimizer's ``iterations`` (the count before the step, as a
+            learning-rate schedule is called) returning a float32 scalar
+            tensor built from pyresnet ops (a
+            :class:`~pyresnet.optimizers.schedules.LearningRateSchedule`
+            qualifies): evaluated inside compiled steps.
+    Raises:
+        ValueError: for arguments out of range.
+    """
+
+    def __init__(self, sync_period=6, slow_step_size=0.5):
+        if isinstance(sync_period, bool) or not isinstance(sync_period, (int, np.integer)) \
+                or sync_period < 1:
+            raise ValueError(f"Lookahead: `sync_period` must be an int >= 1, got "
+                             f"{sync_period!r}")
+        if not callable(slow_step_size):
+            try:
+                ok = 0.0 <= float(slow_step_size) <= 1.0
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ValueError(f"Lookahead: `slow_step_size` must be a float in [0, 1] or a "
+                                 f"schedule, got {slow_step_size!r}")
+            slow_step_size = float(slow_step_size)
+        self.sync_period, self.slow_step_size = int(sync_period), slow_step_size
+
+    def momentum(self, iterations):
+        """``1 - alpha`` at ``iterations`` as a float32 scalar tensor."""
+        alpha = self.slow_step_size
+        if callable(alpha):
+            return ops.subtract(np.float32(1.0), convert_to_tensor(alpha(iterations)))
+        return convert_to_tensor(np.float32(1.0 - alpha))
+
+    def __repr__(self):
+        return f"Lookahead(sync_period={self.sync_period}, slow_step_size={self.slow_step_size!r})"
 
 
 def _positive_or_none(owner, name, value):
@@ -60,23 +118,75 @@ class Optimizer:
         global_clipnorm (float or None): scale all gradients together so
             that their joint L2 norm is at most this (Pascanu et al. 2013).
             At most one of the three clipping arguments may be set.
+        use_ema (bool): keep an exponential moving average of the trained
+            variables (Keras 3): after every step, ``average = m * average
+            + (1 - m) * variable`` with ``m = ema_momentum`` (0 at the first
+            step, so the average starts at the variables), one
+            ``ema_update`` C op per variable.
+        ema_momentum (float): in [0, 1].
+        ema_overwrite_frequency (int or None): with ``use_ema``, every this
+            many steps the variables are set to their averages; None leaves
+            them, and ``finalize_variable_values`` (called at the end of
+            ``fit``, as Keras) sets them then.
+        lookahead (:class:`Lookahead` or None): Lookahead's slow weights
+            (not with ``use_ema``); not a Keras argument.
+        lr_multipliers (dict or None): per-variable learning-rate factors,
+            ``{regex: factor}``: a variable whose ``path`` (else ``name``)
+            contains a match of ``regex`` takes its gradient step with
+            ``learning_rate * factor`` (the first matching pattern wins;
+            see :meth:`set_lr_multiplier` to name Variables).  The decoupled
+            weight decay keeps the base rate, ``w -= w * weight_decay *
+            learning_rate``, as airbench's ``bias_scaler`` (Jordan 2024,
+            section 3: 64x for the batch-norm biases).  A factor is a
+            float >= 0 or a scalar float32 Variable (changeable during
+            training, e.g. set to 0 to freeze a variable; not with weight
+            decay on that variable).  Not a Keras argument (Keras has
+            none; PyTorch's per-group ``lr`` plays the role).
         name (str): for slot names and error messages.
-        **kwargs: Keras's ``use_ema``, ``ema_momentum``,
-            ``ema_overwrite_frequency``, ``loss_scale_factor`` and
+        **kwargs: Keras's ``loss_scale_factor`` and
             ``gradient_accumulation_steps`` are accepted at their defaults
             only.
     Raises:
         ValueError: for arguments out of range, or several clipping
             arguments.  NotImplementedError: for a Keras feature not
-            provided (EMA, loss scaling, gradient accumulation).
+            provided (loss scaling, gradient accumulation).
         TypeError: for an unknown keyword argument.
     """
 
     _slot_names = ()  # the slots this configuration uses, in creation order
 
     def __init__(self, learning_rate, weight_decay=None, clipnorm=None, clipvalue=None,
-                 global_clipnorm=None, name=None, **kwargs):
+                 global_clipnorm=None, name=None, use_ema=False, ema_momentum=0.99,
+                 ema_overwrite_frequency=None, lookahead=None, lr_multipliers=None, **kwargs):
         self.name = name if name is not None else type(self).__name__
+        self.use_ema = bool(use_ema)
+        try:
+            ok = 0.0 <= float(ema_momentum) <= 1.0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError(f"{self.name}: `ema_momentum` must be in [0, 1], got "
+                             f"{ema_momentum!r}")
+        self.ema_momentum = float(ema_momentum)
+        if ema_overwrite_frequency is not None and (
+                isinstance(ema_overwrite_frequency, bool)
+                or not isinstance(ema_overwrite_frequency, (int, np.integer))
+                or ema_overwrite_frequency < 1):
+            raise ValueError(f"{self.name}: `ema_overwrite_frequency` must be an int >= 1 or "
+                             f"None, got {ema_overwrite_frequency!r}")
+        self.ema_overwrite_frequency = None if ema_overwrite_frequency is None \
+            else int(ema_overwrite_frequency)
+        if lookahead is not None and not isinstance(lookahead, Lookahead):
+            raise TypeError(f"{self.name}: `lookahead` must be an optimizers.Lookahead or "
+                            f"None, got {lookahead!r}")
+        if lookahead is not None and self.use_ema:
+            raise ValueError(f"{self.name}: `use_ema` and `lookahead` cannot be combined")
+        self.lookahead = lookahead
+        self._multiplier_ids = {}  # id(variable) -> (variable, factor)
+        self._multiplier_patterns = []  # [(compiled regex, factor)]
+        for pattern, factor in (lr_multipliers or {}).items():
+            self._multiplier_patterns.append((re.compile(pattern),
+                                              self._check_multiplier(factor)))
         for key, value in kwargs.items():
             if key not in _NOT_PROVIDED:
                 raise TypeError(f"{self.name}: unexpected keyword argument {key!r}")
@@ -99,6 +209,9 @@ class Optimizer:
             self._learning_rate = Variable(np.float32(self._check_lr(learning_rate)),
                                            trainable=False, name="learning_rate")
         # slot name -> {id(variable): (variable, slot)}, in creation order
+        # (the EMA / Lookahead slot joins the configuration's, so that saving and
+        # loading handle it as any slot)
+        self._slot_names = tuple(self._slot_names) + self._average_slot()
         self._slots = {slot: {} for slot in self._slot_names}
         self._trainable_variables = []
         self._exclude_ids, self._exclude_pattern = set(), None
@@ -106,6 +219,27 @@ class Optimizer:
         # Variable counted in place, so compiled steps count too.
         self.iterations = Variable(np.int64(0), trainable=False, name="iteration")
         self.built = False
+
+    def _average_slot(self):
+        """The moving-average slot's name, as a 1-tuple (or empty)."""
+        if self.use_ema:
+            return ("average",)
+        return ("slow",) if self.lookahead is not None else ()
+
+    def _check_multiplier(self, factor):
+        if isinstance(factor, Variable):
+            if factor.dtype != "float32" or factor.size != 1 or factor.trainable:
+                raise ValueError(f"{self.name}: a learning-rate multiplier Variable must be a "
+                                 f"non-trainable float32 scalar, got {factor!r}")
+            return factor
+        try:
+            ok = 0.0 <= float(factor) < np.inf
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError(f"{self.name}: a learning-rate multiplier must be a finite float "
+                             f">= 0 or a scalar Variable, got {factor!r}")
+        return float(factor)
 
     def _check_lr(self, value):
         try:
@@ -167,14 +301,50 @@ class Optimizer:
 
     def _get_slot(self, variable, slot_name):
         """Slot ``slot_name`` of ``variable`` (float32 zeros of its shape, a
-        non-trainable Variable named ``<variable>/<slot_name>``), created on
-        first use."""
+        non-trainable Variable named ``<variable>/<slot_name>``; Lookahead's
+        ``slow`` slot starts as a copy of the variable), created on first
+        use."""
         slots = self._slots[slot_name]
         if id(variable) not in slots:
-            slots[id(variable)] = (variable, Variable(np.zeros(variable.shape, np.float32),
-                                                      trainable=False,
+            init = np.array(variable, np.float32) if slot_name == "slow" \
+                else np.zeros(variable.shape, np.float32)
+            slots[id(variable)] = (variable, Variable(init, trainable=False,
                                                       name=f"{variable.name}/{slot_name}"))
         return slots[id(variable)][1]
+
+    # ---- learning-rate multipliers ----------------------------------------------------
+
+    def set_lr_multiplier(self, factor, var_list=None, var_names=None):
+        """Give the Variables in ``var_list``, and those whose ``path`` (else
+        ``name``) matches one of the regular expressions ``var_names``, the
+        learning-rate factor ``factor`` (see ``lr_multipliers`` in the
+        class docstring).  Later calls take precedence over earlier ones and
+        over the constructor's ``lr_multipliers``.
+
+        Raises:
+            ValueError: for a factor out of range, or after the optimizer's
+                first update.
+        """
+        if self.built:
+            raise ValueError("`set_lr_multiplier()` can only be configured before the "
+                             "optimizer is built")
+        factor = self._check_multiplier(factor)
+        for v in var_list or []:
+            self._check_variable(v)
+            self._multiplier_ids[id(v)] = (v, factor)
+        for pattern in var_names or []:
+            self._multiplier_patterns.insert(0, (re.compile(pattern), factor))
+
+    def lr_multiplier_of(self, variable):
+        """The learning-rate factor of ``variable``: a float (1.0 by default)
+        or a scalar Variable."""
+        if id(variable) in self._multiplier_ids:
+            return self._multiplier_ids[id(variable)][1]
+        name = str(getattr(variable, "path", None) or variable.name)
+        for pattern, factor in self._multiplier_patterns:
+            if pattern.search(name):
+                return factor
+        return 1.0
 
     def _unused_slot(self):
         """An empty float32 Variable, shape (0,): what the fused update ops
@@ -202,12 +372,22 @@ class Optimizer:
             else None
 
     def _decay_of(self, variable):
-        """The weight decay factor of ``variable`` (0.0 when excluded or unset)."""
+        """The weight decay factor of ``variable`` (0.0 when excluded or
+        unset), divided by its learning-rate multiplier (the update ops
+        compute ``w * weight_decay * lr`` with the variable's multiplied
+        rate, so the decay keeps the base rate)."""
         if not self.weight_decay or id(variable) in self._exclude_ids:
             return 0.0
         if self._exclude_pattern is not None and self._exclude_pattern.search(str(variable.name)):
             return 0.0
-        return self.weight_decay
+        factor = self.lr_multiplier_of(variable)
+        if isinstance(factor, Variable):
+            raise ValueError(f"{self.name}: variable {variable.name} has a Variable learning-"
+                             "rate multiplier and weight decay; exclude it from weight decay "
+                             "(`exclude_from_weight_decay`) or give a float multiplier")
+        if factor == 0.0:
+            return 0.0
+        return self.weight_decay / factor
 
     # ---- applying gradients ------------------------------------------------------------
 
@@ -248,7 +428,8 @@ class Optimizer:
         Raises:
             TypeError: a variable is not a Variable, or a gradient not float32.
             ValueError: a gradient's shape differs from its variable's, the
-                lists differ in length, or no variables are known.
+                lists differ in length, no variables are known, or a variable
+                has both weight decay and a Variable learning-rate multiplier.
             Everything is checked before the first update, so a failing call
             changes nothing.
         """
@@ -285,15 +466,58 @@ class Optimizer:
         if not pairs:
             return
         for _, v in pairs:
+            self._decay_of(v)  # (raises for a Variable multiplier with weight decay)
+        for _, v in pairs:
             if not any(v is t for t in self._trainable_variables):
                 self._trainable_variables.append(v)
+            for slot_name in self._average_slot():  # (Lookahead's copy: before the update)
+                self._get_slot(v, slot_name)
         with name_scope(self.name):  # (traced: the update nodes' scope)
             grads = self._clip_gradients([g for g, _ in pairs])
             lr = self._current_learning_rate()
+            scaled = {}  # factor (float or id of a Variable) -> the scaled rate, one node each
             for g, (_, v) in zip(grads, pairs):
-                self._update(g, v, lr)
+                factor = self.lr_multiplier_of(v)
+                if isinstance(factor, float) and factor == 1.0:
+                    self._update(g, v, lr)
+                    continue
+                key = id(factor) if isinstance(factor, Variable) else factor
+                if key not in scaled:
+                    scaled[key] = ops.multiply(lr, factor if isinstance(factor, Variable)
+                                               else np.float32(factor))
+                self._update(g, v, scaled[key])
+            self._update_averages()
             ops.assign_add(self.iterations, np.int64(1))
         self.built = True
+
+    def _update_averages(self):
+        """Keras 3's EMA step (after the updates, before ``iterations`` is
+        counted; base_optimizer.apply) or Lookahead's synchronisation, one
+        ``ema_update`` op per trained variable."""
+        if self.use_ema:
+            momentum = convert_to_tensor(np.float32(self.ema_momentum))
+            for v in self._trainable_variables:
+                ops.ema_update(v, self._get_slot(v, "average"), momentum, self.iterations,
+                               overwrite_frequency=self.ema_overwrite_frequency or 0,
+                               first_step_copy=True)
+        elif self.lookahead is not None:
+            k = self.lookahead.sync_period
+            momentum = self.lookahead.momentum(self.iterations)
+            for v in self._trainable_variables:
+                ops.ema_update(v, self._get_slot(v, "slow"), momentum, self.iterations,
+                               period=k, overwrite_frequency=k)
+
+    def finalize_variable_values(self, var_list):
+        """Set each Variable of ``var_list`` that has a moving average (with
+        ``use_ema``) or slow weights (with ``lookahead``) to it, as Keras 3
+        (``fit`` calls this at the end of training).  Does nothing
+        otherwise."""
+        name = "average" if self.use_ema else "slow" if self.lookahead is not None else None
+        if name is None:
+            return
+        for v in var_list:
+            if id(v) in self._slots[name]:
+                v.assign(self._slots[name][id(v)][1])
 
     def _current_learning_rate(self):
         """The rate of this step as a float32 scalar tensor (one graph node
@@ -334,7 +558,9 @@ class Optimizer:
             raise TypeError(f"{self.name}: a callable learning rate cannot be serialized")
         return {"name": self.name, "learning_rate": lr, "weight_decay": self.weight_decay,
                 "clipnorm": self.clipnorm, "global_clipnorm": self.global_clipnorm,
-                "clipvalue": self.clipvalue}
+                "clipvalue": self.clipvalue, "use_ema": self.use_ema,
+                "ema_momentum": self.ema_momentum,
+                "ema_overwrite_frequency": self.ema_overwrite_frequency}
 
     @classmethod
     def from_config(cls, config):

@@ -48,7 +48,8 @@ KERAS_LAYERS = {
               "kernel_regularizer", "bias_regularizer"),
     "BatchNormalization": ("axis", "momentum", "epsilon", "center", "scale", "beta_initializer",
                            "gamma_initializer", "moving_mean_initializer",
-                           "moving_variance_initializer"),
+                           "moving_variance_initializer", "beta_regularizer",
+                           "gamma_regularizer"),
     "DepthwiseConv2D": ("kernel_size", "strides", "padding", "depth_multiplier", "data_format",
                         "dilation_rate", "activation", "use_bias", "depthwise_initializer",
                         "bias_initializer"),
@@ -87,7 +88,7 @@ _KERAS_DEFAULTS = {
     "dilation_rate": ([1, 1], 1, (1, 1)), "groups": (1,), "data_format": ("channels_last", None),
     "activity_regularizer": (None,), "kernel_constraint": (None,), "bias_constraint": (None,),
     "depthwise_regularizer": (None,), "depthwise_constraint": (None,),
-    "beta_regularizer": (None,), "gamma_regularizer": (None,), "beta_constraint": (None,),
+    "beta_constraint": (None,),
     "gamma_constraint": (None,), "synchronized": (False,), "renorm": (False,),
     "renorm_clipping": (None,), "renorm_momentum": (0.99,), "rms_scaling": (False,),
     "quantization_config": (None,), "lora_rank": (None,), "lora_alpha": (None,),
@@ -783,8 +784,7 @@ def is_keras_written(config):
 
 _OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop")
 # Keras optimizer arguments pyresnet does not have, and their "unused" values
-_KERAS_OPTIMIZER_DEFAULTS = {"use_ema": (False,), "ema_momentum": (0.99,),
-                             "ema_overwrite_frequency": (None,), "loss_scale_factor": (None,),
+_KERAS_OPTIMIZER_DEFAULTS = {"loss_scale_factor": (None,),
                              "gradient_accumulation_steps": (None,)}
 _KERAS_LOSS_DEFAULTS = {"ignore_class": (None,), "axis": (-1,), "dtype": (None,)}
 
