@@ -398,11 +398,10 @@ def make_optimizer(args, steps_per_epoch):
 def describe(args):
     """One line naming the recipe's choices (printed at the start)."""
     if args.recipe == "airbench94":
-        aug = "alternating flip + 2-pixel mirror translation" if _alternating_flip() else \
-            "random flip + 2-pixel reflect-padded crop (no alternating flip in this build)"
         return ("recipe airbench94 (Jordan 2024): SGD nesterov 0.85, lr 11.5 / wd 0.0153 per "
                 "1024 (Keras lr 1.5, L2 coupled), 64x lr for BN biases, triangular schedule, "
-                f"Lookahead every 5 steps, label smoothing 0.2, {aug}, TTA at the end")
+                "Lookahead every 5 steps, label smoothing 0.2, alternating flip + 2-pixel mirror "
+                "translation, TTA at the end")
     wd = "no weight decay" if not args.weight_decay else (
         f"weight decay {args.weight_decay:g} {args.weight_decay_form} (Keras weight_decay "
         f"{keras_weight_decay(args):.4g})")
@@ -417,29 +416,13 @@ def describe(args):
             f"schedule, warmup {args.warmup_epochs:g} epochs, {args.shortcut} shortcuts{extra}")
 
 
-def _alternating_flip():
-    """Whether ``cifar_train_dataset`` offers airbench's augmentation
-    (``flip="alternate"``, ``fill_mode="mirror"``)."""
-    import inspect  # noqa: PLC0415
-    return "flip" in inspect.signature(pr.data.recipes.cifar_train_dataset).parameters
-
-
 def airbench_datasets(x_train, y_train, batch_size, seed):
-    """airbench94's training batches: shuffled, last partial batch dropped,
-    alternating flip + 2-pixel mirror-padded translation when the pipeline
-    has them, else random flip + reflect-padded random crop; normalised."""
-    recipes = pr.data.recipes
-    if _alternating_flip():
-        return recipes.cifar_train_dataset(x_train, y_train, batch_size=batch_size, seed=seed,
-                                           drop_remainder=True, flip="alternate", translate=2,
-                                           fill_mode="mirror")
-    shuffle_seed, crop_seed, flip_seed = recipes._seeds(seed, 3)
-    ds = pr.data.Dataset.from_tensor_slices((x_train, recipes._labels(y_train)))
-    ds = ds.shuffle(len(x_train), seed=shuffle_seed).batch(batch_size, drop_remainder=True)
-    for layer in (pr.layers.RandomCrop(32, 32, seed=crop_seed, padding=2, padding_mode="reflect"),
-                  pr.layers.RandomFlip("horizontal", seed=flip_seed), recipes.normalization()):
-        ds = ds.map(layer)
-    return ds.prefetch(2)
+    """airbench94's training batches (Jordan 2024, arXiv 2404.00498, section
+    3): shuffled, last partial batch dropped, alternating flip + 2-pixel
+    mirror-padded translation, normalised."""
+    return pr.data.recipes.cifar_train_dataset(x_train, y_train, batch_size=batch_size,
+                                               seed=seed, drop_remainder=True, flip="alternate",
+                                               translate=2, fill_mode="mirror")
 
 
 def _run_folder(args):
