@@ -52,6 +52,7 @@
 
 #define MAX_TILE 12 /* accumulators per tile, of the 16 ymm registers */
 #define MAX_NB 2    /* 8-channel blocks per filter-gradient tile */
+#define MAX_NB_FW 3 /* 8-channel blocks per forward / input-gradient tile */
 #define FT3_CT 4    /* input channels per ftile3: 3 taps x 4 = 12 accumulators */
 /* Weights a tile may stream per pass over its input channels (L1 is 32 KB):
  * longer channel runs are cut into chunks summed into the output. */
@@ -98,46 +99,55 @@ static inline void prefetch_part(const void *p, int64_t bytes, int64_t i, int64_
 
 /* ---- forward and backprop_input ----------------------------------------------- */
 
-/* One output tile of WT pixels x 8 channels: a sum over window rows, input
- * channels and K taps per row.  Input column q of window row r feeds tap k
- * of pixel p when q = p*SW + k, so one broadcast serves up to K FMAs.
- * in + roff[r] + c*cs + q is column q of row r, channel c (channel-major
- * padded rows, pad_rows_cm); w[K*r + k] points at the (cin x 8) weights of
- * row r, tap k.  Pixel p is written at out + p*os.  K = 1 with one "row"
- * per tap is the general window; K = 3 (stride 1 or 2) a window three taps
- * wide; K = 2 the stride-2 3x3 input gradient's phases, which read two
- * adjacent dy columns per window row. */
+/* One output tile of WT pixels x NB blocks of 8 channels: a sum over
+ * window rows, input channels and K taps per row.  Input column q of window
+ * row r feeds tap k of pixel p when q = p*SW + k, so one broadcast serves up
+ * to K*NB FMAs.  in + roff[r] + c*cs + q is column q of row r, channel c
+ * (channel-major padded rows, pad_rows_cm); w[K*r + k] points at the
+ * (cin x 8) weights of row r, tap k, block 0 (block b is b*wob floats
+ * further).  Pixel p is written at out + p*os (block b 8*b further).  K = 1
+ * with one "row" per tap is the general window; K = 3 (stride 1 or 2) a
+ * window three taps wide; K = 2 the stride-2 3x3 input gradient's phases,
+ * which read two adjacent dy columns per window row.  The registers: NB*WT
+ * accumulators + NB*K weight vectors + the broadcast <= 16 (row_tiles
+ * picks the shapes that fit). */
 typedef struct {
     const float *in;
-    int64_t cs, cin, os;
+    int64_t cs, cin, os, wob;
     const int64_t *roff;
     const float *const *w;
     int rows, accumulate; /* accumulate: add to what out holds (a later channel chunk) */
-    int lanes;            /* output channels in the block: 8, or fewer in the last */
+    int lanes;            /* output channels in the last block: 8, or fewer in the last */
     float *out;
 } tile_args;
 
-ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int SW, const int K) {
-    __m256 acc[MAX_TILE];
-    const int64_t os = A->os;
+ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int SW, const int K,
+                             const int NB) {
+    __m256 acc[MAX_NB_FW][MAX_TILE];
+    const int64_t os = A->os, wob = A->wob;
     const int lanes = A->lanes;
     UNROLL
-    for (int p = 0; p < WT; p++) {
-        if (A->accumulate) {
-            acc[p] = load_block(A->out + p * os, lanes);
-        } else {
-            acc[p] = _mm256_setzero_ps();
-            __builtin_prefetch(A->out + p * os, 1, 3);
+    for (int b = 0; b < NB; b++)
+        UNROLL
+        for (int p = 0; p < WT; p++) {
+            int l = b == NB - 1 ? lanes : 8;
+            if (A->accumulate) {
+                acc[b][p] = load_block(A->out + p * os + 8 * b, l);
+            } else {
+                acc[b][p] = _mm256_setzero_ps();
+                if (b == 0) __builtin_prefetch(A->out + p * os, 1, 3);
+            }
         }
-    }
     const int64_t cs = A->cs, cin = A->cin;
     for (int r = 0; r < A->rows; r++) {
         const float *a = A->in + A->roff[r];
         const float *const *wr = A->w + K * r;
         for (int64_t c = 0; c < cin; c++, a += cs) {
-            __m256 wv[3];
+            __m256 wv[MAX_NB_FW][3];
             UNROLL
-            for (int k = 0; k < K; k++) wv[k] = _mm256_load_ps(wr[k] + c * 8);
+            for (int b = 0; b < NB; b++)
+                UNROLL
+                for (int k = 0; k < K; k++) wv[b][k] = _mm256_load_ps(wr[k] + b * wob + c * 8);
             UNROLL
             for (int q = 0; q < (WT - 1) * SW + K; q++) {
                 if (SW > 1 && K == 1 && q % SW) continue; /* a column no pixel reads */
@@ -146,61 +156,136 @@ ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int SW, con
                 for (int k = 0; k < K; k++) {
                     int p = (q - k) / SW;
                     if (q < k || (q - k) % SW || p >= WT) continue;
-                    acc[p] = _mm256_fmadd_ps(xv, wv[k], acc[p]);
+                    UNROLL
+                    for (int b = 0; b < NB; b++)
+                        acc[b][p] = _mm256_fmadd_ps(xv, wv[b][k], acc[b][p]);
                 }
             }
         }
     }
     UNROLL
-    for (int p = 0; p < WT; p++) store_block(A->out + p * os, acc[p], lanes);
+    for (int b = 0; b < NB; b++)
+        UNROLL
+        for (int p = 0; p < WT; p++)
+            store_block(A->out + p * os + 8 * b, acc[b][p], b == NB - 1 ? lanes : 8);
 }
 
 typedef void (*tile_fn)(const tile_args *);
 
 /* Kinds V: (K, SW) = (3, 1), (3, 2), (2, 1), (1, 1), (1, 2). */
+#define N_KINDS 5
 #define V_K(V) ((V) <= 2 ? 3 : (V) == 3 ? 2 : 1)
 #define V_SW(V) ((V) == 2 || (V) == 5 ? 2 : 1)
-#define TILE(WT, V) \
-    AVX2_FN void tile_##WT##_##V(const tile_args *A) { tile_body(A, WT, V_SW(V), V_K(V)); }
-#define TILES(V) TILE(1, V) TILE(2, V) TILE(3, V) TILE(4, V) TILE(5, V) TILE(6, V) TILE(7, V) \
-    TILE(8, V) TILE(9, V) TILE(10, V) TILE(11, V) TILE(12, V)
+#define TILE(WT, V, NB)                                             \
+    AVX2_FN void tile_##WT##_##V##_##NB(const tile_args *A) {       \
+        tile_body(A, WT, V_SW(V), V_K(V), NB);                      \
+    }
+#define TILES1(V) TILE(1, V, 1) TILE(2, V, 1) TILE(3, V, 1) TILE(4, V, 1) TILE(5, V, 1) \
+    TILE(6, V, 1) TILE(7, V, 1) TILE(8, V, 1) TILE(9, V, 1) TILE(10, V, 1) TILE(11, V, 1) \
+    TILE(12, V, 1)
+#define TILES2(V) TILE(1, V, 2) TILE(2, V, 2) TILE(3, V, 2) TILE(4, V, 2) TILE(5, V, 2) \
+    TILE(6, V, 2)
+#define TILES3(V) TILE(1, V, 3) TILE(2, V, 3) TILE(3, V, 3) TILE(4, V, 3)
+#define TILES(V) TILES1(V) TILES2(V) TILES3(V)
 TILES(1)
 TILES(2)
 TILES(3)
 TILES(4)
 TILES(5)
-#define REFS(V) {tile_1_##V, tile_2_##V, tile_3_##V, tile_4_##V, tile_5_##V, tile_6_##V, \
-    tile_7_##V, tile_8_##V, tile_9_##V, tile_10_##V, tile_11_##V, tile_12_##V}
-/* tiles[V - 1][WT - 1] */
-static const tile_fn tiles[5][MAX_TILE] = {REFS(1), REFS(2), REFS(3), REFS(4), REFS(5)};
+#define REFS(V)                                                                              \
+    {{tile_1_##V##_1, tile_2_##V##_1, tile_3_##V##_1, tile_4_##V##_1, tile_5_##V##_1,         \
+      tile_6_##V##_1, tile_7_##V##_1, tile_8_##V##_1, tile_9_##V##_1, tile_10_##V##_1,        \
+      tile_11_##V##_1, tile_12_##V##_1},                                                     \
+     {tile_1_##V##_2, tile_2_##V##_2, tile_3_##V##_2, tile_4_##V##_2, tile_5_##V##_2,         \
+      tile_6_##V##_2},                                                                       \
+     {tile_1_##V##_3, tile_2_##V##_3, tile_3_##V##_3, tile_4_##V##_3}}
+/* tiles[V - 1][NB - 1][WT - 1] */
+static const tile_fn tiles[N_KINDS][MAX_NB_FW][MAX_TILE] = {REFS(1), REFS(2), REFS(3), REFS(4),
+                                                            REFS(5)};
+
+/* The widest tile of NB blocks with K taps per row that fits the registers
+ * (NB*WT accumulators + NB*K weights + the broadcast <= 16; GCC spills an
+ * accumulator in the inner loop of 12 + 3 + 1, hence 11 there); 0: none. */
+static int max_width(int nb, int k) {
+    static const int w[MAX_NB_FW][3] = {{12, 12, 11}, {6, 5, 4}, {4, 3, 2}};
+    return w[nb - 1][k - 1];
+}
+
+/* Estimated cycles per input channel and window row of the tiles covering
+ * `len` pixels and one group of nb blocks: FMAs at 2 a cycle, loads
+ * (broadcasts and weights) at LOAD_RATE a cycle, and the FMA latency (4
+ * cycles, K chained FMAs per accumulator and channel, with a margin: the
+ * chains barely covering the latency lose to scheduling), whichever
+ * binds, plus the tile's accumulator loads and stores spread over its
+ * channels. */
+#define LOAD_RATE 1.5
+static double tiles_cost(int64_t len, int nb, int k, int sw, int64_t cin) {
+    int wmax = max_width(nb, k);
+    int64_t n = (len + wmax - 1) / wmax;
+    double cycles = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t w = len / n + (i < len % n);
+        double fma = (double)(nb * w * k) / 2;
+        double loads = (double)((k == 1 ? w : (w - 1) * sw + k) + nb * k) / LOAD_RATE;
+        double lat = 4.6 * k;
+        double c = fma > loads ? fma : loads;
+        cycles += (c > lat ? c : lat) + 2.0 * (double)(nb * w) / (double)cin;
+    }
+    return cycles;
+}
+
+/* How row_tiles covers a row: k taps per window row, blocks in groups of
+ * nb (the last group may be smaller). */
+typedef struct {
+    int k, nb;
+} row_plan;
+
+/* The cheapest nb for `rows` window rows of k taps (tiles_cost), written
+ * to *plan when cheaper than *best (or *best < 0). */
+static void plan_row(int64_t len, int64_t cout, int64_t cin, int64_t sw, int k, int64_t rows,
+                     row_plan *plan, double *best) {
+    const int64_t nob = blocks8(cout);
+    for (int nb = 1; nb <= MAX_NB_FW && nb <= nob; nb++) {
+        int64_t full = nob / nb, rest = nob % nb;
+        double c = (double)rows * ((double)full * tiles_cost(len, nb, k, (int)sw, cin) +
+                                   (rest ? tiles_cost(len, (int)rest, k, (int)sw, cin) : 0));
+        if (*best < 0 || c < *best) *best = c, plan->k = k, plan->nb = nb;
+    }
+}
 
 /* One output row segment of `len` pixels, all `cout` output channels, with
- * windows of A.rows rows of k taps at pixel stride sw (k = 3: stride 1 or
- * 2; k = 2: stride 1; k = 1: stride 1 or 2).  A.in / A.out at pixel 0,
- * A.w at block 0 (block b `wob` floats further). */
-static void row_tiles(tile_args A, int64_t wob, int64_t len, int64_t cout, int64_t sw, int k) {
+ * windows of A.rows rows of P.k taps at pixel stride sw (k = 3: stride 1 or
+ * 2; k = 2: stride 1; k = 1: stride 1 or 2), the blocks in groups of P.nb,
+ * the pixels in tiles of balanced widths.  A.in / A.out at pixel 0, A.w at
+ * block 0 (block b `wob` floats further). */
+static void row_tiles(tile_args A, int64_t wob, int64_t len, int64_t cout, int64_t sw,
+                      row_plan P) {
+    const int k = P.k, best = P.nb;
     const int kind = k == 3 ? (int)sw : k == 2 ? 3 : 3 + (int)sw;
-    /* three weight vectors beside 12 accumulators and the broadcast: GCC
-     * spills an accumulator in the inner loop, so 11 */
-    const int wt = balanced(k == 3 ? MAX_TILE - 1 : MAX_TILE, len);
     const int64_t nob = blocks8(cout), cin = A.cin;
-    int64_t chunk = TILE_WEIGHT_BYTES / (k * A.rows * 32);
+    int64_t chunk = TILE_WEIGHT_BYTES / (k * A.rows * 32 * best);
     chunk = chunk < 8 ? 8 : chunk / 8 * 8;
     if (chunk > cin) chunk = cin;
     tile_args T = A;
-    for (int64_t ob = 0; ob < nob; ob++) {
-        T.lanes = block_lanes(ob, nob, cout);
+    T.wob = wob;
+    for (int64_t ob = 0; ob < nob; ob += best) {
+        const int nb = (int)(nob - ob < best ? nob - ob : best);
+        const int wmax = max_width(nb, k);
+        const int64_t ntiles = (len + wmax - 1) / wmax;
+        T.lanes = block_lanes(ob + nb - 1, nob, cout);
         for (int64_t c0 = 0; c0 < cin; c0 += chunk) {
             const float *wb[MAX_WINDOW * MAX_WINDOW];
             for (int t = 0; t < k * A.rows; t++) wb[t] = A.w[t] + ob * wob + c0 * 8;
             T.w = wb;
             T.cin = cin - c0 < chunk ? cin - c0 : chunk;
             T.accumulate = c0 > 0;
-            for (int64_t p = 0; p < len; p += wt) { /* the last tile may be narrower */
-                int width = (int)(len - p < wt ? len - p : wt);
+            int64_t p = 0;
+            for (int64_t i = 0; i < ntiles; i++) { /* balanced widths */
+                int width = (int)(len / ntiles + (i < len % ntiles));
                 T.in = A.in + p * sw + c0 * A.cs;
                 T.out = A.out + p * A.os + ob * 8;
-                tiles[kind - 1][width - 1](&T);
+                tiles[kind - 1][nb - 1][width - 1](&T);
+                p += width;
             }
         }
     }
@@ -284,9 +369,14 @@ int pr_conv_direct_avx2_forward(const pr_window *g, const float *x, const float 
     const int64_t slot = slot_floats(g, PR_CONV_FORWARD), slots = count_slots(g->n, slot);
     float *wp = scratch, *pads = wp + round16(packed_floats(g, PR_CONV_FORWARD));
     const int64_t wob = pack_weights8(g, w, 0, wp);
-    /* windows three taps wide: a row of 3 taps per window row; others: one
-     * row per tap.  Either way w[t] is tap t = kh*KW + kw. */
-    const int k = g->kw == 3 ? 3 : 1, rows = (int)(k == 3 ? g->kh : taps);
+    /* windows three taps wide: a row of 3 taps per window row (k = 3), or
+     * (any window) one row per tap (k = 1), whichever plan_row finds
+     * cheaper.  Either way w[t] is tap t = kh*KW + kw. */
+    row_plan P = {1, 1};
+    double best = -1;
+    if (g->kw == 3) plan_row(g->wo, O, C, g->sw, 3, g->kh, &P, &best);
+    plan_row(g->wo, O, C, g->sw, 1, taps, &P, &best);
+    const int k = P.k, rows = (int)(k == 3 ? g->kh : taps);
     int64_t roff[MAX_WINDOW * MAX_WINDOW];
     const float *wt[MAX_WINDOW * MAX_WINDOW];
     for (int64_t t = 0; t < taps; t++) wt[t] = wp + t * C * 8;
@@ -306,7 +396,7 @@ int pr_conv_direct_avx2_forward(const pr_window *g, const float *x, const float 
                 prefetch_part(next, 4 * g->h * g->w * C, oh, g->ho);
                 A.in = xp + oh * g->sh * C * WP;
                 A.out = y + (n * g->ho + oh) * g->wo * O;
-                row_tiles(A, wob, g->wo, O, g->sw, k);
+                row_tiles(A, wob, g->wo, O, g->sw, P);
             }
         }
     }
@@ -342,7 +432,17 @@ int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, cons
                     int64_t kwmax = 0;
                     for (int64_t kw = 0; g->kw == 3 && kw < 3; kw++)
                         if (((rw + g->pw - kw) % g->sw + g->sw) % g->sw == 0) kc++, kwmax = kw;
-                    const int k = kc >= 2 ? kc : 1;
+                    int64_t nkh = 0, rows = (g->h - rh + g->sh - 1) / g->sh;
+                    int64_t cols = (g->w - rw + g->sw - 1) / g->sw;
+                    for (int64_t kh = 0; kh < g->kh; kh++)
+                        nkh += ((rh + g->ph - kh) % g->sh + g->sh) % g->sh == 0;
+                    /* rows of kc taps, or one row per tap: whichever plan_row
+                     * finds cheaper */
+                    row_plan P = {1, 1};
+                    double best = -1;
+                    if (kc >= 2) plan_row(cols, C, O, 1, kc, nkh, &P, &best);
+                    plan_row(cols, C, O, 1, 1, nkh * (kc >= 2 ? kc : g->kw), &P, &best);
+                    const int k = P.k;
                     int64_t roff[MAX_WINDOW * MAX_WINDOW];
                     const float *wt[MAX_WINDOW * MAX_WINDOW];
                     int nr = 0;
@@ -363,8 +463,6 @@ int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, cons
                             wt[nr++] = wp + (kh * g->kw + kw) * O * 8;
                         }
                     }
-                    int64_t rows = (g->h - rh + g->sh - 1) / g->sh;
-                    int64_t cols = (g->w - rw + g->sw - 1) / g->sw;
                     for (int64_t i = 0; i < rows; i++) {
                         if (rh == 0 && rw == 0) prefetch_part(next, 4 * g->ho * g->wo * O, i, rows);
                         float *out = dxn + ((i * g->sh + rh) * g->w + rw) * C;
@@ -376,7 +474,7 @@ int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, cons
                         tile_args A = {.in = dp + (i + g->kh) * O * DC + g->kw, .cs = DC,
                                        .cin = O, .os = g->sw * C, .roff = roff, .w = wt,
                                        .rows = nr, .out = out};
-                        row_tiles(A, wob, cols, C, 1, k);
+                        row_tiles(A, wob, cols, C, 1, P);
                     }
                 }
         }
