@@ -33,6 +33,48 @@
 #include "conv_direct.h"
 #include "conv_direct_geom.h"
 
+/* Bytes of x and dy that a group of images sharing the filter gradient's
+ * tiles may take: the tiles sweep them once per tap and tile of channels,
+ * so they are to stay in L2 (512 KB a core on Zen 3). */
+#define FILTER_GROUP_BYTES ((int64_t)192 << 10)
+
+/* Filter gradients over so few input channels (the ResNet stem's 3) that
+ * the tiles take (tap, channel) pairs of a zero-padded copy of x
+ * (filter_image_few) rather than channels. */
+static int filter_few_channels(const pr_window *g) { return g->c <= 4; }
+
+/* Floats of one image's x and dy (its channels rounded up to blocks of 8,
+ * as filter_images repacks it). */
+static int64_t image_floats(const pr_window *g) {
+    return g->h * g->w * g->c + g->ho * g->wo * (g->o + 7) / 8 * 8;
+}
+
+/* Whether the filter gradient repacks groups of images (filter_images):
+ * when one image fits FILTER_GROUP_BYTES and x steps 128 bytes or more a
+ * pixel or dy 256 (read in place, they crowd into a few of L1's sets; on
+ * Zen 3, 16 -> 32 channels at stride 2 ran faster in place, 32 -> 32
+ * faster repacked). */
+static int filter_packs(const pr_window *g) {
+    return !filter_few_channels(g) && 4 * image_floats(g) <= FILTER_GROUP_BYTES &&
+           (g->c >= 32 || g->o >= 64);
+}
+
+/* A slot: conv_direct_geom.h's, and for the filter gradient after the
+ * partial dw the repacked group of images (filter_images, 8 floats of
+ * slack for the 8-float stores) or the padded image (filter_image_few). */
+static int64_t avx2_slot_floats(const pr_window *g, pr_conv_pass pass) {
+    int64_t slot = slot_floats(g, pass);
+    if (pass != PR_CONV_BACKPROP_FILTER) return slot;
+    if (filter_few_channels(g)) return slot + round16(xpad_rows(g) * xpad_cols(g) * g->c);
+    if (filter_packs(g)) return slot + round16(FILTER_GROUP_BYTES / 4 + 8);
+    return slot;
+}
+
+size_t pr_conv_direct_avx2_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
+    int64_t slot = avx2_slot_floats(g, pass);
+    return sizeof(float) * (size_t)(round16(packed_floats(g, pass)) + count_slots(g->n, slot) * slot);
+}
+
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -366,7 +408,7 @@ static int64_t pack_weights8(const pr_window *g, const float *w, int by_c, float
 int pr_conv_direct_avx2_forward(const pr_window *g, const float *x, const float *w, float *y,
                                 void *scratch) {
     const int64_t taps = g->kh * g->kw, C = g->c, O = g->o, HP = xpad_rows(g), WP = xpad_cols(g);
-    const int64_t slot = slot_floats(g, PR_CONV_FORWARD), slots = count_slots(g->n, slot);
+    const int64_t slot = avx2_slot_floats(g, PR_CONV_FORWARD), slots = count_slots(g->n, slot);
     float *wp = scratch, *pads = wp + round16(packed_floats(g, PR_CONV_FORWARD));
     const int64_t wob = pack_weights8(g, w, 0, wp);
     /* windows three taps wide: a row of 3 taps per window row (k = 3), or
@@ -407,7 +449,7 @@ int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, cons
                                        float *dx, void *scratch) {
     const int64_t C = g->c, O = g->o;
     const int64_t DR = dypad_rows(g), DC = dypad_cols(g);
-    const int64_t slot = slot_floats(g, PR_CONV_BACKPROP_INPUT), slots = count_slots(g->n, slot);
+    const int64_t slot = avx2_slot_floats(g, PR_CONV_BACKPROP_INPUT), slots = count_slots(g->n, slot);
     float *wp = scratch, *pads = wp + round16(packed_floats(g, PR_CONV_BACKPROP_INPUT));
     const int64_t wob = pack_weights8(g, w, 1, wp);
 #pragma omp parallel num_threads(threads_for(slots))
@@ -484,30 +526,39 @@ int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, cons
 
 /* ---- filter gradient ---------------------------------------------------------- */
 
-/* dw[c0 .. c0+CT) x [NB blocks of 8] += sum over a rectangle of output
- * pixels: x at pixel (r, q) is x + r*rs + q*ps (channel c0 of tap t), dy at
- * dy + r*drs + q*dps (block 0 of the group). */
+/* dw[CT rows] x [NB blocks of 8] += sum over nimg images' rectangles of
+ * output pixels: x at image i, pixel (r, q) is x + i*xis + r*rs + q*ps,
+ * and its row j of the tile (an input channel of one tap) at offset j
+ * (OFFS = 0) or off[j] (OFFS = 1: the few-channel windows, whose rows are
+ * (tap, channel) pairs of a padded x); dy at dy + i*dyis + r*drs + q*dps
+ * (block 0 of the group); dw row j at dw + j*dwc.  The accumulators stay
+ * in registers over all the images. */
 typedef struct {
     const float *x, *dy;
-    int64_t ps, rs, rows, cols, dps, drs, dwc;
+    int64_t ps, rs, rows, cols, dps, drs, dwc, nimg, xis, dyis;
+    const int64_t *off;
     float *dw;
     int lanes;     /* output channels in block NB-1: 8, or fewer in the last */
-    pf_span pf[2]; /* of the next image's x and dy, spread over the rows */
+    pf_span pf[2]; /* of the next images' x and dy, spread over the rows */
 } ftile_args;
 
-ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
+ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB, const int OFFS) {
     __m256 acc[MAX_NB][MAX_TILE];
+    int64_t off[MAX_TILE];
     const int lanes = A->lanes;
     UNROLL
     for (int c = 0; c < CT; c++) {
+        off[c] = OFFS ? A->off[c] : c;
         UNROLL
         for (int b = 0; b < NB - 1; b++) acc[b][c] = _mm256_loadu_ps(A->dw + c * A->dwc + 8 * b);
         acc[NB - 1][c] = load_block(A->dw + c * A->dwc + 8 * (NB - 1), lanes);
     }
-    for (int64_t r = 0; r < A->rows; r++) {
-        prefetch_part(A->pf[0].p, A->pf[0].bytes, r, A->rows);
-        prefetch_part(A->pf[1].p, A->pf[1].bytes, r, A->rows);
-        const float *xp = A->x + r * A->rs, *dyp = A->dy + r * A->drs;
+    const int64_t steps = A->nimg * A->rows;
+    for (int64_t s = 0; s < steps; s++) {
+        prefetch_part(A->pf[0].p, A->pf[0].bytes, s, steps);
+        prefetch_part(A->pf[1].p, A->pf[1].bytes, s, steps);
+        int64_t i = s / A->rows, r = s % A->rows;
+        const float *xp = A->x + i * A->xis + r * A->rs, *dyp = A->dy + i * A->dyis + r * A->drs;
         for (int64_t q = 0; q < A->cols; q++, xp += A->ps, dyp += A->dps) {
             __m256 dv[MAX_NB];
             UNROLL
@@ -515,7 +566,7 @@ ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
             dv[NB - 1] = load_block(dyp + 8 * (NB - 1), lanes);
             UNROLL
             for (int c = 0; c < CT; c++) {
-                __m256 xv = _mm256_broadcast_ss(xp + c);
+                __m256 xv = _mm256_broadcast_ss(xp + off[c]);
                 UNROLL
                 for (int b = 0; b < NB; b++) acc[b][c] = _mm256_fmadd_ps(xv, dv[b], acc[b][c]);
             }
@@ -530,52 +581,156 @@ ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
 }
 
 typedef void (*ftile_fn)(const ftile_args *);
-#define FTILE(CT, NB) \
-    AVX2_FN void ftile_##CT##_##NB(const ftile_args *A) { ftile_body(A, CT, NB); }
+#define FTILE(CT, NB)                                                                   \
+    AVX2_FN void ftile_##CT##_##NB(const ftile_args *A) { ftile_body(A, CT, NB, 0); }   \
+    AVX2_FN void ftile_off_##CT##_##NB(const ftile_args *A) { ftile_body(A, CT, NB, 1); }
 FTILE(1, 1) FTILE(2, 1) FTILE(3, 1) FTILE(4, 1) FTILE(5, 1) FTILE(6, 1) FTILE(7, 1) FTILE(8, 1)
 FTILE(9, 1) FTILE(10, 1) FTILE(11, 1) FTILE(12, 1)
 FTILE(1, 2) FTILE(2, 2) FTILE(3, 2) FTILE(4, 2) FTILE(5, 2) FTILE(6, 2)
-/* ftiles[NB][CT - 1] */
-static const ftile_fn ftiles[MAX_NB + 1][MAX_TILE] = {
-    {NULL},
-    {ftile_1_1, ftile_2_1, ftile_3_1, ftile_4_1, ftile_5_1, ftile_6_1, ftile_7_1, ftile_8_1,
-     ftile_9_1, ftile_10_1, ftile_11_1, ftile_12_1},
-    {ftile_1_2, ftile_2_2, ftile_3_2, ftile_4_2, ftile_5_2, ftile_6_2}};
+/* ftiles[OFFS][NB][CT - 1] */
+static const ftile_fn ftiles[2][MAX_NB + 1][MAX_TILE] = {
+    {{NULL},
+     {ftile_1_1, ftile_2_1, ftile_3_1, ftile_4_1, ftile_5_1, ftile_6_1, ftile_7_1, ftile_8_1,
+      ftile_9_1, ftile_10_1, ftile_11_1, ftile_12_1},
+     {ftile_1_2, ftile_2_2, ftile_3_2, ftile_4_2, ftile_5_2, ftile_6_2}},
+    {{NULL},
+     {ftile_off_1_1, ftile_off_2_1, ftile_off_3_1, ftile_off_4_1, ftile_off_5_1, ftile_off_6_1,
+      ftile_off_7_1, ftile_off_8_1, ftile_off_9_1, ftile_off_10_1, ftile_off_11_1,
+      ftile_off_12_1},
+     {ftile_off_1_2, ftile_off_2_2, ftile_off_3_2, ftile_off_4_2, ftile_off_5_2,
+      ftile_off_6_2}}};
 
-/* Add one image's contribution to the partial gradient dw (T, C, O).  Tap
- * (kh, kw) sums over the output pixels whose input pixel is inside the
- * image (the others read padding, zeros), so x is read in place.  The
- * blocks of output channels go in pairs (three blocks, 12 accumulators
- * beside 3 dy vectors and the broadcast, spill one in GCC's inner loop). */
-static void filter_image(const pr_window *g, const float *xn, const float *dyn, float *dw,
-                         const float *next_x, const float *next_dy) {
-    const int64_t C = g->c, O = g->o, nob = blocks8(O);
-    for (int64_t kh = 0; kh < g->kh; kh++)
-        for (int64_t kw = 0; kw < g->kw; kw++) {
-            /* this tap's share of the next image, asked for by its first tile */
-            pf_span px = span_part(next_x, g->h * g->w * C, kh * g->kw + kw, g->kh * g->kw);
-            pf_span pdy = span_part(next_dy, g->ho * g->wo * O, kh * g->kw + kw, g->kh * g->kw);
-            int64_t r0, r1, q0, q1; /* output rows and columns whose tap is inside x */
-            tap_range(g->h, g->ho, g->sh, g->ph, kh, &r0, &r1);
-            tap_range(g->w, g->wo, g->sw, g->pw, kw, &q0, &q1);
-            float *dwt = dw + (kh * g->kw + kw) * C * O;
-            const float *x0 = xn + ((r0 * g->sh - g->ph + kh) * g->w + q0 * g->sw - g->pw + kw) * C;
-            for (int64_t ob = 0; ob < nob && r1 > r0 && q1 > q0; ob += MAX_NB) {
-                int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
-                int ct = balanced(MAX_TILE / nb, C);
-                for (int64_t c0 = 0; c0 < C; c0 += ct) {
-                    int n = (int)(C - c0 < ct ? C - c0 : ct);
-                    ftile_args A = {.x = x0 + c0, .dy = dyn + (r0 * g->wo + q0) * O + ob * 8,
-                                    .ps = g->sw * C, .rs = g->sh * g->w * C, .rows = r1 - r0,
-                                    .cols = q1 - q0, .dps = O, .drs = g->wo * O, .dwc = O,
-                                    .dw = dwt + c0 * O + ob * 8,
-                                    .lanes = block_lanes(ob + nb - 1, nob, O),
-                                    .pf = {px, pdy}};
-                    ftiles[nb][n - 1](&A);
-                    px = pdy = (pf_span){NULL, 0};
-                }
-            }
+/* Images summed by one pass of the tiles: as many as fit
+ * FILTER_GROUP_BYTES, at least one, at most `n`. */
+static int64_t filter_group(const pr_window *g, int64_t n) {
+    int64_t bytes = 4 * image_floats(g);
+    int64_t G = filter_packs(g) ? FILTER_GROUP_BYTES / (bytes ? bytes : 1) : 1;
+    return G < 1 ? 1 : G > n ? n : G;
+}
+
+/* Copy `pixels` runs of `lanes` (<= MAX_TILE) floats, src_stride apart, to
+ * dst, dst_stride apart, in order (8-float stores: up to 7 floats of slack
+ * past the last run). */
+AVX2_FN void copy_runs(const float *src, int64_t src_stride, float *dst, int64_t dst_stride,
+                       int64_t pixels, int lanes) {
+    if (lanes == 8)
+        for (int64_t p = 0; p < pixels; p++)
+            _mm256_storeu_ps(dst + p * dst_stride, _mm256_loadu_ps(src + p * src_stride));
+    else
+        for (int64_t p = 0; p < pixels; p++)
+            for (int l = 0; l < lanes; l += 8)
+                _mm256_storeu_ps(dst + p * dst_stride + l,
+                                 load_block(src + p * src_stride + l, lanes - l < 8 ? lanes - l : 8));
+}
+
+/* Add the contributions of nimg consecutive images to the partial gradient
+ * dw (T, C, O).  Tap (kh, kw) sums over the output pixels whose input pixel
+ * is inside the image (the others read padding, zeros).  The loops go
+ * blocks of output channels, tiles of input channels, taps: the dy block
+ * and x channels of one tile stay in cache over the taps.  The blocks of
+ * output channels go in pairs (three blocks, 12 accumulators beside 3 dy
+ * vectors and the broadcast, spill one in GCC's inner loop); the input
+ * channels in tiles of balanced widths.  With pk (filter_packs), x and dy
+ * are first repacked there, x by tile of input channels (pixels ct floats
+ * apart) and dy by pair of blocks (16 floats apart): read in place, both
+ * step 4 * C and 4 * O bytes a pixel, which at 128 or 256 bytes maps every
+ * pixel of a stream to a quarter of L1's sets and evicts them before the
+ * next tap reads them again. */
+static void filter_images(const pr_window *g, const float *xn, const float *dyn, int64_t nimg,
+                          float *dw, float *pk, const float *next_x, const float *next_dy,
+                          int64_t next_n) {
+    const int64_t C = g->c, O = g->o, nob = blocks8(O), X = g->h * g->w * C;
+    const int64_t DY = g->ho * g->wo * O, HW = g->h * g->w, P = g->ho * g->wo;
+    /* tiles of input channels: the same for every group of blocks */
+    const int64_t nct = ceil_div(C, MAX_TILE / (nob > 1 ? MAX_NB : 1));
+    const int64_t tiles = ceil_div(nob, MAX_NB) * nct * g->kh * g->kw;
+    float *dypk = pk ? pk + nimg * X : NULL; /* after the repacked x */
+    if (pk) /* x: [tile of input channels][image][pixel][ct], first (its last
+             * 8-float store runs into dy's place) */
+        for (int64_t ci = 0, c0 = 0; ci < nct; ci++) {
+            const int ct = (int)(C / nct + (ci < C % nct));
+            copy_runs(xn + c0, C, pk + c0 * nimg * HW, ct, nimg * HW, ct);
+            c0 += ct;
         }
+    if (pk) /* dy: [pair of blocks][image][pixel][16] */
+        for (int64_t ob = 0; ob < nob; ob += MAX_NB) {
+            int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
+            for (int64_t b = 0; b < nb; b++)
+                copy_runs(dyn + (ob + b) * 8, O, dypk + ob * 8 * nimg * P + b * 8, 8 * nb,
+                          nimg * P, block_lanes(ob + b, nob, O));
+        }
+    /* Repacked: pairs of blocks, tiles of channels, taps (a tile's x and dy
+     * stay in L1 over the taps); in place (x and dy at benign strides): taps,
+     * pairs, tiles, as conv_direct.c. */
+    const int64_t taps = g->kh * g->kw, npairs = ceil_div(nob, MAX_NB);
+    for (int64_t tile = 0; tile < tiles; tile++) {
+        int64_t t = pk ? tile % taps : tile / (npairs * nct);
+        int64_t ci = pk ? tile / taps % nct : tile % nct;
+        int64_t ob = MAX_NB * (pk ? tile / (taps * nct) : tile / nct % npairs);
+        const int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
+        const int64_t kh = t / g->kw, kw = t % g->kw;
+        const int ct = (int)(C / nct + (ci < C % nct));
+        const int64_t c0 = ci * (C / nct) + (ci < C % nct ? ci : C % nct);
+        /* x of this tile's channels: in place (pixels C apart), or repacked */
+        const float *xb = pk ? pk + c0 * nimg * HW : xn + c0;
+        const int64_t xc = pk ? ct : C;
+        const int64_t dc = pk ? 8 * nb : O; /* dy: floats between pixels */
+        const float *d0 = pk ? dypk + ob * 8 * nimg * P : dyn + ob * 8;
+        int64_t r0, r1, q0, q1; /* output rows and columns whose tap is inside x */
+        tap_range(g->h, g->ho, g->sh, g->ph, kh, &r0, &r1);
+        tap_range(g->w, g->wo, g->sw, g->pw, kw, &q0, &q1);
+        if (r1 == r0 || q1 == q0) continue;
+        ftile_args A = {
+            .x = xb + ((r0 * g->sh - g->ph + kh) * g->w + q0 * g->sw - g->pw + kw) * xc,
+            .dy = d0 + (r0 * g->wo + q0) * dc, .ps = g->sw * xc, .rs = g->sh * g->w * xc,
+            .rows = r1 - r0, .cols = q1 - q0, .dps = dc, .drs = g->wo * dc, .dwc = O,
+            .nimg = nimg, .xis = HW * xc, .dyis = P * dc,
+            .dw = dw + (t * C + c0) * O + ob * 8, .lanes = block_lanes(ob + nb - 1, nob, O),
+            .pf = {span_part(next_x, next_n * X, tile, tiles),
+                   span_part(next_dy, next_n * DY, tile, tiles)}};
+        ftiles[0][nb][ct - 1](&A);
+    }
+}
+
+/* Windows over few input channels (C <= FEW_C, the ResNet stem's 3): the
+ * tile rows are (tap, channel) pairs rather than channels of one tap,
+ * MAX_TILE / nb of them, read from a zero-padded copy of x (xp, rows of WP
+ * pixels) so that every pair reads at a fixed offset from its pixel.  The
+ * padding's zeros enter products (as the reference's im2col zeros do). */
+static void filter_image_few(const pr_window *g, const float *xn, const float *dyn, float *dw,
+                             float *xp, const float *next_x, const float *next_dy) {
+    const int64_t C = g->c, O = g->o, nob = blocks8(O), WP = xpad_cols(g), HP = xpad_rows(g);
+    const int64_t E = g->kh * g->kw * C; /* pairs, in dw's row order */
+    memset(xp, 0, sizeof(float) * (size_t)(HP * WP * C));
+    for (int64_t r = 0; r < g->h; r++) {
+        int64_t pr = r + g->ph;
+        if (pr >= HP) break;
+        int64_t n = g->w < WP - g->pw ? g->w : WP - g->pw;
+        memcpy(xp + (pr * WP + g->pw) * C, xn + r * g->w * C, sizeof(float) * (size_t)(n * C));
+    }
+    int64_t tile = 0, tiles = 0;
+    for (int64_t ob = 0; ob < nob; ob += MAX_NB)
+        tiles += ceil_div(E, MAX_TILE / (nob - ob < MAX_NB ? nob - ob : MAX_NB));
+    for (int64_t ob = 0; ob < nob; ob += MAX_NB) {
+        const int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
+        const int64_t nt = ceil_div(E, MAX_TILE / nb);
+        for (int64_t ti = 0, e0 = 0; ti < nt; ti++, tile++) {
+            const int ct = (int)(E / nt + (ti < E % nt));
+            int64_t off[MAX_TILE];
+            for (int j = 0; j < ct; j++) {
+                int64_t e = e0 + j, t = e / C;
+                off[j] = ((t / g->kw) * WP + t % g->kw) * C + e % C;
+            }
+            ftile_args A = {.x = xp, .dy = dyn + ob * 8, .ps = g->sw * C, .rs = g->sh * WP * C,
+                            .rows = g->ho, .cols = g->wo, .dps = O, .drs = g->wo * O, .dwc = O,
+                            .nimg = 1, .off = off, .dw = dw + e0 * O + ob * 8,
+                            .lanes = block_lanes(ob + nb - 1, nob, O),
+                            .pf = {span_part(next_x, g->h * g->w * C, tile, tiles),
+                                   span_part(next_dy, g->ho * g->wo * O, tile, tiles)}};
+            ftiles[1][nb][ct - 1](&A);
+            e0 += ct;
+        }
+    }
 }
 
 /* conv_direct.c's filter_image3 (read its comment): windows three taps wide
@@ -697,7 +852,7 @@ static void filter_image3(const pr_window *g, const float *xn, const float *dyn,
 int pr_conv_direct_avx2_backprop_filter(const pr_window *g, const float *x, const float *dy,
                                         float *dw, void *scratch) {
     const int64_t C = g->c, O = g->o, K = g->kh * g->kw * C * O;
-    const int64_t slot = slot_floats(g, PR_CONV_BACKPROP_FILTER);
+    const int64_t slot = avx2_slot_floats(g, PR_CONV_BACKPROP_FILTER);
     const int64_t stripes = count_slots(g->n, slot);
     if (stripes == 0) { /* empty batch */
         memset(dw, 0, sizeof(float) * (size_t)K);
@@ -705,21 +860,29 @@ int pr_conv_direct_avx2_backprop_filter(const pr_window *g, const float *x, cons
     }
     float *parts = (float *)scratch + round16(packed_floats(g, PR_CONV_BACKPROP_FILTER));
     /* filter_image3 with one block of output channels (with more, ftile
-     * shares each broadcast among the blocks), as conv_direct.c decides */
-    const int three = g->kw == 3 && g->sw <= 2 && O <= 8;
+     * shares each broadcast among the blocks), as conv_direct.c decides;
+     * few input channels: filter_image_few */
+    const int three = g->kw == 3 && g->sw <= 2 && O <= 8, few = filter_few_channels(g);
+    const int64_t X = g->h * g->w * C, DY = g->ho * g->wo * O;
 #pragma omp parallel num_threads(threads_for(stripes))
     {
 #pragma omp for schedule(static)
         for (int64_t s = 0; s < stripes; s++) {
-            float *part = parts + s * slot;
+            /* stripe s: images [n0, n1), in groups of G summed by one pass */
+            float *part = parts + s * slot, *xp = part + round16(K);
+            const int64_t n0 = g->n * s / stripes, n1 = g->n * (s + 1) / stripes;
+            const int64_t G = three || few ? 1 : filter_group(g, n1 - n0);
             memset(part, 0, sizeof(float) * (size_t)K);
-            for (int64_t n = s; n < g->n; n += stripes) {
-                const float *xn = x + n * g->h * g->w * C, *dyn = dy + n * g->ho * g->wo * O;
-                const int64_t m = n + stripes; /* this stripe's next image */
-                const float *nx = m < g->n ? xn + stripes * g->h * g->w * C : NULL;
-                const float *ndy = m < g->n ? dyn + stripes * g->ho * g->wo * O : NULL;
+            for (int64_t n = n0; n < n1; n += G) {
+                const int64_t m = n + G < n1 ? n + G : n1; /* this group: [n, m) */
+                const int64_t next = n1 - m < G ? n1 - m : G;
+                const float *xn = x + n * X, *dyn = dy + n * DY;
+                const float *nx = next ? xn + (m - n) * X : NULL;
+                const float *ndy = next ? dyn + (m - n) * DY : NULL;
                 if (three) filter_image3(g, xn, dyn, part, nx, ndy);
-                else filter_image(g, xn, dyn, part, nx, ndy);
+                else if (few) filter_image_few(g, xn, dyn, part, xp, nx, ndy);
+                else filter_images(g, xn, dyn, m - n, part, filter_packs(g) ? xp : NULL, nx,
+                                   ndy, next);
             }
         }
 #pragma omp for schedule(static)
