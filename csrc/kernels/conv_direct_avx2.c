@@ -1,6 +1,6 @@
 /* Direct NHWC convolutions with AVX2 + FMA: the kernels of conv_direct.c
- * (same sums, layouts, scratch and thread split; read its header comment
- * first) for 8-wide ymm registers, of which there are 16.
+ * (same sums, layouts and thread split; read its header comment first) for
+ * 8-wide ymm registers, of which there are 16.
  *
  *   forward          y[oh, ow, o]  += xpad[oh*sh + kh, ow*sw + kw, c] * w[kh, kw, c, o]
  *   backprop_input   dx[ih, iw, c] += dypad[(ih + ph - kh)/sh, (iw + pw - kw)/sw, o]
@@ -10,21 +10,34 @@
  *
  * What differs from the AVX-512 kernels is the register budget (Georganas
  * et al., SC18, section 3: the output tile in accumulators, the rest for
- * weights and the broadcast):
- *   - forward / backprop_input: one tile is WT <= 12 output pixels x one
- *     block of 8 output channels (11 with three taps), so the accumulators
- *     + K weight vectors (K <= 3 taps sharing a broadcast, conv_direct.c's
- *     tile3) + the broadcast fit the 16 registers.  conv_direct.c's
- *     one-tap tile is the same body with K = 1 (every tap its own "window
- *     row"): one tile function for every window.  Weights are repacked
- *     into 8-channel blocks (aligned 32-byte loads, zero-padded);
+ * weights and the broadcast) and, with it, the tiles:
+ *   - forward / backprop_input: one tile is WT output pixels x NB <= 3
+ *     blocks of 8 output channels, NB*WT accumulators + NB*K weight vectors
+ *     (K <= 3 taps sharing a broadcast, conv_direct.c's tile3; K = 1: every
+ *     tap its own "window row", any window) + the broadcast <= 16
+ *     registers: one tile function for every window.  A broadcast feeds
+ *     K*NB FMAs, so NB > 1 is what keeps a stride-2 window (whose columns
+ *     feed one or two taps) from being bound by the loads.  plan_row picks
+ *     (K, NB) per output row from a cost estimate (FMAs, loads, the FMA
+ *     latency, the tile's stores); the stride-2 input gradient runs per
+ *     sub-pixel phase, so no product is formed with a tap that skips it.
+ *     Weights are repacked into 8-channel blocks (aligned 32-byte loads,
+ *     zero-padded);
  *   - backprop_filter: CT input channels x NB <= 2 blocks of 8 output
- *     channels with CT * NB <= 12 (ftile); windows three taps wide with one
- *     block of output channels (O <= 8) take ftile3, 3 taps x 4 channels.
+ *     channels with CT * NB <= 12 accumulators (ftile), which stay in
+ *     registers over a group of images (as many as fit FILTER_GROUP_BYTES);
+ *     x and dy are repacked per group where their pixel strides are 128
+ *     or 256 bytes (filter_packs: in place, every pixel of a stream maps
+ *     into a few of L1's sets).  Inputs of few channels (the RGB stem)
+ *     take (tap, channel) pairs as a tile's rows, read from a zero-padded
+ *     copy of x (filter_image_few); windows three taps wide with one block
+ *     of output channels (O <= 8) take ftile3, 3 taps x 4 channels.
  * A partial last block of channels is read and written with
  * _mm256_maskload_ps / _mm256_maskstore_ps; full blocks with plain loads.
  * No product is formed for a tap that reads no input (ftile3's checked
- * groups), so an Inf or NaN of x reaches exactly the reference's taps.
+ * groups, ftile's tap ranges), so an Inf or NaN of x reaches exactly the
+ * reference's taps; filter_image_few multiplies dy by the padding's zeros,
+ * as the reference's im2col does.
  *
  * Compiled per function for "avx2,fma" (the target attribute, which GCC
  * and clang both honour) and run only when the CPU probe reports both
