@@ -115,12 +115,6 @@ size_t pr_conv_direct_avx2_scratch_bytes(const pr_window *g, pr_conv_pass pass) 
 
 static int64_t blocks8(int64_t n) { return (n + 7) / 8; }
 
-/* The balanced width of tiles of at most `cap` covering a run of `len`. */
-static int balanced(int64_t cap, int64_t len) {
-    int64_t tiles = (len + cap - 1) / cap;
-    return (int)(tiles ? (len + tiles - 1) / tiles : 1);
-}
-
 /* Channels in block ob of the nob blocks of `channels` (8 but in the last). */
 static int block_lanes(int64_t ob, int64_t nob, int64_t channels) {
     return ob + 1 < nob || channels % 8 == 0 ? 8 : (int)(channels % 8);
@@ -366,6 +360,24 @@ ALWAYS_INLINE void transpose8(__m256 r[8]) {
     }
 }
 
+/* 8 pixels of 3 channels at src (24 floats) -> channel c's 8 at dst +
+ * c*stride.  Float 3p + c of the 24 is lane (3p + c) % 8 of load (3p + c)
+ * / 8, and for each channel the 8 lanes differ: two blends gather them
+ * into one register, a permutation puts them in pixel order. */
+ALWAYS_INLINE void deinterleave3(const float *src, float *dst, int64_t stride) {
+    const __m256 a = _mm256_loadu_ps(src), b = _mm256_loadu_ps(src + 8),
+                 c = _mm256_loadu_ps(src + 16);
+    /* channel 0: lanes 0 3 6 of a, 1 4 7 of b, 2 5 of c, pixel order 0 3 6 1 4 7 2 5 */
+    __m256 c0 = _mm256_blend_ps(_mm256_blend_ps(a, b, 0x92), c, 0x24);
+    __m256 c1 = _mm256_blend_ps(_mm256_blend_ps(a, b, 0x24), c, 0x49);
+    __m256 c2 = _mm256_blend_ps(_mm256_blend_ps(a, b, 0x49), c, 0x92);
+    _mm256_storeu_ps(dst, _mm256_permutevar8x32_ps(c0, _mm256_setr_epi32(0, 3, 6, 1, 4, 7, 2, 5)));
+    _mm256_storeu_ps(dst + stride,
+                     _mm256_permutevar8x32_ps(c1, _mm256_setr_epi32(1, 4, 7, 2, 5, 0, 3, 6)));
+    _mm256_storeu_ps(dst + 2 * stride,
+                     _mm256_permutevar8x32_ps(c2, _mm256_setr_epi32(2, 5, 0, 3, 6, 1, 4, 7)));
+}
+
 /* conv_direct.c's pad_rows_cm with 8 x 8 blocks: copy a (rows_in, cols_in,
  * ch) image into a (prows, pcols) zero-padded window at (top, left), in
  * channel-major rows (row r: ch runs of pcols floats).  Only the image's
@@ -383,6 +395,14 @@ AVX2_FN void pad_rows_cm(const float *src, int64_t rows_in, int64_t cols_in, int
         if (ir < 0 || ir >= rows_in || n <= 0) continue;
         const float *row = src + (ir * cols_in + lo - left) * ch;
         int64_t c0 = 0;
+        if (ch == 3) { /* RGB: 8 pixels at a time */
+            int64_t q0 = 0;
+            for (; q0 + 8 <= n; q0 += 8)
+                deinterleave3(row + q0 * 3, d + lo + q0, pcols);
+            for (int64_t c = 0; c < 3; c++)
+                for (int64_t q = q0; q < n; q++) d[c * pcols + lo + q] = row[q * 3 + c];
+            continue;
+        }
         for (; c0 + 8 <= ch; c0 += 8) {
             int64_t q0 = 0;
             for (; q0 + 8 <= n; q0 += 8) {
