@@ -19,7 +19,10 @@ between the shapes of every round, and keeps each cell's best round (the
 fastest median), as the peak is the best of its tries: on a shared
 machine other processes can only slow either down.  --shapes picks the
 shapes whose names contain one of its comma-separated parts (e.g.
-``--shapes s2,stem``).
+``--shapes s2,stem``).  --cpu-time (with --threads 1) times the kernels
+and the peak by the thread's CPU time, which a process that takes the
+core away does not inflate: the kernels' own efficiency on a busy
+machine.
 FLOPs of a pass: 2 * N * HO * WO * KH * KW * C * O.
 
 --dtype bfloat16 times the passes as a mixed_bfloat16 training step runs
@@ -33,7 +36,7 @@ separate interpreter (--torch-python, default: this one if it imports
 torch, else /work/peers-venv/bin/python) so its threads never share a
 process with ours; the two are interleaved shape by shape, ours first.
 
-    python bench/conv.py [--batch 128] [--reps 15] [--rounds 1] [--threads 2]
+    python bench/conv.py [--batch 128] [--reps 15] [--rounds 1] [--threads 2] [--cpu-time]
                          [--shapes s2,stem] [--dtype bfloat16] [--out bench/results] [--tag avx2]
 """
 import argparse
@@ -98,15 +101,26 @@ VARIANT_ISA = {"avx2_direct": "avx2", "avx512_direct": "avx512", "amx_direct_bf1
                "amx_bf16": "avx512", "avx512_bf16": "avx512"}
 
 
+CLOCK = [time.perf_counter]  # --cpu-time: time.process_time
+
+
 def median_time(fn, reps):
     for _ in range(3):
         fn()
     times = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = CLOCK[0]()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(CLOCK[0]() - t0)
     return statistics.median(times)
+
+
+def cpu_time_peak(threads, tries, isa_name):
+    """fma_peak_gflops per second of this process's CPU time rather than of
+    wall time (one thread: the time it was not descheduled)."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    g = fma_peak_gflops(threads, tries=tries, isa_name=isa_name)
+    return g * (time.perf_counter() - w0) / (time.process_time() - c0)
 
 
 def torch_python(arg):
@@ -140,6 +154,9 @@ def main():
     ap.add_argument("--shapes", default="",
                     help="comma list: only the shapes whose names contain one of these")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="one thread, timed by its CPU time (immune to other processes "
+                         "taking the core; torch is not run)")
     ap.add_argument("--torch-python", default=None, help="interpreter with torch ('' to skip)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--out", default=None, help="folder for conv.md and conv.json")
@@ -148,6 +165,10 @@ def main():
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                     help="operands of the passes (bfloat16: as a mixed_bfloat16 step)")
     args = ap.parse_args()
+    if args.cpu_time:
+        if args.threads != 1:
+            ap.error("--cpu-time needs --threads 1")
+        args.no_torch, CLOCK[0] = True, time.process_time
 
     import pyresnet as pr
     from pyresnet._loader import _C
@@ -164,7 +185,8 @@ def main():
 
     def measure_peaks(tries):
         for i in used:
-            peaks[i].append(fma_peak_gflops(args.threads, tries=tries, isa_name=i))
+            peak = cpu_time_peak if args.cpu_time else fma_peak_gflops
+            peaks[i].append(peak(args.threads, tries=tries, isa_name=i))
 
     measure_peaks(args.peak_tries)
     print(f"CPU {cpu_model()}; features {' '.join(cfg['features'])}; {args.threads} threads; "
@@ -240,6 +262,7 @@ def report(args, rows, variants, torch_version, peaks, isa_of):
                          for i, p in peaks.items())
              + f"; torch {torch_version or 'not run'}"
              + f"; median of {args.reps} runs, best of {args.rounds} rounds"
+             + ("; times and peak in CPU seconds of the one thread" if args.cpu_time else "")
              + (f"; {kernels_env}" if kernels_env else ""),
              "% peak: of the " + ", ".join(f"{isa_of(n)} peak for {n}" for n in names), "",
              "| shape | pass | " + " | ".join(f"{n} ms | GFLOP/s | % peak" for n in names) + " |",
@@ -268,7 +291,7 @@ def report(args, rows, variants, torch_version, peaks, isa_of):
             json.dump({"cpu": cpu_model(), "peak_gflops": peaks,
                        "peak_isa": {n: isa_of(n) for n in names}, "environment": kernels_env,
                        "threads": args.threads, "dtype": args.dtype, "reps": args.reps,
-                       "rounds": args.rounds,
+                       "rounds": args.rounds, "cpu_time": args.cpu_time,
                        "batch": args.batch, "torch": torch_version, "rows": rows}, f, indent=1)
 
 
