@@ -14,7 +14,15 @@ on an AVX-512 machine).
 A variant is timed through ``pyresnet._C.run_variant`` (one kernel, no
 graph), median of --reps runs after three warm-up runs; the output buffer
 is reused by the allocator after the first call, so the time is the
-kernel's.
+kernel's.  --rounds R repeats the whole sweep R times, the peak measured
+between the shapes of every round, and keeps each cell's best round (the
+fastest median), as the peak is the best of its tries: on a shared
+machine other processes can only slow either down.  --shapes picks the
+shapes whose names contain one of its comma-separated parts (e.g.
+``--shapes s2,stem``).  --cpu-time (with --threads 1) times the kernels
+and the peak by the thread's CPU time, which a process that takes the
+core away does not inflate: the kernels' own efficiency on a busy
+machine.
 FLOPs of a pass: 2 * N * HO * WO * KH * KW * C * O.
 
 --dtype bfloat16 times the passes as a mixed_bfloat16 training step runs
@@ -28,8 +36,8 @@ separate interpreter (--torch-python, default: this one if it imports
 torch, else /work/peers-venv/bin/python) so its threads never share a
 process with ours; the two are interleaved shape by shape, ours first.
 
-    python bench/conv.py [--batch 128] [--reps 15] [--threads 2] [--dtype bfloat16]
-                         [--out bench/results] [--tag avx2]
+    python bench/conv.py [--batch 128] [--reps 15] [--rounds 1] [--threads 2] [--cpu-time]
+                         [--shapes s2,stem] [--dtype bfloat16] [--out bench/results] [--tag avx2]
 """
 import argparse
 import json
@@ -93,15 +101,32 @@ VARIANT_ISA = {"avx2_direct": "avx2", "avx512_direct": "avx512", "amx_direct_bf1
                "amx_bf16": "avx512", "avx512_bf16": "avx512"}
 
 
+CLOCK = [time.perf_counter]  # --cpu-time: time.process_time
+
+
 def median_time(fn, reps):
     for _ in range(3):
         fn()
     times = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = CLOCK[0]()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(CLOCK[0]() - t0)
     return statistics.median(times)
+
+
+def cpu_time_peak(threads, tries, isa_name):
+    """fma_peak_gflops per second of this process's CPU time rather than of
+    wall time (one thread: the time it was not descheduled): each try
+    alone, after one untimed call (which compiles the loop), its GFLOP/s
+    scaled by wall / CPU seconds; the best try."""
+    fma_peak_gflops(threads, tries=1, isa_name=isa_name)
+    best = 0.0
+    for _ in range(tries):
+        w0, c0 = time.perf_counter(), time.process_time()
+        g = fma_peak_gflops(threads, tries=1, isa_name=isa_name)
+        best = max(best, g * (time.perf_counter() - w0) / (time.process_time() - c0))
+    return best
 
 
 def torch_python(arg):
@@ -130,7 +155,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="sweeps over the shapes; each cell keeps its best round")
+    ap.add_argument("--shapes", default="",
+                    help="comma list: only the shapes whose names contain one of these")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="one thread, timed by its CPU time (immune to other processes "
+                         "taking the core; torch is not run)")
     ap.add_argument("--torch-python", default=None, help="interpreter with torch ('' to skip)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--out", default=None, help="folder for conv.md and conv.json")
@@ -139,6 +171,10 @@ def main():
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                     help="operands of the passes (bfloat16: as a mixed_bfloat16 step)")
     args = ap.parse_args()
+    if args.cpu_time:
+        if args.threads != 1:
+            ap.error("--cpu-time needs --threads 1")
+        args.no_torch, CLOCK[0] = True, time.process_time
 
     import pyresnet as pr
     from pyresnet._loader import _C
@@ -155,16 +191,34 @@ def main():
 
     def measure_peaks(tries):
         for i in used:
-            peaks[i].append(fma_peak_gflops(args.threads, tries=tries, isa_name=i))
+            peak = cpu_time_peak if args.cpu_time else fma_peak_gflops
+            peaks[i].append(peak(args.threads, tries=tries, isa_name=i))
 
     measure_peaks(args.peak_tries)
     print(f"CPU {cpu_model()}; features {' '.join(cfg['features'])}; {args.threads} threads; "
           f"batch {args.batch}; {args.dtype}; median of {args.reps}; load average "
           f"{os.getloadavg()[0]:.2f}")
     low = (lambda t: pr.ops.cast(t, "bfloat16")) if args.dtype == "bfloat16" else (lambda t: t)
-    rows, torch_version = [], None
+    torch_version = None
+    picked = [sh for sh in SHAPES
+              if not args.shapes or any(p and p in sh[0] for p in args.shapes.split(","))]
+    best = {}  # (shape, pass) -> row with each name's best time over the rounds
+    for _ in range(args.rounds):
+        torch_version = sweep(args, picked, variants, tpy, low, measure_peaks, best) \
+            or torch_version
+    rows = list(best.values())
+    return report(args, rows, variants, torch_version, peaks, isa_of)
+
+
+def sweep(args, shapes, variants, tpy, low, measure_peaks, best):
+    """One round over `shapes`: each pass of each variant and torch, the
+    peak measured after each shape; keeps each cell's fastest time in
+    `best`.  Returns the torch version (None: torch not run)."""
+    import pyresnet as pr
+    from pyresnet._loader import _C
+    torch_version = None
     rng = np.random.default_rng(0)
-    for name, (h, w, c), (kh, kw, o), s in SHAPES:
+    for name, (h, w, c), (kh, kw, o), s in shapes:
         x = pr.Tensor(rng.standard_normal((args.batch, h, w, c)).astype(np.float32))
         k = pr.Tensor((rng.standard_normal((kh, kw, c, o)) * 0.1).astype(np.float32))
         ho, wo = -(-h // s), -(-w // s)
@@ -193,8 +247,15 @@ def main():
             if theirs:
                 torch_version = theirs["torch"]
                 row["ms"]["torch channels_last"] = theirs["times"][row["pass"]] * 1e3
-        rows += shape_rows
+            kept = best.setdefault((row["shape"], row["pass"]), row)
+            for n, t in row["ms"].items():
+                kept["ms"][n] = min(t, kept["ms"].get(n, t))
         measure_peaks(min(2, args.peak_tries))
+    return torch_version
+
+
+def report(args, rows, variants, torch_version, peaks, isa_of):
+    """Print the table and write --out's files."""
     peak = {i: max(p) for i, p in peaks.items()}
     variants = [v for v in variants if any(v in r["ms"] for r in rows)]
     names = variants + (["torch channels_last"] if torch_version else [])
@@ -206,6 +267,8 @@ def main():
                          f"measurements in this run, {min(p):.0f}-{peak[i]:.0f})"
                          for i, p in peaks.items())
              + f"; torch {torch_version or 'not run'}"
+             + f"; median of {args.reps} runs, best of {args.rounds} rounds"
+             + ("; times and peak in CPU seconds of the one thread" if args.cpu_time else "")
              + (f"; {kernels_env}" if kernels_env else ""),
              "% peak: of the " + ", ".join(f"{isa_of(n)} peak for {n}" for n in names), "",
              "| shape | pass | " + " | ".join(f"{n} ms | GFLOP/s | % peak" for n in names) + " |",
@@ -218,6 +281,10 @@ def main():
                 f"{t:.2f}", f"{r['gflop'] / t * 1e3:.0f}",
                 f"{100 * r['gflop'] / t * 1e3 / peak[isa_of(n)]:.0f}%"]
         lines.append(f"| {r['shape']} | {r['pass']} | " + " | ".join(cells) + " |")
+    if any(r["shape"].startswith("stem") for r in rows):
+        lines += ["", "stem backprop_input: no training step runs it (the model's input takes "
+                      "no gradient: a compiled ResNet-20 step has 21 conv2d and 21 "
+                      "conv2d_backprop_filter but 20 conv2d_backprop_input)."]
     text = "\n".join(lines)
     print(text)
     if args.out:
@@ -229,7 +296,8 @@ def main():
         with open(os.path.join(args.out, stem + ".json"), "w") as f:
             json.dump({"cpu": cpu_model(), "peak_gflops": peaks,
                        "peak_isa": {n: isa_of(n) for n in names}, "environment": kernels_env,
-                       "threads": args.threads, "dtype": args.dtype,
+                       "threads": args.threads, "dtype": args.dtype, "reps": args.reps,
+                       "rounds": args.rounds, "cpu_time": args.cpu_time,
                        "batch": args.batch, "torch": torch_version, "rows": rows}, f, indent=1)
 
 

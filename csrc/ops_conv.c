@@ -515,19 +515,25 @@ static void window_bpf(const pr_view *in, const pr_view *out, const void *a, pr_
 
 /* Direct AVX-512 and AVX2 (kernels/conv_direct.c, conv_direct_avx2.c):
  * float32 calls of one group. */
-#define DIRECT_VARIANT(name, pass, PASS, kernel)                                                \
+#define DIRECT_VARIANT(name, pass, PASS, kernel, scratch)                                       \
     WINDOW_VARIANT(name, pass,                                                                  \
                    ((const pr_conv_attrs *)a)->groups == 1 && all_f32(in) &&                    \
                        pr_conv_direct_supports(&g, PASS),                                       \
-                   pr_conv_direct_scratch_bytes(&g, PASS),                                      \
+                   scratch(&g, PASS),                                                           \
                    kernel(&g, in[0].data, in[1].data, out->data, ws))
 
-DIRECT_VARIANT(direct, fw, PR_CONV_FORWARD, pr_conv_direct_forward)
-DIRECT_VARIANT(direct, bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_backprop_input)
-DIRECT_VARIANT(direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_backprop_filter)
-DIRECT_VARIANT(avx2_direct, fw, PR_CONV_FORWARD, pr_conv_direct_avx2_forward)
-DIRECT_VARIANT(avx2_direct, bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_avx2_backprop_input)
-DIRECT_VARIANT(avx2_direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_avx2_backprop_filter)
+DIRECT_VARIANT(direct, fw, PR_CONV_FORWARD, pr_conv_direct_forward,
+               pr_conv_direct_scratch_bytes)
+DIRECT_VARIANT(direct, bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_backprop_input,
+               pr_conv_direct_scratch_bytes)
+DIRECT_VARIANT(direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_backprop_filter,
+               pr_conv_direct_scratch_bytes)
+DIRECT_VARIANT(avx2_direct, fw, PR_CONV_FORWARD, pr_conv_direct_avx2_forward,
+               pr_conv_direct_avx2_scratch_bytes)
+DIRECT_VARIANT(avx2_direct, bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_avx2_backprop_input,
+               pr_conv_direct_avx2_scratch_bytes)
+DIRECT_VARIANT(avx2_direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_avx2_backprop_filter,
+               pr_conv_direct_avx2_scratch_bytes)
 
 /* The bfloat16 variants (AMX, AVX512_BF16) take the calls with a bfloat16
  * operand, any window and stride (kernels/conv_bf16.c). */

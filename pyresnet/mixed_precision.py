@@ -148,10 +148,10 @@ def bfloat16_hardware():
 
 
 # Measured on an AMD EPYC (Zen 3 class: AVX2 + FMA, neither AVX512_BF16 nor
-# AMX), 2 threads: `python bench/peers.py --modes
-# pyresnet_compiled,pyresnet_bf16_compiled --tag avx2_zen3_bf16check`
-# (bench/results/peers_resnet20_b128_avx2_zen3_bf16check.md).
-_SLOW_BF16 = ("the ResNet-20 compiled training step ran 0.83x as fast as in float32 on an "
+# AMX), 2 threads, float32 running the avx2_direct convolutions: `python
+# bench/peers.py --modes pyresnet_compiled,pyresnet_bf16_compiled --tag
+# avx2_zen3_bf16check` (bench/results/peers_resnet20_b128_avx2_zen3_bf16check.md).
+_SLOW_BF16 = ("the ResNet-20 compiled training step ran 0.58x as fast as in float32 on an "
               "AMD EPYC with AVX2 and neither (bench/results/"
               "peers_resnet20_b128_avx2_zen3_bf16check.md)")
 _warned = [False]

@@ -387,6 +387,6 @@ def test_mixed_bfloat16_warns_once_where_it_is_slower(monkeypatch, hardware):
     else:
         assert len(first) == 1 and first[0].category is RuntimeWarning
         msg = str(first[0].message)
-        assert "slower than float32" in msg and "0.83x" in msg
+        assert "slower than float32" in msg and "0.58x" in msg
         assert (_C.cpu_info()["brand"].strip() or "this CPU") in msg
         assert first[0].filename == __file__  # points at the caller's line

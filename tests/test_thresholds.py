@@ -428,6 +428,23 @@ def avx2_direct_weight_bytes(rng):
         _conv_all_passes(rng, (1, 3, 6, c), (3, 3, c, 9), 1, True, f"avx2 c={c}", "avx2_direct")
 
 
+def avx2_direct_block_groups(rng):
+    """conv_direct_avx2.c MAX_NB_FW = 3 blocks of 8 output channels per
+    forward / input-gradient tile (the stride-2 windows' tiles share a
+    broadcast among them; the last group of a row may be smaller): o and c
+    of 16, 17, 24, 25, 33 at strides 2 and 1; and the weight gradient's
+    repacked groups of images (c = 32, o = 64 on small images, a batch of 5
+    split into groups)."""
+    for n in (16, 17, 24, 25, 33):
+        for strides in (2, 1):
+            _conv_all_passes(rng, (2, 6, 13, 5), (3, 3, 5, n), strides, True,
+                             f"avx2 o={n} strides {strides}", "avx2_direct")
+            _conv_all_passes(rng, (2, 6, 13, n), (3, 3, n, 9), strides, True,
+                             f"avx2 c={n} strides {strides}", "avx2_direct")
+    _conv_all_passes(rng, (5, 8, 8, 32), (3, 3, 32, 64), 2, True, "avx2 packed groups",
+                     "avx2_direct")
+
+
 def allocator_huge_pages(rng):
     """common.c HUGE_MIN = 4 MiB: a compiled graph's arena from this size is
     2 MiB-aligned and advised to use huge pages (HUGE_PAGE); arenas of
@@ -615,6 +632,7 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct_avx2.c", "MAX_NB"): avx2_direct_channel_blocks,
     ("conv_direct_avx2.c", "FT3_CT"): avx2_direct_filter3_channels,
     ("conv_direct_avx2.c", "TILE_WEIGHT_BYTES"): avx2_direct_weight_bytes,
+    ("conv_direct_avx2.c", "MAX_NB_FW"): avx2_direct_block_groups,
     ("common.c", "HUGE_MIN"): allocator_huge_pages,
     ("common.c", "HUGE_PAGE"): allocator_huge_pages,
     ("bf16.c", "PAR_MIN"): bf16_parallel,
@@ -652,6 +670,10 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("cpu.c", "ARCH_REQ_XCOMP_PERM"): "Linux arch_prctl request code (asm/prctl.h)",
     ("cpu.c", "XFEATURE_XTILEDATA"): "XSAVE feature number of the AMX tile data",
     ("kernels.h", "PR_N_DTYPES"): "number of tensor dtypes",
+    ("conv_direct_avx2.c", "N_KINDS"): "number of (taps, stride) tile kinds, not a size",
+    ("conv_direct_avx2.c", "LOAD_RATE"): "a weight of the tile cost estimate (loads a cycle): "
+                                         "it picks among tiles that all give the same sums, "
+                                         "each tested by avx2_direct_block_groups",
     ("comm.c", "ARRIVAL_TAG"): "MPI message tag of the arrival messages, not a size",
     ("comm.h", "PR_COMM_DEFAULT_TIMEOUT"): "seconds (the collective timeout's default), tested "
                                            "by test_distribute's collective timeout checks",

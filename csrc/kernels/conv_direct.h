@@ -25,8 +25,10 @@ int pr_conv_direct_backprop_filter(const pr_window *g, const float *x, const flo
 
 /* The same kernels for AVX2 + FMA (conv_direct_avx2.c): 8-channel blocks in
  * ymm registers, for CPUs without AVX-512 (the caller checks AVX2 and FMA).
- * Same supports rule and scratch (pr_conv_direct_supports,
- * pr_conv_direct_scratch_bytes). */
+ * Same supports rule (pr_conv_direct_supports); their scratch adds, for the
+ * filter gradient, room to repack a group of images (or pad one).
+ * Independent of the thread count. */
+size_t pr_conv_direct_avx2_scratch_bytes(const pr_window *g, pr_conv_pass pass);
 int pr_conv_direct_avx2_forward(const pr_window *g, const float *x, const float *w, float *y,
                                 void *scratch);
 int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, const float *w,
