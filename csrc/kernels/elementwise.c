@@ -376,8 +376,10 @@ int pr_k_clip_backward(const float *dy, const float *x, float *dx, int64_t n, fl
 /* Without trapping math, GCC if-converts the clamps and vectorizes the loops
  * (the float comparisons could raise FE_INVALID on a NaN otherwise: nothing
  * here reads the FP exception flags). */
+#if defined(__GNUC__) && !defined(__clang__) /* (clang has no optimize pragma) */
 #pragma GCC push_options
 #pragma GCC optimize("no-trapping-math")
+#endif
 
 static inline float fast_erf(float x) {
     float lo = x < -4.0f ? -4.0f : x;
@@ -470,4 +472,6 @@ int pr_k_gelu_backward_bf16(const uint16_t *dy, const uint16_t *x, uint16_t *dx,
     return PR_OK;
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
+#endif
