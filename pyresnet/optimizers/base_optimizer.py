@@ -64,14 +64,8 @@ class Lookahead:
             raise ValueError(f"Lookahead: `sync_period` must be an int >= 1, got "
                              f"{sync_period!r}")
         if not callable(slow_step_size):
-            try:
-                ok = 0.0 <= float(slow_step_size) <= 1.0
-            except (TypeError, ValueError):
-                ok = False
-            if not ok:
-                raise ValueError(f"Lookahead: `slow_step_size` must be a float in [0, 1] or a "
-                                 f"schedule, got {slow_step_size!r}")
-            slow_step_size = float(slow_step_size)
+            slow_step_size = _unit_float(slow_step_size, "Lookahead: `slow_step_size` must be a "
+                                         "float in [0, 1] or a schedule")
         self.sync_period, self.slow_step_size = int(sync_period), slow_step_size
 
     def momentum(self, iterations):
@@ -83,6 +77,17 @@ class Lookahead:
 
     def __repr__(self):
         return f"Lookahead(sync_period={self.sync_period}, slow_step_size={self.slow_step_size!r})"
+
+
+def _unit_float(value, message):
+    """``value`` as a float in [0, 1]; ValueError ``message`` (+ what came) otherwise."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = None
+    if v is None or not 0.0 <= v <= 1.0:
+        raise ValueError(f"{message}, got {value!r}")
+    return v
 
 
 def _positive_or_none(owner, name, value):
@@ -160,14 +165,8 @@ class Optimizer:
                  ema_overwrite_frequency=None, lookahead=None, lr_multipliers=None, **kwargs):
         self.name = name if name is not None else type(self).__name__
         self.use_ema = bool(use_ema)
-        try:
-            ok = 0.0 <= float(ema_momentum) <= 1.0
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise ValueError(f"{self.name}: `ema_momentum` must be in [0, 1], got "
-                             f"{ema_momentum!r}")
-        self.ema_momentum = float(ema_momentum)
+        self.ema_momentum = _unit_float(ema_momentum,
+                                        f"{self.name}: `ema_momentum` must be in [0, 1]")
         if ema_overwrite_frequency is not None and (
                 isinstance(ema_overwrite_frequency, bool)
                 or not isinstance(ema_overwrite_frequency, (int, np.integer))
