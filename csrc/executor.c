@@ -1,8 +1,10 @@
-/* Running traced graphs: Graph.run over the plan (plan.c) for the call's
- * sizes.
+/* Running traced graphs: Graph.run over the call plan (plan.c) for the
+ * call's sizes: the graph's plan and its loop bodies', made before the run.
  *
- * A run converts the inputs and makes the output Tensors (GIL held; work
- * proportional to the number of inputs and outputs), takes an arena from the
+ * A run converts the inputs, gets its call plan (which also calls the
+ * feeders of its loops over a dataset: no Python runs once the nodes do)
+ * and makes the output Tensors (GIL held; work proportional to the number
+ * of inputs and outputs), takes an arena from the
  * plan's pool (a fresh one when another thread holds the pooled ones, so
  * concurrent calls never share buffers), then runs every node in one C loop
  * with the GIL released.  Host callbacks (pyresnet.print) take the GIL for
@@ -17,11 +19,6 @@
 #include <math.h>
 #include <string.h>
 #include <time.h>
-
-/* The input pipeline's batches, for loops over a dataset (graph.h). */
-static pr_batch_source batch_source;
-
-void pr_executor_set_batch_source(pr_batch_source source) { batch_source = source; }
 
 /* ---- running ---------------------------------------------------------------- */
 
@@ -43,6 +40,7 @@ typedef struct {
 typedef struct {
     pr_Graph *g;
     pr_plan *p;
+    const pr_call_plan *cp; /* p and the plans of g's loops */
     void **ptr;
     void *arena;
     const int64_t *binding;
@@ -98,22 +96,22 @@ static int input_value_of(const pr_Graph *g, int index) {
 
 /* ---- loops ------------------------------------------------------------------
  * A loop node runs its body graph once per iteration.  At the loop's start
- * (GIL held, once per call of the enclosing graph) it asks the feeder for
- * this pass's batches, finds the body's plans (made once per binding: the
- * full batch and a smaller last one), takes their arenas and allocates the
- * loop variables twice (this iteration's and the next's).  Then, without the
+ * (GIL held, once per run of the enclosing graph) it takes the arenas of the
+ * body's plans (the call plan has them, and the batches of a loop over a
+ * dataset: the full batch and a smaller last one) and allocates the loop
+ * variables twice (this iteration's and the next's).  Then, without the
  * GIL, each iteration makes its batch (the input pipeline's kernels, in
  * place in the body's input buffers), runs the body's nodes with the
  * carried values as inputs and writes the new ones into the other buffers,
  * which become the inputs of the next iteration. */
 
 typedef struct {
+    const pr_call_plan *cp;
     pr_plan *plan;
     void *arena;
     void **ptr;
     int tune;
     char *timed;
-    int64_t *binding;
 } body_run;
 
 static int64_t scalar_value(const pr_view *v, const void *data) {
@@ -130,14 +128,11 @@ static int scalar_true(const pr_view *v, const void *data) {
     return scalar_value(v, data) != 0;
 }
 
-/* GIL held: a plan for the body and everything its runs need. */
-static int body_prepare(pr_Graph *b, const int64_t *binding, const pr_view *in, body_run *r) {
+/* GIL held: everything the runs of a body's plan need. */
+static int body_prepare(pr_Graph *b, const pr_call_plan *cp, body_run *r) {
     memset(r, 0, sizeof *r);
-    int ns = pr_symtab_n_symbols(b->syms);
-    if (!(r->binding = PyMem_Calloc((size_t)ns + 1, sizeof(int64_t)))) return PyErr_NoMemory(), -1;
-    memcpy(r->binding, binding, sizeof(int64_t) * (size_t)ns);
-    if (!(r->plan = pr_plan_for(b, r->binding, in))) return -1;
-    r->plan->in_use++;
+    r->cp = cp;
+    r->plan = cp->plan;
     if (!(r->arena = pr_plan_arena_get(r->plan))) return -1;
     if (!(r->ptr = PyMem_Calloc((size_t)b->n_vals + 1, sizeof(void *)))) return PyErr_NoMemory(), -1;
     for (int v = 0; v < b->n_vals; v++) {
@@ -162,34 +157,28 @@ static void body_release(body_run *r) {
             r->plan->tuning = 0;
             if (pr_plan_tune_store(r->plan, r->timed) < 0) PyErr_Clear();
         }
-        r->plan->in_use--;
         pr_plan_arena_put(r->plan, r->arena);
     } else {
         pr_free(r->arena);
     }
     PyMem_Free(r->timed);
     PyMem_Free(r->ptr);
-    PyMem_Free(r->binding);
     memset(r, 0, sizeof *r);
-}
-
-static int feeder_error(const char *what) {
-    PyErr_Format(PyExc_TypeError, "loop over a dataset: %s", what);
-    return -1;
 }
 
 static int run_loop(run_ctx *c, int j, run_status *st) {
     pr_Graph *g = c->g, *b;
     pr_gnode *n = &g->nodes[j];
     pr_loop *L = &g->loops[n->loop];
+    const pr_loop_plan *lp = &c->cp->loops[n->loop];
+    const pr_source *src = &lp->src;
     pr_plan *p = c->p;
-    int nc = L->n_carry, ok = 0, n_comp = 0;
-    int64_t lower = L->lower, upper = L->upper, trip = -1, first = 0, n_batches = 0;
+    int nc = L->n_carry, ok = 0;
+    int64_t lower = L->lower, upper = L->upper, trip = -1;
     size_t *bytes = NULL;
     void **cur = NULL, **nxt = NULL, *feed[PR_MAX_INPUTS] = {0};
     char *direct = NULL, *same = NULL;
-    PyObject *fed = NULL, *source = NULL;
-    const pr_view *full = NULL, *last = NULL;
+    int *carry_val = NULL;
     body_run runs[2];
     memset(runs, 0, sizeof runs);
     int32_t iter_value = 0;
@@ -202,6 +191,7 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
     if (L->upper_in >= 0) upper = scalar_value(&p->views[n->in[L->upper_in]], c->ptr[n->in[L->upper_in]]);
     if (trip != 0 && (L->upper_in >= 0 || upper >= 0)) trip = upper > lower ? upper - lower : 0;
     if (trip != 0 && L->max_iter >= 0 && (trip < 0 || L->max_iter < trip)) trip = L->max_iter;
+    if (trip != 0 && src->fed && (trip < 0 || src->count < trip)) trip = src->count;
     if (trip == 0) { /* no iteration: the loop variables keep their initial values */
         for (int k = 0; k < nc; k++)
             memcpy(c->ptr[n->out[k]], c->ptr[n->in[k]], pr_view_bytes(&p->views[n->out[k]]));
@@ -211,94 +201,25 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
     PyEval_RestoreThread(*c->ts); /* ---- GIL held: set up ---- */
     b = L->body;
     Py_INCREF(b);
-    int nb = b->n_inputs;
-    pr_view *in = PyMem_Calloc((size_t)nb + 1, sizeof(pr_view));
     bytes = PyMem_Calloc((size_t)nc + 1, sizeof(size_t));
     cur = PyMem_Calloc((size_t)nc + 1, sizeof(void *));
     nxt = PyMem_Calloc((size_t)nc + 1, sizeof(void *));
     direct = PyMem_Calloc((size_t)nc + 1, 1);
     same = PyMem_Calloc((size_t)nc + 1, 1);
-    if (!in || !bytes || !cur || !nxt || !direct || !same) {
+    carry_val = PyMem_Calloc((size_t)nc + 1, sizeof(int));
+    if (!bytes || !cur || !nxt || !direct || !same || !carry_val) {
         PyErr_NoMemory();
         goto setup_failed;
-    }
-    if (L->feeder && trip != 0) {
-        fed = PyObject_CallNoArgs(L->feeder);
-        if (!fed) goto setup_failed;
-        long long f0, cnt;
-        if (!PyArg_ParseTuple(fed, "OLL;the feeder returns (iterator, first, count)", &source, &f0,
-                              &cnt))
-            goto setup_failed;
-        if (!batch_source.info || !batch_source.info(source, &n_comp, &n_batches, &full, &last)) {
-            feeder_error("the feeder must return a BatchIterator");
-            goto setup_failed;
-        }
-        if (n_comp != L->n_feed || f0 < 0 || cnt < 0 || f0 + cnt > n_batches) {
-            PyErr_Format(PyExc_ValueError,
-                         "loop over a dataset: the pass has %d components and %lld batches, the "
-                         "loop was traced for %d components (batches %lld to %lld asked)",
-                         n_comp, (long long)n_batches, L->n_feed, f0, f0 + cnt);
-            goto setup_failed;
-        }
-        first = f0;
-        if (trip < 0 || cnt < trip) trip = cnt;
     }
     if (trip < 0 && L->cond_out < 0) {
         PyErr_SetString(PyExc_ValueError, "loop: no bound and no condition");
         goto setup_failed;
     }
-    for (int k = 0; k < nc; k++) in[L->carry_in[k]] = p->views[n->in[k]];
-    for (int k = 0; k < L->n_const; k++) in[L->const_in[k]] = p->views[n->in[nc + k]];
-    if (L->iter_in >= 0) {
-        int64_t scalar_shape[1] = {0};
-        pr_set_out(&in[L->iter_in], PR_I32, 0, scalar_shape);
-    }
-    /* Plans: the full batch, and a smaller last one when this pass reaches it. */
-    int n_runs = 1;
-    int64_t *binding = PyMem_Calloc((size_t)pr_symtab_n_symbols(b->syms) + 1, sizeof(int64_t));
-    if (!binding) {
-        PyErr_NoMemory();
-        goto setup_failed;
-    }
-    memcpy(binding, c->binding, sizeof(int64_t) * (size_t)pr_symtab_n_symbols(g->syms));
-    int sym = pr_dim_symbol_index(b->syms, L->feed_batch);
-    for (int r = 0; r < 2; r++) {
-        const pr_view *views = r == 0 ? full : last;
-        if (r == 1 && !(L->n_feed && trip > 0 && first + trip == n_batches &&
-                        last[0].shape[0] != full[0].shape[0]))
-            break;
-        for (int k = 0; k < L->n_feed; k++) {
-            const pr_gvalue *x = &b->vals[input_value_of(b, L->feed_in[k])];
-            const pr_view *v = &views[k];
-            int match = x->dtype == v->dtype && x->ndim == v->ndim && v->ndim >= 1 &&
-                        (sym >= 0 || x->shape[0] == v->shape[0]);
-            for (int d = 1; match && d < v->ndim; d++) match = x->shape[d] == v->shape[d];
-            if (!match) {
-                char want[192], have[160];
-                pr_view traced = {.ndim = x->ndim};
-                memcpy(traced.shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-                PyErr_Format(PyExc_ValueError,
-                             "loop over a dataset: component %d of its batches is %s of shape "
-                             "%s, but the loop was traced for %s of shape %s (a dataset's "
-                             "batches keep their shapes)", k, pr_dtype_name(v->dtype),
-                             pr_shape_str(v, have, sizeof have), pr_dtype_name(x->dtype),
-                             pr_shape_str_in(b->syms, &traced, want, sizeof want));
-                PyMem_Free(binding);
-                goto setup_failed;
-            }
-            in[L->feed_in[k]] = *v;
-            in[L->feed_in[k]].data = NULL;
-            if (sym >= 0) binding[sym] = v->shape[0];
-        }
-        if (body_prepare(b, binding, in, &runs[r]) < 0) {
-            PyMem_Free(binding);
-            goto setup_failed;
-        }
-        n_runs = r + 1;
-    }
-    PyMem_Free(binding);
-    for (int k = 0; k < L->n_feed; k++) {
-        if (!(feed[k] = pr_alloc(pr_view_bytes(&full[k])))) {
+    int n_runs = lp->body[1].plan ? 2 : 1;
+    for (int r = 0; r < n_runs; r++)
+        if (body_prepare(b, &lp->body[r], &runs[r]) < 0) goto setup_failed;
+    for (int k = 0; src->fed && k < L->n_feed; k++) {
+        if (!(feed[k] = pr_alloc(pr_view_bytes(&src->full[k])))) {
             PyErr_NoMemory();
             goto setup_failed;
         }
@@ -321,28 +242,24 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
             int v = input_value_of(b, L->const_in[k]);
             ptr[v] = c->ptr[n->in[nc + k]];
         }
-        for (int k = 0; k < L->n_feed; k++) ptr[input_value_of(b, L->feed_in[k])] = feed[k];
+        for (int k = 0; src->fed && k < L->n_feed; k++)
+            ptr[input_value_of(b, L->feed_in[k])] = feed[k];
         if (L->iter_in >= 0) ptr[input_value_of(b, L->iter_in)] = &iter_value;
         if (L->cond_out >= 0) {
             int v = b->outputs[L->cond_out];
             if (b->vals[v].kind == PR_VAL_NODE) ptr[v] = flag_buf; /* unless a carry's (below) */
         }
     }
-    int *carry_val = PyMem_Calloc((size_t)nc + 1, sizeof(int));
-    if (!carry_val) {
-        PyErr_NoMemory();
-        goto setup_failed;
-    }
     for (int k = 0; k < nc; k++) carry_val[k] = input_value_of(b, L->carry_in[k]);
     *c->ts = PyEval_SaveThread(); /* ---- no GIL: iterate ---- */
 
     for (int k = 0; k < nc; k++) memcpy(cur[k], c->ptr[n->in[k]], bytes[k]);
     for (int64_t it = 0; trip < 0 || it < trip; it++) {
-        int r = n_runs == 2 && first + it == n_batches - 1;
+        int r = n_runs == 2 && src->first + it == src->n_batches - 1;
         body_run *br = &runs[r];
         void **ptr = br->ptr;
-        if (L->n_feed) {
-            int rc = batch_source.fill(source, first + it, feed, st->msg);
+        if (src->fed) {
+            int rc = pr_plan_fill_batch(src->iterator, src->first + it, feed, st->msg);
             if (rc != PR_OK) {
                 st->rc = rc;
                 goto run_failed;
@@ -353,7 +270,8 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
             ptr[carry_val[k]] = cur[k];
             if (direct[k]) ptr[b->outputs[L->carry_out[k]]] = nxt[k];
         }
-        run_ctx sub = {b, br->plan, ptr, br->arena, br->binding, br->tune, br->timed, NULL, c->ts};
+        run_ctx sub = {b,         br->plan,  br->cp,   ptr,  br->arena, br->cp->binding,
+                       br->tune,  br->timed, NULL,     c->ts};
         if (run_nodes(&sub, st) < 0) goto run_failed;
         for (int k = 0; k < nc; k++)
             if (!direct[k] && !same[k]) memcpy(nxt[k], ptr[b->outputs[L->carry_out[k]]], bytes[k]);
@@ -373,7 +291,6 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
     ok = 1;
 run_failed:
     PyEval_RestoreThread(*c->ts); /* ---- GIL held: clean up ---- */
-    PyMem_Free(carry_val);
     goto cleanup;
 setup_failed:
     st->rc = -1;
@@ -382,13 +299,12 @@ cleanup:
     for (int k = 0; k < PR_MAX_INPUTS; k++) pr_free(feed[k]);
     for (int k = 0; cur && k < nc; k++) pr_free(cur[k]);
     for (int k = 0; nxt && k < nc; k++) pr_free(nxt[k]);
-    PyMem_Free(in);
+    PyMem_Free(carry_val);
     PyMem_Free(bytes);
     PyMem_Free(cur);
     PyMem_Free(nxt);
     PyMem_Free(direct);
     PyMem_Free(same);
-    Py_XDECREF(fed);
     Py_DECREF(b);
     *c->ts = PyEval_SaveThread();
     if (!ok && !st->op) st->op = &pr_loop_op;
@@ -524,13 +440,15 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
     PyObject *outs = NULL, *result = NULL;
     void *arena = NULL;
     pr_plan *p = NULL;
+    pr_call_plan cp = {0};
     int64_t *binding = PyMem_Calloc((size_t)pr_symtab_n_symbols(g->syms) + 1, sizeof(int64_t));
     if (!t || !in || !ptr || !binding || (profile && !times)) {
         PyErr_NoMemory();
         goto done;
     }
     if (pr_plan_bind(g, seq, t, in, binding) < 0) goto done;
-    if (!(p = pr_plan_for(g, binding, in))) goto done;
+    if (pr_call_plan_make(g, binding, in, &cp) < 0) goto done;
+    p = cp.plan;
     /* Outputs: inputs and captures are returned as they are; node values get
      * new tensors (a value returned twice is one tensor). */
     outs = PyList_New(g->n_outputs);
@@ -568,14 +486,12 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
         goto done;
     }
     p->tuning |= tune;
-    p->in_use++;
     run_status st;
     memset(&st, 0, sizeof st);
     PyThreadState *ts = PyEval_SaveThread();
-    run_ctx c = {g, p, ptr, arena, binding, tune, timed, times, &ts};
+    run_ctx c = {g, p, &cp, ptr, arena, binding, tune, timed, times, &ts};
     int failed = run_nodes(&c, &st) < 0;
     PyEval_RestoreThread(ts);
-    p->in_use--;
     if (tune) {
         p->tuning = 0;
         if (pr_plan_tune_store(p, timed) < 0) PyErr_Clear(); /* only a cache: retimed next time */
@@ -601,6 +517,7 @@ static PyObject *Graph_run(pr_Graph *g, PyObject *args) {
     }
 done:
     pr_free(arena);
+    pr_call_plan_release(&cp);
     PyMem_Free(binding);
     Py_XDECREF(outs);
     for (int k = 0; t && k < ni; k++) Py_XDECREF(t[k]);

@@ -570,8 +570,8 @@ static int loop_bound(pr_Graph *g, PyObject *o, int64_t *value, int *in_pos, int
  * from this graph are read unchanged.  The loop stops when body output
  * cond_out is zero, or (cond0) before the first iteration, after max_iter
  * iterations, after upper - lower (fori_loop: body input iter_in gets
- * lower + iteration), and with a feeder (called at the loop's start: ->
- * (BatchIterator, first batch, count)) after count batches, which fill the
+ * lower + iteration), and with a feeder (called when a call is planned,
+ * before it runs: -> (BatchIterator, first batch, count)) after count batches, which fill the
  * body inputs feed_in (batch dimension feed_batch: a size or a symbol name). */
 static PyObject *Graph_add_loop(pr_Graph *g, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"body", "inits", "carry_in", "carry_out", "cond_out", "cond0",
@@ -592,6 +592,14 @@ static PyObject *Graph_add_loop(pr_Graph *g, PyObject *args, PyObject *kw) {
         return NULL;
     }
     pr_Graph *body = (pr_Graph *)body_obj;
+    for (int k = 0; k < body->n_loops; k++)
+        if (body->loops[k].feeder) { /* its batches are fixed when a call is planned */
+            PyErr_SetString(PyExc_ValueError,
+                            "a loop over a dataset cannot run inside another loop; iterate the "
+                            "dataset at the top level of the compiled function (each call "
+                            "runs one pass)");
+            return NULL;
+        }
     pr_loop L;
     memset(&L, 0, sizeof L);
     L.iter_in = iter_in, L.cond_out = cond_out, L.cond0_in = -1, L.max_iter = max_iter;

@@ -75,7 +75,8 @@ typedef struct {
     int lower_in, upper_in; /* node inputs holding the bounds (fori_loop), or -1 */
     int64_t lower, upper;   /* static bounds when those are -1 (upper < 0: none) */
     int64_t max_iter;    /* at most this many iterations, or -1 */
-    PyObject *feeder;    /* callable -> (BatchIterator, first batch, count), or NULL */
+    PyObject *feeder;    /* callable -> (BatchIterator, first batch, count), or NULL:
+                          * called when a call is planned (plan.c), never while it runs */
 } pr_loop;
 
 struct pr_Graph {
@@ -124,7 +125,7 @@ int pr_executor_init(PyObject *module, PyTypeObject *graph_type);
 extern void (*pr_graph_plans_free)(pr_Graph *g);
 
 /* Where a loop over a dataset gets its batches: the input pipeline
- * (pipeline.c) installs itself with pr_executor_set_batch_source when the
+ * (pipeline.c) installs itself with pr_plan_set_batch_source when the
  * module starts.  info: whether `o` is a BatchIterator, its batches and
  * their component views (full and last batch).  fill: compute batch b into
  * dst[k] (no GIL needed; no Python object touched); a PR_* code, `error`
@@ -134,6 +135,6 @@ typedef struct {
                 const pr_view **last);
     int (*fill)(PyObject *o, int64_t b, void *const *dst, char *error);
 } pr_batch_source;
-void pr_executor_set_batch_source(pr_batch_source source);
+void pr_plan_set_batch_source(pr_batch_source source);
 
 #endif

@@ -688,7 +688,7 @@ static PyMethodDef pipeline_methods[] = {
 
 int pr_pipeline_init(PyObject *module) {
     if (PyType_Ready(&BatchIteratorType) < 0) return -1;
-    pr_executor_set_batch_source((pr_batch_source){batches_info, batches_fill});
+    pr_plan_set_batch_source((pr_batch_source){batches_info, batches_fill});
     Py_INCREF(&BatchIteratorType);
     if (PyModule_AddObject(module, "BatchIterator", (PyObject *)&BatchIteratorType) < 0) {
         Py_DECREF(&BatchIteratorType);

@@ -9,8 +9,10 @@
  * place: elementwise ops, batch norm's backward; pr_op.inplace_inputs),
  * which spares a fresh buffer's cache misses.  Under jit_compile the ops
  * with several kernels are timed once (by the executor's first run of the
- * plan) and the fastest kept in a cache shared by all plans.  Running is
- * executor.c's.
+ * plan) and the fastest kept in a cache shared by all plans.  A call plan
+ * (pr_call_plan) gathers, before a call runs, the plans of its graph and of
+ * every loop body under it, and the batches its loops over a dataset read
+ * (their feeders are called here).  Running is executor.c's.
  */
 #include "plan.h" /* Python.h first */
 
@@ -473,6 +475,147 @@ void pr_plan_arena_put(pr_plan *p, void *arena) {
     }
     if (p->n_pool < p->cap_pool) p->pool[p->n_pool++] = arena;
     else pr_free(arena);
+}
+
+/* ---- call plans: a graph's plan with its loops' ------------------------------- */
+
+static pr_batch_source batch_source;
+
+void pr_plan_set_batch_source(pr_batch_source source) { batch_source = source; }
+
+int pr_plan_fill_batch(PyObject *iterator, int64_t b, void *const *dst, char *error) {
+    return batch_source.fill(iterator, b, dst, error);
+}
+
+static int input_value_of(const pr_Graph *g, int index) {
+    for (int v = 0; v < g->n_vals; v++)
+        if (g->vals[v].kind == PR_VAL_INPUT && g->vals[v].index == index) return v;
+    return -1;
+}
+
+/* Call loop L's feeder: this call's pass and batches, checked against the
+ * body's traced inputs. */
+static int source_take(pr_Graph *b, const pr_loop *L, pr_source *src) {
+    long long first, count;
+    int n_comp = 0;
+    if (!(src->fed = PyObject_CallNoArgs(L->feeder))) return -1;
+    if (!PyArg_ParseTuple(src->fed, "OLL;the feeder returns (iterator, first, count)",
+                          &src->iterator, &first, &count))
+        return -1;
+    if (!batch_source.info ||
+        !batch_source.info(src->iterator, &n_comp, &src->n_batches, &src->full, &src->last)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "loop over a dataset: the feeder must return a BatchIterator");
+        return -1;
+    }
+    if (n_comp != L->n_feed || first < 0 || count < 0 || first + count > src->n_batches) {
+        PyErr_Format(PyExc_ValueError,
+                     "loop over a dataset: the pass has %d components and %lld batches, the "
+                     "loop was traced for %d components (batches %lld to %lld asked)",
+                     n_comp, (long long)src->n_batches, L->n_feed, first, first + count);
+        return -1;
+    }
+    src->first = first, src->count = count;
+    for (int k = 0; k < L->n_feed; k++) {
+        const pr_gvalue *x = &b->vals[input_value_of(b, L->feed_in[k])];
+        const pr_view *v = &src->full[k];
+        int match = x->dtype == v->dtype && x->ndim == v->ndim && v->ndim >= 1 &&
+                    (pr_dim_symbol_index(b->syms, L->feed_batch) >= 0 ||
+                     x->shape[0] == v->shape[0]);
+        for (int d = 1; match && d < v->ndim; d++) match = x->shape[d] == v->shape[d];
+        if (!match) {
+            char want[192], have[160];
+            pr_view traced = {.ndim = x->ndim};
+            memcpy(traced.shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+            PyErr_Format(PyExc_ValueError,
+                         "loop over a dataset: component %d of its batches is %s of shape %s, "
+                         "but the loop was traced for %s of shape %s (a dataset's batches keep "
+                         "their shapes)", k, pr_dtype_name(v->dtype),
+                         pr_shape_str(v, have, sizeof have), pr_dtype_name(x->dtype),
+                         pr_shape_str_in(b->syms, &traced, want, sizeof want));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void pr_call_plan_release(pr_call_plan *cp) {
+    for (int l = 0; cp->loops && l < cp->g->n_loops; l++) {
+        pr_loop_plan *lp = &cp->loops[l];
+        for (int r = 0; lp->body && r < 2; r++) pr_call_plan_release(&lp->body[r]);
+        PyMem_Free(lp->body);
+        Py_XDECREF(lp->src.fed);
+    }
+    PyMem_Free(cp->loops);
+    PyMem_Free(cp->binding);
+    if (cp->plan) cp->plan->in_use--;
+    memset(cp, 0, sizeof *cp);
+}
+
+/* Plan loop node j of cp's graph: the body's input views (the loop
+ * variables' and outer values' from the graph's plan, the iteration index,
+ * the batches) and its plans for the full and the last batch. */
+static int loop_plan_make(pr_call_plan *cp, int j) {
+    pr_Graph *g = cp->g;
+    pr_gnode *n = &g->nodes[j];
+    const pr_loop *L = &g->loops[n->loop];
+    pr_loop_plan *lp = &cp->loops[n->loop];
+    pr_Graph *b = L->body;
+    const pr_plan *p = cp->plan;
+    int ns = pr_symtab_n_symbols(b->syms), rc = -1;
+    pr_view *in = PyMem_Calloc((size_t)b->n_inputs + 1, sizeof(pr_view));
+    int64_t *binding = PyMem_Calloc((size_t)ns + 1, sizeof(int64_t));
+    if (!(lp->body = PyMem_Calloc(2, sizeof(pr_call_plan))) || !in || !binding) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(binding, cp->binding, sizeof(int64_t) * (size_t)pr_symtab_n_symbols(g->syms));
+    for (int k = 0; k < L->n_carry; k++) in[L->carry_in[k]] = p->views[n->in[k]];
+    for (int k = 0; k < L->n_const; k++) in[L->const_in[k]] = p->views[n->in[L->n_carry + k]];
+    if (L->iter_in >= 0) {
+        int64_t scalar_shape[1] = {0};
+        pr_set_out(&in[L->iter_in], PR_I32, 0, scalar_shape);
+    }
+    if (L->feeder && source_take(b, L, &lp->src) < 0) goto done;
+    int sym = pr_dim_symbol_index(b->syms, L->feed_batch);
+    for (int r = 0; r < 2; r++) {
+        const pr_view *views = r == 0 ? lp->src.full : lp->src.last;
+        if (r == 1 && !(L->feeder && lp->src.count > 0 &&
+                        lp->src.first + lp->src.count == lp->src.n_batches &&
+                        views[0].shape[0] != lp->src.full[0].shape[0]))
+            break;
+        for (int k = 0; L->feeder && k < L->n_feed; k++) {
+            in[L->feed_in[k]] = views[k];
+            in[L->feed_in[k]].data = NULL;
+            if (sym >= 0) binding[sym] = views[k].shape[0];
+        }
+        if (pr_call_plan_make(b, binding, in, &lp->body[r]) < 0) goto done;
+    }
+    rc = 0;
+done:
+    PyMem_Free(in);
+    PyMem_Free(binding);
+    return rc;
+}
+
+int pr_call_plan_make(pr_Graph *g, const int64_t *binding, const pr_view *in, pr_call_plan *cp) {
+    size_t bytes = sizeof(int64_t) * ((size_t)pr_symtab_n_symbols(g->syms) + 1);
+    memset(cp, 0, sizeof *cp);
+    cp->g = g;
+    if (!(cp->binding = PyMem_Malloc(bytes)) ||
+        (g->n_loops && !(cp->loops = PyMem_Calloc((size_t)g->n_loops, sizeof(pr_loop_plan))))) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    memcpy(cp->binding, binding, bytes - sizeof(int64_t));
+    if (!(cp->plan = pr_plan_for(g, binding, in))) goto fail;
+    cp->plan->in_use++;
+    for (int j = 0; j < g->n_nodes; j++)
+        if (g->nodes[j].loop >= 0 && loop_plan_make(cp, j) < 0) goto fail;
+    return 0;
+fail:
+    pr_call_plan_release(cp);
+    return -1;
 }
 
 /* plan(inputs) -> dict describing the plan for these inputs' shapes: per

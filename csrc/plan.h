@@ -60,6 +60,31 @@ static inline int pr_plan_threads(const pr_plan *p) {
     return p->flops < PLAN_PARALLEL_MIN_FLOPS ? 1 : pr_get_num_threads();
 }
 
+/* A loop over a dataset: the batches one call runs, from the loop's feeder
+ * (called when the call is planned, never during the run). */
+typedef struct {
+    PyObject *fed;           /* the feeder's (BatchIterator, first, count) (strong), or NULL */
+    PyObject *iterator;      /* borrowed from fed */
+    int64_t n_batches, first, count;
+    const pr_view *full, *last; /* the pass's batch components: a full and the last batch */
+} pr_source;
+
+/* Everything one call runs, planned before it starts: the graph's plan for
+ * the inputs' sizes and, per loop node, the body's plans (a full batch and a
+ * smaller last one) with the loop's batches.  Every plan in it is pinned
+ * (in_use) until pr_call_plan_release. */
+typedef struct pr_call_plan pr_call_plan;
+typedef struct {
+    pr_call_plan *body; /* [2]: the full batch, a smaller last one (body[1].plan NULL: none) */
+    pr_source src;      /* a loop over a dataset (src.fed NULL: another loop) */
+} pr_loop_plan;
+struct pr_call_plan {
+    pr_Graph *g;         /* borrowed */
+    pr_plan *plan;
+    int64_t *binding;    /* the graph's symbol sizes (owned) */
+    pr_loop_plan *loops; /* per loop of g (g->n_loops), or NULL */
+};
+
 /* Convert and check a call's inputs (a sequence of g->n_inputs objects) and
  * bind the symbols to their sizes: t[] gets new references (the caller
  * releases them), in[] their views, binding[] one size per symbol.  0 or -1. */
@@ -68,6 +93,14 @@ int pr_plan_bind(pr_Graph *g, PyObject *seq, pr_Tensor **t, pr_view *in, int64_t
  * most recently used); NULL with an exception. */
 pr_plan *pr_plan_for(pr_Graph *g, const int64_t *binding, const pr_view *in);
 void pr_plan_free(pr_plan *p);
+/* The call plan of g for inputs `in` bound as `binding` (copied): the plans
+ * of g and of every loop body under it, the loops' batches from their
+ * feeders.  0, or -1 with an exception (cp released). */
+int pr_call_plan_make(pr_Graph *g, const int64_t *binding, const pr_view *in, pr_call_plan *cp);
+void pr_call_plan_release(pr_call_plan *cp);
+/* The input pipeline's batches (pipeline.c installs them when the module
+ * starts; see graph.h): compute batch b of a BatchIterator into dst. */
+int pr_plan_fill_batch(PyObject *iterator, int64_t b, void *const *dst, char *error);
 /* Before a run (GIL held): take the kernel choices timed before; whether some
  * remain to time.  After a run that timed (`timed[j]` set), remember them. */
 int pr_plan_tune_lookup(pr_plan *p);

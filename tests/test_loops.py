@@ -282,6 +282,26 @@ def test_loop_variables_of_a_dataset_loop(rng):
         leaves_early(data)
 
 
+def test_a_dataset_loop_is_planned_before_the_call_runs(rng):
+    """The loop's batches are fixed when the call is planned (its feeder is
+    called then, never while the nodes run): a dataset loop inside another
+    loop, which would need a new pass per outer iteration, is refused at
+    trace time."""
+    x = rng.standard_normal((8, 3)).astype(np.float32)
+    data = pr.data.Dataset.from_tensor_slices((x, np.zeros(8, np.int32))).batch(4)
+
+    @pr.compile
+    def nested(data, v):
+        def body(i, total):
+            for xb, yb in data:
+                total = ops.add(total, ops.sum(xb))
+            return total
+        return pr.fori_loop(0, 2, body, v)
+
+    with pytest.raises(ValueError, match="cannot run inside another loop"):
+        nested(data, np.float32(0))
+
+
 def test_unrolled_loops_warn_once(rng):
     batches = [rng.standard_normal((4, 3)).astype(np.float32) for _ in range(3)]
 
