@@ -76,14 +76,9 @@ static int run_host(pr_Graph *g, pr_plan *p, pr_gnode *n, void **ptr) {
 static int run_kernel(pr_gnode *n, pr_plan *p, int j, pr_view *iv, pr_view *ov, void *scratch,
                       int c) {
     const void *attrs = p->attrs + (size_t)j * PR_ATTR_BYTES;
-    int rc, empty = n->op->n_out > 0 && !n->op->mutates;
-    /* Every output empty and no input written: nothing to compute, as in
-     * pr_call (row loops could walk a huge empty shape for a long time). */
-    for (int i = 0; empty && i < n->op->n_out; i++) empty = ov[i].size == 0;
-    if (empty) return PR_OK;
-    int limit = pr_get_thread_limit();
+    int rc, limit = pr_get_thread_limit();
     if (c % 2) pr_set_thread_limit(1);
-    rc = pr_variant_run(n->op, pr_plan_kernel_of(n->op, c), iv, n->n_in, ov, attrs, scratch);
+    rc = pr_op_run(n->op, pr_plan_kernel_of(n->op, c), iv, n->n_in, ov, attrs, scratch);
     pr_set_thread_limit(limit);
     return rc;
 }

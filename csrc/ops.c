@@ -316,8 +316,13 @@ size_t pr_variant_scratch(const pr_op *op, int v, const pr_view *in, int n_in,
     return op->variants[v].scratch(in, n_in, out, attrs);
 }
 
-int pr_variant_run(const pr_op *op, int v, const pr_view *in, int n_in, pr_view *out,
-                   const void *attrs, void *scratch) {
+int pr_op_run(const pr_op *op, int v, const pr_view *in, int n_in, pr_view *out,
+              const void *attrs, void *scratch) {
+    /* Every output empty and no input written: nothing to compute (and a
+     * kernel's row loops could walk a huge empty shape for a long time). */
+    int empty = op->n_out > 0 && !op->mutates;
+    for (int i = 0; empty && i < op->n_out; i++) empty = out[i].size == 0;
+    if (empty) return PR_OK;
     return v < 0 ? op->forward(in, n_in, out, attrs, scratch)
                  : op->variants[v].run(in, n_in, out, attrs, scratch);
 }
@@ -328,11 +333,6 @@ const char *pr_variant_name(const pr_op *op, int v) {
 
 int pr_run_forward(const pr_op *op, int v, const pr_view *in, int n_in, pr_view *out,
                    const void *attrs, size_t scratch_bytes) {
-    /* Every output empty and no input written: nothing to compute (and a
-     * kernel's row loops could walk a huge empty shape for a long time). */
-    int empty = op->n_out > 0 && !op->mutates;
-    for (int i = 0; empty && i < op->n_out; i++) empty = out[i].size == 0;
-    if (empty) return 0;
     void *scratch = NULL;
     if (scratch_bytes) {
         scratch = pr_alloc(scratch_bytes);
@@ -343,7 +343,7 @@ int pr_run_forward(const pr_op *op, int v, const pr_view *in, int n_in, pr_view 
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = pr_variant_run(op, v, in, n_in, out, attrs, scratch);
+    rc = pr_op_run(op, v, in, n_in, out, attrs, scratch);
     Py_END_ALLOW_THREADS
     pr_free(scratch);
     return pr_kernel_status(op, rc);

@@ -167,8 +167,13 @@ int pr_variant_default(const pr_op *op, const pr_view *in, int n_in, const pr_vi
                        const void *attrs);
 size_t pr_variant_scratch(const pr_op *op, int v, const pr_view *in, int n_in,
                           const pr_view *out, const void *attrs, size_t infer_scratch);
-int pr_variant_run(const pr_op *op, int v, const pr_view *in, int n_in, pr_view *out,
-                   const void *attrs, void *scratch);
+/* Run op's kernel: variant v (-1: the op's `forward`) on real views, with
+ * `scratch` as pr_variant_scratch sized it; nothing when every output is
+ * empty and the op writes no input.  The one way a kernel runs: eager calls
+ * (pr_run_forward), the executor and the input pipeline.  A PR_* code; no
+ * GIL needed. */
+int pr_op_run(const pr_op *op, int v, const pr_view *in, int n_in, pr_view *out,
+              const void *attrs, void *scratch);
 /* The name of variant v, or NULL for an op without variants. */
 const char *pr_variant_name(const pr_op *op, int v);
 

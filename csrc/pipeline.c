@@ -40,6 +40,7 @@ typedef struct {
     int final[PR_MAX_OUTPUTS];   /* output j is the component's value in the batch returned */
     void *buf[PR_MAX_OUTPUTS];   /* output buffers, sized for the larger batch (non-final ones) */
     pr_view out[2][PR_MAX_OUTPUTS]; /* output views: [0] full batch, [1] last batch */
+    int kernel[2];                  /* the variant an eager call would run, per batch size */
 } stage;
 
 enum { TASK_FREE, TASK_QUEUED, TASK_DONE };
@@ -144,7 +145,8 @@ static int compute_batch(BatchIterator *it, int64_t b, void *const *dst, char *e
             out[j] = st->out[variant][j];
             out[j].data = st->final[j] ? dst[st->dst[j]] : st->buf[j];
         }
-        int rc = st->op->forward(in, st->op->n_in, out, st->attrs, it->scratch);
+        int rc = pr_op_run(st->op, st->kernel[variant], in, st->op->n_in, out, st->attrs,
+                           it->scratch);
         if (rc != PR_OK) {
             snprintf(error, 512, "%s: %s", st->op->name,
                      rc == PR_ERR_VALUE ? pr_kernel_error_message() : "kernel error");
@@ -471,6 +473,10 @@ static int infer_variant(BatchIterator *it, int variant, int64_t n, size_t *scra
                                                : st->konst[i];
         size_t ws;
         if (pr_infer(st->op, in, st->op->n_in, st->attrs, st->out[variant], &ws) < 0) return -1;
+        st->kernel[variant] =
+            pr_variant_default(st->op, in, st->op->n_in, st->out[variant], st->attrs);
+        ws = pr_variant_scratch(st->op, st->kernel[variant], in, st->op->n_in, st->out[variant],
+                                st->attrs, ws);
         if (ws > *scratch) *scratch = ws;
         for (int j = 0; j < st->op->n_out; j++)
             if (st->dst[j] >= 0) cur[st->dst[j]] = st->out[variant][j];
