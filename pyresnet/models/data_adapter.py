@@ -186,7 +186,11 @@ def _tensor(a, dtype):
 class ArrayBatches:
     """Batches of NumPy arrays as Tensors: x arrays as float32 (uint8 images
     are converted as given, without scaling, as Keras does), y arrays as
-    given by ``y_dtypes``.
+    given by ``y_dtypes``.  Every batch is gathered by the C batch iterator
+    (``_C.BatchIterator``, csrc/pipeline.c) from the arrays converted once
+    (x to float32 and y to its dtype, contiguous: a copy only when the
+    arrays are not so already, e.g. 4 bytes per pixel for uint8 images), the
+    same iterator that feeds compiled loops (``steps_per_execution``).
 
     Args:
         xs: list of arrays, one per model input (same length).
@@ -222,6 +226,7 @@ class ArrayBatches:
         self.num_samples = len(xs[0])
         self.seed = int(get_rng().integers(2**63)) if shuffle and seed is None else seed
         self.passes = 0
+        self._converted = None
 
     def get_state(self):
         """The shuffling state: ``{"seed", "passes"}`` (JSON-able)."""
@@ -244,36 +249,40 @@ class ArrayBatches:
         order = np.random.default_rng((self.seed, self.passes - 1)).permutation(n)
         return np.concatenate([np.sort(order[s:s + size]) for s in range(0, n, size)])
 
+    def _arrays(self):
+        """The components the batches gather, converted once: the x arrays
+        (float32), the y arrays (``y_dtypes``; int32 for integer labels
+        without one, else float32) and, with y, the weights (float32)."""
+        if self._converted is None:
+            ys = self.ys or []
+            dtypes = self.y_dtypes or [np.int32 if a.dtype.kind in "iub" else np.float32
+                                       for a in ys]
+            sws = self.sws if self.ys is not None and self.sws is not None else []
+            self._converted = tuple(
+                [np.ascontiguousarray(a, np.float32) for a in self.xs] +
+                [np.ascontiguousarray(a, dt) for a, dt in zip(ys, dtypes)] +
+                [np.ascontiguousarray(a, np.float32) for a in sws])
+        return self._converted
+
+    def _batches(self, order):
+        return _C.BatchIterator(self._arrays(), order, self.batch_size, False, [])
+
     def loop_passes(self):
         """For compiled loops (``steps_per_execution``): ``(probe,
         next_pass, inputs)``: a BatchIterator giving the batch shapes,
         ``next_pass()`` -> the BatchIterator of the next pass (the batches
-        iterating would give, bit for bit), the number of x components.
-        The arrays are converted once (x to float32, y to ``y_dtypes``)."""
+        iterating gives), the number of x components; None with sample
+        weights or without targets."""
         if self.ys is None or self.sws is not None:
             return None
-        arrays = tuple([np.ascontiguousarray(a, np.float32) for a in self.xs] +
-                       [np.ascontiguousarray(a, dt) for a, dt in zip(self.ys, self.y_dtypes)])
-
-        def batches(order):
-            return _C.BatchIterator(arrays, order, self.batch_size, False, [])
-
-        probe = batches(np.arange(self.num_samples, dtype=np.int64))
-        return probe, lambda: batches(self._pass_order()), len(self.xs)
+        probe = self._batches(np.arange(self.num_samples, dtype=np.int64))
+        return probe, lambda: self._batches(self._pass_order()), len(self.xs)
 
     def __iter__(self):
-        self.passes += 1
-        order = np.random.default_rng((self.seed, self.passes - 1)).permutation(
-            self.num_samples) if self.shuffle else None
-        for start in range(0, self.num_samples, self.batch_size):
-            index = slice(start, start + self.batch_size) if order is None \
-                else np.sort(order[start:start + self.batch_size])
-            x = [_tensor(a[index], np.float32) for a in self.xs]
-            y = None if self.ys is None else \
-                [_tensor(a[index], dt) for a, dt in zip(self.ys, self.y_dtypes)]
-            sw = None if self.sws is None or y is None else \
-                [_tensor(a[index], np.float32) for a in self.sws]
-            yield pack(x, y, sw)
+        n_x, n_y = len(self.xs), len(self.ys or [])
+        for batch in self._batches(self._pass_order()):
+            yield pack(list(batch[:n_x]), list(batch[n_x:n_x + n_y]) or None,
+                       list(batch[n_x + n_y:]) or None)
 
 
 class DatasetBatches:

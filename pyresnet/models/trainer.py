@@ -23,11 +23,19 @@ The loops call the steps through ``make_train_function()`` /
 with ``pyresnet.compile`` unless ``run_eagerly=True`` (``jit_compile``
 chooses the jit passes).
 
+A pass over the data is one loop over the calls of an
+:class:`EpochIterator` (Keras 3's): each call runs one or more steps and
+returns the last step's logs; array data always comes through the C batch
+iterator (csrc/pipeline.c), as datasets made in C do; only a generic Python
+iterable is batched in Python.
+
 With ``compile(steps_per_execution=N)`` (Keras 3), ``fit`` and ``evaluate``
 run N steps per compiled call: one loop node (:mod:`pyresnet.loops`) whose
 body is the step, fed by the C input pipeline (the batches of arrays, or of
 a :class:`pyresnet.data.Dataset` made in C); the metrics are updated in
-the loop and the call returns the last step's logs.  The batch callbacks
+the loop and the call returns the last step's logs (the loop's batches
+are fixed when the call is planned: the executor never calls back into
+Python).  The batch callbacks
 and the progress bar then update once per call, with the index of the
 group's first batch (``on_*_batch_begin``, before the call) and last batch
 (``on_*_batch_end``), as in Keras; a last group of fewer steps runs the same
@@ -407,17 +415,18 @@ class Trainer:
             self.predict_function = self._step_function(self.predict_step)
         return self.predict_function
 
-    def _group_runner(self, data, mode):
-        """A :class:`_GroupRunner` running ``steps_per_execution`` steps of
-        ``mode`` ("train"/"test") per compiled call over ``data``, or None
-        (one step per call: see the module docstring)."""
+    def _epoch_iterator(self, data, mode, function):
+        """How a pass of ``mode`` ("train"/"test") over ``data`` runs (see
+        :class:`EpochIterator`): ``steps_per_execution`` steps per compiled
+        call when the data can feed a compiled loop, else one call of
+        ``function`` (the step) per batch (see the module docstring)."""
         name = f"{mode}_step"
         if self.steps_per_execution <= 1 or self.run_eagerly or self._uses_legacy_step(name) \
                 or distribute.distribution() is not None:
-            return None
+            return EpochIterator(data, function)
         passes = data_adapter.loop_passes(data)
         if passes is None:
-            return None
+            return EpochIterator(data, function)
         probe, next_pass, n_x = passes
         key = (mode, n_x, tuple((dtype, shape[1:]) for dtype, shape, _ in probe.batch_shapes))
         entry = self._group_functions.get(key)
@@ -429,7 +438,7 @@ class Trainer:
 
             entry = (feed, pr_compile(group, jit_compile=self.jit_compile is True))
             self._group_functions[key] = entry
-        return _GroupRunner(entry[0], entry[1], next_pass, self.steps_per_execution)
+        return _GroupedEpochIterator(entry[0], entry[1], next_pass, self.steps_per_execution)
 
     # ---- data checks ----------------------------------------------------------------
 
@@ -710,7 +719,7 @@ class Trainer:
         cbs = self._callbacks(callbacks, data, verbose, add_history=True, epochs=epochs)
         train_function = self.make_train_function(force=strategy is not self._train_distribution)
         self._train_distribution = strategy
-        train_function = self._group_runner(data, "train") or train_function
+        epoch_iterator = self._epoch_iterator(data, "train", train_function)
         averaged = self._uses_legacy_step("train_step")
         self.stop_training = False
         self.history = cbs.history
@@ -724,8 +733,8 @@ class Trainer:
                 trained = True
                 progress.start_epoch(epoch)
                 cbs.on_epoch_begin(epoch)
-                logs = self._run(data, train_function, cbs, "train", model=self,
-                                 progress=progress, averaged=averaged)
+                logs = self._run(epoch_iterator, cbs, "train", model=self, progress=progress,
+                                 averaged=averaged)
                 if strategy is not None:
                     strategy._epoch_end(self)
                 if val is not None:
@@ -759,49 +768,33 @@ class Trainer:
         """Reset the metrics and run the test step over ``data``."""
         self._reset_metrics()
         cbs.on_test_begin()
-        logs = self._run(data, self._group_runner(data, "test") or self.make_test_function(),
-                         cbs, "test", averaged=self._uses_legacy_step("test_step"))
+        logs = self._run(self._epoch_iterator(data, "test", self.make_test_function()), cbs,
+                         "test", averaged=self._uses_legacy_step("test_step"))
         cbs.on_test_end(logs)
         return logs
 
     @staticmethod
-    def _run(data, step, cbs, mode, model=None, progress=None, averaged=False):
-        """Run ``step`` on every batch and return the logs of the last one
-        (the metrics' running results), calling the batch callbacks with
-        each batch's logs.  With ``averaged`` (an ``(x, y)`` step returning
-        per-batch values) the logs are instead the sample-weighted means of
-        the values returned so far.  With ``model``, stop after the batch at
-        whose end a callback set ``model.stop_training`` (as Keras: the
-        epoch's logs then cover the batches run; validation and
-        ``on_epoch_end`` still follow).  With ``progress`` (a
-        :class:`FitProgress`), the batches it has done already (a resumed
-        epoch) are drawn but not run, and it follows the logs."""
+    def _run(epoch_iterator, cbs, mode, model=None, progress=None, averaged=False):
+        """Run one pass of ``epoch_iterator`` (an :class:`EpochIterator`:
+        each call runs one or more steps) and return the logs of the last
+        step (the metrics' running results), calling the batch callbacks
+        around each call with the index of its first and last batch.  With
+        ``averaged`` (an ``(x, y)`` step returning per-batch values) the
+        logs are instead the sample-weighted means of the values returned
+        so far.  With ``model``, stop after the call at whose end a
+        callback set ``model.stop_training`` (as Keras: the epoch's logs
+        then cover the batches run; validation and ``on_epoch_end`` still
+        follow).  With ``progress`` (a :class:`FitProgress`), the batches it
+        has done already (a resumed epoch) are skipped, and it follows the
+        logs."""
         logs, sums, seen, done = None, {}, 0, -1
         if progress is not None:
             logs, sums, seen, done = progress.logs, dict(progress.sums), progress.seen, \
                 progress.batch
-        if isinstance(step, _GroupRunner):  # steps_per_execution: a group per call
-            for first, last in step.groups(done + 1):
-                getattr(cbs, f"on_{mode}_batch_begin")(first)
-                out, n = step.run(first, last)
-                logs = pythonify_logs(out)
-                seen += n
-                if progress is not None:
-                    progress.batch, progress.logs, progress.sums, progress.seen = \
-                        last, logs, sums, seen
-                cbs.set_samples_seen(seen)
-                getattr(cbs, f"on_{mode}_batch_end")(last, dict(logs))
-                if model is not None and model.stop_training:
-                    break
-            if logs is None:
-                raise ValueError("the data yielded no batches")
-            return dict(logs)
-        for batch, element in enumerate(data):
-            if batch <= done:
-                continue
-            getattr(cbs, f"on_{mode}_batch_begin")(batch)
-            out = pythonify_logs(step(element))
-            n = data_adapter.num_samples(element)
+        for first, last, call in epoch_iterator.calls(done + 1):
+            getattr(cbs, f"on_{mode}_batch_begin")(first)
+            out, n = call()
+            out = pythonify_logs(out)
             seen += n
             if averaged:
                 for key, value in out.items():
@@ -810,9 +803,9 @@ class Trainer:
             logs = out
             if progress is not None:
                 progress.batch, progress.logs, progress.sums, progress.seen = \
-                    batch, logs, sums, seen
+                    last, logs, sums, seen
             cbs.set_samples_seen(seen)
-            getattr(cbs, f"on_{mode}_batch_end")(batch, dict(logs))
+            getattr(cbs, f"on_{mode}_batch_end")(last, dict(logs))
             if model is not None and model.stop_training:
                 break
         if logs is None:
@@ -1048,33 +1041,64 @@ class _GroupFeed:
         return self.probe, False, lambda: (self.batches, self.first, self.count)
 
 
-class _GroupRunner:
-    """Runs a pass in groups of ``steps_per_execution`` steps, each group one
-    call of the compiled loop (see :meth:`Trainer._group_runner`)."""
+class EpochIterator:
+    """One pass over the data as calls of the step function (Keras 3's
+    ``EpochIterator``): :meth:`calls` yields ``(first, last, call)`` per
+    call, ``first..last`` the indices of the batches it runs and ``call()``
+    -> ``(logs, samples)`` running them.  This one runs ``function`` (the
+    train or test step) on one batch per call; :class:`_GroupedEpochIterator`
+    runs ``steps_per_execution`` batches per compiled call.
+
+    Args:
+        data: the batches (ArrayBatches, DatasetBatches, Steps, or any
+            iterable of ``(x, y[, sample_weight])`` or ``x`` batches).
+        function: ``batch -> logs``.
+    """
+
+    def __init__(self, data, function):
+        self.data, self.function = data, function
+
+    def calls(self, start):
+        """Start the data's next pass; yield one call per batch from batch
+        ``start`` on (those before it are drawn but not run: a resumed
+        epoch)."""
+        for batch, element in enumerate(self.data):
+            if batch >= start:
+                yield batch, batch, lambda element=element: (
+                    self.function(element), data_adapter.num_samples(element))
+
+
+class _GroupedEpochIterator:
+    """An :class:`EpochIterator` whose calls run ``group_size`` batches each
+    in one call of the compiled loop ``function`` (see
+    :meth:`Trainer._epoch_iterator`), reading them from the pass's C batch
+    iterator through ``feed``."""
 
     def __init__(self, feed, function, next_pass, group_size):
         self.feed, self.function = feed, function
         self.next_pass, self.group_size = next_pass, group_size
 
-    def groups(self, start):
-        """Start the data's next pass; yield ``(first, last)`` batch indices
-        of the groups from batch ``start`` to the pass's end."""
-        self.batches = self.next_pass()
-        n_batches = len(self.batches)
+    def calls(self, start):
+        """Start the data's next pass; yield the groups of batches from
+        batch ``start`` to the pass's end."""
+        batches = self.next_pass()
+        n_batches = len(batches)
+        (_, full, short) = batches.batch_shapes[0]
         for first in range(start, n_batches, self.group_size):
-            yield first, min(first + self.group_size, n_batches) - 1
+            last = min(first + self.group_size, n_batches) - 1
+            samples = (last - first + 1) * full[0] + (short[0] - full[0]
+                                                      if last == n_batches - 1 else 0)
+            yield first, last, lambda first=first, last=last, samples=samples: (
+                self._run(batches, first, last), samples)
 
-    def run(self, first, last):
-        """Run batches ``first..last`` in one call: (the last step's logs,
-        the samples run)."""
-        self.feed.batches, self.feed.first, self.feed.count = self.batches, first, last - first + 1
+    def _run(self, batches, first, last):
+        """Run batches ``first..last`` of the pass in one call: the last
+        step's logs."""
+        self.feed.batches, self.feed.first, self.feed.count = batches, first, last - first + 1
         try:
-            out = self.function(self.feed)
+            return self.function(self.feed)
         finally:
             self.feed.batches = None
-        (_, full, short), n_batches = self.batches.batch_shapes[0], len(self.batches)
-        samples = (last - first + 1) * full[0] + (short[0] - full[0] if last == n_batches - 1 else 0)
-        return out, samples
 
 
 def _data_state(data):
