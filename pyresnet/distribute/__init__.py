@@ -45,6 +45,7 @@ import numpy as np
 from .. import ops
 from .._loader import _C
 from ..tensor import Tensor, Variable
+from ..utils import tree
 
 __all__ = ["init", "is_initialized", "size", "rank", "local_size", "abort", "allreduce",
            "broadcast_variables", "set_collective_timeout", "collective_timeout",
@@ -431,7 +432,27 @@ class DataParallel:
             rest = tuple(None if p is None else self.shard(p) for p in parts[1:])
             yield (xs,) + rest if isinstance(batch, tuple) else xs
 
-    # ---- the hooks fit uses -------------------------------------------------------------
+    # ---- the hooks fit uses (_NoDistribution has the same, doing nothing) -------------
+
+    def _wrap_step(self, model, step):
+        """The train step ``fit`` runs under this strategy: the step with
+        the optimizer averaging the gradients over the ranks (in buckets)
+        before it applies them, then its logs averaged over the ranks.  An
+        optimizer that averages already (:class:`DistributedOptimizer`) is
+        left as it is."""
+        def distributed(data):
+            optimizer = model.optimizer
+            if isinstance(optimizer, DistributedOptimizer):
+                logs = step(data)
+            else:
+                optimizer._gradient_reducer = self.average_gradients
+                try:
+                    logs = step(data)
+                finally:
+                    optimizer._gradient_reducer = None
+            return tree.map_structure(lambda v: ops.allreduce(v, op="mean"), logs)
+        distributed.__name__ = getattr(step, "__name__", "train_step")
+        return distributed
 
     def _fit_begin(self, data, callbacks, verbose):
         """(this rank's batches, its callbacks, its verbosity)."""
@@ -462,6 +483,26 @@ class DataParallel:
         for w in model.non_trainable_weights:
             if w.dtype == "float32":
                 ops.allreduce_inplace(w, op="mean")
+
+
+class _NoDistribution:
+    """The hooks of :class:`DataParallel` for ``fit`` without a distribution:
+    the data, callbacks, step and variables as they are."""
+
+    def _fit_begin(self, data, callbacks, verbose):
+        return data, callbacks, verbose
+
+    def _wrap_step(self, model, step):
+        return step
+
+    def _train_begin(self, model, progress):
+        pass
+
+    def _epoch_end(self, model):
+        pass
+
+
+NO_DISTRIBUTION = _NoDistribution()
 
 
 class _ShardedBatches:

@@ -136,7 +136,8 @@ class Trainer:
         self.stop_training = False
         self.history = None
         self.train_function = self.test_function = self.predict_function = None
-        self._train_distribution = None  # the distribution train_function was made under
+        # the distribution train_function was made for (a user's own: kept)
+        self._train_distribution = distribute.NO_DISTRIBUTION
         self.steps_per_execution = 1
         self._group_functions = {}
         self._losses = []
@@ -336,16 +337,11 @@ class Trainer:
             loss = self.compute_loss(x, y, y_pred, sample_weight)
         weights = self.trainable_weights
         grads = tape.gradient(loss, weights)
-        strategy = distribute.distribution()
-        if strategy is not None:
-            grads = strategy.average_gradients(grads)
         self.optimizer.apply_gradients(zip(grads, weights))
         with name_scope("metrics"):  # (traced: the metric updates' scope)
             self._loss_tracker.update_state(loss,
                                             sample_weight=_batch_size(tree.flatten(y_pred)[0]))
             logs = self.compute_metrics(x, y, y_pred, sample_weight)
-        if strategy is not None:
-            logs = {k: ops.allreduce(v, op="mean") for k, v in logs.items()}
         return logs
 
     def test_step(self, data):
@@ -395,10 +391,15 @@ class Trainer:
         return legacy
 
     def make_train_function(self, force=False):
-        """The function ``fit`` calls on each batch: ``train_step``, compiled
-        unless ``run_eagerly=True``."""
-        if self.train_function is None or force:
-            self.train_function = self._step_function(self._data_step("train_step"))
+        """The function ``fit`` calls on each batch: ``train_step`` (wrapped
+        by the distribution in force, which averages the gradients and the
+        logs over the ranks: :class:`pyresnet.distribute.DataParallel`),
+        compiled unless ``run_eagerly=True``."""
+        strategy = distribute.distribution() or distribute.NO_DISTRIBUTION
+        if self.train_function is None or force or strategy is not self._train_distribution:
+            self.train_function = self._step_function(
+                strategy._wrap_step(self, self._data_step("train_step")))
+            self._train_distribution = strategy
         return self.train_function
 
     def make_test_function(self, force=False):
@@ -709,16 +710,14 @@ class Trainer:
             else:
                 raise ValueError("validation_data must be (x_val, y_val), (x_val, y_val, "
                                  "sample_weight_val) or a dataset")
-        strategy = distribute.distribution()
-        if strategy is not None:
-            data, callbacks, verbose = strategy._fit_begin(data, callbacks, verbose)
+        strategy = distribute.distribution() or distribute.NO_DISTRIBUTION
+        data, callbacks, verbose = strategy._fit_begin(data, callbacks, verbose)
         if steps_per_epoch is not None:
             data = data_adapter.Steps(data, steps_per_epoch, persistent=True)
         if val is not None and validation_steps is not None:
             val = data_adapter.Steps(val, validation_steps, persistent=False)
         cbs = self._callbacks(callbacks, data, verbose, add_history=True, epochs=epochs)
-        train_function = self.make_train_function(force=strategy is not self._train_distribution)
-        self._train_distribution = strategy
+        train_function = self.make_train_function()
         epoch_iterator = self._epoch_iterator(data, "train", train_function)
         averaged = self._uses_legacy_step("train_step")
         self.stop_training = False
@@ -726,8 +725,7 @@ class Trainer:
         self._fit_progress = progress = FitProgress(self, data, val, cbs.history, initial_epoch)
         try:
             cbs.on_train_begin()
-            if strategy is not None:
-                strategy._train_begin(self, progress)
+            strategy._train_begin(self, progress)
             logs, trained = None, False
             for epoch in range(progress.epoch, epochs):
                 trained = True
@@ -735,8 +733,7 @@ class Trainer:
                 cbs.on_epoch_begin(epoch)
                 logs = self._run(epoch_iterator, cbs, "train", model=self, progress=progress,
                                  averaged=averaged)
-                if strategy is not None:
-                    strategy._epoch_end(self)
+                strategy._epoch_end(self)
                 if val is not None:
                     val_logs = self._evaluate_batches(val, cbs)
                     logs.update({f"val_{k}": v for k, v in val_logs.items()})
@@ -877,9 +874,7 @@ class Trainer:
                 TypeError: for bad data, as :meth:`fit` (before any weight changes).
         """
         batch = self._one_batch(x, y, sample_weight, class_weight)
-        train_function = self.make_train_function(
-            force=distribute.distribution() is not self._train_distribution)
-        self._train_distribution = distribute.distribution()
+        train_function = self.make_train_function()
         return self._logs_result(train_function(batch), return_dict)
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):

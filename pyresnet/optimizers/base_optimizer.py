@@ -160,6 +160,10 @@ class Optimizer:
 
     _slot_names = ()  # the slots this configuration uses, in creation order
 
+    # grads -> grads applied first by apply(): set by a distribution while
+    # fit traces its step (pyresnet.distribute.DataParallel), else None
+    _gradient_reducer = None
+
     def __init__(self, learning_rate, weight_decay=None, clipnorm=None, clipvalue=None,
                  global_clipnorm=None, name=None, use_ema=False, ema_momentum=0.99,
                  ema_overwrite_frequency=None, lookahead=None, lr_multipliers=None, **kwargs):
@@ -433,6 +437,8 @@ class Optimizer:
             changes nothing.
         """
         grads = list(grads)
+        if self._gradient_reducer is not None:  # a distribution's fit step (averaged)
+            grads = self._gradient_reducer(grads)
         if trainable_variables is None:
             if not self.built:
                 raise ValueError(f"{self.name}.apply: when passing `grads` without variables, "
