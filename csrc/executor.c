@@ -306,6 +306,46 @@ cleanup:
     return ok ? 0 : -1;
 }
 
+/* Under jit_compile, the first run of a plan chooses node j's kernel (GIL
+ * not held): the choice of an earlier node of this run with the same op,
+ * shapes and attributes, else every usable kernel timed on this call's
+ * data (best of two runs; a kernel twice as slow as the best gets one).
+ * All write the same output, so the last run leaves it correct.  Another
+ * kernel than the default (the one eager calls run) must win by 10%: on a
+ * shared machine noise alone would otherwise pick a slower kernel now and
+ * then.  plan.c keeps the choices (pr_plan_tune_store). */
+static int tune_kernel(run_ctx *c, int j, pr_view *iv, pr_view *ov, void *scratch) {
+    pr_plan *p = c->p;
+    pr_gnode *n = &c->g->nodes[j];
+    PyObject *key = p->tune_key[j];
+    for (int k = 0; k < j; k++)
+        if (c->timed[k] && PyBytes_GET_SIZE(p->tune_key[k]) == PyBytes_GET_SIZE(key) &&
+            memcmp(PyBytes_AS_STRING(p->tune_key[k]), PyBytes_AS_STRING(key),
+                   (size_t)PyBytes_GET_SIZE(key)) == 0) {
+            p->variant[j] = p->variant[k];
+            return run_kernel(n, p, j, iv, ov, scratch, p->variant[j]);
+        }
+    double best = 1e300, dflt_time = 1e300;
+    int best_k = p->dflt[j], last = -1, rc = PR_OK;
+    for (int k = 0; k < pr_plan_choices(n->op) && rc == PR_OK; k++) {
+        double mine = 1e300;
+        for (int rep = 0; rep < 2 && rc == PR_OK && (p->usable[j] >> (k / 2) & 1); rep++) {
+            double t0 = now_us();
+            rc = run_kernel(n, p, j, iv, ov, scratch, last = k);
+            double dt = now_us() - t0;
+            if (dt < mine) mine = dt;
+            if (dt < best) best = dt, best_k = k;
+            if (dt > 2 * best) break;
+        }
+        if (k == p->dflt[j]) dflt_time = mine;
+    }
+    if (best_k != p->dflt[j] && best > 0.9 * dflt_time) best_k = p->dflt[j];
+    if (rc == PR_OK && best_k != last) rc = run_kernel(n, p, j, iv, ov, scratch, best_k);
+    p->variant[j] = best_k;
+    c->timed[j] = 1;
+    return rc;
+}
+
 /* Run every node of c->g in order (no GIL).  0, or -1 with *st filled. */
 static int run_nodes_on(run_ctx *c, run_status *st);
 
@@ -321,8 +361,7 @@ static int run_nodes_on(run_ctx *c, run_status *st) {
     pr_Graph *g = c->g;
     pr_plan *p = c->p;
     void **ptr = c->ptr;
-    int nn = g->n_nodes, tune = c->tune;
-    char *timed = c->timed;
+    int nn = g->n_nodes;
     for (int j = 0; j < nn; j++) {
         pr_gnode *n = &g->nodes[j];
         if (c->times) c->times[2 * j] = now_us();
@@ -347,45 +386,10 @@ static int run_nodes_on(run_ctx *c, run_status *st) {
                 ov[i].data = ptr[n->out[i]];
             }
             void *scratch = p->scratch[j] ? (char *)c->arena + p->scratch_off[j] : NULL;
-            int rc;
-            int same = -1; /* an earlier node of this call with the same key */
-            for (int k = 0; tune && p->variant[j] < 0 && k < j && same < 0; k++)
-                if (timed[k] && PyBytes_GET_SIZE(p->tune_key[k]) == PyBytes_GET_SIZE(p->tune_key[j]) &&
-                    memcmp(PyBytes_AS_STRING(p->tune_key[k]), PyBytes_AS_STRING(p->tune_key[j]),
-                           (size_t)PyBytes_GET_SIZE(p->tune_key[j])) == 0)
-                    same = k;
-            if (same >= 0) p->variant[j] = p->variant[same];
-            if (tune && p->variant[j] < 0) {
-                /* Time every kernel on this call's data (best of two runs; a
-                 * kernel twice as slow as the best gets one).  All write the
-                 * same output, so the last run leaves it correct.  Another
-                 * kernel than the default (the one eager calls run) must win
-                 * by 10%: on a shared machine noise alone would otherwise
-                 * pick a slower kernel now and then. */
-                double best = 1e300, dflt_time = 1e300;
-                int best_k = p->dflt[j], last = -1;
-                rc = PR_OK;
-                for (int k = 0; k < pr_plan_choices(n->op) && rc == PR_OK; k++) {
-                    double mine = 1e300;
-                    for (int rep = 0; rep < 2 && rc == PR_OK && (p->usable[j] >> (k / 2) & 1);
-                         rep++) {
-                        double t0 = now_us();
-                        rc = run_kernel(n, p, j, iv, ov, scratch, last = k);
-                        double dt = now_us() - t0;
-                        if (dt < mine) mine = dt;
-                        if (dt < best) best = dt, best_k = k;
-                        if (dt > 2 * best) break;
-                    }
-                    if (k == p->dflt[j]) dflt_time = mine;
-                }
-                if (best_k != p->dflt[j] && best > 0.9 * dflt_time) best_k = p->dflt[j];
-                if (rc == PR_OK && best_k != last) rc = run_kernel(n, p, j, iv, ov, scratch, best_k);
-                p->variant[j] = best_k;
-                timed[j] = 1;
-            } else {
-                rc = run_kernel(n, p, j, iv, ov, scratch,
-                                p->variant[j] < 0 ? p->dflt[j] : p->variant[j]);
-            }
+            int rc = c->tune && p->variant[j] < 0
+                         ? tune_kernel(c, j, iv, ov, scratch)
+                         : run_kernel(n, p, j, iv, ov, scratch,
+                                      p->variant[j] < 0 ? p->dflt[j] : p->variant[j]);
             if (rc != PR_OK) {
                 st->op = n->op, st->rc = rc;
                 return -1;
