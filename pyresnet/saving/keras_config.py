@@ -424,24 +424,27 @@ def _expand_residual(block, item, taken):
                 mid_shape, layer_variables(block.shortcut_conv))
         s = add(keras_layer_item(block.shortcut_bn), name("shortcut_bn"), [s], mid_shape,
                 layer_variables(block.shortcut_bn))
-    elif block._pad_kernel is not None:
-        pad_item, kernel = _zero_pad_item(block)
-        s = add(pad_item, name("shortcut_pad"), [source], mid_shape, kernel)
     else:
-        s = source
+        s = _plain_shortcut(block, source, source, mid_shape, name, add)
     x = add(keras_layer_item(Add(name="a")), name("add"), [[x, s]], mid_shape, [])
     taken.discard(block.name)
     add(keras_layer_item(ReLU(name="r")), block.name, [x], mid_shape, [])
     return out
 
 
-def _zero_pad_item(block):
+def _plain_shortcut(block, value, source, mid_shape, name, add):
+    """The shortcut of a block without a projection: the zero-pad of
+    ``value`` to more channels (a frozen strided 1x1 Conv2D holding the
+    block's pad kernel), or the block's input ``source`` as it is."""
+    if block._pad_kernel is None:
+        return source
     from ..layers import Conv2D  # noqa: PLC0415
     pad = Conv2D(block.filters, 1, strides=block.strides, padding="same", use_bias=False,
                  name="p")
     item = keras_layer_item(pad)
     item["config"]["trainable"] = False
-    return item, [np.asarray(block._pad_kernel.numpy(), np.float32)]
+    return add(item, name("shortcut_pad"), [value], mid_shape,
+               [np.asarray(block._pad_kernel.numpy(), np.float32)])
 
 
 def _expand_preact(block, source, in_shape, mid_shape, name, add):
@@ -462,11 +465,8 @@ def _expand_preact(block, source, in_shape, mid_shape, name, add):
     if block.projection:
         s = add(keras_layer_item(block.shortcut_conv), name("shortcut_conv"), [a], mid_shape,
                 layer_variables(block.shortcut_conv))
-    elif block._pad_kernel is not None:
-        pad_item, kernel = _zero_pad_item(block)
-        s = add(pad_item, name("shortcut_pad"), [a], mid_shape, kernel)
     else:
-        s = source
+        s = _plain_shortcut(block, a, source, mid_shape, name, add)
     add(keras_layer_item(Add(name="a")), block.name, [[x, s]], mid_shape, [])
     return None
 
