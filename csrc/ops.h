@@ -199,6 +199,10 @@ int pr_expect_shape_like(const pr_op *op, const pr_view *in, int i, int j);
 int pr_expect_like(const pr_op *op, const pr_view *in, int i, int j);
 /* Input i is an RNG state: int64 of shape (2,), [seed, counter] (TypeError). */
 int pr_expect_rng_state(const pr_op *op, const pr_view *in, int i);
+/* The NumPy broadcast of a's and b's shapes into *ndim, shape[PR_MAX_DIMS]
+ * (ValueError naming both shapes when they do not broadcast). */
+int pr_broadcast_shape(const pr_op *op, const pr_view *a, const pr_view *b, int *ndim,
+                       int64_t *shape);
 int pr_fail(const pr_op *op, PyObject *exc, const char *fmt, ...);
 void pr_set_out(pr_view *out, pr_dtype dtype, int ndim, const int64_t *shape);
 

@@ -34,32 +34,13 @@ static void fill_ints(pr_ints *a, int n, const int64_t *v) {
     for (int d = 0; d < n; d++) a->v[d] = v[d];
 }
 
-/* Broadcast shape of a and b (NumPy rules; sizes that may be equal are
- * accepted while tracing, as the elementwise ops do). */
-static int broadcast2(const pr_op *op, const pr_view *a, const pr_view *b, int *nd_out,
-                      int64_t *shape) {
-    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
-    for (int d = 0; d < nd; d++) {
-        int da = d - (nd - a->ndim), db = d - (nd - b->ndim);
-        int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
-        if (x != y && x != 1 && y != 1 && !pr_dim_maybe_equal(x, y)) {
-            char sa[128], sb[128];
-            return pr_fail(op, PyExc_ValueError, "shapes %s and %s cannot be broadcast together",
-                           pr_shape_str(a, sa, sizeof sa), pr_shape_str(b, sb, sizeof sb));
-        }
-        shape[d] = x == 1 ? y : y == 1 ? x : pr_dim_is_sym(x) && !pr_dim_is_sym(y) ? y : x;
-    }
-    *nd_out = nd;
-    return 0;
-}
-
 /* ---- comparisons ------------------------------------------------------------ */
 
 static int infer_compare(const pr_op *op, const pr_view *in, int n, const void *attrs,
                          pr_view *out, size_t *ws) {
     int nd;
     int64_t shape[PR_MAX_DIMS];
-    if (broadcast2(op, &in[0], &in[1], &nd, shape) < 0) return -1;
+    if (pr_broadcast_shape(op, &in[0], &in[1], &nd, shape) < 0) return -1;
     pr_set_out(out, PR_BOOL, nd, shape);
     return 0;
 }
@@ -98,9 +79,9 @@ static int infer_where(const pr_op *op, const pr_view *in, int n, const void *at
     pr_view xy;
     int nd;
     int64_t shape[PR_MAX_DIMS];
-    if (broadcast2(op, &in[1], &in[2], &nd, shape) < 0) return -1;
+    if (pr_broadcast_shape(op, &in[1], &in[2], &nd, shape) < 0) return -1;
     pr_set_out(&xy, PR_F32, nd, shape);
-    if (broadcast2(op, &in[0], &xy, &nd, shape) < 0) return -1;
+    if (pr_broadcast_shape(op, &in[0], &xy, &nd, shape) < 0) return -1;
     pr_set_out(out, PR_F32, nd, shape);
     return 0;
 }

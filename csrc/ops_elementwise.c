@@ -13,20 +13,9 @@
 /* ---- shape rules ---------------------------------------------------------- */
 
 static int broadcast_shape(const pr_op *op, const pr_view *a, const pr_view *b, pr_view *out) {
-    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    int nd;
     int64_t shape[PR_MAX_DIMS];
-    for (int d = 0; d < nd; d++) {
-        int da = d - (nd - a->ndim), db = d - (nd - b->ndim);
-        int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
-        /* While tracing, sizes that may be equal (pr_dim_maybe_equal) are
-         * accepted: the plan checks each call's sizes.  A known size wins. */
-        if (x != y && x != 1 && y != 1 && !pr_dim_maybe_equal(x, y)) {
-            char sa[128], sb[128];
-            return pr_fail(op, PyExc_ValueError, "shapes %s and %s cannot be broadcast together",
-                           pr_shape_str(a, sa, sizeof sa), pr_shape_str(b, sb, sizeof sb));
-        }
-        shape[d] = x == 1 ? y : y == 1 ? x : pr_dim_is_sym(x) && !pr_dim_is_sym(y) ? y : x;
-    }
+    if (pr_broadcast_shape(op, a, b, &nd, shape) < 0) return -1;
     pr_set_out(out, PR_F32, nd, shape);
     return 0;
 }

@@ -336,45 +336,36 @@ static int same_shape(const pr_gvalue *a, const pr_gvalue *b) {
  * does the same; a bfloat16 BN with a float32 residual (the add then reads
  * a cast of the BN output) or an op whose output dtype differs stays
  * unfused. */
-static int fuse_bn_forward(pr_Graph *g) {
-    readers_t r;
-    if (readers_init(g, &r) < 0) return -1;
-    for (int pj = 0; pj < g->n_nodes; pj++) {
-        pr_gnode *P = &g->nodes[pj];
-        int train = runs(P, &pr_op_batch_norm_train);
-        if (!train && !runs(P, &pr_op_batch_norm_infer)) continue;
-        int u = P->out[0];
-        if (r.count[u] != 1) continue;
-        int cj = r.last[u];
-        pr_gnode *C = &g->nodes[cj];
-        pr_dtype dt = g->vals[u].dtype;
-        if (runs(C, &pr_op_relu)) {
-            if (C->n_in != 1 || g->vals[C->out[0]].dtype != dt) continue;
-            P->op = train ? &pr_op_batch_norm_relu_train : &pr_op_batch_norm_relu_infer;
-            P->out[0] = C->out[0];
-            C->op = NULL;
-            g->n_fused++;
-            continue;
-        }
-        if (!train || !runs(C, &pr_op_add) || C->n_in != 2 || C->in[0] == C->in[1] ||
-            r.count[C->out[0]] != 1 || !runs(&g->nodes[r.last[C->out[0]]], &pr_op_relu) ||
-            g->vals[C->out[0]].dtype != dt ||
-            g->vals[g->nodes[r.last[C->out[0]]].out[0]].dtype != dt)
-            continue;
-        int w = C->in[0] == u ? C->in[1] : C->in[0];
-        if (producer(g, w) >= pj || !same_shape(&g->vals[w], &g->vals[u]) || /* and dtype */
-            written_between(g, w, pj, cj))
-            continue;
-        pr_gnode *R = &g->nodes[r.last[C->out[0]]];
-        P->op = &pr_op_batch_norm_add_relu_train;
-        P->in[P->n_in++] = w;
-        P->out[0] = R->out[0];
-        C->op = R->op = NULL;
-        g->n_fused++;
+static int fuse_bn_forward(pr_Graph *g, const readers_t *r, int pj) {
+    pr_gnode *P = &g->nodes[pj];
+    int train = runs(P, &pr_op_batch_norm_train);
+    if (!train && !runs(P, &pr_op_batch_norm_infer)) return 0;
+    int u = P->out[0];
+    if (r->count[u] != 1) return 0;
+    int cj = r->last[u];
+    pr_gnode *C = &g->nodes[cj];
+    pr_dtype dt = g->vals[u].dtype;
+    if (runs(C, &pr_op_relu)) {
+        if (C->n_in != 1 || g->vals[C->out[0]].dtype != dt) return 0;
+        P->op = train ? &pr_op_batch_norm_relu_train : &pr_op_batch_norm_relu_infer;
+        P->out[0] = C->out[0];
+        C->op = NULL;
+        return 1;
     }
-    readers_free(&r);
-    compact(g);
-    return 0;
+    if (!train || !runs(C, &pr_op_add) || C->n_in != 2 || C->in[0] == C->in[1] ||
+        r->count[C->out[0]] != 1 || !runs(&g->nodes[r->last[C->out[0]]], &pr_op_relu) ||
+        g->vals[C->out[0]].dtype != dt || g->vals[g->nodes[r->last[C->out[0]]].out[0]].dtype != dt)
+        return 0;
+    int w = C->in[0] == u ? C->in[1] : C->in[0];
+    if (producer(g, w) >= pj || !same_shape(&g->vals[w], &g->vals[u]) || /* and dtype */
+        written_between(g, w, pj, cj))
+        return 0;
+    pr_gnode *R = &g->nodes[r->last[C->out[0]]];
+    P->op = &pr_op_batch_norm_add_relu_train;
+    P->in[P->n_in++] = w;
+    P->out[0] = R->out[0];
+    C->op = R->op = NULL;
+    return 1;
 }
 
 /* Backward: batch_norm_train_backward whose gradient comes only from the
@@ -384,38 +375,31 @@ static int fuse_bn_forward(pr_Graph *g) {
  * goes.  The ReLU's output gradient, the masked gradient and x share one
  * dtype (masking is then exact: the fused kernel reads the unmasked
  * gradient where the unfused backward read the masked one). */
-static int fuse_bn_relu_backward(pr_Graph *g) {
-    readers_t r;
-    if (readers_init(g, &r) < 0) return -1;
-    for (int kj = 0; kj < g->n_nodes; kj++) {
-        pr_gnode *K = &g->nodes[kj];
-        if (!runs(K, &pr_op_batch_norm_train_backward)) continue;
-        int gv = K->in[0], rj = producer(g, gv);
-        if (rj < 0 || r.count[gv] != 1 || !runs(&g->nodes[rj], &pr_op_relu_backward)) continue;
-        pr_gnode *Rb = &g->nodes[rj];
-        int bj = producer(g, Rb->in[1]);
-        if (bj < 0) continue;
-        pr_gnode *B = &g->nodes[bj];
-        if (B->op != &pr_op_batch_norm_relu_train || B->out[0] != Rb->in[1] || K->in[1] != B->in[0] ||
-            K->in[2] != B->in[1] || K->in[3] != B->out[1] || K->in[4] != B->out[2] ||
-            ((const pr_bn_attrs *)K->attrs)->epsilon != ((const pr_bn_attrs *)B->attrs)->epsilon ||
-            g->vals[Rb->in[0]].dtype != g->vals[gv].dtype ||
-            g->vals[gv].dtype != g->vals[B->in[0]].dtype)
-            continue;
-        int x = B->in[0], gamma = B->in[1], beta = B->in[2];
-        if (written_between(g, x, bj, kj) || written_between(g, gamma, bj, kj) ||
-            written_between(g, beta, bj, kj))
-            continue;
-        int in[6] = {Rb->in[0], x, gamma, beta, K->in[3], K->in[4]};
-        K->op = &pr_op_batch_norm_relu_train_backward;
-        K->n_in = 6;
-        memcpy(K->in, in, sizeof in);
-        Rb->op = NULL;
-        g->n_fused++;
-    }
-    readers_free(&r);
-    compact(g);
-    return 0;
+static int fuse_bn_relu_backward(pr_Graph *g, const readers_t *r, int kj) {
+    pr_gnode *K = &g->nodes[kj];
+    if (!runs(K, &pr_op_batch_norm_train_backward)) return 0;
+    int gv = K->in[0], rj = producer(g, gv);
+    if (rj < 0 || r->count[gv] != 1 || !runs(&g->nodes[rj], &pr_op_relu_backward)) return 0;
+    pr_gnode *Rb = &g->nodes[rj];
+    int bj = producer(g, Rb->in[1]);
+    if (bj < 0) return 0;
+    pr_gnode *B = &g->nodes[bj];
+    if (B->op != &pr_op_batch_norm_relu_train || B->out[0] != Rb->in[1] || K->in[1] != B->in[0] ||
+        K->in[2] != B->in[1] || K->in[3] != B->out[1] || K->in[4] != B->out[2] ||
+        ((const pr_bn_attrs *)K->attrs)->epsilon != ((const pr_bn_attrs *)B->attrs)->epsilon ||
+        g->vals[Rb->in[0]].dtype != g->vals[gv].dtype ||
+        g->vals[gv].dtype != g->vals[B->in[0]].dtype)
+        return 0;
+    int x = B->in[0], gamma = B->in[1], beta = B->in[2];
+    if (written_between(g, x, bj, kj) || written_between(g, gamma, bj, kj) ||
+        written_between(g, beta, bj, kj))
+        return 0;
+    int in[6] = {Rb->in[0], x, gamma, beta, K->in[3], K->in[4]};
+    K->op = &pr_op_batch_norm_relu_train_backward;
+    K->n_in = 6;
+    memcpy(K->in, in, sizeof in);
+    Rb->op = NULL;
+    return 1;
 }
 
 /* Backward: the cast to bfloat16 of a batch-norm training backward's
@@ -424,50 +408,61 @@ static int fuse_bn_relu_backward(pr_Graph *g) {
  * rounded to bfloat16 itself (dx_dtype), the same rounding, one pass and a
  * float32 buffer fewer.  (A backward of bfloat16 dy and x writes bfloat16
  * dx already.) */
-static int fuse_bn_backward_cast(pr_Graph *g) {
+static int fuse_bn_backward_cast(pr_Graph *g, const readers_t *r, int cj) {
+    pr_gnode *C = &g->nodes[cj];
+    if (!runs(C, &pr_op_cast) || ((const pr_cast_attrs *)C->attrs)->dtype != PR_BF16) return 0;
+    int v = C->in[0], kj = producer(g, v);
+    if (kj < 0 || r->count[v] != 1) return 0;
+    pr_gnode *K = &g->nodes[kj];
+    if ((!runs(K, &pr_op_batch_norm_train_backward) &&
+         K->op != &pr_op_batch_norm_relu_train_backward) ||
+        K->out[0] != v || ((const pr_bn_attrs *)K->attrs)->dx_dtype != PR_F32 ||
+        g->vals[v].dtype != PR_F32)
+        return 0;
+    ((pr_bn_attrs *)K->attrs)->dx_dtype = PR_BF16;
+    K->out[0] = C->out[0];
+    C->op = NULL;
+    return 1;
+}
+
+/* ---- the passes ---------------------------------------------------------------- */
+
+/* Elementwise chains: node P, whose output only node C reads, folds into C
+ * (try_merge), in program order, so a chain a -> b -> c folds into c step
+ * by step. */
+static int fuse_elementwise(pr_Graph *g, const readers_t *r, int pj) {
+    pr_gnode *P = &g->nodes[pj];
+    if (!P->op || P->host >= 0 || P->n_out != 1 || r->count[P->out[0]] != 1) return 0;
+    int cj = r->last[P->out[0]];
+    /* P would run at C's place: nothing in between may write state. */
+    int clean = 1;
+    for (int k = pj + 1; k < cj && clean; k++)
+        clean = g->nodes[k].op && !g->nodes[k].op->mutates && g->nodes[k].host < 0 &&
+                !(g->nodes[k].op->flags & PR_OP_STATEFUL);
+    return clean && try_merge(g, pj, cj);
+}
+
+/* A fusion rule: rewrite the graph at node j (clearing the op of each node
+ * it removes) and return 1, or return 0 and change nothing.  The readers
+ * are those counted before the pass. */
+typedef int (*fusion_rule)(pr_Graph *g, const readers_t *r, int j);
+
+/* One pass: the rule at every node in program order, then the cleared
+ * nodes dropped. */
+static int fuse_pass(pr_Graph *g, fusion_rule rule) {
     readers_t r;
     if (readers_init(g, &r) < 0) return -1;
-    for (int cj = 0; cj < g->n_nodes; cj++) {
-        pr_gnode *C = &g->nodes[cj];
-        if (!runs(C, &pr_op_cast) || ((const pr_cast_attrs *)C->attrs)->dtype != PR_BF16) continue;
-        int v = C->in[0], kj = producer(g, v);
-        if (kj < 0 || r.count[v] != 1) continue;
-        pr_gnode *K = &g->nodes[kj];
-        if ((!runs(K, &pr_op_batch_norm_train_backward) &&
-             K->op != &pr_op_batch_norm_relu_train_backward) ||
-            K->out[0] != v || ((const pr_bn_attrs *)K->attrs)->dx_dtype != PR_F32 ||
-            g->vals[v].dtype != PR_F32)
-            continue;
-        ((pr_bn_attrs *)K->attrs)->dx_dtype = PR_BF16;
-        K->out[0] = C->out[0];
-        C->op = NULL;
-        g->n_fused++;
-    }
+    for (int j = 0; j < g->n_nodes; j++)
+        if (rule(g, &r, j)) g->n_fused++;
     readers_free(&r);
     compact(g);
     return 0;
 }
 
-/* ---- the passes ---------------------------------------------------------------- */
-
 int pr_fuse(pr_Graph *g) {
-    readers_t r;
-    if (fuse_bn_forward(g) < 0 || fuse_bn_relu_backward(g) < 0 || fuse_bn_backward_cast(g) < 0 ||
-        readers_init(g, &r) < 0)
-        return -1;
-    /* In program order, so a chain a -> b -> c folds into c step by step. */
-    for (int pj = 0; pj < g->n_nodes; pj++) {
-        pr_gnode *P = &g->nodes[pj];
-        if (!P->op || P->host >= 0 || P->n_out != 1 || r.count[P->out[0]] != 1) continue;
-        int cj = r.last[P->out[0]];
-        /* P would run at C's place: nothing in between may write state. */
-        int clean = 1;
-        for (int k = pj + 1; k < cj && clean; k++)
-            clean = g->nodes[k].op && !g->nodes[k].op->mutates && g->nodes[k].host < 0 &&
-                    !(g->nodes[k].op->flags & PR_OP_STATEFUL);
-        if (clean && try_merge(g, pj, cj)) g->n_fused++;
-    }
-    readers_free(&r);
-    compact(g);
+    static const fusion_rule passes[] = {fuse_bn_forward, fuse_bn_relu_backward,
+                                         fuse_bn_backward_cast, fuse_elementwise};
+    for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
+        if (fuse_pass(g, passes[i]) < 0) return -1;
     return 0;
 }

@@ -327,7 +327,22 @@ class LossFunctionWrapper(Loss):
         return self.fn(y_true, y_pred, **self._fn_kwargs)
 
 
-class SparseCategoricalCrossentropy(LossFunctionWrapper):
+class _CrossentropyWrapper(LossFunctionWrapper):
+    """A cross-entropy loss object around ``fn``: ``from_logits`` and
+    ``label_smoothing`` (checked in [0, 1]) passed to it and kept in the config."""
+
+    def __init__(self, fn, from_logits, label_smoothing, reduction, name):
+        super().__init__(fn, name=name, reduction=reduction, from_logits=from_logits,
+                         label_smoothing=_check_smoothing(label_smoothing))
+        self.from_logits = from_logits
+        self.label_smoothing = float(label_smoothing)
+
+    def get_config(self):
+        return {**super().get_config(), "from_logits": self.from_logits,
+                "label_smoothing": self.label_smoothing}
+
+
+class SparseCategoricalCrossentropy(_CrossentropyWrapper):
     """Cross-entropy for integer labels (``keras.losses.SparseCategoricalCrossentropy``);
     see :func:`sparse_categorical_crossentropy` for shapes.
 
@@ -344,18 +359,11 @@ class SparseCategoricalCrossentropy(LossFunctionWrapper):
 
     def __init__(self, from_logits=False, reduction="sum_over_batch_size",
                  name="sparse_categorical_crossentropy", label_smoothing=0.0):
-        super().__init__(sparse_categorical_crossentropy, name=name, reduction=reduction,
-                         from_logits=from_logits,
-                         label_smoothing=_check_smoothing(label_smoothing))
-        self.from_logits = from_logits
-        self.label_smoothing = float(label_smoothing)
-
-    def get_config(self):
-        return {**super().get_config(), "from_logits": self.from_logits,
-                "label_smoothing": self.label_smoothing}
+        super().__init__(sparse_categorical_crossentropy, from_logits, label_smoothing, reduction,
+                         name)
 
 
-class CategoricalCrossentropy(LossFunctionWrapper):
+class CategoricalCrossentropy(_CrossentropyWrapper):
     """Cross-entropy for one-hot targets (``keras.losses.CategoricalCrossentropy``);
     see :func:`categorical_crossentropy` for shapes.
 
@@ -370,15 +378,7 @@ class CategoricalCrossentropy(LossFunctionWrapper):
 
     def __init__(self, from_logits=False, label_smoothing=0.0, reduction="sum_over_batch_size",
                  name="categorical_crossentropy"):
-        super().__init__(categorical_crossentropy, name=name, reduction=reduction,
-                         from_logits=from_logits,
-                         label_smoothing=_check_smoothing(label_smoothing))
-        self.from_logits = from_logits
-        self.label_smoothing = float(label_smoothing)
-
-    def get_config(self):
-        return {**super().get_config(), "from_logits": self.from_logits,
-                "label_smoothing": self.label_smoothing}
+        super().__init__(categorical_crossentropy, from_logits, label_smoothing, reduction, name)
 
 
 class MeanSquaredError(LossFunctionWrapper):

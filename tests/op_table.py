@@ -969,7 +969,7 @@ add(Entry("flat_slice",
 
 def _sgd_ref(w, g, lr, weight_decay=0.0):
     """Keras 3 SGD without momentum and the base optimizer's weight decay
-    (test_ops_state.keras_sgd_replay, one step in float64)."""
+    (keras_replays.keras_sgd, one step in float64)."""
     w = w - w * weight_decay * lr
     return (w - g * lr,)
 

@@ -3,17 +3,16 @@ the same command ends with weights bit-identical to an uninterrupted fit --
 weights, BN statistics, random layers' states, optimizer slots and
 iterations, the epoch and batch counters and fit's shuffling all resume."""
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 import pytest
 
 import pyresnet as pr
 from pyresnet import layers
+from child_process import kill_after
 from test_saving import _bomb_npz
 
 CHILD = '''
@@ -64,15 +63,8 @@ def test_killed_fit_resumed_equals_uninterrupted_bitwise(tmp_path, rng):
     assert lines[0] == "start 0 -1" and "done" in lines
     assert not os.path.exists(tmp_path / "a" / "latest.backup")  # delete_checkpoint
     child = _child(tmp_path / "b", tmp_path / "b.npz", slow=0.03)
-    try:
-        for line in child.stdout:
-            if line.strip() == "epoch 1":  # the second epoch has begun
-                break
-        time.sleep(float(rng.uniform(0.05, 0.15)))
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
-        child.stdout.close()
+    # once the second epoch has begun
+    kill_after(child, lambda line: line.strip() == "epoch 1", float(rng.uniform(0.05, 0.15)))
     assert os.path.exists(tmp_path / "b" / "latest.backup")
     lines = _finish(_child(tmp_path / "b", tmp_path / "b.npz"))
     epoch, batch = map(int, lines[0].split()[1:])

@@ -96,6 +96,19 @@ def bf16_results(x, dy, res, gamma, beta, mm, mv):
     return out
 
 
+def assert_backward(got, op, label, *args):
+    """A batch-norm backward's (dx, dgamma, dbeta) on bfloat16 inputs: dx
+    bfloat16, the float32 op's on the widened ``args`` rounded once; dgamma
+    and dbeta float32, exactly the float32 op's (``label`` prefixes their
+    names in a failure)."""
+    dx, dg, db = got
+    assert (dx.dtype, dg.dtype, db.dtype) == ("bfloat16", "float32", "float32")
+    want = call(op, *args, **EPS)
+    assert_bits(dx, as16(want[0]), f"{op} dx")
+    assert_bits(dg, want[1], f"{label}dgamma")
+    assert_bits(db, want[2], f"{label}dbeta")
+
+
 @pytest.mark.parametrize("special", [False, True], ids=["finite", "nan_inf"])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_bn_ops_on_bfloat16_equal_float32_ops_rounded_once(shape, special, rng):
@@ -134,12 +147,9 @@ def test_bn_ops_on_bfloat16_equal_float32_ops_rounded_once(shape, special, rng):
 
     # training backward: dx rounded once (dx_dtype's default means x's dtype,
     # bfloat16 explicitly the same); dgamma, dbeta exactly the float32 op's
-    dx, dg, db = got["train_backward"]
-    assert (dx.dtype, dg.dtype, db.dtype) == ("bfloat16", "float32", "float32")
-    want = call("batch_norm_train_backward", dyw, xw, gamma, mean, var, **EPS)
-    assert_bits(dx, as16(want[0]), "batch_norm_train_backward dx")
-    assert_bits(dg, want[1], "dgamma")
-    assert_bits(db, want[2], "dbeta")
+    assert_backward(got["train_backward"], "batch_norm_train_backward", "",
+                    dyw, xw, gamma, mean, var)
+    dx = got["train_backward"][0]
     again = call("batch_norm_train_backward", dy, x, gamma, mean, var, dx_dtype=5, **EPS)
     assert_bits(again[0], dx, "dx_dtype=5")
 
@@ -165,12 +175,8 @@ def test_bn_ops_on_bfloat16_equal_float32_ops_rounded_once(shape, special, rng):
     assert_bits(yir, unfused_relu(yi), "batch_norm_relu_infer")
     assert_bits(yir, as16(call("batch_norm_relu_infer", xw, gamma, beta, mm, mv, **EPS)),
                 "batch_norm_relu_infer from float32")
-    dxi, dgi, dbi = got["infer_backward"]
-    assert (dxi.dtype, dgi.dtype, dbi.dtype) == ("bfloat16", "float32", "float32")
-    want = call("batch_norm_infer_backward", dyw, xw, gamma, mm, mv, **EPS)
-    assert_bits(dxi, as16(want[0]), "batch_norm_infer_backward dx")
-    assert_bits(dgi, want[1], "infer dgamma")
-    assert_bits(dbi, want[2], "infer dbeta")
+    assert_backward(got["infer_backward"], "batch_norm_infer_backward", "infer ",
+                    dyw, xw, gamma, mm, mv)
 
 
 @pytest.mark.parametrize("shape", [(4, 40, 40, 16), (3, 41, 43, 17), (2, 20, 20, 64),

@@ -302,46 +302,34 @@ def _keras_file(tmp_path, edit_config=None, edit_h5=None):
     return model, bad
 
 
-def test_unknown_or_unsupported_keras_configs_name_the_layer(tmp_path):
+def test_an_unedited_keras_file_loads(tmp_path):
     _, good = _keras_file(tmp_path)
     assert isinstance(pr.models.load_model(good), pr.Sequential)
 
-    def unknown(config):
-        config["config"]["layers"][1]["class_name"] = "EinsumDense"
 
-    _, bad = _keras_file(tmp_path, unknown)
-    with pytest.raises(ValueError, match=r'layer "conv" \(EinsumDense\).*cannot load'):
-        pr.models.load_model(bad)
+# (layer index, keys set on the layer item, keys set in its config, the error's pattern)
+_UNSUPPORTED_LAYER_EDITS = [
+    (1, {"class_name": "EinsumDense"}, {}, r'layer "conv" \(EinsumDense\).*cannot load'),
+    (1, {"module": "os", "class_name": "system"}, {}, "system"),
+    (1, {}, {"dilation_rate": [2, 2]}, r'layer "conv" \(Conv2D\): argument dilation_rate'),
+    (3, {}, {"kernel_constraint": {"module": "keras.constraints", "class_name": "MaxNorm",
+                                   "config": {}}},
+     r'layer "head" \(Dense\): argument kernel_constraint'),
+    (3, {}, {"kernel_initializer": {"module": "keras.initializers", "class_name": "Orthogonal",
+                                    "config": {}}}, "Orthogonal"),
+]
 
-    def module(config):
-        config["config"]["layers"][1]["module"] = "os"
-        config["config"]["layers"][1]["class_name"] = "system"
 
-    _, bad = _keras_file(tmp_path, module)
-    with pytest.raises(ValueError, match="system"):
-        pr.models.load_model(bad)
+@pytest.mark.parametrize("index,item,layer_config,match", _UNSUPPORTED_LAYER_EDITS)
+def test_unknown_or_unsupported_keras_configs_name_the_layer(tmp_path, index, item,
+                                                             layer_config, match):
+    def edit(config):
+        layer = config["config"]["layers"][index]
+        layer.update(item)
+        layer["config"].update(layer_config)
 
-    def dilated(config):
-        config["config"]["layers"][1]["config"]["dilation_rate"] = [2, 2]
-
-    _, bad = _keras_file(tmp_path, dilated)
-    with pytest.raises(ValueError, match=r'layer "conv" \(Conv2D\): argument dilation_rate'):
-        pr.models.load_model(bad)
-
-    def constraint(config):
-        config["config"]["layers"][3]["config"]["kernel_constraint"] = {
-            "module": "keras.constraints", "class_name": "MaxNorm", "config": {}}
-
-    _, bad = _keras_file(tmp_path, constraint)
-    with pytest.raises(ValueError, match=r'layer "head" \(Dense\): argument kernel_constraint'):
-        pr.models.load_model(bad)
-
-    def initializer(config):
-        config["config"]["layers"][3]["config"]["kernel_initializer"] = {
-            "module": "keras.initializers", "class_name": "Orthogonal", "config": {}}
-
-    _, bad = _keras_file(tmp_path, initializer)
-    with pytest.raises(ValueError, match="Orthogonal"):
+    _, bad = _keras_file(tmp_path, edit)
+    with pytest.raises(ValueError, match=match):
         pr.models.load_model(bad)
 
 

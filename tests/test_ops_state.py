@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import pyresnet as pr
+from keras_replays import keras_sgd
 
 ops = pr.ops
 f32 = np.float32
@@ -83,21 +84,6 @@ def test_moving_average_update_matches_keras():
               r"the value has shape \(4,\), expected the variable's shape \(5,\)")
 
 
-def keras_sgd_replay(w, grads, lrs, momentum, nesterov, wd):
-    """The Keras 3 SGD + base optimizer weight decay, op by op in float32."""
-    w, m = w.copy(), np.zeros_like(w)
-    for g, lr in zip(grads, lrs):
-        lr = f32(lr)
-        if wd:
-            w = w - w * f32(wd) * lr
-        if momentum:
-            m = m * f32(momentum) - g * lr
-            w = w + (m * f32(momentum) - g * lr if nesterov else m)
-        else:
-            w = w - g * lr
-    return w, m
-
-
 @pytest.mark.parametrize("momentum,nesterov,wd", [
     (0.0, False, 0.0), (0.0, False, 5e-4), (0.9, False, 0.0), (0.9, True, 0.0),
     (0.9, False, 1e-2), (0.5, True, 1e-3),
@@ -116,7 +102,7 @@ def test_sgd_matches_keras_over_several_steps(momentum, nesterov, wd):
                                     weight_decay=wd)
         else:
             ops.sgd_update(w, g, lr, weight_decay=wd)
-    want_w, want_m = keras_sgd_replay(w0, grads, lrs, momentum, nesterov, wd)
+    want_w, want_m = keras_sgd(w0, grads, lrs, momentum, nesterov, wd)
     np.testing.assert_array_equal(w.numpy(), want_w)  # same float32 ops in the same order
     np.testing.assert_array_equal(velocity.numpy(), want_m)
     assert not np.array_equal(want_w, w0)

@@ -13,18 +13,17 @@ import json
 import os
 import pickle
 import re
-import signal
 import socket
 import subprocess
 import tempfile
 import sys
-import time
 
 import numpy as np
 import pytest
 
 import pyresnet as pr
 from pyresnet import train
+from child_process import kill_after
 from conftest import data_root
 from test_tensorboard import read_scalars
 
@@ -303,15 +302,7 @@ def test_run_folder_killed_run_resumed_equals_uninterrupted_and_runs_table(env, 
     child = subprocess.Popen([sys.executable, "-m", "pyresnet.train", *RESUME_RUN, "--verbose",
                               "0", "--log-dir", str(logs)], env=env, cwd=env[CWD],
                              stdout=subprocess.PIPE, text=True)
-    try:
-        for line in child.stdout:
-            if line.startswith("epoch 1:"):
-                break
-        time.sleep(float(rng.uniform(0.0, 0.1)))
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
-        child.stdout.close()
+    kill_after(child, lambda line: line.startswith("epoch 1:"), float(rng.uniform(0.0, 0.1)))
     killed = _run_dirs(logs)[1]
     assert not (killed / "model.keras").exists(), "the run ended before the kill"
     status, lines, err = run([str(logs)], env, module="pyresnet.runs")

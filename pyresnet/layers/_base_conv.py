@@ -2,8 +2,9 @@
 checks, the kernel and bias weights, bias + activation after the op."""
 import numpy as np
 
-from .. import activations, ops, regularizers
-from ._args import standardize_data_format, standardize_padding, standardize_tuple
+from .. import ops
+from ._args import (add_kernel_and_bias, known_channels, set_kernel_bias_args,
+                    standardize_data_format, standardize_padding, standardize_tuple)
 from .input_spec import InputSpec
 from .layer import Layer
 
@@ -40,12 +41,8 @@ class BaseConv(Layer):
         self.strides = standardize_tuple(strides, 2, "strides", cls)
         self.padding = standardize_padding(padding, cls)
         self.data_format = standardize_data_format(data_format, cls)
-        self.activation = activations.get(activation)
-        self.use_bias = bool(use_bias)
-        self.kernel_initializer = kernel_initializer
-        self.bias_initializer = bias_initializer
-        self.kernel_regularizer = regularizers.get(kernel_regularizer)
-        self.bias_regularizer = regularizers.get(bias_regularizer)
+        set_kernel_bias_args(self, activation, use_bias, kernel_initializer, bias_initializer,
+                             kernel_regularizer, bias_regularizer)
         self.input_spec = InputSpec(ndim=4)
 
     def _kernel_shape(self, channels):
@@ -57,19 +54,12 @@ class BaseConv(Layer):
         raise NotImplementedError
 
     def build(self, input_shape):
-        channels = input_shape[-1]
-        if channels is None:
-            raise ValueError(f'Layer "{self.name}": the channel axis (last) of the input must be '
-                             f"known, got input shape {input_shape}")
+        channels = known_channels(self, input_shape)
         if channels % self.groups:
             raise ValueError(f'Layer "{self.name}": groups={self.groups} does not divide the '
                              f"{channels} input channels (input shape {input_shape})")
         self.compute_output_shape(input_shape)  # the kernel must fit the image
-        self.kernel = self.add_weight(self._kernel_shape(channels), self.kernel_initializer,
-                                      name="kernel", regularizer=self.kernel_regularizer)
-        self.bias = self.add_weight((self.filters,), self.bias_initializer, name="bias",
-                                    regularizer=self.bias_regularizer) \
-            if self.use_bias else None
+        add_kernel_and_bias(self, self._kernel_shape(channels), self.filters)
         self.input_spec = InputSpec(ndim=4, axes={-1: channels})
 
     def call(self, inputs):

@@ -1,7 +1,8 @@
 """``Dense``: a fully connected layer."""
 import numpy as np
 
-from .. import activations, ops, regularizers
+from .. import ops
+from ._args import add_kernel_and_bias, set_kernel_bias_args
 from .input_spec import InputSpec
 from .layer import Layer
 
@@ -37,12 +38,8 @@ class Dense(Layer):
         if not isinstance(units, (int, np.integer)) or units < 1:
             raise ValueError(f"Dense: `units` must be a positive int, got {units!r}")
         self.units = int(units)
-        self.activation = activations.get(activation)
-        self.use_bias = bool(use_bias)
-        self.kernel_initializer = kernel_initializer
-        self.bias_initializer = bias_initializer
-        self.kernel_regularizer = regularizers.get(kernel_regularizer)
-        self.bias_regularizer = regularizers.get(bias_regularizer)
+        set_kernel_bias_args(self, activation, use_bias, kernel_initializer, bias_initializer,
+                             kernel_regularizer, bias_regularizer)
         self.input_spec = InputSpec(min_ndim=2)
 
     def build(self, input_shape):
@@ -50,11 +47,7 @@ class Dense(Layer):
         if input_dim is None:
             raise ValueError(f'Layer "{self.name}": the last axis of the input must be known, '
                              f"got input shape {input_shape}")
-        self.kernel = self.add_weight((input_dim, self.units), self.kernel_initializer,
-                                      name="kernel", regularizer=self.kernel_regularizer)
-        self.bias = self.add_weight((self.units,), self.bias_initializer, name="bias",
-                                    regularizer=self.bias_regularizer) \
-            if self.use_bias else None
+        add_kernel_and_bias(self, (input_dim, self.units), self.units)
         self.input_spec = InputSpec(min_ndim=2, axes={-1: input_dim})
 
     def call(self, inputs):

@@ -2,7 +2,7 @@
 import numpy as np
 
 from .. import activations, ops
-from ._args import (pooled_shape, standardize_data_format, standardize_padding,
+from ._args import (known_channels, pooled_shape, standardize_data_format, standardize_padding,
                     standardize_tuple)
 from .input_spec import InputSpec
 from .layer import Layer
@@ -57,10 +57,7 @@ class DepthwiseConv2D(Layer):
         self.input_spec = InputSpec(ndim=4)
 
     def build(self, input_shape):
-        channels = input_shape[-1]
-        if channels is None:
-            raise ValueError(f'Layer "{self.name}": the channel axis (last) of the input must be '
-                             f"known, got input shape {input_shape}")
+        channels = known_channels(self, input_shape)
         self.compute_output_shape(input_shape)
         self.kernel = self.add_weight(self.kernel_size + (channels, self.depth_multiplier),
                                       self.depthwise_initializer, name="kernel")

@@ -1,6 +1,6 @@
 """``SeparableConv2D``: a depthwise then a pointwise (1x1) convolution."""
 from .. import activations, ops, regularizers
-from ._args import standardize_tuple
+from ._args import known_channels, standardize_tuple
 from .depthwise_conv2d import DepthwiseConv2D
 from .input_spec import InputSpec
 
@@ -56,10 +56,7 @@ class SeparableConv2D(DepthwiseConv2D):
         self.bias_regularizer = regularizers.get(bias_regularizer)
 
     def build(self, input_shape):
-        channels = input_shape[-1]
-        if channels is None:
-            raise ValueError(f'Layer "{self.name}": the channel axis (last) of the input must be '
-                             f"known, got input shape {input_shape}")
+        channels = known_channels(self, input_shape)
         self.compute_output_shape(input_shape)
         m = self.depth_multiplier
         self.depthwise_kernel = self.add_weight(self.kernel_size + (channels, m),

@@ -70,24 +70,26 @@ def rng_state(seed=None):
     return Variable(np.array([seed, 0], np.int64), trainable=False, name="rng_state")
 
 
+def _two(value, cast, name, op, expected):
+    """``value`` unpacked into two values, each through ``cast``; TypeError
+    ("{op}: {name} must be {expected}") for anything else."""
+    try:
+        a, b = value
+        return cast(a), cast(b)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: {name} must be {expected}, got {value!r}") from None
+
+
 def _pair(value, name, op):
     """An int or a pair of ints -> (a, b)."""
     if isinstance(value, (int, np.integer)):
         return int(value), int(value)
-    try:
-        a, b = value
-        return int(a), int(b)
-    except (TypeError, ValueError):
-        raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}") from None
+    return _two(value, int, name, op, "an int or a pair of ints")
 
 
 def _range(value, name, op):
     """A pair of floats (lo, hi)."""
-    try:
-        lo, hi = value
-        return float(lo), float(hi)
-    except (TypeError, ValueError):
-        raise TypeError(f"{op}: {name} must be a pair (min, max), got {value!r}") from None
+    return _two(value, float, name, op, "a pair (min, max)")
 
 
 def real_array(value, name, op):

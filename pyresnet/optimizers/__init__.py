@@ -42,11 +42,7 @@ def deserialize(config):
     Raises:
         ValueError: for an unknown class name.
     """
-    cls = _CLASSES.get(config.get("class_name"))
-    if cls is None:
-        raise ValueError(f"unknown saved optimizer {config.get('class_name')!r}; known: "
-                         f"{sorted(_CLASSES)}")
-    return cls.from_config(config["config"])
+    return schedules._from_class_config(config, _CLASSES, "saved optimizer")
 
 
 __all__ = ["Optimizer", "Lookahead", "SGD", "Adam", "AdamW", "RMSprop", "schedules", "get", "deserialize",

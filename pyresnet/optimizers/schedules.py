@@ -267,10 +267,18 @@ def deserialize(config):
     Raises:
         ValueError: for an unknown class name.
     """
-    cls = _CLASSES.get(config.get("class_name"))
+    return _from_class_config(config, _CLASSES, "learning-rate schedule")
+
+
+def _from_class_config(config, classes, what):
+    """``classes[config["class_name"]].from_config(config["config"])``: the
+    one lookup of a saved ``{"class_name", "config"}`` for the schedules and
+    the optimizers.  ValueError naming ``what`` and the known names for an
+    unknown class name."""
+    cls = classes.get(config.get("class_name"))
     if cls is None:
-        raise ValueError(f"unknown learning-rate schedule {config.get('class_name')!r}; "
-                         f"known: {sorted(_CLASSES)}")
+        raise ValueError(f"unknown {what} {config.get('class_name')!r}; known: "
+                         f"{sorted(classes)}")
     return cls.from_config(config["config"])
 
 

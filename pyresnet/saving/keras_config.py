@@ -408,65 +408,62 @@ def _expand_residual(block, item, taken):
         out.append((layer_item, variables))
         return _kt([new_name, 0, 0], shape)
 
+    def sublayer(layer, suffix, args, shape):
+        """Add ``layer`` (a sublayer of the block, or a new ReLU or Add) with
+        its variables under the name ``<block>_<suffix>``."""
+        return add(keras_layer_item(layer), name(suffix), args, shape, layer_variables(layer))
+
     mid_shape = list(block.compute_output_shape(tuple(in_shape)))
     if type(block).__name__ == "PreActivationResidualBlock":
-        _expand_preact(block, source, in_shape, mid_shape, name, add)
+        _expand_preact(block, source, in_shape, mid_shape, name, add, sublayer)
         return out
-    x = add(keras_layer_item(block.conv1), name("conv1"), [source], mid_shape,
-            layer_variables(block.conv1))
-    x = add(keras_layer_item(block.bn1), name("bn1"), [x], mid_shape, layer_variables(block.bn1))
-    x = add(keras_layer_item(ReLU(name="r")), name("relu1"), [x], mid_shape, [])
-    x = add(keras_layer_item(block.conv2), name("conv2"), [x], mid_shape,
-            layer_variables(block.conv2))
-    x = add(keras_layer_item(block.bn2), name("bn2"), [x], mid_shape, layer_variables(block.bn2))
+    x = sublayer(block.conv1, "conv1", [source], mid_shape)
+    x = sublayer(block.bn1, "bn1", [x], mid_shape)
+    x = sublayer(ReLU(name="r"), "relu1", [x], mid_shape)
+    x = sublayer(block.conv2, "conv2", [x], mid_shape)
+    x = sublayer(block.bn2, "bn2", [x], mid_shape)
     if block.projection:
-        s = add(keras_layer_item(block.shortcut_conv), name("shortcut_conv"), [source],
-                mid_shape, layer_variables(block.shortcut_conv))
-        s = add(keras_layer_item(block.shortcut_bn), name("shortcut_bn"), [s], mid_shape,
-                layer_variables(block.shortcut_bn))
-    elif block._pad_kernel is not None:
-        pad_item, kernel = _zero_pad_item(block)
-        s = add(pad_item, name("shortcut_pad"), [source], mid_shape, kernel)
+        s = sublayer(block.shortcut_conv, "shortcut_conv", [source], mid_shape)
+        s = sublayer(block.shortcut_bn, "shortcut_bn", [s], mid_shape)
     else:
-        s = source
-    x = add(keras_layer_item(Add(name="a")), name("add"), [[x, s]], mid_shape, [])
+        s = _plain_shortcut(block, source, source, mid_shape, name, add)
+    x = sublayer(Add(name="a"), "add", [[x, s]], mid_shape)
     taken.discard(block.name)
     add(keras_layer_item(ReLU(name="r")), block.name, [x], mid_shape, [])
     return out
 
 
-def _zero_pad_item(block):
+def _plain_shortcut(block, value, source, mid_shape, name, add):
+    """The shortcut of a block without a projection: the zero-pad of
+    ``value`` to more channels (a frozen strided 1x1 Conv2D holding the
+    block's pad kernel), or the block's input ``source`` as it is."""
+    if block._pad_kernel is None:
+        return source
     from ..layers import Conv2D  # noqa: PLC0415
     pad = Conv2D(block.filters, 1, strides=block.strides, padding="same", use_bias=False,
                  name="p")
     item = keras_layer_item(pad)
     item["config"]["trainable"] = False
-    return item, [np.asarray(block._pad_kernel.numpy(), np.float32)]
+    return add(item, name("shortcut_pad"), [value], mid_shape,
+               [np.asarray(block._pad_kernel.numpy(), np.float32)])
 
 
-def _expand_preact(block, source, in_shape, mid_shape, name, add):
+def _expand_preact(block, source, in_shape, mid_shape, name, add, sublayer):
     """The Keras layers of one call of a PreActivationResidualBlock (He et
     al. 2016): BN, ReLU, conv, BN, ReLU, conv, plus the shortcut (a
     projection or zero-pad of the first ReLU's output, else the input); the
     final Add keeps the block's name."""
     from ..layers import Add, ReLU  # noqa: PLC0415
-    x = add(keras_layer_item(block.bn1), name("bn1"), [source], list(in_shape),
-            layer_variables(block.bn1))
-    a = add(keras_layer_item(ReLU(name="r")), name("relu1"), [x], list(in_shape), [])
-    x = add(keras_layer_item(block.conv1), name("conv1"), [a], mid_shape,
-            layer_variables(block.conv1))
-    x = add(keras_layer_item(block.bn2), name("bn2"), [x], mid_shape, layer_variables(block.bn2))
-    x = add(keras_layer_item(ReLU(name="r")), name("relu2"), [x], mid_shape, [])
-    x = add(keras_layer_item(block.conv2), name("conv2"), [x], mid_shape,
-            layer_variables(block.conv2))
+    x = sublayer(block.bn1, "bn1", [source], list(in_shape))
+    a = sublayer(ReLU(name="r"), "relu1", [x], list(in_shape))
+    x = sublayer(block.conv1, "conv1", [a], mid_shape)
+    x = sublayer(block.bn2, "bn2", [x], mid_shape)
+    x = sublayer(ReLU(name="r"), "relu2", [x], mid_shape)
+    x = sublayer(block.conv2, "conv2", [x], mid_shape)
     if block.projection:
-        s = add(keras_layer_item(block.shortcut_conv), name("shortcut_conv"), [a], mid_shape,
-                layer_variables(block.shortcut_conv))
-    elif block._pad_kernel is not None:
-        pad_item, kernel = _zero_pad_item(block)
-        s = add(pad_item, name("shortcut_pad"), [a], mid_shape, kernel)
+        s = sublayer(block.shortcut_conv, "shortcut_conv", [a], mid_shape)
     else:
-        s = source
+        s = _plain_shortcut(block, a, source, mid_shape, name, add)
     add(keras_layer_item(Add(name="a")), block.name, [[x, s]], mid_shape, [])
     return None
 
