@@ -162,7 +162,8 @@ def load_cifar10(data):
 
 class TrainBatches:
     """airbench's training pipeline (section 3, data augmentation) on
-    normalised float32 NCHW channels_last tensors.
+    normalised float32 images, kept NHWC-contiguous (the memory of NCHW
+    channels_last tensors); batches come out as NCHW channels_last.
 
     Before the first epoch each image is mirrored with probability 1/2 and
     the set is reflect-padded by ``translate`` pixels.  Each epoch draws a
@@ -170,49 +171,46 @@ class TrainBatches:
     the whole set on odd epochs (alternating flip: every image is seen both
     ways in two consecutive epochs), shuffles, and yields full batches."""
 
-    def __init__(self, images, labels, batch_size, translate):
+    def __init__(self, images_nhwc, labels, batch_size, translate):
         import torch
         self.torch = torch
         self.labels, self.batch_size, self.pad = labels, batch_size, translate
-        self.size = images.shape[-1]
-        mirror = torch.rand(len(images)) < 0.5
-        images = torch.where(mirror.view(-1, 1, 1, 1), images.flip(-1), images)
-        self.padded = (torch.nn.functional.pad(images, (translate,) * 4, mode="reflect")
-                       if translate else images)
+        self.size = images_nhwc.shape[1]
+        mirror = (torch.rand(len(images_nhwc)) < 0.5).view(-1, 1, 1, 1)
+        images = torch.where(mirror, images_nhwc.flip(2), images_nhwc)
+        if translate:  # reflect padding works on NCHW; channels_last keeps the memory NHWC
+            images = torch.nn.functional.pad(images.permute(0, 3, 1, 2), (translate,) * 4,
+                                             mode="reflect").permute(0, 2, 3, 1).contiguous()
+        self.padded = images
         self.epoch = 0
 
     def __len__(self):
         return len(self.labels) // self.batch_size
 
     def _translate(self):
-        """Every image cropped to ``size`` at its own random offset: one pass
-        over the rows (grouping images by vertical offset), one over the
-        columns."""
+        """Every image cropped to ``size`` at its own random offset, in one
+        gather: a strided view holds every (dy, dx) window of every image,
+        and advanced indexing picks one window per image."""
         torch, p, s = self.torch, self.pad, self.size
         if p == 0:
             return self.padded
-        n = len(self.padded)
+        n, c = len(self.padded), self.padded.shape[-1]
+        sn, sh, sw, sc = self.padded.stride()
+        windows = self.padded.as_strided((n, 2 * p + 1, 2 * p + 1, s, s, c),
+                                         (sn, sh, sw, sh, sw, sc))
         dy, dx = torch.randint(0, 2 * p + 1, (n,)), torch.randint(0, 2 * p + 1, (n,))
-        rows = self.padded.new_empty((n, self.padded.shape[1], s, s + 2 * p))
-        for o in range(2 * p + 1):
-            idx = (dy == o).nonzero().flatten()
-            rows[idx] = self.padded[idx, :, o:o + s, :]
-        out = self.padded.new_empty((n, self.padded.shape[1], s, s))
-        for o in range(2 * p + 1):
-            idx = (dx == o).nonzero().flatten()
-            out[idx] = rows[idx, :, :, o:o + s]
-        return out.contiguous(memory_format=torch.channels_last)
+        return windows[torch.arange(n), dy, dx]
 
     def __iter__(self):
         torch = self.torch
         images = self._translate()
         if self.epoch % 2 == 1:
-            images = images.flip(-1).contiguous(memory_format=torch.channels_last)
+            images = images.flip(2)
         self.epoch += 1
         order = torch.randperm(len(images))
         for i in range(len(self)):
             idx = order[i * self.batch_size:(i + 1) * self.batch_size]
-            yield images[idx], self.labels[idx]
+            yield images[idx].permute(0, 3, 1, 2), self.labels[idx]
 
 
 # ---- the network -------------------------------------------------------------------
@@ -377,16 +375,17 @@ def main(argv=None):
         x_train, y_train = x_train[:args.subset], y_train[:args.subset]
     if args.test_subset is not None:
         x_test, y_test = x_test[:args.test_subset], y_test[:args.test_subset]
-    mean = torch.tensor(CIFAR_MEAN).view(1, 3, 1, 1)
-    std = torch.tensor(CIFAR_STD).view(1, 3, 1, 1)
+    mean, std = torch.tensor(CIFAR_MEAN), torch.tensor(CIFAR_STD)
 
-    def prepare(x):  # uint8 NHWC -> normalised float32 NCHW, channels_last in memory
-        t = torch.from_numpy(np.ascontiguousarray(x)).permute(0, 3, 1, 2).float()
-        return ((t / 255 - mean) / std).contiguous(memory_format=torch.channels_last)
+    def prepare(x):  # uint8 NHWC -> normalised float32 NHWC (contiguous)
+        t = torch.from_numpy(np.ascontiguousarray(x)).float()
+        return t.mul_(1 / (255 * std)).sub_(mean / std)
 
-    train_x, test_x = prepare(x_train), prepare(x_test)
+    train_nhwc = prepare(x_train)
+    train_x = train_nhwc.permute(0, 3, 1, 2)  # NCHW views, channels_last in memory
+    test_x = prepare(x_test).permute(0, 3, 1, 2)
     train_y, test_y = torch.from_numpy(y_train), torch.from_numpy(y_test)
-    batches = TrainBatches(train_x, train_y, args.batch_size, HYP["translate"])
+    batches = TrainBatches(train_nhwc, train_y, args.batch_size, HYP["translate"])
     total_steps = math.ceil(len(batches) * args.epochs)
 
     net = make_net(HYP["widths"], HYP["batchnorm_momentum"], HYP["scaling_factor"])
@@ -440,7 +439,7 @@ def main(argv=None):
             optimizer.step()
             schedule.step()
             step += 1
-            loss_sum += float(loss)
+            loss_sum += float(loss.detach())
             correct += int((logits.detach().argmax(1) == y).sum())
             seen += len(y)
             if step % HYP["lookahead_every"] == 0:
