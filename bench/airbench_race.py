@@ -305,7 +305,8 @@ def render_markdown(record):
     lines += ["", "wall s: launching the process to its exit (loading, compiling, per-epoch "
               "test passes and TTA included); in-run s: what the run itself timed. "
               f"Load average at the start {record['load_average_start']}, at the end "
-              f"{record['load_average_end']} (2 cores: above 2 means other work competed).",
+              f"{record['load_average_end']} ({record['logical_cpus']} logical CPUs: a load "
+              "above that means other work competed).",
               f"Versions: {vers}; pyresnet checkout {record['pyresnet_checkout']}.",
               "", f"Command: `{' '.join(record['command'])}`"]
     return "\n".join(lines) + "\n"
