@@ -333,7 +333,7 @@ def main(argv=None):
         if why:
             print(f"error: {why}", file=sys.stderr)
             return 2
-    out = pathlib.Path(args.out)
+    out = pathlib.Path(args.out).resolve()
     stem = out / f"airbench_race_{args.tag}"
     logs = out / f"airbench_race_{args.tag}_logs"
     logs.mkdir(parents=True, exist_ok=True)
