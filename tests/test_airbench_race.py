@@ -67,7 +67,8 @@ def test_race_commands(tmp_path):
     assert "--mixed-precision" in p and "--bf16" not in p
     t = race.command("torch", 4, a, tmp_path)
     assert t[:2] == ["/t/python", str(ROOT / "bench" / "airbench_torch.py")]
-    assert t[t.index("--threads") + 1] == "3" and t[t.index("--out") + 1] == str(tmp_path / "torch.json")
+    assert t[t.index("--threads") + 1] == "3"
+    assert t[t.index("--out") + 1] == str(tmp_path / "torch.json")
     assert "--bf16" in t and "--compile" in t and "--mixed-precision" not in t
     # the port accepts every option the race gives it
     port_args = port.parse_args(t[2:])
