@@ -83,6 +83,7 @@ def _seeds(text):
 
 
 def build_parser():
+    """The command line (argparse.ArgumentParser); see the module docstring."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=_seeds, default=[0], help="comma list (default 0)")
@@ -313,11 +314,14 @@ def render_markdown(record):
 
 
 def _write(path, text):
+    """Write ``text`` to ``path`` atomically (pyresnet.utils.atomic)."""
     from pyresnet.utils.atomic import write_text  # noqa: PLC0415 - the one way to write a file
     write_text(str(path), text)
 
 
 def main(argv=None):
+    """Run the race (or ``--render``); returns the exit status: 0, 1 when
+    a run failed (it is in the report), 2 when a framework is missing."""
     args = parse_args(argv)
     if args.render:
         record = json.loads(pathlib.Path(args.render).read_text())

@@ -313,12 +313,14 @@ def predict(net, images, batch, tta, bf16):
 
 
 def accuracy(logits, labels):
+    """The fraction (float) of rows of ``logits`` (N, 10) whose argmax is ``labels`` (N,)."""
     return float((logits.argmax(1) == labels).float().mean())
 
 
 # ---- the run -----------------------------------------------------------------------
 
 def build_parser():
+    """The command line (argparse.ArgumentParser); see the module docstring."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=float, default=HYP["train_epochs"],
                    help="training epochs, fractional allowed (default %(default)s)")
@@ -343,6 +345,8 @@ def build_parser():
 
 
 def parse_args(argv=None):
+    """The options, checked without importing torch (argparse's error, exit
+    status 2, on bad ones: --epochs <= 0, --subset under one batch, ...)."""
     p = build_parser()
     args = p.parse_args(argv)
     if not args.epochs > 0:
@@ -361,6 +365,10 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    """Train and evaluate as ``argv`` says; print the epochs and the final
+    line, write ``--out``; returns the record (dict).  Raises
+    FloatingPointError on a non-finite training loss, FileNotFoundError /
+    ValueError for missing or malformed CIFAR-10 files."""
     args = parse_args(argv)
     import torch
     import torch.nn.functional as F
