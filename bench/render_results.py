@@ -21,6 +21,10 @@ that the committed page equals its rendering).  Kinds:
   FMA peak of that run (the best of its measurements; per ISA where the
   record has several) or in milliseconds; ``-`` where the implementation
   does not run that shape.
+- ``airbench_race FILE``: bench/airbench_race.py's record: one row per
+  framework, the medians over seeds of the wall seconds from launch to
+  exit and of the final test accuracy with and without test-time
+  augmentation, then the speed ratio and whether it is at equal accuracy.
 
 Usage: ``python bench/render_results.py [--check] [PAGE]`` (default PAGE
 docs/results.md); ``--check`` exits 1 when the page is out of date instead of
@@ -94,6 +98,26 @@ def _conv(record, impls, unit):
     return lines
 
 
+def _airbench_race(record):
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench"))
+    from airbench_race import verdict  # noqa: PLC0415 - the race's own wording
+
+    s = record["settings"]
+    lines = [f"CPU: {record['cpu']}, {s['threads']} threads per framework, "
+             f"{'bfloat16' if s['bf16'] else 'float32'}, {s['epochs']:g} epochs, seeds "
+             f"{', '.join(map(str, s['seeds']))}; `{shlex.join(record['command'])}`", "",
+             "| framework | runs | wall s (median) | TTA accuracy (median) | without TTA |",
+             "|---|---|---|---|---|"]
+    for fw, e in record["summary"]["frameworks"].items():
+        if not e["runs"]:
+            lines.append(f"| {fw} | failed | | | |")
+            continue
+        lines.append(f"| {fw} | {e['runs']} | {e['wall_seconds']:.0f} | "
+                     f"{e['test_accuracy_tta']:.4f} | {e['test_accuracy']:.4f} |")
+    return lines + ["", verdict(record["summary"], s["accuracy_tolerance"])]
+
+
 def render_table(spec):
     """The lines of the table a marker's ``spec`` names (see the module doc).
 
@@ -110,7 +134,10 @@ def render_table(spec):
         if not impls:
             raise ValueError(f"render_results: {kind} needs the implementations to show")
         return _conv(record, impls, kind[5:])
-    raise ValueError(f"render_results: unknown table kind {kind!r} (peers, conv_pct, conv_ms)")
+    if kind == "airbench_race":
+        return _airbench_race(record)
+    raise ValueError(f"render_results: unknown table kind {kind!r} (peers, conv_pct, conv_ms, "
+                     "airbench_race)")
 
 
 def render(text):

@@ -20,6 +20,11 @@ BENCH = ROOT / "bench"
 
 # script -> (arguments for a run of a few seconds at most, files it writes into --out)
 SMOKE = {
+    # the port needs torch, which the package's tests never use: its options and reader are
+    # tested in tests/test_airbench_race.py; here it must load and parse without torch
+    "airbench_torch.py": (["--help"], []),
+    # a race takes minutes per framework: re-render a fake record's report
+    "airbench_race.py": (["--render", "{race}"], ["airbench_race_fake.md"]),
     "airbench_steps.py": (["--steps", "1", "--warmup", "1", "--batch", "8", "--widths", "8,8,8",
                            "--profile", "--no-tta"], []),
     "augment.py": (["--images", "256", "--repeats", "1", "--train", "--train-steps", "2",
@@ -75,16 +80,37 @@ def _fake_run(folder):
     return folder
 
 
+def _fake_race(path):
+    """A record as bench/airbench_race.py writes it (one run per framework)."""
+    runs = [{"framework": fw, "seed": 0, "log": f"{fw}_seed0.log", "wall_seconds": wall,
+             "seconds_in_run": wall - 1, "test_accuracy": 0.93, "test_accuracy_tta": 0.94}
+            for fw, wall in (("pyresnet", 100.0), ("torch", 130.0))]
+    summary = {"frameworks": {r["framework"]: {
+        "runs": 1, "failed": 0, **{k: r[k] for k in ("wall_seconds", "seconds_in_run",
+                                                       "test_accuracy", "test_accuracy_tta")},
+        "test_accuracy_tta_mean": 0.94} for r in runs},
+        "speed_ratio": 1.3, "accuracy_gap": 0.0, "equal_accuracy": True}
+    path.write_text(json.dumps({
+        "date": "2026-12-03", "tag": "fake", "command": ["python", "bench/airbench_race.py"],
+        "cpu": "test", "logical_cpus": 2, "versions": {}, "pyresnet_checkout": "x",
+        "load_average_start": [0, 0, 0], "load_average_end": [0, 0, 0], "summary": summary,
+        "runs": runs, "settings": {"seeds": [0], "epochs": 9.9, "subset": None,
+                                   "test_subset": None, "threads": 2, "bf16": False,
+                                   "torch_compile": False, "accuracy_tolerance": 0.002}}))
+    return path
+
+
 @pytest.mark.parametrize("script", sorted(SMOKE))
 def test_bench_script_runs_at_a_tiny_size(script, tmp_path, no_matplotlib):
     args, writes = SMOKE[script]
     out = tmp_path / "out"
     out.mkdir()
     run = _fake_run(tmp_path / "run")
+    race = _fake_race(out / "airbench_race_fake.json")
     env = dict(os.environ, PYRESNET_DATA=str(data_root()), PYTHONPATH=os.pathsep.join(
         filter(None, [str(no_matplotlib), os.environ.get("PYTHONPATH")])))
     p = subprocess.run([sys.executable, str(BENCH / script),
-                        *[a.format(out=out, run=run) for a in args]],
+                        *[a.format(out=out, run=run, race=race) for a in args]],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, f"{script} exited {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
     assert "Traceback" not in p.stderr, p.stderr[-3000:]
