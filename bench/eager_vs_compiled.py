@@ -650,6 +650,17 @@ def conclusion(result):
     return first + " " + second
 
 
+def write_atomic(path, text):
+    """Write ``text`` to ``path`` by a temporary file, fsynced and renamed, so
+    a reader (notebook 02) never sees half a file."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, help="timed rounds per mode (median; default 10, "
@@ -712,7 +723,7 @@ def main():
             r = bench_pyresnet(build, shape, n, steps, args.loop_steps, args.warmup)
             r.update(model=name, batch=n, steps=steps)
             rows.append(r)
-            print(f"  {name:15s} batch {n:4d}: eager {fmt_ms(r['eager'])} ms, compiled "
+            print(f"  {name:19s} batch {n:4d}: eager {fmt_ms(r['eager'])} ms, compiled "
                   f"{fmt_ms(r['compiled'])} ms ({r['eager'] / r['compiled']:.2f}x), jit "
                   f"{fmt_ms(r['jit'])} ms ({r['eager'] / r['jit']:.2f}x), loop "
                   f"{fmt_ms(r['loop'])} ms ({r['eager'] / r['loop']:.2f}x)", flush=True)
@@ -742,12 +753,13 @@ def main():
                 print(f"  {framework.split()[0]} {name} batch {n}: " +
                       ", ".join(f"{m} {fmt_ms(r.get(m))} ms" for m in modes), flush=True)
         report += other_table(others, framework, modes)
-    result = {"cpu": cpu, "command": "python " + " ".join(sys.argv),
+    result = {"cpu": cpu, "command": " ".join(["python bench/eager_vs_compiled.py", *sys.argv[1:]]),
               "pyresnet": pr.__version__, "threads": pr.get_num_threads(),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
               "seconds": round(time.time() - started, 1),
-              "load_average_before": list(load_before), "load_average_after":
-              list(os.getloadavg()), "warmup": args.warmup, "loop_steps": args.loop_steps,
+              "load_average_before": [round(x, 2) for x in load_before],
+              "load_average_after": [round(x, 2) for x in os.getloadavg()],
+              "warmup": args.warmup, "loop_steps": args.loop_steps,
               "ladder": rows, "epochs": epochs}
     text = conclusion(result) if len(rows) > 2 else "(too few points for a conclusion)"
     report = (f"CPU: {cpu_name(cpu)}; `{result['command']}`; {result['date']}, "
@@ -757,10 +769,8 @@ def main():
               + report + "\n\n" + text)
     print()
     print(report)
-    with open(stem + ".md", "w") as f:
-        f.write(report + "\n")
-    with open(stem + ".json", "w") as f:
-        json.dump(result, f, indent=1)
+    write_atomic(stem + ".md", report + "\n")
+    write_atomic(stem + ".json", json.dumps(result, indent=1))
     plot(result, stem + ".png")
     bars = {(r["model"], r["batch"]): r for r in rows}
     if ("MLP 784-128-10", 32) in bars:
