@@ -662,7 +662,7 @@ def write_atomic(path, text):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--steps", type=int, help="timed rounds per mode (median; default 10, "
                         "--quick 3)")
     parser.add_argument("--big-steps", type=int,
