@@ -132,6 +132,11 @@ def test_bench_script_runs_at_a_tiny_size(script, tmp_path, no_matplotlib):
         rows = result["ladder"]
         assert [(r["model"], r["batch"]) for r in rows] == [("MLP 784-128-10", 2)]
         assert all(r[m] > 0 for r in rows for m in ("eager", "compiled", "jit", "loop"))
+        # the graph of MLP 784-128-10's step: 2 Dense forward + backward, the loss, 4 updates
+        assert all(r["ops"] >= r["jit_ops"] > 10 and r["intermediate_bytes"] > 0 for r in rows)
+        assert all(len(r["rounds"][m]) == 1 for r in rows for m in ("eager", "loop"))
+        assert result["cpu"]["model"] and len(result["load_average_before"]) == 3
+        assert result["command"].startswith("python bench/eager_vs_compiled.py --steps 1")
         modes = [(r["case"].split(",")[0], r["mode"]) for r in result["epochs"]]
         assert modes == [("MLP 784-128-10", "eager"), ("MLP 784-128-10", "compiled step from Python"),
                          ("MLP 784-128-10", "compiled loop"), ("ResNet-20", "compiled step from Python"),
@@ -144,3 +149,37 @@ def test_bench_script_runs_at_a_tiny_size(script, tmp_path, no_matplotlib):
         assert all(v["median_us"] > 0 for v in res["allreduce"].values())
         assert [len(c) for c in res["loss_curves"].values()] == [2, 2, 2]
         assert [r["machines"] for r in res["cost_model_resnet20"]] == [2, 4, 8, 16, 32, 64]
+
+
+def test_eager_vs_compiled_overhead_fit_recovers_known_costs():
+    """bench/eager_vs_compiled.py's overhead model on rows made from known
+    costs (eager = compiled + ops * 12 us + bytes * 80 ms/GB): the fit gives
+    them back, its trend passes through the speed-ups, and the conclusion
+    quotes the rows' figures."""
+    import numpy as np
+    sys.path.insert(0, str(BENCH))
+    try:
+        import eager_vs_compiled as study
+    finally:
+        sys.path.remove(str(BENCH))
+    rows = []
+    for i, gflop in enumerate([0.013, 0.1, 2.4, 7.8, 195.0]):
+        # power laws of the FLOPs, as the trend assumes: then it is exact
+        compiled, ops, nbytes = gflop / 100.0, 100.0 * gflop ** 0.3, gflop * 3e7
+        rows.append({"model": f"m{i}", "batch": 32, "ops": ops, "flops": gflop * 1e9,
+                     "intermediate_bytes": nbytes, "compiled": compiled,
+                     "eager": compiled + ops * 12e-6 + nbytes * 80e-12,
+                     "jit": compiled, "loop": compiled})
+    fit = study.fit_overhead(rows)
+    assert abs(fit["per_op_us"] - 12.0) < 1e-6 and abs(fit["per_gb_ms"] - 80.0) < 1e-6
+    assert fit["max_abs_error"] < 1e-9
+    gflop, speedup = study.trend(rows, "compiled", fit)
+    assert np.all(np.diff(gflop) > 0)
+    want = [r["eager"] / r["compiled"] for r in rows]
+    np.testing.assert_allclose(np.interp([r["flops"] / 1e9 for r in rows], gflop, speedup)[[0, -1]],
+                               [want[0], want[-1]], rtol=1e-9)
+    text = study.conclusion({"cpu": {"model": "Test CPU", "isas": ["avx2"], "threads": 2},
+                             "ladder": rows})
+    assert text.count(". ") == 1 and text.startswith("On Test CPU")
+    assert "12.0 us" in text and "80 ms per GB" in text
+    assert f"m0 at batch 32 ({rows[0]['eager'] / rows[0]['compiled']:.2f}x" in text
