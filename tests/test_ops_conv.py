@@ -447,6 +447,7 @@ def test_matmul_bad_inputs():
 POOL_CASES = [  # pool_size, strides, same, x shape
     (2, None, False, (1, 5, 7, 3)), (2, None, True, (2, 5, 7, 3)), (3, 2, True, (1, 5, 7, 2)),
     (3, 1, False, (1, 5, 6, 2)), ((2, 3), (1, 2), True, (1, 4, 7, 2)), (3, 3, True, (1, 7, 5, 70)),
+    (2, None, False, (2, 7, 7, 67)),  # airbench94's pools: odd images (a row, a column uncovered)
 ]
 
 
