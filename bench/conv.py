@@ -17,9 +17,13 @@ is reused by the allocator after the first call, so the time is the
 kernel's.  --rounds R repeats the whole sweep R times, the peak measured
 between the shapes of every round, and keeps each cell's best round (the
 fastest median), as the peak is the best of its tries: on a shared
-machine other processes can only slow either down.  --shapes picks the
-shapes whose names contain one of its comma-separated parts (e.g.
-``--shapes s2,stem``).  --cpu-time (with --threads 1) times the kernels
+machine other processes can only slow either down.  --shapes picks a set
+(``resnet``, the default; ``airbench``: airbench94's six shapes, Jordan
+2024, whose recipe runs them at batch 1024; ``all``) or the shapes whose
+names contain one of its comma-separated parts (e.g. ``--shapes s2,stem``);
+--variants keeps only the named kernel variants (e.g. ``avx2_direct``: the
+reference im2col + OpenBLAS takes seconds a call on airbench's 256-channel
+shapes at batch 1024).  --cpu-time (with --threads 1) times the kernels
 and the peak by the thread's CPU time, which a process that takes the
 core away does not inflate: the kernels' own efficiency on a busy
 machine.
@@ -37,7 +41,8 @@ torch, else /work/peers-venv/bin/python) so its threads never share a
 process with ours; the two are interleaved shape by shape, ours first.
 
     python bench/conv.py [--batch 128] [--reps 15] [--rounds 1] [--threads 2] [--cpu-time]
-                         [--shapes s2,stem] [--dtype bfloat16] [--out bench/results] [--tag avx2]
+                         [--shapes s2,stem|airbench|all] [--variants avx2_direct]
+                         [--dtype bfloat16] [--out bench/results] [--tag avx2]
 """
 import argparse
 import json
@@ -313,6 +318,10 @@ def report(args, rows, variants, torch_version, peaks, isa_of):
                 f"{t:.2f}", f"{r['gflop'] / t * 1e3:.0f}",
                 f"{100 * r['gflop'] / t * 1e3 / peak[isa_of(n)]:.0f}%"]
         lines.append(f"| {r['shape']} | {r['pass']} | " + " | ".join(cells) + " |")
+    if any(r["shape"].startswith("ab whiten") for r in rows):
+        lines += ["", "ab whiten: airbench94's frozen whitening convolution; a training step "
+                      "runs its forward pass only (its kernel is frozen and the images take "
+                      "no gradient)."]
     if any(r["shape"].startswith("stem") for r in rows):
         lines += ["", "stem backprop_input: no training step runs it (the model's input takes "
                       "no gradient: a compiled ResNet-20 step has 21 conv2d and 21 "
