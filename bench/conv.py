@@ -17,9 +17,13 @@ is reused by the allocator after the first call, so the time is the
 kernel's.  --rounds R repeats the whole sweep R times, the peak measured
 between the shapes of every round, and keeps each cell's best round (the
 fastest median), as the peak is the best of its tries: on a shared
-machine other processes can only slow either down.  --shapes picks the
-shapes whose names contain one of its comma-separated parts (e.g.
-``--shapes s2,stem``).  --cpu-time (with --threads 1) times the kernels
+machine other processes can only slow either down.  --shapes picks a set
+(``resnet``, the default; ``airbench``: airbench94's six shapes, Jordan
+2024, whose recipe runs them at batch 1024; ``all``) or the shapes whose
+names contain one of its comma-separated parts (e.g. ``--shapes s2,stem``);
+--variants keeps only the named kernel variants (e.g. ``avx2_direct``: the
+reference im2col + OpenBLAS takes seconds a call on airbench's 256-channel
+shapes at batch 1024).  --cpu-time (with --threads 1) times the kernels
 and the peak by the thread's CPU time, which a process that takes the
 core away does not inflate: the kernels' own efficiency on a busy
 machine.
@@ -37,7 +41,8 @@ torch, else /work/peers-venv/bin/python) so its threads never share a
 process with ours; the two are interleaved shape by shape, ours first.
 
     python bench/conv.py [--batch 128] [--reps 15] [--rounds 1] [--threads 2] [--cpu-time]
-                         [--shapes s2,stem] [--dtype bfloat16] [--out bench/results] [--tag avx2]
+                         [--shapes s2,stem|airbench|all] [--variants avx2_direct]
+                         [--dtype bfloat16] [--out bench/results] [--tag avx2]
 """
 import argparse
 import json
@@ -52,8 +57,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fma_peak import cpu_model, fma_peak_gflops, isas  # noqa: E402
 
-# name, (H, W, C), (KH, KW, O), stride; padding "same"
-SHAPES = [
+# name, (H, W, C), (KH, KW, O), stride[, padding]; padding "same" unless given
+RESNET_SHAPES = [
     ("stem 3->16 @32", (32, 32, 3), (3, 3, 16), 1),
     ("16->16 @32", (32, 32, 16), (3, 3, 16), 1),
     ("16->32 @32 s2", (32, 32, 16), (3, 3, 32), 2),
@@ -63,6 +68,20 @@ SHAPES = [
     ("1x1 16->32 s2", (32, 32, 16), (1, 1, 32), 2),
     ("1x1 32->64 s2", (16, 16, 32), (1, 1, 64), 2),
 ]
+# airbench94 (Jordan 2024, arXiv 2404.00498, section 3; pyresnet.applications.airbench94):
+# the frozen 2x2 whitening convolution (forward only in training: its kernel is frozen and
+# the images take no gradient), then 3x3 "same" convolutions at 31, 15, 7 and 3 pixels
+# (each group's second one after a 2x2 max pool), widths 64/256/256, batch 1024.
+AIRBENCH_SHAPES = [
+    ("ab whiten 3->24 2x2 @32 valid", (32, 32, 3), (2, 2, 24), 1, "valid"),
+    ("ab 24->64 @31", (31, 31, 24), (3, 3, 64), 1),
+    ("ab 64->64 @15", (15, 15, 64), (3, 3, 64), 1),
+    ("ab 64->256 @15", (15, 15, 64), (3, 3, 256), 1),
+    ("ab 256->256 @7", (7, 7, 256), (3, 3, 256), 1),
+    ("ab 256->256 @3", (3, 3, 256), (3, 3, 256), 1),
+]
+SHAPE_SETS = {"resnet": RESNET_SHAPES, "airbench": AIRBENCH_SHAPES}
+SHAPES = RESNET_SHAPES + AIRBENCH_SHAPES
 PASSES = ("forward", "backprop_input", "backprop_filter")
 OPS = {"forward": "conv2d", "backprop_input": "conv2d_backprop_input",
        "backprop_filter": "conv2d_backprop_filter"}
@@ -71,12 +90,13 @@ TORCH_WORKER = r"""
 import json, statistics, sys, time, torch
 batch, h, w, c, kh, kw, o, s, reps, threads = map(int, sys.argv[1:11])
 dt = getattr(torch, sys.argv[11])
+same = int(sys.argv[12])
 torch.set_num_threads(threads)
 g = torch.Generator().manual_seed(0)
 x = torch.randn(batch, c, h, w, generator=g).to(dt).contiguous(memory_format=torch.channels_last)
 k = (torch.randn(o, c, kh, kw, generator=g) * 0.1).to(dt).contiguous(
     memory_format=torch.channels_last)
-pad = (kh // 2, kw // 2)   # the output size of TF "same" for these shapes
+pad = (kh // 2, kw // 2) if same else (0, 0)  # TF "same" for these (odd) windows, or "valid"
 y = torch.nn.functional.conv2d(x, k, stride=s, padding=pad)
 dy = torch.randn(y.shape, generator=g).to(dt).contiguous(memory_format=torch.channels_last)
 def bw(mask):
@@ -141,8 +161,8 @@ def torch_python(arg):
 
 
 def time_torch(python, batch, shape, reps, threads, dtype):
-    (h, w, c), (kh, kw, o), s = shape
-    args = [str(v) for v in (batch, h, w, c, kh, kw, o, s, reps, threads, dtype)]
+    (h, w, c), (kh, kw, o), s, same = shape
+    args = [str(v) for v in (batch, h, w, c, kh, kw, o, s, reps, threads, dtype, int(same))]
     try:
         p = subprocess.run([python, "-c", TORCH_WORKER] + args, capture_output=True, text=True,
                            timeout=600)
@@ -157,8 +177,12 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=1,
                     help="sweeps over the shapes; each cell keeps its best round")
-    ap.add_argument("--shapes", default="",
-                    help="comma list: only the shapes whose names contain one of these")
+    ap.add_argument("--shapes", default="resnet",
+                    help="'resnet' (ResNet-20/56's, the default), 'airbench' (airbench94's; "
+                         "its recipe's batch is 1024), 'all', or a comma list: the shapes "
+                         "whose names contain one of these")
+    ap.add_argument("--variants", default="",
+                    help="comma list: only these kernel variants (default: all this CPU runs)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cpu-time", action="store_true",
                     help="one thread, timed by its CPU time (immune to other processes "
@@ -181,7 +205,9 @@ def main():
     pr.set_num_threads(args.threads)
     tpy = None if args.no_torch else torch_python(args.torch_python)
     all_variants = _C.op_variants("conv2d")
-    variants = [v for v, ok in all_variants if ok]  # those refusing the dtype drop out below
+    variants = [v for v, ok in all_variants if ok and (not args.variants or v in
+                                                        args.variants.split(","))]
+    # (those refusing the dtype drop out below)
     cfg = pr.config.config()
     # the widest ISA this run allows: the variants' features (PYRESNET_KERNELS=avx2 clears AVX-512)
     widest = "avx512" if "avx512f" in cfg["features"] else "avx2"
@@ -200,14 +226,23 @@ def main():
           f"{os.getloadavg()[0]:.2f}")
     low = (lambda t: pr.ops.cast(t, "bfloat16")) if args.dtype == "bfloat16" else (lambda t: t)
     torch_version = None
-    picked = [sh for sh in SHAPES
-              if not args.shapes or any(p and p in sh[0] for p in args.shapes.split(","))]
+    picked = pick_shapes(args.shapes)
     best = {}  # (shape, pass) -> row with each name's best time over the rounds
     for _ in range(args.rounds):
         torch_version = sweep(args, picked, variants, tpy, low, measure_peaks, best) \
             or torch_version
     rows = list(best.values())
     return report(args, rows, variants, torch_version, peaks, isa_of)
+
+
+def pick_shapes(spec):
+    """The shapes of --shapes: a set's name ('resnet', 'airbench', 'all') or
+    a comma list of parts of the shapes' names."""
+    if spec in SHAPE_SETS:
+        return SHAPE_SETS[spec]
+    if spec in ("all", ""):
+        return SHAPES
+    return [sh for sh in SHAPES if any(p and p in sh[0] for p in spec.split(","))]
 
 
 def sweep(args, shapes, variants, tpy, low, measure_peaks, best):
@@ -218,10 +253,11 @@ def sweep(args, shapes, variants, tpy, low, measure_peaks, best):
     from pyresnet._loader import _C
     torch_version = None
     rng = np.random.default_rng(0)
-    for name, (h, w, c), (kh, kw, o), s in shapes:
+    for name, (h, w, c), (kh, kw, o), s, *padding in shapes:
+        same = (padding or ["same"])[0] == "same"
         x = pr.Tensor(rng.standard_normal((args.batch, h, w, c)).astype(np.float32))
         k = pr.Tensor((rng.standard_normal((kh, kw, c, o)) * 0.1).astype(np.float32))
-        ho, wo = -(-h // s), -(-w // s)
+        ho, wo = (-(-h // s), -(-w // s)) if same else ((h - kh) // s + 1, (w - kw) // s + 1)
         dy = pr.Tensor(rng.standard_normal((args.batch, ho, wo, o)).astype(np.float32))
         gflop = 2.0 * args.batch * ho * wo * kh * kw * c * o / 1e9
         x, k, dy = low(x), low(k), low(dy)  # bfloat16 activations, as the step's
@@ -233,7 +269,8 @@ def sweep(args, shapes, variants, tpy, low, measure_peaks, best):
             row = {"shape": name, "pass": pass_name, "gflop": gflop, "ms": {}}
             for v in variants:
                 def run(v=v):
-                    return _C.run_variant(OPS[pass_name], v, a, b, strides=s, same=True, **extra)
+                    return _C.run_variant(OPS[pass_name], v, a, b, strides=s, same=same,
+                                          **extra)
                 try:
                     row["ms"][v] = median_time(run, args.reps) * 1e3
                 except ValueError:  # this variant does not run this shape
@@ -241,7 +278,7 @@ def sweep(args, shapes, variants, tpy, low, measure_peaks, best):
             shape_rows.append(row)
         # torch after ours: a process that just used both cores slowed the
         # kernel timed right after it
-        theirs = time_torch(tpy, args.batch, ((h, w, c), (kh, kw, o), s), args.reps,
+        theirs = time_torch(tpy, args.batch, ((h, w, c), (kh, kw, o), s, same), args.reps,
                             args.threads, args.dtype) if tpy else None
         for row in shape_rows:
             if theirs:
@@ -281,6 +318,10 @@ def report(args, rows, variants, torch_version, peaks, isa_of):
                 f"{t:.2f}", f"{r['gflop'] / t * 1e3:.0f}",
                 f"{100 * r['gflop'] / t * 1e3 / peak[isa_of(n)]:.0f}%"]
         lines.append(f"| {r['shape']} | {r['pass']} | " + " | ".join(cells) + " |")
+    if any(r["shape"].startswith("ab whiten") for r in rows):
+        lines += ["", "ab whiten: airbench94's frozen whitening convolution; a training step "
+                      "runs its forward pass only (its kernel is frozen and the images take "
+                      "no gradient)."]
     if any(r["shape"].startswith("stem") for r in rows):
         lines += ["", "stem backprop_input: no training step runs it (the model's input takes "
                       "no gradient: a compiled ResNet-20 step has 21 conv2d and 21 "

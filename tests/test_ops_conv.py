@@ -330,6 +330,13 @@ DIRECT_SHAPES = [
     ((3, 1, 1, 9), (3, 3, 9, 15), 1, True),
     ((2, 5, 14, 1), (1, 3, 1, 16), (1, 2), True),
     ((1, 12, 6, 17), (3, 2, 17, 23), (3, 1), False),
+    # airbench94's (applications.airbench94): the 2x2 whitening, odd images (31, 15, 7,
+    # 3 pixels), 24 -> 64 and 256 -> 256 channels; 17 small images: a group of 16 images
+    # and a group of 1 (the forward and input-gradient tiles take small images in groups)
+    ((2, 32, 32, 3), (2, 2, 3, 24), 1, False),
+    ((1, 31, 31, 24), (3, 3, 24, 64), 1, True),
+    ((2, 7, 7, 256), (3, 3, 256, 256), 1, True),
+    ((17, 3, 3, 40), (3, 3, 40, 24), 1, True),
 ]
 
 
@@ -440,6 +447,7 @@ def test_matmul_bad_inputs():
 POOL_CASES = [  # pool_size, strides, same, x shape
     (2, None, False, (1, 5, 7, 3)), (2, None, True, (2, 5, 7, 3)), (3, 2, True, (1, 5, 7, 2)),
     (3, 1, False, (1, 5, 6, 2)), ((2, 3), (1, 2), True, (1, 4, 7, 2)), (3, 3, True, (1, 7, 5, 70)),
+    (2, None, False, (2, 7, 7, 67)),  # airbench94's pools: odd images (a row, a column uncovered)
 ]
 
 

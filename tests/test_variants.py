@@ -190,3 +190,36 @@ def test_conv_variants_do_not_depend_on_the_thread_count(op):
                     pr.set_num_threads(before)
             for r in results[1:]:
                 np.testing.assert_array_equal(r, results[0], err_msg=f"{variant} s{strides}")
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv2d_backprop_input"])
+def test_conv_variants_on_small_images_do_not_depend_on_the_batch(op):
+    """airbench94's last convolutions (3 x 3 images, many channels): the
+    direct kernels take such images in groups (up to 16 at a time); each
+    image's result is the same, bit for bit, alone, in a group, in the
+    partial last group and on any thread count (the reference, OpenBLAS's
+    sgemm over the batch's pixels, on any thread count)."""
+    x, k = rng_array(19, 3, 3, 40), rng_array(3, 3, 40, 24, seed=1)
+    dy = rng_array(19, 3, 3, 24, seed=2)
+    before = pr.get_num_threads()
+    for variant, ok in _C.op_variants(op):
+        if not ok or variant.endswith("_bf16") or (
+                _C.cpu_info()["reference_only"] and variant != "im2col_blas"):
+            continue
+
+        def run(lo, hi):
+            a = x[lo:hi] if op == "conv2d" else dy[lo:hi]
+            extra = {} if op == "conv2d" else {"shape": (hi - lo, 3, 3, 40)}
+            return _C.run_variant(op, variant, a, k, same=True, **extra).numpy()
+
+        whole = []
+        for threads in (1, 2, 3):
+            pr.set_num_threads(threads)
+            try:
+                whole.append(run(0, 19))
+            finally:
+                pr.set_num_threads(before)
+        for r in whole[1:]:
+            np.testing.assert_array_equal(r, whole[0], err_msg=variant)
+        for lo, hi in ((0, 1), (16, 19), (5, 18)) if variant.endswith("_direct") else ():
+            np.testing.assert_array_equal(run(lo, hi), whole[0][lo:hi], err_msg=variant)

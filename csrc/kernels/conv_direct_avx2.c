@@ -72,20 +72,48 @@ static int filter_packs(const pr_window *g) {
            (g->c >= 32 || g->o >= 64);
 }
 
-/* A slot: conv_direct_geom.h's, and for the filter gradient after the
+/* Bytes of padded images a forward or input-gradient group takes (their
+ * sum): the tiles go chunk of weights by chunk over every row of the
+ * group (plane_tiles), so small images are taken several at a time to
+ * read each chunk of weights for more pixels (airbench's 256 -> 256 at 3
+ * x 3 pixels: 9 a row set rather than 3 a row), while the group's inputs
+ * stay in L2. */
+#define IMAGE_GROUP_BYTES ((int64_t)160 << 10)
+#define MAX_IMAGE_GROUP 16
+
+/* Floats of one padded image of the forward (x) or input-gradient (dy)
+ * pass: conv_direct_geom.h's slot. */
+static int64_t pad_floats(const pr_window *g, pr_conv_pass pass) { return slot_floats(g, pass); }
+
+/* Images a forward or input-gradient group takes (1 for the filter
+ * gradient, whose groups are filter_group's): as many whose inputs (x, or
+ * dy of the pixels a window reads) fit IMAGE_GROUP_BYTES, at least 1, at
+ * most MAX_IMAGE_GROUP and the batch. */
+static int64_t image_group(const pr_window *g, pr_conv_pass pass) {
+    if (pass == PR_CONV_BACKPROP_FILTER) return 1;
+    int64_t bytes = 4 * (pass == PR_CONV_FORWARD ? xpad_rows(g) * xpad_cols(g) * g->c
+                                                 : (g->ho + g->kh - 1) * (g->wo + g->kw - 1) * g->o);
+    int64_t G = IMAGE_GROUP_BYTES / (bytes ? bytes : 1);
+    if (G > MAX_IMAGE_GROUP) G = MAX_IMAGE_GROUP;
+    if (G > g->n) G = g->n;
+    return G < 1 ? 1 : G;
+}
+
+/* A slot: a group of conv_direct_geom.h's (image_group) for the forward
+ * and input-gradient passes; for the filter gradient, after the
  * partial dw the repacked group of images (filter_images, 8 floats of
  * slack for the 8-float stores) or the padded image (filter_image_few). */
 static int64_t avx2_slot_floats(const pr_window *g, pr_conv_pass pass) {
     int64_t slot = slot_floats(g, pass);
-    if (pass != PR_CONV_BACKPROP_FILTER) return slot;
+    if (pass != PR_CONV_BACKPROP_FILTER) return image_group(g, pass) * slot;
     if (filter_few_channels(g)) return slot + round16(xpad_rows(g) * xpad_cols(g) * g->c);
     if (filter_packs(g)) return slot + round16(FILTER_GROUP_BYTES / 4 + 8);
     return slot;
 }
 
 size_t pr_conv_direct_avx2_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
-    int64_t slot = avx2_slot_floats(g, pass);
-    return sizeof(float) * (size_t)(round16(packed_floats(g, pass)) + count_slots(g->n, slot) * slot);
+    int64_t slot = avx2_slot_floats(g, pass), units = ceil_div(g->n, image_group(g, pass));
+    return sizeof(float) * (size_t)(round16(packed_floats(g, pass)) + count_slots(units, slot) * slot);
 }
 
 #if defined(__x86_64__)
@@ -302,25 +330,42 @@ static void plan_row(int64_t len, int64_t cout, int64_t cin, int64_t sw, int k, 
     }
 }
 
-/* One output row segment of `len` pixels, all `cout` output channels, with
- * windows of A.rows rows of P.k taps at pixel stride sw (k = 3: stride 1 or
- * 2; k = 2: stride 1; k = 1: stride 1 or 2), the blocks in groups of P.nb,
- * the pixels in tiles of balanced widths.  A.in / A.out at pixel 0, A.w at
- * block 0 (block b `wob` floats further). */
-static void row_tiles(tile_args A, int64_t wob, int64_t len, int64_t cout, int64_t sw,
-                      row_plan P) {
+/* The output rows a plane_tiles call covers: nrows rows of each of nimg
+ * images, row i of image j reading its padded input at in + j*iis + i*irs
+ * and writing out + j*ois + i*ors. */
+typedef struct {
+    int64_t nimg, nrows, iis, irs, ois, ors;
+} row_set;
+
+/* Output rows of `len` pixels (R: of one image or of a group of images),
+ * all `cout` output channels, with windows of A.rows rows of P.k taps at
+ * pixel stride sw (k = 3: stride 1 or 2; k = 2: stride 1; k = 1: stride 1
+ * or 2), the blocks in groups of P.nb, the pixels in tiles of balanced
+ * widths.  A.in / A.out at row 0 of image 0, pixel 0; A.w at block 0
+ * (block b `wob` floats further).  The loops go groups of blocks, chunks of
+ * input channels, images, rows, tiles: a chunk's weights (TILE_WEIGHT_BYTES,
+ * in L1) serve every pixel of the set before the next chunk's are read, so
+ * the weights stream from L2 or L3 once per set of rows rather than once
+ * per row (per row, a 256 -> 256 window at 7 or 3 pixels a row reads 2.4
+ * MB of weights for 7 or 3 pixels: bound by the L3).  pf: the next set's
+ * input, asked into L2 in parts as the tiles run. */
+static void plane_tiles(tile_args A, int64_t wob, row_set R, int64_t len, int64_t cout,
+                        int64_t sw, row_plan P, pf_span pf) {
     const int k = P.k, best = P.nb;
     const int kind = k == 3 ? (int)sw : k == 2 ? 3 : 3 + (int)sw;
     const int64_t nob = blocks8(cout), cin = A.cin;
     int64_t chunk = TILE_WEIGHT_BYTES / (k * A.rows * 32 * best);
     chunk = chunk < 8 ? 8 : chunk / 8 * 8;
     if (chunk > cin) chunk = cin;
+    const int64_t parts = ceil_div(nob, best) * ceil_div(cin, chunk) * R.nimg;
+    int64_t part = 0;
     tile_args T = A;
     T.wob = wob;
     for (int64_t ob = 0; ob < nob; ob += best) {
         const int nb = (int)(nob - ob < best ? nob - ob : best);
         const int wmax = max_width(nb, k);
         const int64_t ntiles = (len + wmax - 1) / wmax;
+        const tile_fn *fns = tiles[kind - 1][nb - 1];
         T.lanes = block_lanes(ob + nb - 1, nob, cout);
         for (int64_t c0 = 0; c0 < cin; c0 += chunk) {
             const float *wb[MAX_WINDOW * MAX_WINDOW];
@@ -328,13 +373,20 @@ static void row_tiles(tile_args A, int64_t wob, int64_t len, int64_t cout, int64
             T.w = wb;
             T.cin = cin - c0 < chunk ? cin - c0 : chunk;
             T.accumulate = c0 > 0;
-            int64_t p = 0;
-            for (int64_t i = 0; i < ntiles; i++) { /* balanced widths */
-                int width = (int)(len / ntiles + (i < len % ntiles));
-                T.in = A.in + p * sw + c0 * A.cs;
-                T.out = A.out + p * A.os + ob * 8;
-                tiles[kind - 1][nb - 1][width - 1](&T);
-                p += width;
+            for (int64_t j = 0; j < R.nimg; j++, part++) {
+                prefetch_part(pf.p, pf.bytes, part, parts);
+                for (int64_t i = 0; i < R.nrows; i++) {
+                    const float *in = A.in + j * R.iis + i * R.irs + c0 * A.cs;
+                    float *out = A.out + j * R.ois + i * R.ors + ob * 8;
+                    int64_t p = 0;
+                    for (int64_t t = 0; t < ntiles; t++) { /* balanced widths */
+                        int width = (int)(len / ntiles + (t < len % ntiles));
+                        T.in = in + p * sw;
+                        T.out = out + p * A.os;
+                        fns[width - 1](&T);
+                        p += width;
+                    }
+                }
             }
         }
     }
@@ -441,7 +493,9 @@ static int64_t pack_weights8(const pr_window *g, const float *w, int by_c, float
 int pr_conv_direct_avx2_forward(const pr_window *g, const float *x, const float *w, float *y,
                                 void *scratch) {
     const int64_t taps = g->kh * g->kw, C = g->c, O = g->o, HP = xpad_rows(g), WP = xpad_cols(g);
-    const int64_t slot = avx2_slot_floats(g, PR_CONV_FORWARD), slots = count_slots(g->n, slot);
+    const int64_t G = image_group(g, PR_CONV_FORWARD), PF = pad_floats(g, PR_CONV_FORWARD);
+    const int64_t groups = ceil_div(g->n, G), X = g->h * g->w * C;
+    const int64_t slot = avx2_slot_floats(g, PR_CONV_FORWARD), slots = count_slots(groups, slot);
     float *wp = scratch, *pads = wp + round16(packed_floats(g, PR_CONV_FORWARD));
     const int64_t wob = pack_weights8(g, w, 0, wp);
     /* windows three taps wide: a row of 3 taps per window row (k = 3), or
@@ -460,19 +514,21 @@ int pr_conv_direct_avx2_forward(const pr_window *g, const float *x, const float 
 #pragma omp parallel num_threads(threads_for(slots))
     {
         float *xp = pads + THREAD_ID() * slot;
-        int fresh = 1;
+        int64_t zeroed = 0; /* padded images of this thread's slot with zeroed margins */
 #pragma omp for schedule(static)
-        for (int64_t n = 0; n < g->n; n++) {
-            pad_rows_cm(x + n * g->h * g->w * C, g->h, g->w, C, xp, HP, WP, g->ph, g->pw, fresh);
-            fresh = 0;
-            tile_args A = {.cs = WP, .cin = C, .os = O, .roff = roff, .w = wt, .rows = rows};
-            const float *next = n + 1 < g->n ? x + (n + 1) * g->h * g->w * C : NULL;
-            for (int64_t oh = 0; oh < g->ho; oh++) {
-                prefetch_part(next, 4 * g->h * g->w * C, oh, g->ho);
-                A.in = xp + oh * g->sh * C * WP;
-                A.out = y + (n * g->ho + oh) * g->wo * O;
-                row_tiles(A, wob, g->wo, O, g->sw, P);
-            }
+        for (int64_t gi = 0; gi < groups; gi++) {
+            const int64_t n0 = gi * G, m = g->n - n0 < G ? g->n - n0 : G;
+            for (int64_t j = 0; j < m; j++)
+                pad_rows_cm(x + (n0 + j) * X, g->h, g->w, C, xp + j * PF, HP, WP, g->ph, g->pw,
+                            j >= zeroed);
+            if (m > zeroed) zeroed = m;
+            const int64_t next = g->n - n0 - m < G ? g->n - n0 - m : G;
+            tile_args A = {.in = xp, .cs = WP, .cin = C, .os = O, .roff = roff, .w = wt,
+                           .rows = rows, .out = y + n0 * g->ho * g->wo * O};
+            row_set R = {.nimg = m, .nrows = g->ho, .iis = PF, .irs = g->sh * C * WP,
+                         .ois = g->ho * g->wo * O, .ors = g->wo * O};
+            pf_span pf = span_part(next ? x + (n0 + m) * X : NULL, next * X, 0, 1);
+            plane_tiles(A, wob, R, g->wo, O, g->sw, P, pf);
         }
     }
     return PR_OK;
@@ -482,22 +538,32 @@ int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, cons
                                        float *dx, void *scratch) {
     const int64_t C = g->c, O = g->o;
     const int64_t DR = dypad_rows(g), DC = dypad_cols(g);
-    const int64_t slot = avx2_slot_floats(g, PR_CONV_BACKPROP_INPUT), slots = count_slots(g->n, slot);
+    const int64_t G = image_group(g, PR_CONV_BACKPROP_INPUT);
+    const int64_t PF = pad_floats(g, PR_CONV_BACKPROP_INPUT);
+    const int64_t groups = ceil_div(g->n, G), DY = g->ho * g->wo * O, X = g->h * g->w * C;
+    const int64_t slot = avx2_slot_floats(g, PR_CONV_BACKPROP_INPUT);
+    const int64_t slots = count_slots(groups, slot);
     float *wp = scratch, *pads = wp + round16(packed_floats(g, PR_CONV_BACKPROP_INPUT));
     const int64_t wob = pack_weights8(g, w, 1, wp);
 #pragma omp parallel num_threads(threads_for(slots))
     {
         float *dp = pads + THREAD_ID() * slot;
-        int fresh = 1;
+        int64_t zeroed = 0; /* padded images of this thread's slot with zeroed margins */
 #pragma omp for schedule(static)
-        for (int64_t n = 0; n < g->n; n++) {
-            float *dxn = dx + n * g->h * g->w * C;
-            const float *next = n + 1 < g->n ? dy + (n + 1) * g->ho * g->wo * O : NULL;
-            pad_rows_cm(dy + n * g->ho * g->wo * O, g->ho, g->wo, O, dp, DR, DC, g->kh, g->kw,
-                        fresh);
-            fresh = 0;
+        for (int64_t gi = 0; gi < groups; gi++) {
+            const int64_t n0 = gi * G, m = g->n - n0 < G ? g->n - n0 : G;
+            const int64_t next = g->n - n0 - m < G ? g->n - n0 - m : G;
+            float *dxn = dx + n0 * X;
+            for (int64_t j = 0; j < m; j++)
+                pad_rows_cm(dy + (n0 + j) * DY, g->ho, g->wo, O, dp + j * PF, DR, DC, g->kh,
+                            g->kw, j >= zeroed);
+            if (m > zeroed) zeroed = m;
+            const float *nx = next ? dy + (n0 + m) * DY : NULL;
+            int64_t phases = 0, phase = 0; /* the phases that run tiles share the prefetch */
             for (int64_t rh = 0; rh < g->sh && rh < g->h; rh++)
-                for (int64_t rw = 0; rw < g->sw && rw < g->w; rw++) {
+                for (int64_t rw = 0; rw < g->sw && rw < g->w; rw++) phases++;
+            for (int64_t rh = 0; rh < g->sh && rh < g->h; rh++)
+                for (int64_t rw = 0; rw < g->sw && rw < g->w; rw++, phase++) {
                     /* Windows three taps wide: this phase's window rows each read
                      * kc = 3 (stride 1 across) or 2 adjacent dy columns, tap k at
                      * column offset v0 + k, its weights those of column kwmax - k*sw.
@@ -538,19 +604,22 @@ int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, cons
                             wt[nr++] = wp + (kh * g->kw + kw) * O * 8;
                         }
                     }
-                    for (int64_t i = 0; i < rows; i++) {
-                        if (rh == 0 && rw == 0) prefetch_part(next, 4 * g->ho * g->wo * O, i, rows);
-                        float *out = dxn + ((i * g->sh + rh) * g->w + rw) * C;
-                        if (nr == 0) { /* no tap reaches these pixels */
-                            for (int64_t j = 0; j < cols; j++)
-                                memset(out + j * g->sw * C, 0, sizeof(float) * (size_t)C);
-                            continue;
-                        }
-                        tile_args A = {.in = dp + (i + g->kh) * O * DC + g->kw, .cs = DC,
-                                       .cin = O, .os = g->sw * C, .roff = roff, .w = wt,
-                                       .rows = nr, .out = out};
-                        row_tiles(A, wob, cols, C, 1, P);
+                    float *out = dxn + (rh * g->w + rw) * C;
+                    if (nr == 0) { /* no tap reaches these pixels */
+                        for (int64_t j = 0; j < m; j++)
+                            for (int64_t i = 0; i < rows; i++)
+                                for (int64_t q = 0; q < cols; q++)
+                                    memset(out + j * X + (i * g->sh * g->w + q * g->sw) * C, 0,
+                                           sizeof(float) * (size_t)C);
+                        continue;
                     }
+                    tile_args A = {.in = dp + g->kh * O * DC + g->kw, .cs = DC, .cin = O,
+                                   .os = g->sw * C, .roff = roff, .w = wt, .rows = nr,
+                                   .out = out};
+                    row_set R = {.nimg = m, .nrows = rows, .iis = PF, .irs = O * DC, .ois = X,
+                                 .ors = g->sh * g->w * C};
+                    plane_tiles(A, wob, R, cols, C, 1, P,
+                                span_part(nx, next * DY, phase, phases));
                 }
         }
     }
@@ -586,25 +655,40 @@ ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB, c
         for (int b = 0; b < NB - 1; b++) acc[b][c] = _mm256_loadu_ps(A->dw + c * A->dwc + 8 * b);
         acc[NB - 1][c] = load_block(A->dw + c * A->dwc + 8 * (NB - 1), lanes);
     }
+    /* the prefetches: an even share of each span a row (no division in the
+     * loop: small images' rows hold 2 to 7 pixels) */
     const int64_t steps = A->nimg * A->rows;
-    for (int64_t s = 0; s < steps; s++) {
-        prefetch_part(A->pf[0].p, A->pf[0].bytes, s, steps);
-        prefetch_part(A->pf[1].p, A->pf[1].bytes, s, steps);
-        int64_t i = s / A->rows, r = s % A->rows;
-        const float *xp = A->x + i * A->xis + r * A->rs, *dyp = A->dy + i * A->dyis + r * A->drs;
-        for (int64_t q = 0; q < A->cols; q++, xp += A->ps, dyp += A->dps) {
-            __m256 dv[MAX_NB];
+    const char *pf[2];
+    int64_t pos[2], step[2];
+    UNROLL
+    for (int j = 0; j < 2; j++) {
+        pf[j] = A->pf[j].p;
+        pos[j] = 0;
+        step[j] = pf[j] ? (A->pf[j].bytes + steps - 1) / steps : 0;
+    }
+    for (int64_t i = 0; i < A->nimg; i++)
+        for (int64_t r = 0; r < A->rows; r++) {
             UNROLL
-            for (int b = 0; b < NB - 1; b++) dv[b] = _mm256_loadu_ps(dyp + 8 * b);
-            dv[NB - 1] = load_block(dyp + 8 * (NB - 1), lanes);
-            UNROLL
-            for (int c = 0; c < CT; c++) {
-                __m256 xv = _mm256_broadcast_ss(xp + off[c]);
+            for (int j = 0; j < 2; j++) {
+                int64_t end = pos[j] + step[j];
+                for (; pos[j] < end && pos[j] < A->pf[j].bytes; pos[j] += 64)
+                    _mm_prefetch(pf[j] + pos[j], _MM_HINT_T1);
+            }
+            const float *xp = A->x + i * A->xis + r * A->rs;
+            const float *dyp = A->dy + i * A->dyis + r * A->drs;
+            for (int64_t q = 0; q < A->cols; q++, xp += A->ps, dyp += A->dps) {
+                __m256 dv[MAX_NB];
                 UNROLL
-                for (int b = 0; b < NB; b++) acc[b][c] = _mm256_fmadd_ps(xv, dv[b], acc[b][c]);
+                for (int b = 0; b < NB - 1; b++) dv[b] = _mm256_loadu_ps(dyp + 8 * b);
+                dv[NB - 1] = load_block(dyp + 8 * (NB - 1), lanes);
+                UNROLL
+                for (int c = 0; c < CT; c++) {
+                    __m256 xv = _mm256_broadcast_ss(xp + off[c]);
+                    UNROLL
+                    for (int b = 0; b < NB; b++) acc[b][c] = _mm256_fmadd_ps(xv, dv[b], acc[b][c]);
+                }
             }
         }
-    }
     UNROLL
     for (int c = 0; c < CT; c++) {
         UNROLL

@@ -9,7 +9,8 @@
  * Layout: x (N, H, W, C), y (N, HO, WO, C); channels are the inner,
  * vectorised loop.  Forward loops are parallel over output rows; backward
  * loops scatter into overlapping windows and are parallel over images, so
- * every dx element is written by one thread in a fixed order.
+ * every dx element is written by one thread in a fixed order (windows that
+ * do not overlap write each dx element once: max_pool_backward_disjoint).
  */
 #include "pool.h"
 
@@ -54,8 +55,64 @@ int pr_max_pool2d_forward(const pr_window *g, const float *x, float *y) {
     return PR_OK;
 }
 
+/* Windows that do not overlap (stride >= window on both axes, as
+ * MaxPooling2D's default strides = pool_size): each dx element is written
+ * once, dy where it is its window's argmax and 0 elsewhere, rather than
+ * zeroed and then scattered into (dx is as large as x: airbench94's first
+ * pool reads 250 MB of x and writes 250 MB of dx at batch 1024).  The
+ * argmax is a window position per channel (int32, with the float max: the
+ * channel loops vectorise); pixels no window covers are zeroed. */
+static void max_pool_backward_disjoint(const pr_window *g, const float *xn, const float *dyn,
+                                       float *dxn) {
+    const int64_t C = g->c;
+    /* rows and columns no window covers: zeros */
+    for (int64_t ih = 0; ih < g->h; ih++) {
+        int64_t u = ih + g->ph, oh = u / g->sh;
+        int row_covered = u % g->sh < g->kh && oh < g->ho;
+        for (int64_t iw = 0; iw < g->w; iw++) {
+            int64_t v = iw + g->pw, ow = v / g->sw;
+            if (!row_covered || v % g->sw >= g->kw || ow >= g->wo)
+                memset(dxn + (ih * g->w + iw) * C, 0, sizeof(float) * (size_t)C);
+        }
+    }
+    for (int64_t oh = 0; oh < g->ho; oh++)
+        for (int64_t ow = 0; ow < g->wo; ow++) {
+            const float *dyo = dyn + (oh * g->wo + ow) * C;
+            int64_t r0, r1, c0, c1;
+            window(g, oh, ow, &r0, &r1, &c0, &c1);
+            const int64_t cols = c1 - c0, taps = (r1 - r0) * cols;
+            for (int64_t cb = 0; cb < C; cb += CBLOCK) {
+                const int64_t nc = C - cb < CBLOCK ? C - cb : CBLOCK;
+                float best[CBLOCK];
+                int32_t arg[CBLOCK];
+                const float *x0 = xn + (r0 * g->w + c0) * C + cb;
+                for (int64_t c = 0; c < nc; c++) best[c] = x0[c], arg[c] = 0;
+                for (int64_t t = 1; t < taps; t++) {
+                    const float *xp = x0 + ((t / cols) * g->w + t % cols) * C;
+                    for (int64_t c = 0; c < nc; c++) {
+                        int w = wins(xp[c], best[c]);
+                        best[c] = w ? xp[c] : best[c];
+                        arg[c] = w ? (int32_t)t : arg[c];
+                    }
+                }
+                float *d0 = dxn + (r0 * g->w + c0) * C + cb;
+                for (int64_t t = 0; t < taps; t++) {
+                    float *dp = d0 + ((t / cols) * g->w + t % cols) * C;
+                    for (int64_t c = 0; c < nc; c++) dp[c] = arg[c] == t ? dyo[cb + c] : 0.0f;
+                }
+            }
+        }
+}
+
 int pr_max_pool2d_backward(const pr_window *g, const float *x, const float *dy, float *dx) {
     const int64_t C = g->c, image = g->h * g->w * C;
+    if (g->sh >= g->kh && g->sw >= g->kw) {
+#pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
+        for (int64_t n = 0; n < g->n; n++)
+            max_pool_backward_disjoint(g, x + n * image, dy + n * g->ho * g->wo * C,
+                                       dx + n * image);
+        return PR_OK;
+    }
 #pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
     for (int64_t n = 0; n < g->n; n++) {
         const float *xn = x + n * image;
