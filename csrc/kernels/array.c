@@ -9,17 +9,6 @@
 
 #define PARALLEL_MIN 32768
 
-/* Offset of outer row r (all dims but the last) under strides st. */
-static inline int64_t outer_offset(int64_t r, int ndim, const int64_t *shape, const int64_t *st) {
-    int64_t off = 0;
-    for (int d = ndim - 2; d >= 0; d--) {
-        int64_t c = r % shape[d];
-        r /= shape[d];
-        off += c * st[d];
-    }
-    return off;
-}
-
 static int64_t count(int ndim, const int64_t *shape) {
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) n *= shape[d];
@@ -46,7 +35,7 @@ int pr_k_copy_strided(const void *src, const int64_t *src_st, void *dst, const i
     int64_t ssi = src_st[ndim - 1], dsi = dst_st[ndim - 1];
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (total >= PARALLEL_MIN)
     for (int64_t r = 0; r < rows; r++) {
-        int64_t so = outer_offset(r, ndim, shape, src_st), dof = outer_offset(r, ndim, shape, dst_st);
+        int64_t so = pr_outer_offset(r, ndim, shape, src_st), dof = pr_outer_offset(r, ndim, shape, dst_st);
         if (itemsize == 1) COPY_ROW(uint8_t);
         else if (itemsize == 4) COPY_ROW(uint32_t);
         else COPY_ROW(uint64_t);
@@ -150,7 +139,7 @@ int pr_k_compare(pr_compare_kind k, const void *a, pr_dtype at, const int64_t *s
     int ints = at != PR_F32 && bt != PR_F32;
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (total >= PARALLEL_MIN)
     for (int64_t r = 0; r < rows; r++) {
-        int64_t oa = outer_offset(r, ndim, shape, sa), ob = outer_offset(r, ndim, shape, sb);
+        int64_t oa = pr_outer_offset(r, ndim, shape, sa), ob = pr_outer_offset(r, ndim, shape, sb);
         uint8_t *o = out + r * inner;
         for (int64_t i = 0; i < inner; i++) {
             int64_t ja = oa + i * ia, jb = ob + i * ib;
@@ -183,9 +172,9 @@ int pr_k_where(const void *cond, pr_dtype ct, const int64_t *sc, const float *x,
     int64_t ic = sc[ndim - 1], ix = sx[ndim - 1], iy = sy[ndim - 1];
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (total >= PARALLEL_MIN)
     for (int64_t r = 0; r < rows; r++) {
-        int64_t oc = outer_offset(r, ndim, shape, sc);
-        const float *xr = x + outer_offset(r, ndim, shape, sx);
-        const float *yr = y + outer_offset(r, ndim, shape, sy);
+        int64_t oc = pr_outer_offset(r, ndim, shape, sc);
+        const float *xr = x + pr_outer_offset(r, ndim, shape, sx);
+        const float *yr = y + pr_outer_offset(r, ndim, shape, sy);
         float *o = out + r * inner;
         if (ct == PR_BOOL || ct == PR_U8) {
             const uint8_t *c = (const uint8_t *)cond + oc;

@@ -46,17 +46,6 @@ static inline void row(pr_binary_kind k, const float *a, int64_t sa, const float
     }
 }
 
-/* Offset of outer row r (all dims but the last) under strides st. */
-static inline int64_t outer_offset(int64_t r, int ndim, const int64_t *shape, const int64_t *st) {
-    int64_t off = 0;
-    for (int d = ndim - 2; d >= 0; d--) {
-        int64_t c = r % shape[d];
-        r /= shape[d];
-        off += c * st[d];
-    }
-    return off;
-}
-
 void pr_broadcast_strides(const pr_view *in, int ndim, const int64_t *out_shape, int64_t *st) {
     int64_t s = 1;
     for (int d = ndim - 1; d >= 0; d--) {
@@ -108,8 +97,8 @@ int pr_k_binary(pr_binary_kind k, const float *a, const int64_t *sa_in, const fl
     if (rows == 1 || (inner >= PARALLEL_MIN && rows < 4)) {
         /* Few long rows: split each row across threads. */
         for (int64_t r = 0; r < rows; r++) {
-            const float *ar = a + outer_offset(r, ndim, shape, sa);
-            const float *br = b + outer_offset(r, ndim, shape, sb);
+            const float *ar = a + pr_outer_offset(r, ndim, shape, sa);
+            const float *br = b + pr_outer_offset(r, ndim, shape, sb);
             float *orow = out + r * inner;
             int64_t chunk = 16384, nchunks = (inner + chunk - 1) / chunk;
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (inner >= PARALLEL_MIN)
@@ -123,8 +112,8 @@ int pr_k_binary(pr_binary_kind k, const float *a, const int64_t *sa_in, const fl
     }
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (total >= PARALLEL_MIN)
     for (int64_t r = 0; r < rows; r++)
-        row(k, a + outer_offset(r, ndim, shape, sa), sa[ndim - 1],
-            b + outer_offset(r, ndim, shape, sb), sb[ndim - 1], out + r * inner, inner);
+        row(k, a + pr_outer_offset(r, ndim, shape, sa), sa[ndim - 1],
+            b + pr_outer_offset(r, ndim, shape, sb), sb[ndim - 1], out + r * inner, inner);
     return PR_OK;
 }
 
@@ -199,7 +188,7 @@ int pr_k_binary_int(pr_binary_kind k, pr_dtype dt, const void *a, const int64_t 
     const int64_t ia = sa[ndim - 1], ib = sb[ndim - 1];
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (rows * inner >= PARALLEL_MIN)
     for (int64_t r = 0; r < rows; r++) {
-        const int64_t oa = outer_offset(r, ndim, shape, sa), ob = outer_offset(r, ndim, shape, sb);
+        const int64_t oa = pr_outer_offset(r, ndim, shape, sa), ob = pr_outer_offset(r, ndim, shape, sb);
         for (int64_t i = 0; i < inner; i++)
             store_int(dt, out, r * inner + i,
                       apply_int(k, load_int(dt, a, oa + i * ia), load_int(dt, b, ob + i * ib)));
@@ -239,8 +228,8 @@ int pr_k_binary_bf16(pr_binary_kind k, const uint16_t *a, const int64_t *sa_in, 
         float fa[BF16_PIECE], fb[BF16_PIECE], fo[BF16_PIECE];
         const int64_t r = t / pieces, lo = t % pieces * BF16_PIECE;
         const int64_t n = inner - lo < BF16_PIECE ? inner - lo : BF16_PIECE;
-        const uint16_t *ar = a + outer_offset(r, ndim, shape, sa) + lo * ia;
-        const uint16_t *br = b + outer_offset(r, ndim, shape, sb) + lo * ib;
+        const uint16_t *ar = a + pr_outer_offset(r, ndim, shape, sa) + lo * ia;
+        const uint16_t *br = b + pr_outer_offset(r, ndim, shape, sb) + lo * ib;
         for (int64_t i = 0; i < n; i++) fa[i] = pr_bf16_to_f32(ar[i * ia]);
         for (int64_t i = 0; i < n; i++) fb[i] = pr_bf16_to_f32(br[i * ib]);
         row(k, fa, 1, fb, 1, fo, n);
@@ -262,7 +251,7 @@ int pr_k_sum_to(const float *g, int ndim, const int64_t *shape, const int64_t *s
     /* Single-threaded accumulation in order: deterministic results. */
     for (int64_t r = 0; r < rows; r++) {
         const float *gr = g + r * inner;
-        float *o = out + outer_offset(r, ndim, shape, st);
+        float *o = out + pr_outer_offset(r, ndim, shape, st);
         if (si == 1) {
             for (int64_t i = 0; i < inner; i++) o[i] += gr[i];
         } else {
@@ -284,7 +273,7 @@ int pr_k_broadcast(const float *x, int ndim, const int64_t *shape, const int64_t
     int64_t si = st[ndim - 1];
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (rows * inner >= PARALLEL_MIN)
     for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + outer_offset(r, ndim, shape, st);
+        const float *xr = x + pr_outer_offset(r, ndim, shape, st);
         float *o = out + r * inner;
         for (int64_t i = 0; i < inner; i++) o[i] = xr[i * si];
     }

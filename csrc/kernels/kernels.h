@@ -28,6 +28,18 @@ typedef enum { PR_F32 = 0, PR_I32 = 1, PR_I64 = 2, PR_U8 = 3, PR_BOOL = 4, PR_BF
 /* Whether values of this dtype are floating point (carry gradients). */
 static inline int pr_dtype_is_float(pr_dtype t) { return t == PR_F32 || t == PR_BF16; }
 
+/* Offset of outer row r (all dims but the last, row-major) under strides st. */
+static inline int64_t pr_outer_offset(int64_t r, int ndim, const int64_t *shape,
+                                      const int64_t *st) {
+    int64_t off = 0;
+    for (int d = ndim - 2; d >= 0; d--) {
+        int64_t c = r % shape[d];
+        r /= shape[d];
+        off += c * st[d];
+    }
+    return off;
+}
+
 #define PR_MAX_DIMS 8
 
 /* A view of a contiguous buffer: what kernels see.  `data` is NULL for a
