@@ -19,11 +19,12 @@ between the shapes of every round, and keeps each cell's best round (the
 fastest median), as the peak is the best of its tries: on a shared
 machine other processes can only slow either down.  --shapes picks the
 shapes whose names contain one of its comma-separated parts (e.g.
-``--shapes s2,stem``).  --cpu-time (with --threads 1) times the kernels
+``--shapes s2,stem``; ``--shapes regnet --batch 64``: the grouped 3x3
+convolutions of RegNetX002/Y002 on 64x64 inputs, FLOPs counted per group).  --cpu-time (with --threads 1) times the kernels
 and the peak by the thread's CPU time, which a process that takes the
 core away does not inflate: the kernels' own efficiency on a busy
 machine.
-FLOPs of a pass: 2 * N * HO * WO * KH * KW * C * O.
+FLOPs of a pass: 2 * N * HO * WO * KH * KW * (C / groups) * O.
 
 --dtype bfloat16 times the passes as a mixed_bfloat16 training step runs
 them: x, the kernel and dy in bfloat16, bfloat16 results for the forward
@@ -63,26 +64,38 @@ SHAPES = [
     ("1x1 16->32 s2", (32, 32, 16), (1, 1, 32), 2),
     ("1x1 32->64 s2", (16, 16, 32), (1, 1, 64), 2),
 ]
+# the grouped 3x3 convolutions of RegNetX002 / RegNetY002 (group width 8; widths 24, 56,
+# 152, 368) on 64x64 inputs (run them with --batch 64 --shapes regnet): name, (H, W, C),
+# (KH, KW, O), stride, groups
+REGNET_SHAPES = [
+    ("regnet 24 g3 @32 s2", (32, 32, 24), (3, 3, 24), 2, 3),
+    ("regnet 56 g7 @16 s2", (16, 16, 56), (3, 3, 56), 2, 7),
+    ("regnet 152 g19 @8 s2", (8, 8, 152), (3, 3, 152), 2, 19),
+    ("regnet 152 g19 @4", (4, 4, 152), (3, 3, 152), 1, 19),
+    ("regnet 368 g46 @4 s2", (4, 4, 368), (3, 3, 368), 2, 46),
+    ("regnet 368 g46 @2", (2, 2, 368), (3, 3, 368), 1, 46),
+]
 PASSES = ("forward", "backprop_input", "backprop_filter")
 OPS = {"forward": "conv2d", "backprop_input": "conv2d_backprop_input",
        "backprop_filter": "conv2d_backprop_filter"}
 
 TORCH_WORKER = r"""
 import json, statistics, sys, time, torch
-batch, h, w, c, kh, kw, o, s, reps, threads = map(int, sys.argv[1:11])
-dt = getattr(torch, sys.argv[11])
+batch, h, w, c, kh, kw, o, s, reps, threads, groups = map(int, sys.argv[1:12])
+dt = getattr(torch, sys.argv[12])
 torch.set_num_threads(threads)
 g = torch.Generator().manual_seed(0)
 x = torch.randn(batch, c, h, w, generator=g).to(dt).contiguous(memory_format=torch.channels_last)
-k = (torch.randn(o, c, kh, kw, generator=g) * 0.1).to(dt).contiguous(
+k = (torch.randn(o, c // groups, kh, kw, generator=g) * 0.1).to(dt).contiguous(
     memory_format=torch.channels_last)
 pad = (kh // 2, kw // 2)   # the output size of TF "same" for these shapes
-y = torch.nn.functional.conv2d(x, k, stride=s, padding=pad)
+y = torch.nn.functional.conv2d(x, k, stride=s, padding=pad, groups=groups)
 dy = torch.randn(y.shape, generator=g).to(dt).contiguous(memory_format=torch.channels_last)
 def bw(mask):
     return lambda: torch.ops.aten.convolution_backward(dy, x, k, None, [s, s], list(pad), [1, 1],
-                                                        False, [0, 0], 1, mask)
-fns = {"forward": lambda: torch.nn.functional.conv2d(x, k, stride=s, padding=pad),
+                                                        False, [0, 0], groups, mask)
+fns = {"forward": lambda: torch.nn.functional.conv2d(x, k, stride=s, padding=pad,
+                                                     groups=groups),
        "backprop_input": bw([True, False, False]), "backprop_filter": bw([False, True, False])}
 out = {}
 with torch.no_grad():
@@ -97,7 +110,7 @@ print(json.dumps({"torch": torch.__version__, "times": out}))
 
 
 # the kernel variants' ISAs; any other variant (the reference) and PyTorch: the run's widest
-VARIANT_ISA = {"avx2_direct": "avx2", "avx512_direct": "avx512", "amx_direct_bf16": "avx512",
+VARIANT_ISA = {"avx2_direct": "avx2", "avx2_grouped": "avx2", "avx512_direct": "avx512", "amx_direct_bf16": "avx512",
                "amx_bf16": "avx512", "avx512_bf16": "avx512"}
 
 
@@ -141,8 +154,8 @@ def torch_python(arg):
 
 
 def time_torch(python, batch, shape, reps, threads, dtype):
-    (h, w, c), (kh, kw, o), s = shape
-    args = [str(v) for v in (batch, h, w, c, kh, kw, o, s, reps, threads, dtype)]
+    (h, w, c), (kh, kw, o), s, groups = shape
+    args = [str(v) for v in (batch, h, w, c, kh, kw, o, s, reps, threads, groups, dtype)]
     try:
         p = subprocess.run([python, "-c", TORCH_WORKER] + args, capture_output=True, text=True,
                            timeout=600)
@@ -159,6 +172,9 @@ def main():
                     help="sweeps over the shapes; each cell keeps its best round")
     ap.add_argument("--shapes", default="",
                     help="comma list: only the shapes whose names contain one of these")
+    ap.add_argument("--variants", default="",
+                    help="comma list: only these kernel variants (default: every one this CPU "
+                         "runs)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cpu-time", action="store_true",
                     help="one thread, timed by its CPU time (immune to other processes "
@@ -181,7 +197,8 @@ def main():
     pr.set_num_threads(args.threads)
     tpy = None if args.no_torch else torch_python(args.torch_python)
     all_variants = _C.op_variants("conv2d")
-    variants = [v for v, ok in all_variants if ok]  # those refusing the dtype drop out below
+    variants = [v for v, ok in all_variants  # those refusing the dtype drop out below
+                if ok and (not args.variants or v in args.variants.split(","))]
     cfg = pr.config.config()
     # the widest ISA this run allows: the variants' features (PYRESNET_KERNELS=avx2 clears AVX-512)
     widest = "avx512" if "avx512f" in cfg["features"] else "avx2"
@@ -200,7 +217,7 @@ def main():
           f"{os.getloadavg()[0]:.2f}")
     low = (lambda t: pr.ops.cast(t, "bfloat16")) if args.dtype == "bfloat16" else (lambda t: t)
     torch_version = None
-    picked = [sh for sh in SHAPES
+    picked = [sh + (1,) * (len(sh) == 4) for sh in SHAPES + REGNET_SHAPES
               if not args.shapes or any(p and p in sh[0] for p in args.shapes.split(","))]
     best = {}  # (shape, pass) -> row with each name's best time over the rounds
     for _ in range(args.rounds):
@@ -218,12 +235,13 @@ def sweep(args, shapes, variants, tpy, low, measure_peaks, best):
     from pyresnet._loader import _C
     torch_version = None
     rng = np.random.default_rng(0)
-    for name, (h, w, c), (kh, kw, o), s in shapes:
+    for name, (h, w, c), (kh, kw, o), s, groups in shapes:
         x = pr.Tensor(rng.standard_normal((args.batch, h, w, c)).astype(np.float32))
-        k = pr.Tensor((rng.standard_normal((kh, kw, c, o)) * 0.1).astype(np.float32))
+        k = pr.Tensor((rng.standard_normal((kh, kw, c // groups, o)) * 0.1).astype(np.float32))
         ho, wo = -(-h // s), -(-w // s)
         dy = pr.Tensor(rng.standard_normal((args.batch, ho, wo, o)).astype(np.float32))
-        gflop = 2.0 * args.batch * ho * wo * kh * kw * c * o / 1e9
+        gflop = 2.0 * args.batch * ho * wo * kh * kw * (c // groups) * o / 1e9
+        attrs = {"groups": groups} if groups > 1 else {}
         x, k, dy = low(x), low(k), low(dy)  # bfloat16 activations, as the step's
         inputs = {"forward": (x, k, {}), "backprop_input": (dy, k, {"shape": x.shape}),
                   "backprop_filter": (x, dy, {"shape": k.shape})}
@@ -233,7 +251,8 @@ def sweep(args, shapes, variants, tpy, low, measure_peaks, best):
             row = {"shape": name, "pass": pass_name, "gflop": gflop, "ms": {}}
             for v in variants:
                 def run(v=v):
-                    return _C.run_variant(OPS[pass_name], v, a, b, strides=s, same=True, **extra)
+                    return _C.run_variant(OPS[pass_name], v, a, b, strides=s, same=True, **extra,
+                                          **attrs)
                 try:
                     row["ms"][v] = median_time(run, args.reps) * 1e3
                 except ValueError:  # this variant does not run this shape
@@ -241,7 +260,7 @@ def sweep(args, shapes, variants, tpy, low, measure_peaks, best):
             shape_rows.append(row)
         # torch after ours: a process that just used both cores slowed the
         # kernel timed right after it
-        theirs = time_torch(tpy, args.batch, ((h, w, c), (kh, kw, o), s), args.reps,
+        theirs = time_torch(tpy, args.batch, ((h, w, c), (kh, kw, o), s, groups), args.reps,
                             args.threads, args.dtype) if tpy else None
         for row in shape_rows:
             if theirs:

@@ -1,41 +1,42 @@
 /* Grouped and depthwise convolutions with AVX2 + FMA (conv_grouped_avx2.h):
- * the sums of conv_grouped.c, per group a small matrix product on 8-wide
- * ymm registers.  With cg = C / groups input and og = O / groups output
- * channels a group, T = KH*KW taps and a chunk of P output pixels
- * (flattened over images, so that the 2x2 and 4x4 maps of a RegNet's last
- * stages still fill a tile):
+ * the sums of conv_grouped.c on 8-wide ymm registers.  With cg = C / groups
+ * input and og = O / groups output channels a group, T = KH*KW taps and a
+ * chunk of P output pixels (flattened over images, so that the 2x2 and 4x4
+ * maps of a RegNet's last stages still fill a tile):
  *
- *   forward          y[p, o]        = sum_(t, c) col[p, (t, c)] * w[t, c, o]
- *   backprop_input   dcol[p, (t,c)] = sum_o dy[p, o] * w[t, c, o],
- *                    added into dx at the pixel tap t of p reads (col2im)
- *   backprop_filter  dw[(t, c), o] += sum_p col[p, (t, c)] * dy[p, o]
+ *   forward          y[p, o]  = sum_(t, c) x[at(p, t), c] * w[t, c, o]
+ *   backprop_input   dx[at(p, t), c] += sum_o dy[p, o] * w[t, c, o]
+ *   backprop_filter  dw[t, c, o]     += sum_p x[at(p, t), c] * dy[p, o]
  *
- * where col[p, (t, c)] is x at the input pixel tap t of output pixel p
- * reads, channel c of the group (zero where that pixel is padding): im2col
- * of one group and chunk (Chellapilla et al. 2006), copied 8 channels at
- * a time.  One tile function (gt_body) computes every product: WT rows x
- * NB blocks of 8 columns in NB*WT <= 12 accumulators + NB weight vectors +
- * one broadcast <= 16 registers (Georganas et al., SC18, section 3: the
- * output tile in registers), the rows' operand at a compile-time stride
- * (8 floats: panels packed [k / 8][row][8]; 1: the filter gradient's
- * row-major col), so that the broadcasts need one base register.  Column
- * blocks are 8 output channels of a group (forward, filter gradient: og
- * rounded up to 8, 16, 24... so group widths 8, 16, 24 fill one, two or
- * three registers) or (tap, 8 input channels) (input gradient).  The
- * results go through a table of row pointers, so that one tile function
- * stores y, adds into dx (a tap reading padding adds into a per-thread
- * scratch block instead: no test in the loop) or into dw.
+ * where at(p, t) is the input pixel tap t of output pixel p reads.  No
+ * im2col: an indirection table (Dukhan 2019, "The Indirect Convolution
+ * Algorithm") holds, per chunk, a pointer for every (pixel, tap) -- to x's
+ * pixel, or to a block of zeros where the tap reads padding (the input
+ * gradient: to a scratch block its sums are added into, never read).  The
+ * tiles keep WT x NB accumulators in registers (NB*WT <= 12, + NB weight
+ * vectors + one broadcast <= 16; Georganas et al., SC18, section 3):
+ *   - forward: WT pixels x NB blocks of 8 output channels of the group
+ *     (group widths 8, 16, 24 fill one, two or three registers), summed
+ *     over taps and input channels; each broadcast of x feeds NB FMAs;
+ *   - backprop_input: WT pixels x NB (tap, 8 input channels) blocks,
+ *     summed over the group's og output channels of dy, then added into
+ *     dx through the table (in pixel order, one thread per stripe of
+ *     images);
+ *   - backprop_filter: WT input channels of one tap x NB blocks of 8 output
+ *     channels, summed over the chunk's pixels (dy repacked per chunk into
+ *     zero-padded blocks), added into dw.
+ * Weights are repacked per call into 8-channel blocks, zero-padded.
  *
  * Depthwise convolutions (cg = og = 1) are vectors over 8 channels instead
  * (no product to share): each pixel sums its taps inside the image.
  *
- * Order of the sums: each output is summed in one tile over k in order,
+ * Order of the sums: each output is summed in one tile in a fixed order,
  * the input gradient's contributions in pixel order and the filter
- * gradient over fixed stripes of images summed in stripe order, so that
- * the result does not depend on the thread count.  The padding's zeros are
- * multiplied in (as the im2col reference does); conv_grouped.c skips them,
- * which differs only for an Inf or NaN weight (forward) or dy (filter
- * gradient) next to the padding.
+ * gradient over fixed stripes of images (added in stripe order) or per
+ * group, so that the result does not depend on the thread count.  The
+ * padding's zeros are multiplied in (as the im2col reference does);
+ * conv_grouped.c skips them, which differs only for an Inf or NaN weight
+ * (forward) or dy (filter gradient) next to the padding.
  *
  * Compiled per function for "avx2,fma" and run only when the CPU probe
  * reports both (ops_conv.c's avx2_grouped variant); off x86-64 the entry
@@ -52,17 +53,16 @@
 #define THREAD_ID() 0
 #endif
 
-#define MAX_THREADS 16        /* per-thread scratch areas; more threads are not used */
-#define MAX_STRIPES 16        /* stripes of images (the filter gradient's partial sums) */
-#define PANEL_FLOATS 8192     /* a chunk's col panel: 32 KB, L1 */
-#define MAX_CHUNK 384         /* pixels a chunk, at most */
+#define MAX_THREADS 16 /* per-thread scratch areas; more threads are not used */
+#define MAX_STRIPES 16 /* stripes of images (the filter gradient's partial sums) */
+#define CHUNK 120      /* output pixels of an indirection table */
 #define PARTIAL_BYTES ((int64_t)64 << 20) /* per-stripe partial dw, all stripes, at most */
 
 typedef struct {
     const pr_window *g;
-    int64_t G, cg, og, T, nbc, nbo, kc; /* kc = T * nbc * 8: col's row */
-    int64_t P, hw, S;                   /* chunk pixels, pixels an image, stripes */
-    int depthwise;                      /* cg == og == 1 */
+    int64_t G, cg, og, T, nbc, nbo; /* nbc, nbo: blocks of 8 of cg, og */
+    int64_t hw, S;                  /* pixels an image, stripes */
+    int depthwise;                  /* cg == og == 1 */
 } geo;
 
 static void geo_init(geo *q, const pr_window *g, int64_t groups) {
@@ -73,9 +73,6 @@ static void geo_init(geo *q, const pr_window *g, int64_t groups) {
     q->T = g->kh * g->kw;
     q->nbc = (q->cg + 7) / 8;
     q->nbo = (q->og + 7) / 8;
-    q->kc = q->T * q->nbc * 8;
-    int64_t p = PANEL_FLOATS / q->kc / 12 * 12;
-    q->P = p < 12 ? 12 : p > MAX_CHUNK ? MAX_CHUNK : p;
     q->hw = g->ho * g->wo;
     q->S = g->n < MAX_STRIPES ? g->n : MAX_STRIPES;
     q->depthwise = q->cg == 1 && q->og == 1;
@@ -83,17 +80,18 @@ static void geo_init(geo *q, const pr_window *g, int64_t groups) {
 
 static int64_t r16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
-/* Floats of one thread's area: col panel, packed dy, the offset and
- * pointer tables (8 bytes an entry), the scratch block. */
+/* Floats of one thread's area: the indirection table and tap offsets
+ * (CHUNK x T, 8 bytes an entry), the row table (CHUNK), repacked dy, the
+ * zeros and scratch blocks (C + 8 floats each). */
 static int64_t thread_floats(const geo *q) {
-    int64_t nb = q->nbc > q->nbo ? q->nbc : q->nbo;
-    return r16(q->P * q->kc) + r16(q->P * q->nbo * 8) + 2 * r16(2 * q->P * q->T) + r16(nb * 8 + 8);
+    return 2 * r16(2 * CHUNK * q->T) + r16(2 * CHUNK) + r16(CHUNK * q->nbo * 8) +
+           2 * r16(q->g->c + 8);
 }
 
 static int64_t packed_floats(const geo *q, pr_conv_pass pass) {
     if (q->depthwise) return 0;
-    if (pass == PR_CONV_FORWARD) return r16(q->G * q->kc * q->nbo * 8);
-    if (pass == PR_CONV_BACKPROP_INPUT) return r16(q->G * q->nbo * 8 * q->kc);
+    if (pass == PR_CONV_FORWARD) return r16(q->G * q->T * q->cg * q->nbo * 8);
+    if (pass == PR_CONV_BACKPROP_INPUT) return r16(q->G * q->og * q->T * q->nbc * 8);
     return 0;
 }
 
@@ -140,45 +138,51 @@ ALWAYS_INLINE void store_block(float *p, __m256 v, int lanes) {
 /* Channels of block b of n channels in blocks of 8 (8 but in the last). */
 static int lanes_of(int64_t b, int64_t n) { return n - 8 * b >= 8 ? 8 : (int)(n - 8 * b); }
 
-/* ---- the tile ------------------------------------------------------------------ */
+/* ---- the tiles ------------------------------------------------------------------ */
 
-/* C(m, j) (+)= sum_k A(m, k) B(k, j) for m < WT rows and j < NB blocks of 8
- * columns: A(m, k) = a[(k / KI) * astep + k % KI + m * LDA], k < nkb * KI;
- * B(k, j) = the 8 floats at b + k * bk + j * bb; C(m, j) = the jl[j]
- * floats at cp[m * cps + jt[j]] + jo[j], stored or (add) added. */
+/* Forward and input gradient: C(m, j) (+)= sum_(t, c) A(m, t, c) B(t*ck + c, j)
+ * for m < WT rows, j < NB blocks of 8 columns; A(m, t, c) = ap[m*aps + t][aoff + c]
+ * (t < nt, c < ck, a multiple of KI); B(k, j) = the 8 floats at b + k*bk + 8*j;
+ * C(m, j) = the jl[j] floats at cp[m*cps + jt[j]] + coff + jo[j], stored or
+ * (add) added. */
 typedef struct {
-    const float *a;
-    int64_t astep, nkb;
+    const float *const *ap;
+    int64_t aps, aoff, nt, ck;
     const float *b;
-    int64_t bk, bb;
+    int64_t bk;
     float *const *cp;
-    int64_t cps;
+    int64_t cps, coff;
     const int64_t *jt, *jo;
     const int *jl;
     int add;
-} gt_args;
+} ft_args;
 
-ALWAYS_INLINE void gt_body(const gt_args *A, const int WT, const int NB, const int LDA,
-                           const int KI) {
+ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const int KI) {
     __m256 acc[3][12];
     UNROLL
     for (int j = 0; j < NB; j++)
         UNROLL
         for (int m = 0; m < WT; m++) acc[j][m] = _mm256_setzero_ps();
-    const float *a = A->a, *b = A->b;
-    const int64_t bk = A->bk, bb = A->bb, astep = A->astep;
-    for (int64_t kb = 0; kb < A->nkb; kb++, a += astep) {
+    const float *b = A->b;
+    const int64_t bk = A->bk, ck = A->ck;
+    for (int64_t t = 0; t < A->nt; t++) {
+        const float *r[12];
         UNROLL
-        for (int kk = 0; kk < KI; kk++) {
-            __m256 wv[3];
+        for (int m = 0; m < WT; m++) r[m] = A->ap[m * A->aps + t] + A->aoff;
+        for (int64_t c = 0; c < ck; c += KI) {
             UNROLL
-            for (int j = 0; j < NB; j++) wv[j] = _mm256_loadu_ps(b + j * bb);
-            b += bk;
-            UNROLL
-            for (int m = 0; m < WT; m++) {
-                __m256 xv = _mm256_broadcast_ss(a + kk + m * LDA);
+            for (int kk = 0; kk < KI; kk++) {
+                __m256 wv[3];
                 UNROLL
-                for (int j = 0; j < NB; j++) acc[j][m] = _mm256_fmadd_ps(xv, wv[j], acc[j][m]);
+                for (int j = 0; j < NB; j++) wv[j] = _mm256_loadu_ps(b + 8 * j);
+                b += bk;
+                UNROLL
+                for (int m = 0; m < WT; m++) {
+                    __m256 xv = _mm256_broadcast_ss(r[m] + c + kk);
+                    UNROLL
+                    for (int j = 0; j < NB; j++)
+                        acc[j][m] = _mm256_fmadd_ps(xv, wv[j], acc[j][m]);
+                }
             }
         }
     }
@@ -186,7 +190,7 @@ ALWAYS_INLINE void gt_body(const gt_args *A, const int WT, const int NB, const i
     for (int m = 0; m < WT; m++)
         UNROLL
         for (int j = 0; j < NB; j++) {
-            float *d = A->cp[m * A->cps + A->jt[j]] + A->jo[j];
+            float *d = A->cp[m * A->cps + A->jt[j]] + A->coff + A->jo[j];
             int l = A->jl[j];
             __m256 v = acc[j][m];
             if (A->add) v = _mm256_add_ps(v, load_block(d, l));
@@ -194,43 +198,110 @@ ALWAYS_INLINE void gt_body(const gt_args *A, const int WT, const int NB, const i
         }
 }
 
-typedef void (*gt_fn)(const gt_args *);
+/* Filter gradient: C(m, j) += sum_k A(m, k) B(k, j) for m < WT rows, j < NB
+ * blocks; A(m, k) = ap[k*aps][aoff + m] (k < np), B(k, j) = the 8 floats at
+ * b + k*bk + 8*j, C(m, j) = the jl[j] floats at c + m*ldc + 8*j. */
+typedef struct {
+    const float *const *ap;
+    int64_t aps, aoff, np;
+    const float *b;
+    int64_t bk;
+    float *c;
+    int64_t ldc;
+    const int *jl;
+} bt_args;
 
-/* Instances: L = 8 (panels [k / 8][row][8], KI = 8) or 1 (row-major col, KI = 1). */
-#define GT(WT, NB, L) \
-    AVX2_FN void gt_##WT##_##NB##_##L(const gt_args *A) { gt_body(A, WT, NB, L, L); }
-#define GTS(L)                                                                                 \
-    GT(1, 1, L) GT(2, 1, L) GT(3, 1, L) GT(4, 1, L) GT(5, 1, L) GT(6, 1, L) GT(7, 1, L)        \
-    GT(8, 1, L) GT(9, 1, L) GT(10, 1, L) GT(11, 1, L) GT(12, 1, L) GT(1, 2, L) GT(2, 2, L)     \
-    GT(3, 2, L) GT(4, 2, L) GT(5, 2, L) GT(6, 2, L) GT(1, 3, L) GT(2, 3, L) GT(3, 3, L)        \
-    GT(4, 3, L)
-GTS(8)
-GTS(1)
-#define GT_REFS(L)                                                                             \
-    {{gt_1_1_##L, gt_2_1_##L, gt_3_1_##L, gt_4_1_##L, gt_5_1_##L, gt_6_1_##L, gt_7_1_##L,     \
-      gt_8_1_##L, gt_9_1_##L, gt_10_1_##L, gt_11_1_##L, gt_12_1_##L},                         \
-     {gt_1_2_##L, gt_2_2_##L, gt_3_2_##L, gt_4_2_##L, gt_5_2_##L, gt_6_2_##L},                 \
-     {gt_1_3_##L, gt_2_3_##L, gt_3_3_##L, gt_4_3_##L}}
-/* gt_fns[L == 1][NB - 1][WT - 1] */
-static const gt_fn gt_fns[2][3][12] = {GT_REFS(8), GT_REFS(1)};
+ALWAYS_INLINE void bt_body(const bt_args *A, const int WT, const int NB) {
+    __m256 acc[3][12];
+    UNROLL
+    for (int j = 0; j < NB; j++)
+        UNROLL
+        for (int m = 0; m < WT; m++) acc[j][m] = _mm256_setzero_ps();
+    const float *b = A->b;
+    const float *const *ap = A->ap;
+    const int64_t bk = A->bk, aps = A->aps, aoff = A->aoff;
+    for (int64_t k = 0; k < A->np; k++, b += bk, ap += aps) {
+        const float *a = *ap + aoff;
+        __m256 wv[3];
+        UNROLL
+        for (int j = 0; j < NB; j++) wv[j] = _mm256_loadu_ps(b + 8 * j);
+        UNROLL
+        for (int m = 0; m < WT; m++) {
+            __m256 xv = _mm256_broadcast_ss(a + m);
+            UNROLL
+            for (int j = 0; j < NB; j++) acc[j][m] = _mm256_fmadd_ps(xv, wv[j], acc[j][m]);
+        }
+    }
+    UNROLL
+    for (int m = 0; m < WT; m++)
+        UNROLL
+        for (int j = 0; j < NB; j++) {
+            float *d = A->c + m * A->ldc + 8 * j;
+            int l = A->jl[j];
+            store_block(d, _mm256_add_ps(acc[j][m], load_block(d, l)), l);
+        }
+}
 
-/* C = A B over M rows and NJ column blocks: tiles of NB = min(3, blocks
- * left) blocks x 12 / NB rows.  t holds a, b, cp, jt, jo, jl for row 0,
- * block 0; lda: A's row stride (8 or 1). */
-static void run_tiles(const gt_args *t, int64_t M, int64_t NJ, int lda) {
+typedef void (*ft_fn)(const ft_args *);
+typedef void (*bt_fn)(const bt_args *);
+
+#define FT(WT, NB, KI) \
+    AVX2_FN void ft_##WT##_##NB##_##KI(const ft_args *A) { ft_body(A, WT, NB, KI); }
+#define BT(WT, NB, KI) \
+    AVX2_FN void bt_##WT##_##NB##_##KI(const bt_args *A) { bt_body(A, WT, NB); }
+#define TILES(F, KI)                                                                           \
+    F(1, 1, KI) F(2, 1, KI) F(3, 1, KI) F(4, 1, KI) F(5, 1, KI) F(6, 1, KI) F(7, 1, KI)        \
+    F(8, 1, KI) F(9, 1, KI) F(10, 1, KI) F(11, 1, KI) F(12, 1, KI) F(1, 2, KI) F(2, 2, KI)     \
+    F(3, 2, KI) F(4, 2, KI) F(5, 2, KI) F(6, 2, KI) F(1, 3, KI) F(2, 3, KI) F(3, 3, KI)        \
+    F(4, 3, KI)
+TILES(FT, 8)
+TILES(FT, 1)
+TILES(BT, 0)
+#define REFS(P, KI)                                                                            \
+    {{P##_1_1_##KI, P##_2_1_##KI, P##_3_1_##KI, P##_4_1_##KI, P##_5_1_##KI, P##_6_1_##KI,     \
+      P##_7_1_##KI, P##_8_1_##KI, P##_9_1_##KI, P##_10_1_##KI, P##_11_1_##KI, P##_12_1_##KI}, \
+     {P##_1_2_##KI, P##_2_2_##KI, P##_3_2_##KI, P##_4_2_##KI, P##_5_2_##KI, P##_6_2_##KI},     \
+     {P##_1_3_##KI, P##_2_3_##KI, P##_3_3_##KI, P##_4_3_##KI}}
+/* ft_fns[KI == 1][NB - 1][WT - 1], bt_fns[NB - 1][WT - 1] */
+static const ft_fn ft_fns[2][3][12] = {REFS(ft, 8), REFS(ft, 1)};
+static const bt_fn bt_fns[3][12] = REFS(bt, 0);
+
+/* The widest tile of NB blocks (NB*WT accumulators <= 12). */
+static const int ft_width[4] = {0, 12, 6, 4};
+
+/* The forward / input-gradient tiles over M rows and NJ column blocks:
+ * NB = min(3, blocks left) blocks x ft_width[NB] rows.  t: row 0, block 0. */
+static void run_ft(const ft_args *t, int64_t M, int64_t NJ) {
+    int ki1 = t->ck % 8 != 0;
     for (int64_t j0 = 0; j0 < NJ; j0 += 3) {
-        int nb = NJ - j0 < 3 ? (int)(NJ - j0) : 3;
-        int wt = 12 / nb;
+        int nb = NJ - j0 < 3 ? (int)(NJ - j0) : 3, wt = ft_width[nb];
         for (int64_t m0 = 0; m0 < M; m0 += wt) {
             int rows = M - m0 < wt ? (int)(M - m0) : wt;
-            gt_args A = *t;
-            A.a += m0 * lda;
-            A.b += j0 * A.bb;
+            ft_args A = *t;
+            A.ap += m0 * A.aps;
+            A.b += 8 * j0;
             A.cp += m0 * A.cps;
             A.jt += j0;
             A.jo += j0;
             A.jl += j0;
-            gt_fns[lda == 1][nb - 1][rows - 1](&A);
+            ft_fns[ki1][nb - 1][rows - 1](&A);
+        }
+    }
+}
+
+/* The filter-gradient tiles of one tap: rows [0, cg) of input channels
+ * (12 at a time), NB = min(3, 12 / rows, blocks left) blocks. */
+static void run_bt(const bt_args *t, int64_t cg, int64_t NJ) {
+    for (int64_t m0 = 0; m0 < cg; m0 += 12) {
+        int rows = cg - m0 < 12 ? (int)(cg - m0) : 12, most = 12 / rows < 3 ? 12 / rows : 3;
+        for (int64_t j0 = 0; j0 < NJ; j0 += most) {
+            int nb = NJ - j0 < most ? (int)(NJ - j0) : most;
+            bt_args A = *t;
+            A.aoff += m0;
+            A.b += 8 * j0;
+            A.c += m0 * A.ldc + 8 * j0;
+            A.jl += j0;
+            bt_fns[nb - 1][rows - 1](&A);
         }
     }
 }
@@ -239,32 +310,36 @@ static void run_tiles(const gt_args *t, int64_t M, int64_t NJ, int lda) {
 
 /* Per-thread area (thread_floats). */
 typedef struct {
-    float *col, *dyb, *trash;
-    int64_t *off;
-    float **cp;
+    const float **ptab; /* [p * T + t] */
+    int64_t *off;       /* [p * T + t] */
+    const float **rows; /* [p] */
+    float *dyb, *zeros, *trash;
 } area;
 
 static area thread_area(const geo *q, float *base, int tid) {
     float *f = base + tid * thread_floats(q);
     area r;
-    r.col = f;
-    f += r16(q->P * q->kc);
-    r.dyb = f;
-    f += r16(q->P * q->nbo * 8);
+    r.ptab = (const float **)f;
+    f += r16(2 * CHUNK * q->T);
     r.off = (int64_t *)f;
-    f += r16(2 * q->P * q->T);
-    r.cp = (float **)f;
-    f += r16(2 * q->P * q->T);
+    f += r16(2 * CHUNK * q->T);
+    r.rows = (const float **)f;
+    f += r16(2 * CHUNK);
+    r.dyb = f;
+    f += r16(CHUNK * q->nbo * 8);
+    r.zeros = f;
+    f += r16(q->g->c + 8);
     r.trash = f;
+    memset(r.zeros, 0, sizeof(float) * (size_t)(q->g->c + 8));
     return r;
 }
 
-/* off[p * T + t]: the NHWC offset (times C) of the input pixel tap t of
- * output pixel q0 + p reads, -1 for padding. */
+/* off[p * T + t]: the NHWC offset of the input pixel tap t of output pixel
+ * q0 + p reads, -1 for padding. */
 static void tap_offsets(const geo *q, int64_t q0, int64_t np, int64_t *off) {
     const pr_window *g = q->g;
+    int64_t n = q0 / q->hw, r = q0 % q->hw, oh = r / g->wo, ow = r % g->wo;
     for (int64_t p = 0; p < np; p++) {
-        int64_t pix = q0 + p, n = pix / q->hw, r = pix % q->hw, oh = r / g->wo, ow = r % g->wo;
         for (int64_t kh = 0; kh < g->kh; kh++) {
             int64_t ih = oh * g->sh - g->ph + kh;
             for (int64_t kw = 0; kw < g->kw; kw++) {
@@ -274,73 +349,31 @@ static void tap_offsets(const geo *q, int64_t q0, int64_t np, int64_t *off) {
                                                                  : ((n * g->h + ih) * g->w + iw) * g->c;
             }
         }
+        if (++ow == g->wo) {
+            ow = 0;
+            if (++oh == g->ho) oh = 0, n++;
+        }
     }
 }
 
-/* Group gi's channels of the pixel at off (-1: zeros) as nbc blocks of 8
- * at dst, dst + step, ... (zero-padded). */
-ALWAYS_INLINE void copy_channels(const geo *q, const float *x, int64_t off, int64_t gi, float *dst,
-                           int64_t step) {
-    if (off < 0) {
-        for (int64_t b = 0; b < q->nbc; b++) _mm256_storeu_ps(dst + b * step, _mm256_setzero_ps());
-        return;
-    }
-    const float *s = x + off + gi * q->cg;
-    for (int64_t b = 0; b < q->nbc; b++)
-        _mm256_storeu_ps(dst + b * step, load_block(s + 8 * b, lanes_of(b, q->cg)));
+/* The indirection table of a chunk: base + off, or `pad` for padding. */
+static void indirection(const geo *q, const int64_t *off, int64_t np, const float *base,
+                        const float *pad, const float **ptab) {
+    for (int64_t i = 0; i < np * q->T; i++) ptab[i] = off[i] < 0 ? pad : base + off[i];
 }
 
-/* The forward's panel of group gi: col[(t, cb)][p][8] (P rows a block). */
-AVX2_FN void build_panel(const geo *q, const float *x, const int64_t *off, int64_t np, int64_t gi,
-                         float *col) {
-    for (int64_t p = 0; p < np; p++)
-        for (int64_t t = 0; t < q->T; t++)
-            copy_channels(q, x, off[p * q->T + t], gi, col + (t * q->nbc * q->P + p) * 8,
-                          q->P * 8);
-}
-
-/* The filter gradient's col of group gi, row-major: col[p][(t, c)] (kc a row). */
-AVX2_FN void build_rows(const geo *q, const float *x, const int64_t *off, int64_t np, int64_t gi,
-                        float *col) {
-    for (int64_t p = 0; p < np; p++)
-        for (int64_t t = 0; t < q->T; t++)
-            copy_channels(q, x, off[p * q->T + t], gi, col + p * q->kc + t * q->nbc * 8, 8);
-}
-
-/* dy of group gi, pixels q0 .. q0 + np, as blocks [ob][p][8] (P rows a block). */
+/* dy of group gi, pixels q0 .. q0 + np, as rows of nbo blocks of 8 (zero-padded). */
 AVX2_FN void pack_dy(const geo *q, const float *dy, int64_t q0, int64_t np, int64_t gi,
                      float *dyb) {
     const int64_t O = q->g->o;
     for (int64_t p = 0; p < np; p++) {
         const float *s = dy + (q0 + p) * O + gi * q->og;
         for (int64_t b = 0; b < q->nbo; b++)
-            _mm256_storeu_ps(dyb + (b * q->P + p) * 8, load_block(s + 8 * b, lanes_of(b, q->og)));
+            _mm256_storeu_ps(dyb + (p * q->nbo + b) * 8, load_block(s + 8 * b, lanes_of(b, q->og)));
     }
 }
 
-/* jt of the tiles whose column blocks all go to one pointer a row. */
 static const int64_t zeros64[64] = {0};
-
-/* ---- forward ---------------------------------------------------------------------- */
-
-/* wp[gi][k = (t, c)][ob][8] = w[t, c, gi * og + 8 * ob + lane], zeros past cg and og. */
-static void pack_forward(const geo *q, const float *w, float *wp) {
-    const int64_t O = q->g->o, nbo8 = q->nbo * 8;
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (q->G * q->kc * nbo8 >= 65536)
-    for (int64_t gi = 0; gi < q->G; gi++)
-        for (int64_t t = 0; t < q->T; t++)
-            for (int64_t c = 0; c < q->nbc * 8; c++) {
-                float *d = wp + (gi * q->kc + t * q->nbc * 8 + c) * nbo8;
-                for (int64_t o = 0; o < nbo8; o++)
-                    d[o] = c < q->cg && o < q->og ? w[(t * q->cg + c) * O + gi * q->og + o] : 0.0f;
-            }
-}
-
-AVX2_FN void dw_forward(const geo *q, const float *x, const float *w, float *y, void *scratch);
-AVX2_FN void dw_backprop_input(const geo *q, const float *dy, const float *w, float *dx,
-                               void *scratch);
-AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, float *dw,
-                                void *scratch);
 
 static int threads_for(int64_t units) {
     int64_t t = pr_get_num_threads();
@@ -354,6 +387,25 @@ static void stripe_pixels(const geo *q, int64_t s, int64_t *q0, int64_t *q1) {
     *q1 = q->g->n * (s + 1) / q->S * q->hw;
 }
 
+AVX2_FN void dw_forward(const geo *q, const float *x, const float *w, float *y, void *scratch);
+AVX2_FN void dw_backprop_input(const geo *q, const float *dy, const float *w, float *dx,
+                               void *scratch);
+AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, float *dw,
+                                void *scratch);
+
+/* ---- forward ---------------------------------------------------------------------- */
+
+/* wp[gi][t][c][ob][8] = w[t, c, gi * og + 8 * ob + lane], zeros past og. */
+static void pack_forward(const geo *q, const float *w, float *wp) {
+    const int64_t O = q->g->o, nbo8 = q->nbo * 8;
+    for (int64_t gi = 0; gi < q->G; gi++)
+        for (int64_t tc = 0; tc < q->T * q->cg; tc++) {
+            float *d = wp + (gi * q->T * q->cg + tc) * nbo8;
+            const float *s = w + tc * O + gi * q->og;
+            for (int64_t o = 0; o < nbo8; o++) d[o] = o < q->og ? s[o] : 0.0f;
+        }
+}
+
 int pr_conv_grouped_avx2_forward(const pr_window *g, int64_t groups, const float *x,
                                  const float *w, float *y, void *scratch) {
     geo q;
@@ -362,26 +414,27 @@ int pr_conv_grouped_avx2_forward(const pr_window *g, int64_t groups, const float
         dw_forward(&q, x, w, y, scratch);
         return PR_OK;
     }
+    if (q.nbo > 64) return PR_ERR_INTERNAL; /* > 512 channels a group: not taken (supports) */
     float *wp = scratch, *areas = wp + packed_floats(&q, PR_CONV_FORWARD);
     pack_forward(&q, w, wp);
     int64_t jo[64];
     int jl[64];
-    if (q.nbo > 64) return PR_ERR_INTERNAL; /* > 512 channels a group: not taken (supports) */
     for (int64_t b = 0; b < q.nbo; b++) jo[b] = 8 * b, jl[b] = lanes_of(b, q.og);
 #pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
     for (int64_t s = 0; s < q.S; s++) {
         area ar = thread_area(&q, areas, THREAD_ID());
         int64_t s0, s1;
         stripe_pixels(&q, s, &s0, &s1);
-        for (int64_t q0 = s0; q0 < s1; q0 += q.P) {
-            int64_t np = s1 - q0 < q.P ? s1 - q0 : q.P;
+        for (int64_t q0 = s0; q0 < s1; q0 += CHUNK) {
+            int64_t np = s1 - q0 < CHUNK ? s1 - q0 : CHUNK;
             tap_offsets(&q, q0, np, ar.off);
+            indirection(&q, ar.off, np, x, ar.zeros, ar.ptab);
+            for (int64_t p = 0; p < np; p++) ar.rows[p] = y + (q0 + p) * g->o;
             for (int64_t gi = 0; gi < q.G; gi++) {
-                build_panel(&q, x, ar.off, np, gi, ar.col);
-                for (int64_t p = 0; p < np; p++) ar.cp[p] = y + (q0 + p) * g->o + gi * q.og;
-                gt_args t = {ar.col, q.P * 8, q.T * q.nbc, wp + gi * q.kc * q.nbo * 8,
-                             q.nbo * 8, 8, ar.cp, 1, zeros64, jo, jl, 0};
-                run_tiles(&t, np, q.nbo, 8);
+                ft_args t = {ar.ptab, q.T, gi * q.cg, q.T, q.cg,
+                             wp + gi * q.T * q.cg * q.nbo * 8, q.nbo * 8,
+                             (float *const *)ar.rows, 1, gi * q.og, zeros64, jo, jl, 0};
+                run_ft(&t, np, q.nbo);
             }
         }
     }
@@ -390,16 +443,15 @@ int pr_conv_grouped_avx2_forward(const pr_window *g, int64_t groups, const float
 
 /* ---- backprop_input ----------------------------------------------------------------- */
 
-/* wp[gi][o][j = (t, cb)][8] = w[t, 8 * cb + lane, gi * og + o], zeros past cg and og. */
+/* wp[gi][o][t][cb][8] = w[t, 8 * cb + lane, gi * og + o], zeros past cg. */
 static void pack_backprop_input(const geo *q, const float *w, float *wp) {
-    const int64_t O = q->g->o, nbo8 = q->nbo * 8, nbc8 = q->nbc * 8;
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (q->G * q->kc * nbo8 >= 65536)
+    const int64_t O = q->g->o, nbc8 = q->nbc * 8, row = q->T * nbc8;
     for (int64_t gi = 0; gi < q->G; gi++)
-        for (int64_t o = 0; o < nbo8; o++)
+        for (int64_t o = 0; o < q->og; o++)
             for (int64_t t = 0; t < q->T; t++)
                 for (int64_t c = 0; c < nbc8; c++)
-                    wp[(gi * nbo8 + o) * q->kc + t * nbc8 + c] =
-                        c < q->cg && o < q->og ? w[(t * q->cg + c) * O + gi * q->og + o] : 0.0f;
+                    wp[(gi * q->og + o) * row + t * nbc8 + c] =
+                        c < q->cg ? w[(t * q->cg + c) * O + gi * q->og + o] : 0.0f;
 }
 
 int pr_conv_grouped_avx2_backprop_input(const pr_window *g, int64_t groups, const float *dy,
@@ -413,63 +465,61 @@ int pr_conv_grouped_avx2_backprop_input(const pr_window *g, int64_t groups, cons
     float *wp = scratch, *areas = wp + packed_floats(&q, PR_CONV_BACKPROP_INPUT);
     pack_backprop_input(&q, w, wp);
     const int64_t NJ = q.T * q.nbc;
-    int64_t *jtv = malloc(sizeof(int64_t) * 2 * (size_t)NJ);
-    int *jlv = malloc(sizeof(int) * (size_t)NJ);
-    if (!jtv || !jlv) {
-        free(jtv);
-        free(jlv);
+    int64_t *jt = malloc(sizeof(int64_t) * 2 * (size_t)NJ);
+    int *jl = malloc(sizeof(int) * (size_t)NJ);
+    if (!jt || !jl) {
+        free(jt);
+        free(jl);
         return PR_ERR_MEMORY;
     }
-    int64_t *jov = jtv + NJ;
+    int64_t *jo = jt + NJ;
     for (int64_t j = 0; j < NJ; j++) {
-        jtv[j] = j / q.nbc;
-        jov[j] = 8 * (j % q.nbc);
-        jlv[j] = lanes_of(j % q.nbc, q.cg);
+        jt[j] = j / q.nbc;
+        jo[j] = 8 * (j % q.nbc);
+        jl[j] = lanes_of(j % q.nbc, q.cg);
     }
     const int64_t image = g->h * g->w * g->c;
 #pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
     for (int64_t s = 0; s < q.S; s++) {
         area ar = thread_area(&q, areas, THREAD_ID());
-        int64_t s0, s1;
+        int64_t s0, s1, n0 = g->n * s / q.S, n1 = g->n * (s + 1) / q.S;
         stripe_pixels(&q, s, &s0, &s1);
-        int64_t n0 = g->n * s / q.S, n1 = g->n * (s + 1) / q.S;
         memset(dx + n0 * image, 0, sizeof(float) * (size_t)((n1 - n0) * image));
-        for (int64_t q0 = s0; q0 < s1; q0 += q.P) {
-            int64_t np = s1 - q0 < q.P ? s1 - q0 : q.P;
+        for (int64_t q0 = s0; q0 < s1; q0 += CHUNK) {
+            int64_t np = s1 - q0 < CHUNK ? s1 - q0 : CHUNK;
             tap_offsets(&q, q0, np, ar.off);
+            indirection(&q, ar.off, np, dx, ar.trash, ar.ptab);
+            for (int64_t p = 0; p < np; p++) ar.rows[p] = dy + (q0 + p) * g->o;
             for (int64_t gi = 0; gi < q.G; gi++) {
-                pack_dy(&q, dy, q0, np, gi, ar.dyb);
-                for (int64_t i = 0; i < np * q.T; i++)
-                    ar.cp[i] = ar.off[i] < 0 ? ar.trash : dx + ar.off[i] + gi * q.cg;
-                gt_args t = {ar.dyb, q.P * 8, q.nbo, wp + gi * q.nbo * 8 * q.kc, q.kc, 8,
-                             ar.cp, q.T, jtv, jov, jlv, 1};
-                run_tiles(&t, np, NJ, 8);
+                ft_args t = {ar.rows, 1, gi * q.og, 1, q.og, wp + gi * q.og * NJ * 8, NJ * 8,
+                             (float *const *)ar.ptab, q.T, gi * q.cg, jt, jo, jl, 1};
+                run_ft(&t, np, NJ);
             }
         }
     }
-    free(jtv);
-    free(jlv);
+    free(jt);
+    free(jl);
     return PR_OK;
 }
 
 /* ---- backprop_filter ----------------------------------------------------------------- */
 
-/* dst (T, cg, O) += the group's sums over pixels [p0, p1) (ar's tables). */
-AVX2_FN void filter_group(const geo *q, const float *x, const float *dy, int64_t gi,
-                          int64_t p0, int64_t p1, float *dst, const area *ar, const int64_t *jo,
-                          const int *jl) {
-    const int64_t O = q->g->o, nbc8 = q->nbc * 8;
-    for (int64_t r = 0; r < q->kc; r++) {
-        int64_t t = r / nbc8, c = r % nbc8;
-        ar->cp[r] = c < q->cg ? dst + (t * q->cg + c) * O + gi * q->og : ar->trash;
-    }
-    for (int64_t q0 = p0; q0 < p1; q0 += q->P) {
-        int64_t np = p1 - q0 < q->P ? p1 - q0 : q->P;
+/* dst (T, cg, O) += the sums over pixels [p0, p1) of groups g0, g0 + gs, ... < G. */
+AVX2_FN void filter_groups(const geo *q, const float *x, const float *dy, int64_t g0, int64_t gs,
+                           int64_t p0, int64_t p1, float *dst, const area *ar, const int *jl) {
+    const int64_t O = q->g->o;
+    for (int64_t q0 = p0; q0 < p1; q0 += CHUNK) {
+        int64_t np = p1 - q0 < CHUNK ? p1 - q0 : CHUNK;
         tap_offsets(q, q0, np, ar->off);
-        build_rows(q, x, ar->off, np, gi, ar->col);
-        pack_dy(q, dy, q0, np, gi, ar->dyb);
-        gt_args a = {ar->col, q->kc, np, ar->dyb, 8, q->P * 8, ar->cp, 1, zeros64, jo, jl, 1};
-        run_tiles(&a, q->kc, q->nbo, 1);
+        indirection(q, ar->off, np, x, ar->zeros, ar->ptab);
+        for (int64_t gi = g0; gi < q->G; gi += gs) {
+            pack_dy(q, dy, q0, np, gi, ar->dyb);
+            for (int64_t t = 0; t < q->T; t++) {
+                bt_args a = {ar->ptab + t, q->T, gi * q->cg, np, ar->dyb, q->nbo * 8,
+                             dst + t * q->cg * O + gi * q->og, O, jl};
+                run_bt(&a, q->cg, q->nbo);
+            }
+        }
     }
 }
 
@@ -482,19 +532,23 @@ int pr_conv_grouped_avx2_backprop_filter(const pr_window *g, int64_t groups, con
         return PR_OK;
     }
     if (q.nbo > 64) return PR_ERR_INTERNAL;
-    int64_t jo[64];
     int jl[64];
-    for (int64_t b = 0; b < q.nbo; b++) jo[b] = 8 * b, jl[b] = lanes_of(b, q.og);
+    for (int64_t b = 0; b < q.nbo; b++) jl[b] = lanes_of(b, q.og);
     float *areas = scratch;
     const int64_t K = q.T * q.cg * g->o;
     if (!filter_partials(&q)) {
-        /* per group, over every image, straight into dw */
-#pragma omp parallel for num_threads(threads_for(q.G)) schedule(dynamic)
-        for (int64_t gi = 0; gi < q.G; gi++) {
-            area ar = thread_area(&q, areas, THREAD_ID());
-            for (int64_t r = 0; r < q.T * q.cg; r++)
-                memset(dw + r * g->o + gi * q.og, 0, sizeof(float) * (size_t)q.og);
-            filter_group(&q, x, dy, gi, 0, g->n * q.hw, dw, &ar, jo, jl);
+        /* thread i of nt: groups i, i + nt, ... over every image, straight into dw */
+        memset(dw, 0, sizeof(float) * (size_t)K);
+#pragma omp parallel num_threads(threads_for(q.G))
+        {
+            int tid = THREAD_ID();
+            area ar = thread_area(&q, areas, tid);
+#ifdef _OPENMP
+            int nt = omp_get_num_threads();
+#else
+            int nt = 1;
+#endif
+            filter_groups(&q, x, dy, tid, nt, 0, g->n * q.hw, dw, &ar, jl);
         }
         return PR_OK;
     }
@@ -509,7 +563,7 @@ int pr_conv_grouped_avx2_backprop_filter(const pr_window *g, int64_t groups, con
             int64_t s0, s1;
             stripe_pixels(&q, s, &s0, &s1);
             memset(part, 0, sizeof(float) * (size_t)K);
-            for (int64_t gi = 0; gi < q.G; gi++) filter_group(&q, x, dy, gi, s0, s1, part, &ar, jo, jl);
+            filter_groups(&q, x, dy, 0, 1, s0, s1, part, &ar, jl);
         }
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < K; i++) {
