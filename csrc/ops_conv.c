@@ -537,10 +537,9 @@ DIRECT_VARIANT(avx2_direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_avx2_ba
                pr_conv_direct_avx2_scratch_bytes)
 
 /* Grouped and depthwise AVX2 (kernels/conv_grouped_avx2.c): float32 calls
- * of more than one group, up to 512 channels a group. */
+ * of more than one group (pr_conv_grouped_avx2_supports). */
 static int grouped_fits(const pr_window *g, const void *a) {
-    int64_t groups = ((const pr_conv_attrs *)a)->groups;
-    return groups > 1 && g->c / groups <= 512 && g->o / groups <= 512;
+    return pr_conv_grouped_avx2_supports(g, ((const pr_conv_attrs *)a)->groups);
 }
 #define GROUPED_VARIANT(pass, PASS, kernel)                                                     \
     WINDOW_VARIANT(avx2_grouped, pass, grouped_fits(&g, a) && all_f32(in),                      \

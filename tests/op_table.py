@@ -738,6 +738,8 @@ GROUPED_SHAPES = [
     ("3x3 s1 valid c20 o30 groups 2 (gw 10 -> 15)", (2, 6, 5, 20), (3, 3, 10, 30), [1], False,
      False, 2),
     ("depthwise 3x3 s2 same c20", (3, 7, 8, 20), (3, 3, 1, 20), [2], True, False, 20),
+    ("1x1 s2 valid c8 o8 groups 2 (input-gradient phases without taps)", (2, 5, 4, 8),
+     (1, 1, 4, 8), [2], False, False, 2),
     ("3x3 s1 same c16 o16 groups 8 (gw 2, 180 pixels)", (2, 9, 10, 16), (3, 3, 2, 16), [1], True,
      False, 8),
 ]

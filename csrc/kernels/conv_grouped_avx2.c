@@ -55,6 +55,10 @@
 
 #define MAX_THREADS 16 /* per-thread scratch areas; more threads are not used */
 #define MAX_STRIPES 16 /* stripes of images (the filter gradient's partial sums) */
+#ifndef FT_W1
+#define FT_W1 8
+#endif
+#define MAX_PHASE_TAPS 64 /* taps of a sub-pixel phase of the input gradient */
 #define CHUNK 120      /* output pixels of an indirection table */
 #define PARTIAL_BYTES ((int64_t)64 << 20) /* per-stripe partial dw, all stripes, at most */
 
@@ -80,18 +84,23 @@ static void geo_init(geo *q, const pr_window *g, int64_t groups) {
 
 static int64_t r16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
+/* The zeros block that padding taps read: a pixel of x or of dy. */
+static int64_t zeros_floats(const geo *q) {
+    return (q->g->c > q->g->o ? q->g->c : q->g->o) + 8;
+}
+
 /* Floats of one thread's area: the indirection table and tap offsets
  * (CHUNK x T, 8 bytes an entry), the row table (CHUNK), repacked dy, the
  * zeros and scratch blocks (C + 8 floats each). */
 static int64_t thread_floats(const geo *q) {
     return 2 * r16(2 * CHUNK * q->T) + r16(2 * CHUNK) + r16(CHUNK * q->nbo * 8) +
-           2 * r16(q->g->c + 8);
+           r16(zeros_floats(q));
 }
 
 static int64_t packed_floats(const geo *q, pr_conv_pass pass) {
     if (q->depthwise) return 0;
     if (pass == PR_CONV_FORWARD) return r16(q->G * q->T * q->cg * q->nbo * 8);
-    if (pass == PR_CONV_BACKPROP_INPUT) return r16(q->G * q->og * q->T * q->nbc * 8);
+    if (pass == PR_CONV_BACKPROP_INPUT) return r16(q->G * q->T * q->og * q->nbc * 8);
     return 0;
 }
 
@@ -100,6 +109,11 @@ static int64_t packed_floats(const geo *q, pr_conv_pass pass) {
 static int filter_partials(const geo *q) {
     int64_t dw = q->T * q->cg * q->g->o;
     return q->depthwise || (q->G < 8 && 4 * q->S * dw <= PARTIAL_BYTES);
+}
+
+int pr_conv_grouped_avx2_supports(const pr_window *g, int64_t groups) {
+    int64_t taps = ((g->kh + g->sh - 1) / g->sh) * ((g->kw + g->sw - 1) / g->sw);
+    return groups > 1 && g->c / groups <= 512 && g->o / groups <= 512 && taps <= MAX_PHASE_TAPS;
 }
 
 size_t pr_conv_grouped_avx2_scratch_bytes(const pr_window *g, int64_t groups, pr_conv_pass pass) {
@@ -178,12 +192,14 @@ ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const i
                 b += bk;
                 UNROLL
                 for (int m = 0; m < WT; m++) {
-                    __m256 xv = _mm256_broadcast_ss(r[m] + c + kk);
+                    __m256 xv = _mm256_broadcast_ss(r[m] + kk);
                     UNROLL
                     for (int j = 0; j < NB; j++)
                         acc[j][m] = _mm256_fmadd_ps(xv, wv[j], acc[j][m]);
                 }
             }
+            UNROLL
+            for (int m = 0; m < WT; m++) r[m] += KI;
         }
     }
     UNROLL
@@ -266,8 +282,9 @@ TILES(BT, 0)
 static const ft_fn ft_fns[2][3][12] = {REFS(ft, 8), REFS(ft, 1)};
 static const bt_fn bt_fns[3][12] = REFS(bt, 0);
 
-/* The widest tile of NB blocks (NB*WT accumulators <= 12). */
-static const int ft_width[4] = {0, 12, 6, 4};
+/* The widest tile of NB blocks: NB*WT accumulators <= 12, and WT row
+ * pointers that stay in general registers (12 of them spill). */
+static const int ft_width[4] = {0, FT_W1, 6, 4};
 
 /* The forward / input-gradient tiles over M rows and NJ column blocks:
  * NB = min(3, blocks left) blocks x ft_width[NB] rows.  t: row 0, block 0. */
@@ -313,7 +330,7 @@ typedef struct {
     const float **ptab; /* [p * T + t] */
     int64_t *off;       /* [p * T + t] */
     const float **rows; /* [p] */
-    float *dyb, *zeros, *trash;
+    float *dyb, *zeros;
 } area;
 
 static area thread_area(const geo *q, float *base, int tid) {
@@ -328,9 +345,7 @@ static area thread_area(const geo *q, float *base, int tid) {
     r.dyb = f;
     f += r16(CHUNK * q->nbo * 8);
     r.zeros = f;
-    f += r16(q->g->c + 8);
-    r.trash = f;
-    memset(r.zeros, 0, sizeof(float) * (size_t)(q->g->c + 8));
+    memset(r.zeros, 0, sizeof(float) * (size_t)zeros_floats(q));
     return r;
 }
 
@@ -414,7 +429,7 @@ int pr_conv_grouped_avx2_forward(const pr_window *g, int64_t groups, const float
         dw_forward(&q, x, w, y, scratch);
         return PR_OK;
     }
-    if (q.nbo > 64) return PR_ERR_INTERNAL; /* > 512 channels a group: not taken (supports) */
+    if (!pr_conv_grouped_avx2_supports(g, groups)) return PR_ERR_INTERNAL;
     float *wp = scratch, *areas = wp + packed_floats(&q, PR_CONV_FORWARD);
     pack_forward(&q, w, wp);
     int64_t jo[64];
@@ -443,15 +458,74 @@ int pr_conv_grouped_avx2_forward(const pr_window *g, int64_t groups, const float
 
 /* ---- backprop_input ----------------------------------------------------------------- */
 
-/* wp[gi][o][t][cb][8] = w[t, 8 * cb + lane, gi * og + o], zeros past cg. */
+/* The input gradient gathers (a forward convolution of dy, Dumoulin & Visin
+ * 2016, section 4): dx pixel (ih, iw) of sub-pixel phase ((ih + ph) % sh,
+ * (iw + pw) % sw) takes exactly the taps (kh, kw) of that phase, from dy
+ * pixel ((ih + ph - kh) / sh, (iw + pw - kw) / sw) where that lies inside
+ * dy.  Its pixels run phase by phase, so that a tile's pixels share their
+ * taps and no product is formed with a tap that skips them. */
+typedef struct {
+    int64_t rh, rw, nt;       /* phase, its taps */
+    int64_t ih0, iw0, nh, nw; /* its first row and column, and their counts */
+    int64_t kh[MAX_PHASE_TAPS], kw[MAX_PHASE_TAPS]; /* its taps */
+} phase;
+
+static int64_t mod(int64_t a, int64_t m) { return (a % m + m) % m; }
+
+/* Phase ph_i of sh * sw; NULL-free: windows and strides the variant takes. */
+static void phase_of(const pr_window *g, int64_t i, phase *f) {
+    f->rh = i / g->sw;
+    f->rw = i % g->sw;
+    f->nt = 0;
+    for (int64_t kh = f->rh; kh < g->kh; kh += g->sh)
+        for (int64_t kw = f->rw; kw < g->kw; kw += g->sw) {
+            f->kh[f->nt] = kh;
+            f->kw[f->nt] = kw;
+            f->nt++;
+        }
+    f->ih0 = mod(f->rh - g->ph, g->sh);
+    f->iw0 = mod(f->rw - g->pw, g->sw);
+    f->nh = f->ih0 < g->h ? (g->h - f->ih0 + g->sh - 1) / g->sh : 0;
+    f->nw = f->iw0 < g->w ? (g->w - f->iw0 + g->sw - 1) / g->sw : 0;
+}
+
+
+/* wp, phase by phase: [gi][i][o][cb][8] = w[tap i of the phase, 8 * cb + lane,
+ * gi * og + o], zeros past cg. */
 static void pack_backprop_input(const geo *q, const float *w, float *wp) {
-    const int64_t O = q->g->o, nbc8 = q->nbc * 8, row = q->T * nbc8;
-    for (int64_t gi = 0; gi < q->G; gi++)
-        for (int64_t o = 0; o < q->og; o++)
-            for (int64_t t = 0; t < q->T; t++)
-                for (int64_t c = 0; c < nbc8; c++)
-                    wp[(gi * q->og + o) * row + t * nbc8 + c] =
-                        c < q->cg ? w[(t * q->cg + c) * O + gi * q->og + o] : 0.0f;
+    const pr_window *g = q->g;
+    const int64_t O = g->o, nbc8 = q->nbc * 8;
+    for (int64_t pi = 0; pi < g->sh * g->sw; pi++) {
+        phase f;
+        phase_of(g, pi, &f);
+        for (int64_t gi = 0; gi < q->G; gi++)
+            for (int64_t i = 0; i < f.nt; i++)
+                for (int64_t o = 0; o < q->og; o++, wp += nbc8) {
+                    int64_t t = f.kh[i] * g->kw + f.kw[i];
+                    for (int64_t c = 0; c < nbc8; c++)
+                        wp[c] = c < q->cg ? w[(t * q->cg + c) * O + gi * q->og + o] : 0.0f;
+                }
+    }
+}
+
+/* Chunk [u0, u0 + np) of phase f's pixels of images n0...: the rows of dx
+ * (rows) and the dy pixel of each tap (ptab[p * nt + i], zeros outside dy). */
+static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, int64_t np,
+                         const float *dy, float *dx, const float *zeros, const float **ptab,
+                         const float **rows) {
+    const pr_window *g = q->g;
+    const int64_t per = f->nh * f->nw;
+    for (int64_t p = 0; p < np; p++) {
+        int64_t u = u0 + p, n = n0 + u / per, r = u % per;
+        int64_t ih = f->ih0 + r / f->nw * g->sh, iw = f->iw0 + r % f->nw * g->sw;
+        rows[p] = dx + ((n * g->h + ih) * g->w + iw) * g->c;
+        for (int64_t i = 0; i < f->nt; i++) {
+            int64_t oh = (ih + g->ph - f->kh[i]) / g->sh, ow = (iw + g->pw - f->kw[i]) / g->sw;
+            int in = ih + g->ph - f->kh[i] >= 0 && oh < g->ho && iw + g->pw - f->kw[i] >= 0 &&
+                     ow < g->wo;
+            ptab[p * f->nt + i] = in ? dy + ((n * g->ho + oh) * g->wo + ow) * g->o : zeros;
+        }
+    }
 }
 
 int pr_conv_grouped_avx2_backprop_input(const pr_window *g, int64_t groups, const float *dy,
@@ -462,43 +536,35 @@ int pr_conv_grouped_avx2_backprop_input(const pr_window *g, int64_t groups, cons
         dw_backprop_input(&q, dy, w, dx, scratch);
         return PR_OK;
     }
+    if (!pr_conv_grouped_avx2_supports(g, groups)) return PR_ERR_INTERNAL;
     float *wp = scratch, *areas = wp + packed_floats(&q, PR_CONV_BACKPROP_INPUT);
     pack_backprop_input(&q, w, wp);
-    const int64_t NJ = q.T * q.nbc;
-    int64_t *jt = malloc(sizeof(int64_t) * 2 * (size_t)NJ);
-    int *jl = malloc(sizeof(int) * (size_t)NJ);
-    if (!jt || !jl) {
-        free(jt);
-        free(jl);
-        return PR_ERR_MEMORY;
-    }
-    int64_t *jo = jt + NJ;
-    for (int64_t j = 0; j < NJ; j++) {
-        jt[j] = j / q.nbc;
-        jo[j] = 8 * (j % q.nbc);
-        jl[j] = lanes_of(j % q.nbc, q.cg);
-    }
-    const int64_t image = g->h * g->w * g->c;
+    int64_t jo[64];
+    int jl[64];
+    for (int64_t b = 0; b < q.nbc; b++) jo[b] = 8 * b, jl[b] = lanes_of(b, q.cg);
+    const int64_t phases = g->sh * g->sw, block = q.og * q.nbc * 8;
 #pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
     for (int64_t s = 0; s < q.S; s++) {
         area ar = thread_area(&q, areas, THREAD_ID());
-        int64_t s0, s1, n0 = g->n * s / q.S, n1 = g->n * (s + 1) / q.S;
-        stripe_pixels(&q, s, &s0, &s1);
-        memset(dx + n0 * image, 0, sizeof(float) * (size_t)((n1 - n0) * image));
-        for (int64_t q0 = s0; q0 < s1; q0 += CHUNK) {
-            int64_t np = s1 - q0 < CHUNK ? s1 - q0 : CHUNK;
-            tap_offsets(&q, q0, np, ar.off);
-            indirection(&q, ar.off, np, dx, ar.trash, ar.ptab);
-            for (int64_t p = 0; p < np; p++) ar.rows[p] = dy + (q0 + p) * g->o;
-            for (int64_t gi = 0; gi < q.G; gi++) {
-                ft_args t = {ar.rows, 1, gi * q.og, 1, q.og, wp + gi * q.og * NJ * 8, NJ * 8,
-                             (float *const *)ar.ptab, q.T, gi * q.cg, jt, jo, jl, 1};
-                run_ft(&t, np, NJ);
+        int64_t n0 = g->n * s / q.S, n1 = g->n * (s + 1) / q.S;
+        const float *wph = wp;
+        for (int64_t pi = 0; pi < phases; pi++) {
+            phase f;
+            phase_of(g, pi, &f);
+            int64_t count = (n1 - n0) * f.nh * f.nw;
+            for (int64_t u0 = 0; u0 < count; u0 += CHUNK) {
+                int64_t np = count - u0 < CHUNK ? count - u0 : CHUNK;
+                phase_tables(&q, &f, n0, u0, np, dy, dx, ar.zeros, ar.ptab, ar.rows);
+                for (int64_t gi = 0; gi < q.G; gi++) {
+                    ft_args t = {ar.ptab, f.nt, gi * q.og, f.nt, q.og, wph + gi * f.nt * block,
+                                 q.nbc * 8, (float *const *)ar.rows, 1, gi * q.cg, zeros64, jo,
+                                 jl, 0};
+                    run_ft(&t, np, q.nbc);
+                }
             }
+            wph += q.G * f.nt * block;
         }
     }
-    free(jt);
-    free(jl);
     return PR_OK;
 }
 
@@ -531,7 +597,7 @@ int pr_conv_grouped_avx2_backprop_filter(const pr_window *g, int64_t groups, con
         dw_backprop_filter(&q, x, dy, dw, scratch);
         return PR_OK;
     }
-    if (q.nbo > 64) return PR_ERR_INTERNAL;
+    if (!pr_conv_grouped_avx2_supports(g, groups)) return PR_ERR_INTERNAL;
     int jl[64];
     for (int64_t b = 0; b < q.nbo; b++) jl[b] = lanes_of(b, q.og);
     float *areas = scratch;

@@ -11,6 +11,11 @@
 
 #include "conv.h"
 
+/* Whether the kernels take this geometry: more than one group, up to 512
+ * input and output channels a group, windows of up to 64 taps a sub-pixel
+ * phase of the stride (8x8 at stride 1). */
+int pr_conv_grouped_avx2_supports(const pr_window *g, int64_t groups);
+
 /* Scratch bytes of a pass (packed weights, per-thread panels, the filter
  * gradient's per-stripe partial sums), independent of the thread count. */
 size_t pr_conv_grouped_avx2_scratch_bytes(const pr_window *g, int64_t groups, pr_conv_pass pass);
