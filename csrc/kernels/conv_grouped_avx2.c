@@ -154,21 +154,18 @@ static int lanes_of(int64_t b, int64_t n) { return n - 8 * b >= 8 ? 8 : (int)(n 
 
 /* ---- the tiles ------------------------------------------------------------------ */
 
-/* Forward and input gradient: C(m, j) (+)= sum_(t, c) A(m, t, c) B(t*ck + c, j)
+/* Forward and input gradient: C(m, j) = sum_(t, c) A(m, t, c) B(t*ck + c, j)
  * for m < WT rows, j < NB blocks of 8 columns; A(m, t, c) = ap[m*aps + t][aoff + c]
  * (t < nt, c < ck, a multiple of KI); B(k, j) = the 8 floats at b + k*bk + 8*j;
- * C(m, j) = the jl[j] floats at cp[m*cps + jt[j]] + coff + jo[j], stored or
- * (add) added. */
+ * C(m, j) = the 8 floats at cp[m] + coff + 8*j (`last` of them in block NB - 1). */
 typedef struct {
     const float *const *ap;
     int64_t aps, aoff, nt, ck;
     const float *b;
     int64_t bk;
     float *const *cp;
-    int64_t cps, coff;
-    const int64_t *jt, *jo;
-    const int *jl;
-    int add;
+    int64_t coff;
+    int last;
 } ft_args;
 
 ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const int KI) {
@@ -202,16 +199,14 @@ ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const i
             for (int m = 0; m < WT; m++) r[m] += KI;
         }
     }
+    const int last = A->last;
     UNROLL
-    for (int m = 0; m < WT; m++)
+    for (int m = 0; m < WT; m++) {
+        float *d = A->cp[m] + A->coff;
         UNROLL
-        for (int j = 0; j < NB; j++) {
-            float *d = A->cp[m * A->cps + A->jt[j]] + A->coff + A->jo[j];
-            int l = A->jl[j];
-            __m256 v = acc[j][m];
-            if (A->add) v = _mm256_add_ps(v, load_block(d, l));
-            store_block(d, v, l);
-        }
+        for (int j = 0; j < NB - 1; j++) _mm256_storeu_ps(d + 8 * j, acc[j][m]);
+        store_block(d + 8 * (NB - 1), acc[NB - 1][m], last);
+    }
 }
 
 /* Filter gradient: C(m, j) += sum_k A(m, k) B(k, j) for m < WT rows, j < NB
@@ -286,9 +281,10 @@ static const bt_fn bt_fns[3][12] = REFS(bt, 0);
  * pointers that stay in general registers (12 of them spill). */
 static const int ft_width[4] = {0, FT_W1, 6, 4};
 
-/* The forward / input-gradient tiles over M rows and NJ column blocks:
- * NB = min(3, blocks left) blocks x ft_width[NB] rows.  t: row 0, block 0. */
-static void run_ft(const ft_args *t, int64_t M, int64_t NJ) {
+/* The forward / input-gradient tiles over M rows and NJ column blocks of
+ * `channels`: NB = min(3, blocks left) blocks x ft_width[NB] rows.  t: row 0,
+ * block 0. */
+static void run_ft(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
     int ki1 = t->ck % 8 != 0;
     for (int64_t j0 = 0; j0 < NJ; j0 += 3) {
         int nb = NJ - j0 < 3 ? (int)(NJ - j0) : 3, wt = ft_width[nb];
@@ -297,10 +293,9 @@ static void run_ft(const ft_args *t, int64_t M, int64_t NJ) {
             ft_args A = *t;
             A.ap += m0 * A.aps;
             A.b += 8 * j0;
-            A.cp += m0 * A.cps;
-            A.jt += j0;
-            A.jo += j0;
-            A.jl += j0;
+            A.cp += m0;
+            A.coff += 8 * j0;
+            A.last = lanes_of(j0 + nb - 1, channels);
             ft_fns[ki1][nb - 1][rows - 1](&A);
         }
     }
@@ -349,20 +344,21 @@ static area thread_area(const geo *q, float *base, int tid) {
     return r;
 }
 
-/* off[p * T + t]: the NHWC offset of the input pixel tap t of output pixel
- * q0 + p reads, -1 for padding. */
-static void tap_offsets(const geo *q, int64_t q0, int64_t np, int64_t *off) {
+/* The indirection table of output pixels q0 .. q0 + np: ptab[p * T + t] =
+ * x's pixel that tap t of pixel q0 + p reads, or `zeros` for padding. */
+static void indirection(const geo *q, int64_t q0, int64_t np, const float *x, const float *zeros,
+                        const float **ptab) {
     const pr_window *g = q->g;
     int64_t n = q0 / q->hw, r = q0 % q->hw, oh = r / g->wo, ow = r % g->wo;
     for (int64_t p = 0; p < np; p++) {
+        const float **e = ptab + p * q->T;
+        int64_t ih0 = oh * g->sh - g->ph, iw0 = ow * g->sw - g->pw;
+        const float *base = x + ((n * g->h + ih0) * g->w + iw0) * g->c;
         for (int64_t kh = 0; kh < g->kh; kh++) {
-            int64_t ih = oh * g->sh - g->ph + kh;
-            for (int64_t kw = 0; kw < g->kw; kw++) {
-                int64_t iw = ow * g->sw - g->pw + kw;
-                off[p * q->T + kh * g->kw + kw] =
-                    ih < 0 || ih >= g->h || iw < 0 || iw >= g->w ? -1
-                                                                 : ((n * g->h + ih) * g->w + iw) * g->c;
-            }
+            int rin = ih0 + kh >= 0 && ih0 + kh < g->h;
+            const float *row = base + kh * g->w * g->c;
+            for (int64_t kw = 0; kw < g->kw; kw++)
+                *e++ = rin && iw0 + kw >= 0 && iw0 + kw < g->w ? row + kw * g->c : zeros;
         }
         if (++ow == g->wo) {
             ow = 0;
@@ -371,10 +367,19 @@ static void tap_offsets(const geo *q, int64_t q0, int64_t np, int64_t *off) {
     }
 }
 
-/* The indirection table of a chunk: base + off, or `pad` for padding. */
-static void indirection(const geo *q, const int64_t *off, int64_t np, const float *base,
-                        const float *pad, const float **ptab) {
-    for (int64_t i = 0; i < np * q->T; i++) ptab[i] = off[i] < 0 ? pad : base + off[i];
+/* off[t] of one output pixel (the depthwise kernels): x's offset, -1 for padding. */
+static void tap_offsets(const geo *q, int64_t pix, int64_t *off) {
+    const pr_window *g = q->g;
+    int64_t n = pix / q->hw, r = pix % q->hw, oh = r / g->wo, ow = r % g->wo;
+    for (int64_t kh = 0; kh < g->kh; kh++) {
+        int64_t ih = oh * g->sh - g->ph + kh;
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+            int64_t iw = ow * g->sw - g->pw + kw;
+            off[kh * g->kw + kw] = ih < 0 || ih >= g->h || iw < 0 || iw >= g->w
+                                       ? -1
+                                       : ((n * g->h + ih) * g->w + iw) * g->c;
+        }
+    }
 }
 
 /* dy of group gi, pixels q0 .. q0 + np, as rows of nbo blocks of 8 (zero-padded). */
@@ -387,8 +392,6 @@ AVX2_FN void pack_dy(const geo *q, const float *dy, int64_t q0, int64_t np, int6
             _mm256_storeu_ps(dyb + (p * q->nbo + b) * 8, load_block(s + 8 * b, lanes_of(b, q->og)));
     }
 }
-
-static const int64_t zeros64[64] = {0};
 
 static int threads_for(int64_t units) {
     int64_t t = pr_get_num_threads();
@@ -432,9 +435,6 @@ int pr_conv_grouped_avx2_forward(const pr_window *g, int64_t groups, const float
     if (!pr_conv_grouped_avx2_supports(g, groups)) return PR_ERR_INTERNAL;
     float *wp = scratch, *areas = wp + packed_floats(&q, PR_CONV_FORWARD);
     pack_forward(&q, w, wp);
-    int64_t jo[64];
-    int jl[64];
-    for (int64_t b = 0; b < q.nbo; b++) jo[b] = 8 * b, jl[b] = lanes_of(b, q.og);
 #pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
     for (int64_t s = 0; s < q.S; s++) {
         area ar = thread_area(&q, areas, THREAD_ID());
@@ -442,14 +442,13 @@ int pr_conv_grouped_avx2_forward(const pr_window *g, int64_t groups, const float
         stripe_pixels(&q, s, &s0, &s1);
         for (int64_t q0 = s0; q0 < s1; q0 += CHUNK) {
             int64_t np = s1 - q0 < CHUNK ? s1 - q0 : CHUNK;
-            tap_offsets(&q, q0, np, ar.off);
-            indirection(&q, ar.off, np, x, ar.zeros, ar.ptab);
+            indirection(&q, q0, np, x, ar.zeros, ar.ptab);
             for (int64_t p = 0; p < np; p++) ar.rows[p] = y + (q0 + p) * g->o;
             for (int64_t gi = 0; gi < q.G; gi++) {
                 ft_args t = {ar.ptab, q.T, gi * q.cg, q.T, q.cg,
                              wp + gi * q.T * q.cg * q.nbo * 8, q.nbo * 8,
-                             (float *const *)ar.rows, 1, gi * q.og, zeros64, jo, jl, 0};
-                run_ft(&t, np, q.nbo);
+                             (float *const *)ar.rows, gi * q.og, 8};
+                run_ft(&t, np, q.nbo, q.og);
             }
         }
     }
@@ -539,9 +538,6 @@ int pr_conv_grouped_avx2_backprop_input(const pr_window *g, int64_t groups, cons
     if (!pr_conv_grouped_avx2_supports(g, groups)) return PR_ERR_INTERNAL;
     float *wp = scratch, *areas = wp + packed_floats(&q, PR_CONV_BACKPROP_INPUT);
     pack_backprop_input(&q, w, wp);
-    int64_t jo[64];
-    int jl[64];
-    for (int64_t b = 0; b < q.nbc; b++) jo[b] = 8 * b, jl[b] = lanes_of(b, q.cg);
     const int64_t phases = g->sh * g->sw, block = q.og * q.nbc * 8;
 #pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
     for (int64_t s = 0; s < q.S; s++) {
@@ -557,9 +553,8 @@ int pr_conv_grouped_avx2_backprop_input(const pr_window *g, int64_t groups, cons
                 phase_tables(&q, &f, n0, u0, np, dy, dx, ar.zeros, ar.ptab, ar.rows);
                 for (int64_t gi = 0; gi < q.G; gi++) {
                     ft_args t = {ar.ptab, f.nt, gi * q.og, f.nt, q.og, wph + gi * f.nt * block,
-                                 q.nbc * 8, (float *const *)ar.rows, 1, gi * q.cg, zeros64, jo,
-                                 jl, 0};
-                    run_ft(&t, np, q.nbc);
+                                 q.nbc * 8, (float *const *)ar.rows, gi * q.cg, 8};
+                    run_ft(&t, np, q.nbc, q.cg);
                 }
             }
             wph += q.G * f.nt * block;
@@ -576,8 +571,7 @@ AVX2_FN void filter_groups(const geo *q, const float *x, const float *dy, int64_
     const int64_t O = q->g->o;
     for (int64_t q0 = p0; q0 < p1; q0 += CHUNK) {
         int64_t np = p1 - q0 < CHUNK ? p1 - q0 : CHUNK;
-        tap_offsets(q, q0, np, ar->off);
-        indirection(q, ar->off, np, x, ar->zeros, ar->ptab);
+        indirection(q, q0, np, x, ar->zeros, ar->ptab);
         for (int64_t gi = g0; gi < q->G; gi += gs) {
             pack_dy(q, dy, q0, np, gi, ar->dyb);
             for (int64_t t = 0; t < q->T; t++) {
@@ -653,7 +647,7 @@ AVX2_FN void dw_forward(const geo *q, const float *x, const float *w, float *y, 
         int64_t s0, s1;
         stripe_pixels(q, s, &s0, &s1);
         for (int64_t pix = s0; pix < s1; pix++) {
-            tap_offsets(q, pix, 1, ar.off);
+            tap_offsets(q, pix, ar.off);
             for (int64_t b = 0; b < nb; b++) {
                 int l = lanes_of(b, C);
                 __m256 acc = _mm256_setzero_ps();
@@ -680,7 +674,7 @@ AVX2_FN void dw_backprop_input(const geo *q, const float *dy, const float *w, fl
         stripe_pixels(q, s, &s0, &s1);
         memset(dx + n0 * image, 0, sizeof(float) * (size_t)((n1 - n0) * image));
         for (int64_t pix = s0; pix < s1; pix++) {
-            tap_offsets(q, pix, 1, ar.off);
+            tap_offsets(q, pix, ar.off);
             for (int64_t b = 0; b < nb; b++) {
                 int l = lanes_of(b, C);
                 __m256 d = load_block(dy + pix * C + 8 * b, l);
@@ -710,7 +704,7 @@ AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, f
             stripe_pixels(q, s, &s0, &s1);
             memset(part, 0, sizeof(float) * (size_t)K);
             for (int64_t pix = s0; pix < s1; pix++) {
-                tap_offsets(q, pix, 1, ar.off);
+                tap_offsets(q, pix, ar.off);
                 for (int64_t b = 0; b < nb; b++) {
                     int l = lanes_of(b, C);
                     __m256 d = load_block(dy + pix * C + 8 * b, l);
