@@ -118,3 +118,19 @@ def test_bench_script_runs_at_a_tiny_size(script, tmp_path, no_matplotlib):
         assert all(v["median_us"] > 0 for v in res["allreduce"].values())
         assert [len(c) for c in res["loss_curves"].values()] == [2, 2, 2]
         assert [r["machines"] for r in res["cost_model_resnet20"]] == [2, 4, 8, 16, 32, 64]
+
+
+def test_peers_counts_regnet_200mf_flops_as_the_paper():
+    """bench/peers.py's RegNet FLOPs: the 200MF models at 224x224 have 199.0M
+    (X) and 199.5M (Y) multiply-adds with a 1000-class head (Radosavovic et
+    al. 2020, appendix: 0.2 GF; pycls's model zoo: 199M and 200M)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "peers", os.path.join(os.path.dirname(__file__), "..", "bench", "peers.py"))
+    peers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peers)
+    for model, macs in (("regnetx002", 199.04e6), ("regnety002", 199.51e6)):
+        convs, features = peers.regnet_convs(model, (224, 224, 3))
+        got = sum(h * w * kh * kw * c * o for h, w, kh, kw, c, o in convs) + features * 1000
+        assert abs(got - macs) < 0.01e6, (model, got)
+        assert features == 368
