@@ -508,21 +508,33 @@ static void pack_backprop_input(const geo *q, const float *w, float *wp) {
 }
 
 /* Chunk [u0, u0 + np) of phase f's pixels of images n0...: the rows of dx
- * (rows) and the dy pixel of each tap (ptab[p * nt + i], zeros outside dy). */
+ * (rows) and the dy pixel of each tap (ptab[p * nt + i], zeros outside dy).
+ * Pixel (a, b) of the phase, (ih0 + a*sh, iw0 + b*sw), takes dy pixel
+ * (a + dh_i, b + dw_i) through tap i (exact: ih0 + ph = kh_i mod sh). */
 static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, int64_t np,
                          const float *dy, float *dx, const float *zeros, const float **ptab,
                          const float **rows) {
     const pr_window *g = q->g;
     const int64_t per = f->nh * f->nw;
+    int64_t dh[MAX_PHASE_TAPS], dw[MAX_PHASE_TAPS];
+    for (int64_t i = 0; i < f->nt; i++) {
+        dh[i] = (f->ih0 + g->ph - f->kh[i]) / g->sh;
+        dw[i] = (f->iw0 + g->pw - f->kw[i]) / g->sw;
+    }
+    int64_t n = n0 + u0 / per, a = u0 % per / f->nw, b = u0 % per % f->nw;
     for (int64_t p = 0; p < np; p++) {
-        int64_t u = u0 + p, n = n0 + u / per, r = u % per;
-        int64_t ih = f->ih0 + r / f->nw * g->sh, iw = f->iw0 + r % f->nw * g->sw;
+        int64_t ih = f->ih0 + a * g->sh, iw = f->iw0 + b * g->sw;
         rows[p] = dx + ((n * g->h + ih) * g->w + iw) * g->c;
+        const float *img = dy + n * g->ho * g->wo * g->o;
         for (int64_t i = 0; i < f->nt; i++) {
-            int64_t oh = (ih + g->ph - f->kh[i]) / g->sh, ow = (iw + g->pw - f->kw[i]) / g->sw;
-            int in = ih + g->ph - f->kh[i] >= 0 && oh < g->ho && iw + g->pw - f->kw[i] >= 0 &&
-                     ow < g->wo;
-            ptab[p * f->nt + i] = in ? dy + ((n * g->ho + oh) * g->wo + ow) * g->o : zeros;
+            int64_t oh = a + dh[i], ow = b + dw[i];
+            ptab[p * f->nt + i] = oh >= 0 && oh < g->ho && ow >= 0 && ow < g->wo
+                                      ? img + (oh * g->wo + ow) * g->o
+                                      : zeros;
+        }
+        if (++b == f->nw) {
+            b = 0;
+            if (++a == f->nh) a = 0, n++;
         }
     }
 }
