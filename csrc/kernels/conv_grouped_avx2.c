@@ -599,6 +599,10 @@ int pr_conv_grouped_avx2_backprop_filter(const pr_window *g, int64_t groups, con
                                          const float *dy, float *dw, void *scratch) {
     geo q;
     geo_init(&q, g, groups);
+    if (g->n * q.hw == 0) { /* no pixel: a zero gradient */
+        memset(dw, 0, sizeof(float) * (size_t)(q.T * q.cg * g->o));
+        return PR_OK;
+    }
     if (q.depthwise) {
         dw_backprop_filter(&q, x, dy, dw, scratch);
         return PR_OK;
