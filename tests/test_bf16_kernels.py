@@ -35,7 +35,7 @@ U = 2.0 ** -24
 CPU = _C.cpu_info()
 BF16_VARIANTS = ("amx_direct_bf16", "amx_bf16", "avx512_bf16")
 CONV_ONLY = {"amx_direct_bf16"}  # variants that matmul does not have
-F32_ONLY = ("avx512_direct", "avx2_direct")  # conv variants that take float32 operands only
+F32_ONLY = ("avx512_direct", "avx2_direct", "avx2_grouped")  # conv variants that take float32 only
 
 
 def gamma(k):
