@@ -20,14 +20,16 @@ fastest median), as the peak is the best of its tries: on a shared
 machine other processes can only slow either down.  --shapes picks a set
 (``resnet``, the default; ``airbench``: airbench94's six shapes, Jordan
 2024, whose recipe runs them at batch 1024; ``all``) or the shapes whose
-names contain one of its comma-separated parts (e.g. ``--shapes s2,stem``);
+names contain one of its comma-separated parts (e.g. ``--shapes s2,stem``;
+``regnet``, run with ``--batch 64``: the grouped 3x3 convolutions of
+RegNetX002/Y002 on 64x64 inputs, FLOPs counted per group);
 --variants keeps only the named kernel variants (e.g. ``avx2_direct``: the
 reference im2col + OpenBLAS takes seconds a call on airbench's 256-channel
 shapes at batch 1024).  --cpu-time (with --threads 1) times the kernels
 and the peak by the thread's CPU time, which a process that takes the
 core away does not inflate: the kernels' own efficiency on a busy
 machine.
-FLOPs of a pass: 2 * N * HO * WO * KH * KW * C * O.
+FLOPs of a pass: 2 * N * HO * WO * KH * KW * (C / groups) * O.
 
 --dtype bfloat16 times the passes as a mixed_bfloat16 training step runs
 them: x, the kernel and dy in bfloat16, bfloat16 results for the forward
@@ -57,7 +59,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fma_peak import cpu_model, fma_peak_gflops, isas  # noqa: E402
 
-# name, (H, W, C), (KH, KW, O), stride[, padding]; padding "same" unless given
+# name, (H, W, C), (KH, KW, O), stride[, padding[, groups]]; "same" and 1 unless given
 RESNET_SHAPES = [
     ("stem 3->16 @32", (32, 32, 3), (3, 3, 16), 1),
     ("16->16 @32", (32, 32, 16), (3, 3, 16), 1),
@@ -80,29 +82,41 @@ AIRBENCH_SHAPES = [
     ("ab 256->256 @7", (7, 7, 256), (3, 3, 256), 1),
     ("ab 256->256 @3", (3, 3, 256), (3, 3, 256), 1),
 ]
-SHAPE_SETS = {"resnet": RESNET_SHAPES, "airbench": AIRBENCH_SHAPES}
-SHAPES = RESNET_SHAPES + AIRBENCH_SHAPES
+# the grouped 3x3 convolutions of RegNetX002 / RegNetY002 (group width 8; widths 24, 56,
+# 152, 368) on 64x64 inputs (run them with --batch 64 --shapes regnet): name, (H, W, C),
+# (KH, KW, O), stride, padding, groups
+REGNET_SHAPES = [
+    ("regnet 24 g3 @32 s2", (32, 32, 24), (3, 3, 24), 2, "same", 3),
+    ("regnet 56 g7 @16 s2", (16, 16, 56), (3, 3, 56), 2, "same", 7),
+    ("regnet 152 g19 @8 s2", (8, 8, 152), (3, 3, 152), 2, "same", 19),
+    ("regnet 152 g19 @4", (4, 4, 152), (3, 3, 152), 1, "same", 19),
+    ("regnet 368 g46 @4 s2", (4, 4, 368), (3, 3, 368), 2, "same", 46),
+    ("regnet 368 g46 @2", (2, 2, 368), (3, 3, 368), 1, "same", 46),
+]
+SHAPE_SETS = {"resnet": RESNET_SHAPES, "airbench": AIRBENCH_SHAPES, "regnet": REGNET_SHAPES}
+SHAPES = RESNET_SHAPES + AIRBENCH_SHAPES + REGNET_SHAPES
 PASSES = ("forward", "backprop_input", "backprop_filter")
 OPS = {"forward": "conv2d", "backprop_input": "conv2d_backprop_input",
        "backprop_filter": "conv2d_backprop_filter"}
 
 TORCH_WORKER = r"""
 import json, statistics, sys, time, torch
-batch, h, w, c, kh, kw, o, s, reps, threads = map(int, sys.argv[1:11])
-dt = getattr(torch, sys.argv[11])
-same = int(sys.argv[12])
+batch, h, w, c, kh, kw, o, s, reps, threads, groups = map(int, sys.argv[1:12])
+dt = getattr(torch, sys.argv[12])
+same = int(sys.argv[13])
 torch.set_num_threads(threads)
 g = torch.Generator().manual_seed(0)
 x = torch.randn(batch, c, h, w, generator=g).to(dt).contiguous(memory_format=torch.channels_last)
-k = (torch.randn(o, c, kh, kw, generator=g) * 0.1).to(dt).contiguous(
+k = (torch.randn(o, c // groups, kh, kw, generator=g) * 0.1).to(dt).contiguous(
     memory_format=torch.channels_last)
 pad = (kh // 2, kw // 2) if same else (0, 0)  # TF "same" for these (odd) windows, or "valid"
-y = torch.nn.functional.conv2d(x, k, stride=s, padding=pad)
+y = torch.nn.functional.conv2d(x, k, stride=s, padding=pad, groups=groups)
 dy = torch.randn(y.shape, generator=g).to(dt).contiguous(memory_format=torch.channels_last)
 def bw(mask):
     return lambda: torch.ops.aten.convolution_backward(dy, x, k, None, [s, s], list(pad), [1, 1],
-                                                        False, [0, 0], 1, mask)
-fns = {"forward": lambda: torch.nn.functional.conv2d(x, k, stride=s, padding=pad),
+                                                        False, [0, 0], groups, mask)
+fns = {"forward": lambda: torch.nn.functional.conv2d(x, k, stride=s, padding=pad,
+                                                     groups=groups),
        "backprop_input": bw([True, False, False]), "backprop_filter": bw([False, True, False])}
 out = {}
 with torch.no_grad():
@@ -161,8 +175,9 @@ def torch_python(arg):
 
 
 def time_torch(python, batch, shape, reps, threads, dtype):
-    (h, w, c), (kh, kw, o), s, same = shape
-    args = [str(v) for v in (batch, h, w, c, kh, kw, o, s, reps, threads, dtype, int(same))]
+    (h, w, c), (kh, kw, o), s, same, groups = shape
+    args = [str(v) for v in (batch, h, w, c, kh, kw, o, s, reps, threads, groups, dtype,
+                             int(same))]
     try:
         p = subprocess.run([python, "-c", TORCH_WORKER] + args, capture_output=True, text=True,
                            timeout=600)
@@ -178,7 +193,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=1,
                     help="sweeps over the shapes; each cell keeps its best round")
     ap.add_argument("--shapes", default="resnet",
-                    help="'resnet' (ResNet-20/56's, the default), 'airbench' (airbench94's; "
+                    help="'resnet' (ResNet-20/56's, the default), 'regnet' (RegNet-200MF's "
+                         "grouped ones; use --batch 64), 'airbench' (airbench94's; "
                          "its recipe's batch is 1024), 'all', or a comma list: the shapes "
                          "whose names contain one of these")
     ap.add_argument("--variants", default="",
@@ -236,7 +252,7 @@ def main():
 
 
 def pick_shapes(spec):
-    """The shapes of --shapes: a set's name ('resnet', 'airbench', 'all') or
+    """The shapes of --shapes: a set's name ('resnet', 'airbench', 'regnet', 'all') or
     a comma list of parts of the shapes' names."""
     if spec in SHAPE_SETS:
         return SHAPE_SETS[spec]
@@ -253,13 +269,15 @@ def sweep(args, shapes, variants, tpy, low, measure_peaks, best):
     from pyresnet._loader import _C
     torch_version = None
     rng = np.random.default_rng(0)
-    for name, (h, w, c), (kh, kw, o), s, *padding in shapes:
-        same = (padding or ["same"])[0] == "same"
+    for name, (h, w, c), (kh, kw, o), s, *rest in shapes:
+        padding, groups = (rest + ["same", 1][len(rest):])[:2]  # defaults: "same", one group
+        same = padding == "same"
+        attrs = {"groups": groups} if groups > 1 else {}
         x = pr.Tensor(rng.standard_normal((args.batch, h, w, c)).astype(np.float32))
-        k = pr.Tensor((rng.standard_normal((kh, kw, c, o)) * 0.1).astype(np.float32))
+        k = pr.Tensor((rng.standard_normal((kh, kw, c // groups, o)) * 0.1).astype(np.float32))
         ho, wo = (-(-h // s), -(-w // s)) if same else ((h - kh) // s + 1, (w - kw) // s + 1)
         dy = pr.Tensor(rng.standard_normal((args.batch, ho, wo, o)).astype(np.float32))
-        gflop = 2.0 * args.batch * ho * wo * kh * kw * c * o / 1e9
+        gflop = 2.0 * args.batch * ho * wo * kh * kw * (c // groups) * o / 1e9
         x, k, dy = low(x), low(k), low(dy)  # bfloat16 activations, as the step's
         inputs = {"forward": (x, k, {}), "backprop_input": (dy, k, {"shape": x.shape}),
                   "backprop_filter": (x, dy, {"shape": k.shape})}
@@ -270,7 +288,7 @@ def sweep(args, shapes, variants, tpy, low, measure_peaks, best):
             for v in variants:
                 def run(v=v):
                     return _C.run_variant(OPS[pass_name], v, a, b, strides=s, same=same,
-                                          **extra)
+                                          **extra, **attrs)
                 try:
                     row["ms"][v] = median_time(run, args.reps) * 1e3
                 except ValueError:  # this variant does not run this shape
@@ -278,8 +296,8 @@ def sweep(args, shapes, variants, tpy, low, measure_peaks, best):
             shape_rows.append(row)
         # torch after ours: a process that just used both cores slowed the
         # kernel timed right after it
-        theirs = time_torch(tpy, args.batch, ((h, w, c), (kh, kw, o), s, same), args.reps,
-                            args.threads, args.dtype) if tpy else None
+        theirs = time_torch(tpy, args.batch, ((h, w, c), (kh, kw, o), s, same, groups),
+                            args.reps, args.threads, args.dtype) if tpy else None
         for row in shape_rows:
             if theirs:
                 torch_version = theirs["torch"]

@@ -1,4 +1,4 @@
-"""ResNet-20 training step on CPU: pyresnet against PyTorch and TensorFlow.
+"""ResNet-20 (or RegNet) training step on CPU: pyresnet against PyTorch and TensorFlow.
 
 What is measured: one training step of the CIFAR ResNet-20 (He et al. 2016,
 section 4.2: a 3x3 conv(16) + BN + ReLU stem, 3 stages of 3 basic blocks with
@@ -7,6 +7,18 @@ shortcut (1x1 conv stride 2 + BN) there, BN after every conv, global average
 pooling, Dense(10)) on a batch of random 32x32x3 float32 images and integer
 labels: forward, sparse softmax cross-entropy from logits, backward, and an
 SGD update (learning rate 0.1, momentum 0.9).  Batch 128 unless --batch.
+
+--model regnetx002 / regnety002 times RegNetX-200MF / RegNetY-200MF
+(Radosavovic et al. 2020; pyresnet.applications.RegNetX002 / RegNetY002,
+10 classes, logits) on 64x64x3 images instead (issue 31's bars: batch 64),
+against torchvision's RegNet built from the paper's parameters
+(``RegNet(BlockParams.from_init_params(13, 24, 36.44, 2.49, 8[, se_ratio=0.25]))``,
+the same widths 24/56/152/368, depths 1/1/4/7, group width 8, stem 32 and
+BN epsilon 1e-5 / momentum 0.1, i.e. Keras's 0.9) in the torch modes; the
+TF modes build only ResNet-20.  PyPI's torchvision wheels are CUDA builds
+whose C extension does not load beside a CPU-only torch; the worker then
+skips torchvision's fake-tensor registrations of its detection ops
+(torchvision._meta_registrations), which a RegNet never calls.
 
 Modes (each framework with its own interpreter, since they are installed in
 separate virtual environments):
@@ -66,7 +78,7 @@ Units and derived figures:
     python bench/peers.py [--batch 128] [--rounds 3] [--steps 5] [--warmup 3]
                           [--threads 2] [--modes a,b,...] [--out bench/results]
 
-With --out DIR it writes DIR/peers_resnet20_b<batch>[_<tag>].md (the
+With --out DIR it writes DIR/peers_<model>_b<batch>[_<tag>].md (the
 table) and .json (the table's numbers plus every step time, versions and
 peak tries).  The settings that choose kernels (PYRESNET_KERNELS,
 ONEDNN_MAX_CPU_ISA, OMP_WAIT_POLICY) are recorded when set: for example
@@ -88,6 +100,13 @@ HERE = pathlib.Path(__file__).resolve().parent
 DEPTH = 20
 CLASSES = 10
 IMAGE = (32, 32, 3)
+# --model -> its input; the RegNets: (pyresnet builder, torchvision BlockParams arguments)
+MODELS = {"resnet20": {"image": (32, 32, 3)},
+          "regnetx002": {"image": (64, 64, 3), "builder": "RegNetX002",
+                         "params": (13, 24, 36.44, 2.49, 8), "se": None},
+          "regnety002": {"image": (64, 64, 3), "builder": "RegNetY002",
+                         "params": (13, 24, 36.44, 2.49, 8), "se": 0.25}}
+MODEL = ["resnet20"]  # the model of this run (main and the worker set it)
 LR, MOMENTUM = 0.1, 0.9
 
 # mode -> (framework, description)
@@ -132,10 +151,42 @@ def resnet_convs(depth=DEPTH, image=IMAGE):
     return convs, c
 
 
+def regnet_convs(name, image):
+    """The convolutions of RegNet `name` (MODELS) on `image` as (HO, WO, KH,
+    KW, C per group, O), squeeze-and-excitation's 1x1s on 1x1 maps included,
+    and the features the dense layer takes (its stages from
+    pyresnet.applications.regnet_stages, the layout of regnet.py)."""
+    from pyresnet.applications import regnet_stages
+
+    depth, w_0, w_a, w_m, gw = MODELS[name]["params"]
+    widths, depths, groups = regnet_stages(depth, w_0, w_a, w_m, gw)
+    h, w = -(-image[0] // 2), -(-image[1] // 2)
+    convs = [(h, w, 3, 3, image[2], 32)]
+    cin = 32
+    for width, d, g in zip(widths, depths, groups):
+        for i in range(d):
+            ho, wo = (-(-h // 2), -(-w // 2)) if i == 0 else (h, w)
+            convs.append((h, w, 1, 1, cin, width))
+            convs.append((ho, wo, 3, 3, g, width))
+            if MODELS[name]["se"]:
+                se = int(cin * MODELS[name]["se"])
+                convs += [(1, 1, 1, 1, width, se), (1, 1, 1, 1, se, width)]
+            convs.append((ho, wo, 1, 1, width, width))
+            if i == 0:
+                convs.append((ho, wo, 1, 1, cin, width))
+            h, w, cin = ho, wo, width
+    return convs, cin
+
+
 def train_step_flops(batch, depth=DEPTH, image=IMAGE, classes=CLASSES):
     """FLOPs of one training step (int): 3x the forward FLOPs of the convs
-    (2*N*HO*WO*KH*KW*C*O each) and of the dense layer (2*N*C*classes)."""
-    convs, features = resnet_convs(depth, image)
+    (2*N*HO*WO*KH*KW*C*O each, C per group) and of the dense layer
+    (2*N*C*classes), of ResNet-`depth` or of MODEL's RegNet."""
+    if MODEL[0] != "resnet20":
+        image = MODELS[MODEL[0]]["image"]
+        convs, features = regnet_convs(MODEL[0], image)
+    else:
+        convs, features = resnet_convs(depth, image)
     forward = sum(2 * batch * ho * wo * kh * kw * c * o for ho, wo, kh, kw, c, o in convs)
     forward += 2 * batch * features * classes
     return 3 * forward
@@ -148,7 +199,7 @@ def random_batch(batch, seed=0):
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((batch,) + IMAGE).astype(np.float32)
+    x = rng.standard_normal((batch,) + MODELS[MODEL[0]]["image"]).astype(np.float32)
     y = rng.integers(0, CLASSES, batch).astype(np.int32)
     return x, y
 
@@ -160,8 +211,13 @@ def pyresnet_step(mode, batch, threads):
     pr.set_num_threads(threads)
     if "bf16" in mode:  # layers take the global policy when they are made
         pr.mixed_precision.set_global_policy("mixed_bfloat16")
-    model = pr.applications.resnet_cifar(DEPTH, input_shape=IMAGE, num_classes=CLASSES,
-                                         shortcut="projection")
+    if MODEL[0] == "resnet20":
+        model = pr.applications.resnet_cifar(DEPTH, input_shape=IMAGE, num_classes=CLASSES,
+                                             shortcut="projection")
+    else:
+        spec = MODELS[MODEL[0]]
+        model = getattr(pr.applications, spec["builder"])(
+            input_shape=spec["image"], classes=CLASSES, classifier_activation=None)
     loss_fn = pr.losses.SparseCategoricalCrossentropy(from_logits=True)
     optimizer = pr.optimizers.SGD(LR, momentum=MOMENTUM)
 
@@ -219,6 +275,15 @@ def torch_step(mode, batch, threads):
             cin = filters
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, CLASSES)]
     model = nn.Sequential(*layers).train()
+    if MODEL[0] != "resnet20":
+        import types
+        # see the module docstring: a CUDA torchvision wheel beside a CPU torch
+        sys.modules.setdefault("torchvision._meta_registrations",
+                               types.ModuleType("torchvision._meta_registrations"))
+        from torchvision.models.regnet import BlockParams, RegNet
+        spec = MODELS[MODEL[0]]
+        model = RegNet(BlockParams.from_init_params(*spec["params"], se_ratio=spec["se"]),
+                       num_classes=CLASSES).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
 
     xn, yn = random_batch(batch)
@@ -353,6 +418,7 @@ def run_mode(python, mode, args):
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), TF_CPP_MIN_LOG_LEVEL="2",
                TORCHINDUCTOR_COMPILE_THREADS="1")  # no pool of compile workers
     cmd = [python, str(pathlib.Path(__file__).resolve()), "--worker", mode,
+           "--model", MODEL[0],
            "--batch", str(args.batch), "--steps", str(args.steps),
            "--warmup", str(args.warmup), "--threads", str(args.threads)]
     t0 = time.perf_counter()
@@ -384,6 +450,14 @@ def git_version():
         return "unknown"
 
 
+def model_title():
+    """The run's model, as the tables name it."""
+    if MODEL[0] == "resnet20":
+        return f"ResNet-{DEPTH}"
+    h, w, _ = MODELS[MODEL[0]]["image"]
+    return f"{MODELS[MODEL[0]]['builder']} ({h}x{w})"
+
+
 def fmt_ratio(x):
     return "-" if x is None else f"{x:.2f}x"
 
@@ -411,8 +485,12 @@ def main():
     ap.add_argument("--peak-tries", type=int, default=3,
                     help="FMA-peak tries at each measurement point (default 3)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per process")
+    ap.add_argument("--model", choices=list(MODELS), default="resnet20",
+                    help="resnet20 (32x32 inputs) or regnetx002 / regnety002 (64x64 inputs, "
+                         "torch modes only among the peers)")
     ap.add_argument("--worker", metavar="MODE", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    MODEL[0] = args.model
 
     if args.worker:
         worker(args.worker, args.batch, args.steps, args.warmup, args.threads)
@@ -443,7 +521,7 @@ def main():
     flops = train_step_flops(args.batch)
     cpu = cpu_model()
     print(f"CPU: {cpu}, {os.cpu_count()} logical CPUs; {args.threads} threads per framework")
-    print(f"ResNet-{DEPTH} training step, batch {args.batch}: {flops / 1e9:.3f} GFLOP "
+    print(f"{model_title()} training step, batch {args.batch}: {flops / 1e9:.3f} GFLOP "
           f"(conv + dense, backward = 2x forward)")
     checkout = git_version()
     print("versions: " + ", ".join(f"{d} {v}" for vv in versions.values() if vv
@@ -513,7 +591,7 @@ def main():
                        warmup_s=[o["warmup_s"] for o in results[m]])
         rows.append(row)
 
-    title = (f"ResNet-{DEPTH} training step, batch {args.batch}, {args.threads} threads, "
+    title = (f"{model_title()} training step, batch {args.batch}, {args.threads} threads, "
              f"{args.rounds} rounds x {args.steps} timed steps (after {args.warmup} warm-up)")
     lines = [f"# {title}", "",
              f"CPU: {cpu}; measured {peak_isa} fp32 FMA peak on {args.threads} threads: "
@@ -552,11 +630,12 @@ def main():
     if args.out:
         out = pathlib.Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        stem = out / (f"peers_resnet{DEPTH}_b{args.batch}" + (f"_{args.tag}" if args.tag else ""))
+        stem = out / (f"peers_{args.model}_b{args.batch}" + (f"_{args.tag}" if args.tag else ""))
         stem.with_suffix(".md").write_text(
             table + "\n\nCommand: `python bench/peers.py " + " ".join(sys.argv[1:]) + "`\n")
         record = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
                   "command": sys.argv, "cpu": cpu, "logical_cpus": os.cpu_count(),
+                  "model": args.model, "image": MODELS[args.model]["image"],
                   "threads": args.threads, "batch": args.batch, "rounds": args.rounds,
                   "steps": args.steps, "warmup": args.warmup, "flops_per_step": flops,
                   "fma_peak_gflops": peak, "fma_peak_isa": peak_isa, "fma_peak_points": peaks,

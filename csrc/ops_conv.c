@@ -27,6 +27,7 @@
 #include "kernels/conv_amx.h"
 #include "kernels/conv_bf16.h"
 #include "kernels/conv_direct.h"
+#include "kernels/conv_grouped_avx2.h"
 #include "kernels/pool.h"
 #include "op_attrs.h"
 
@@ -535,6 +536,22 @@ DIRECT_VARIANT(avx2_direct, bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_avx2_bac
 DIRECT_VARIANT(avx2_direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_avx2_backprop_filter,
                pr_conv_direct_avx2_scratch_bytes)
 
+/* Grouped and depthwise AVX2 (kernels/conv_grouped_avx2.c): float32 calls
+ * of more than one group (pr_conv_grouped_avx2_supports). */
+static int grouped_fits(const pr_window *g, const void *a) {
+    return pr_conv_grouped_avx2_supports(g, ((const pr_conv_attrs *)a)->groups);
+}
+#define GROUPED_VARIANT(pass, PASS, kernel)                                                     \
+    WINDOW_VARIANT(avx2_grouped, pass, grouped_fits(&g, a) && all_f32(in),                      \
+                   pr_conv_grouped_avx2_scratch_bytes(&g, ((const pr_conv_attrs *)a)->groups,  \
+                                                      PASS),                                    \
+                   kernel(&g, ((const pr_conv_attrs *)a)->groups, in[0].data, in[1].data,      \
+                          out->data, ws))
+
+GROUPED_VARIANT(fw, PR_CONV_FORWARD, pr_conv_grouped_avx2_forward)
+GROUPED_VARIANT(bpi, PR_CONV_BACKPROP_INPUT, pr_conv_grouped_avx2_backprop_input)
+GROUPED_VARIANT(bpf, PR_CONV_BACKPROP_FILTER, pr_conv_grouped_avx2_backprop_filter)
+
 /* The bfloat16 variants (AMX, AVX512_BF16) take the calls with a bfloat16
  * operand, any window and stride (kernels/conv_bf16.c). */
 
@@ -589,6 +606,8 @@ AMX_DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
          direct_scratch_##pass, direct_run_##pass},                                             \
         {"avx2_direct", PR_CPU_AVX2 | PR_CPU_FMA, avx2_direct_supports_##pass,                  \
          avx2_direct_scratch_##pass, avx2_direct_run_##pass},                                   \
+        {"avx2_grouped", PR_CPU_AVX2 | PR_CPU_FMA, avx2_grouped_supports_##pass,                \
+         avx2_grouped_scratch_##pass, avx2_grouped_run_##pass},                                 \
         {"amx_direct_bf16", PR_BF16_AMX_CPU, amx_direct_supports_##pass,                        \
          amx_direct_scratch_##pass, amx_direct_run_##pass},                                     \
         {"amx_bf16", PR_BF16_AMX_CPU, bf16_conv_supports, bf16_scratch_##pass, amx_run_##pass}, \
@@ -600,7 +619,7 @@ AMX_DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 CONV_VARIANTS(fw, fw_conv2d);
 CONV_VARIANTS(bpi, fw_conv2d_bpi);
 CONV_VARIANTS(bpf, fw_conv2d_bpf);
-#define N_CONV_VARIANTS 6
+#define N_CONV_VARIANTS 7
 
 /* The three ops are bilinear and adjoint to each other:
  * <dy, conv2d(x, w)> = <bpi(dy, w), x> = <bpf(x, dy), w>. */

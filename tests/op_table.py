@@ -729,6 +729,19 @@ GROUPED_SHAPES = [
     ("1x1 c8 o8 groups 4", (2, 3, 3, 8), (1, 1, 2, 8), [1], False, True, 4),
     ("3x3 s2 same c48 o48 groups 6 (RegNet)", (2, 9, 9, 48), (3, 3, 8, 48), [2], True, False, 6),
     ("depthwise 5x5 c17 o17", (1, 7, 6, 17), (5, 5, 1, 17), [1], True, False, 17),
+    # the group widths of RegNet-200MF/400MF (8, 16, 24) at stride 1 and 2, images of a
+    # few pixels (a tile spans images), a group width past a block of 8, depthwise with
+    # a partial block of channels
+    ("3x3 s1 same c24 o24 groups 3 (gw 8)", (3, 3, 2, 24), (3, 3, 8, 24), [1], True, False, 3),
+    ("3x3 s2 same c32 o32 groups 2 (gw 16)", (2, 7, 6, 32), (3, 3, 16, 32), [2], True, False, 2),
+    ("3x3 s2 same c48 o48 groups 2 (gw 24)", (5, 4, 4, 48), (3, 3, 24, 48), [2], True, False, 2),
+    ("3x3 s1 valid c20 o30 groups 2 (gw 10 -> 15)", (2, 6, 5, 20), (3, 3, 10, 30), [1], False,
+     False, 2),
+    ("depthwise 3x3 s2 same c20", (3, 7, 8, 20), (3, 3, 1, 20), [2], True, False, 20),
+    ("1x1 s2 valid c8 o8 groups 2 (input-gradient phases without taps)", (2, 5, 4, 8),
+     (1, 1, 4, 8), [2], False, False, 2),
+    ("3x3 s1 same c16 o16 groups 8 (gw 2, 180 pixels)", (2, 9, 10, 16), (3, 3, 2, 16), [1], True,
+     False, 8),
 ]
 
 

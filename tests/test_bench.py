@@ -183,3 +183,19 @@ def test_eager_vs_compiled_overhead_fit_recovers_known_costs():
     assert text.count(". ") == 1 and text.startswith("On Test CPU")
     assert "12.0 us" in text and "80 ms per GB" in text
     assert f"m0 at batch 32 ({rows[0]['eager'] / rows[0]['compiled']:.2f}x" in text
+
+
+def test_peers_counts_regnet_200mf_flops_as_the_paper():
+    """bench/peers.py's RegNet FLOPs: the 200MF models at 224x224 have 199.0M
+    (X) and 199.5M (Y) multiply-adds with a 1000-class head (Radosavovic et
+    al. 2020, appendix: 0.2 GF; pycls's model zoo: 199M and 200M)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "peers", os.path.join(os.path.dirname(__file__), "..", "bench", "peers.py"))
+    peers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peers)
+    for model, macs in (("regnetx002", 199.04e6), ("regnety002", 199.51e6)):
+        convs, features = peers.regnet_convs(model, (224, 224, 3))
+        got = sum(h * w * kh * kw * c * o for h, w, kh, kw, c, o in convs) + features * 1000
+        assert abs(got - macs) < 0.01e6, (model, got)
+        assert features == 368

@@ -294,6 +294,35 @@ def max_dims(rng):
         _C.call("add", np.ones((1,) * 9, f32), np.ones((1,) * 9, f32))
 
 
+def avx2_grouped_chunks(rng):
+    """avx2_grouped: 119/120/121 output pixels (CHUNK 120 a table, tiles of
+    FT_W1 = 8 rows and their remainders) and 15/16/17 images (MAX_STRIPES
+    16), group width 8 at strides 1 and 2, the three passes against NumPy
+    per group."""
+    from op_table import _grouped_bpf_ref, _grouped_bpi_ref, _grouped_conv_ref
+    runs = dict(_C.op_variants("conv2d"))["avx2_grouped"] and not _C.cpu_info()["reference_only"]
+    for xs, s in (((1, 7, 17, 16), 1), ((1, 10, 12, 16), 1), ((1, 11, 11, 16), 1),
+                  ((15, 2, 3, 16), 1), ((16, 3, 3, 16), 2), ((17, 2, 2, 16), 1)):
+        x, k = randn(rng, *xs), randn(rng, 3, 3, 8, 16)
+        attrs = {"strides": [s, s], "same": True, "groups": 2}
+
+        def call(op, a, b, **more):
+            if runs:
+                return _C.run_variant(op, "avx2_grouped", a, b, **attrs, **more)
+            return _C.call(op, a, b, **attrs, **more)
+
+        y = _grouped_conv_ref(x.astype(np.float64), k.astype(np.float64), [s], True, 2)
+        close(call("conv2d", x, k), y, 1e-4, 1e-4, f"avx2_grouped conv2d {xs} s{s}")
+        dy = randn(rng, *y.shape)
+        close(call("conv2d_backprop_input", dy, k, shape=list(xs)),
+              _grouped_bpi_ref(dy.astype(np.float64), k.astype(np.float64), [s], True, xs, 2),
+              1e-4, 1e-4, f"avx2_grouped backprop_input {xs} s{s}")
+        close(call("conv2d_backprop_filter", x, dy, shape=[3, 3, 8, 16]),
+              _grouped_bpf_ref(x.astype(np.float64), dy.astype(np.float64), [s], True,
+                               [3, 3, 8, 16], 2),
+              1e-4, 2e-4, f"avx2_grouped backprop_filter {xs} s{s}")
+
+
 def _conv_all_passes(rng, xs, ks, strides, same, what, variant=None):
     """The three passes against NumPy, through the default kernels, or
     through `variant` where this CPU runs it (avx2_direct: any CPU with AVX2
@@ -426,6 +455,19 @@ def avx2_direct_weight_bytes(rng):
     multiples of 8 channels: 80; c of 79, 80, 81, 160, 161."""
     for c in (79, 80, 81, 160, 161):
         _conv_all_passes(rng, (1, 3, 6, c), (3, 3, c, 9), 1, True, f"avx2 c={c}", "avx2_direct")
+
+
+def avx2_direct_image_groups(rng):
+    """conv_direct_avx2.c MAX_IMAGE_GROUP = 16 images per forward /
+    input-gradient group (and IMAGE_GROUP_BYTES = 160 KiB of their padded
+    inputs): 3x3 images of 8 channels, whose groups the count caps, in
+    batches of 15, 16, 17 and 33 (a full group, a partial last one); and
+    16 x 16 images of 64 channels (82 KiB padded: one image a group)."""
+    for n in (15, 16, 17, 33):
+        _conv_all_passes(rng, (n, 3, 3, 8), (3, 3, 8, 8), 1, True, f"avx2 batch {n}",
+                         "avx2_direct")
+    _conv_all_passes(rng, (3, 16, 16, 64), (3, 3, 64, 8), 1, True, "avx2 one image a group",
+                     "avx2_direct")
 
 
 def avx2_direct_block_groups(rng):
@@ -628,11 +670,20 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct.c", "MAX_NB3"): conv_direct_channel_blocks,
     ("conv_direct.c", "TILE_WEIGHT_BYTES"): conv_direct_weight_bytes,
     ("conv_direct.c", "FT3_CT"): conv_direct_filter3_channels,
+    ("conv_grouped_avx2.c", "CHUNK"): avx2_grouped_chunks,
+    ("conv_grouped_avx2.c", "FT_W1"): avx2_grouped_chunks,
+    ("conv_grouped_avx2.c", "MAX_STRIPES"): avx2_grouped_chunks,
+    ("conv_grouped_avx2.c", "MAX_PHASE_TAPS"): "the supports rule's bound on the taps of a "
+                                               "sub-pixel phase (8x8 windows at stride 1); "
+                                               "larger ones run the reference",
+    ("conv_grouped_avx2.c", "MAX_THREADS"): "per-thread scratch areas: more threads are not "
+                                            "started; the work split is by stripes, not threads",
     ("conv_direct_avx2.c", "MAX_TILE"): avx2_direct_tiles,
     ("conv_direct_avx2.c", "MAX_NB"): avx2_direct_channel_blocks,
     ("conv_direct_avx2.c", "FT3_CT"): avx2_direct_filter3_channels,
     ("conv_direct_avx2.c", "TILE_WEIGHT_BYTES"): avx2_direct_weight_bytes,
     ("conv_direct_avx2.c", "MAX_NB_FW"): avx2_direct_block_groups,
+    ("conv_direct_avx2.c", "MAX_IMAGE_GROUP"): avx2_direct_image_groups,
     ("common.c", "HUGE_MIN"): allocator_huge_pages,
     ("common.c", "HUGE_PAGE"): allocator_huge_pages,
     ("bf16.c", "PAR_MIN"): bf16_parallel,

@@ -37,8 +37,8 @@ def test_config_lists_the_conv_variants_reference_last():
     has = set(c["features"])
     for op in ("conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"):
         names = [n for n, _ in c["variants"][op]]
-        assert names == ["avx512_direct", "avx2_direct", "amx_direct_bf16", "amx_bf16",
-                         "avx512_bf16", "im2col_blas"]
+        assert names == ["avx512_direct", "avx2_direct", "avx2_grouped", "amx_direct_bf16",
+                         "amx_bf16", "avx512_bf16", "im2col_blas"]
         assert c["variants"][op][-1][1] is True   # the reference runs anywhere
         assert c["variants"][op][0][1] == ({"avx512f", "fma"} <= has)
         assert c["variants"][op][1][1] == ({"avx2", "fma"} <= has)
@@ -177,6 +177,8 @@ def test_conv_variants_do_not_depend_on_the_thread_count(op):
         for variant, ok in _C.op_variants(op):
             if not ok or (_C.cpu_info()["reference_only"] and variant != "im2col_blas"):
                 continue
+            if variant.endswith("_grouped"):  # one group here: test_grouped_variants_...
+                continue
             results = []
             a, b = args[0], args[1]
             if variant.endswith("_bf16"):  # the bfloat16 kernels take bfloat16 operands
@@ -203,7 +205,7 @@ def test_conv_variants_on_small_images_do_not_depend_on_the_batch(op):
     dy = rng_array(19, 3, 3, 24, seed=2)
     before = pr.get_num_threads()
     for variant, ok in _C.op_variants(op):
-        if not ok or variant.endswith("_bf16") or (
+        if not ok or variant.endswith(("_bf16", "_grouped")) or (  # (grouped: groups > 1)
                 _C.cpu_info()["reference_only"] and variant != "im2col_blas"):
             continue
 
@@ -223,3 +225,34 @@ def test_conv_variants_on_small_images_do_not_depend_on_the_batch(op):
             np.testing.assert_array_equal(r, whole[0], err_msg=variant)
         for lo, hi in ((0, 1), (16, 19), (5, 18)) if variant.endswith("_direct") else ():
             np.testing.assert_array_equal(run(lo, hi), whole[0][lo:hi], err_msg=variant)
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"])
+@pytest.mark.parametrize("groups,cg", [(3, 8), (8, 2), (24, 1)])
+def test_grouped_variants_do_not_depend_on_the_thread_count(op, groups, cg):
+    """avx2_grouped splits the work into fixed stripes of images (and the
+    filter gradient sums them in stripe order): same bits for 1, 2, 3 threads."""
+    c = groups * cg
+    x, k = rng_array(13, 9, 7, c), rng_array(3, 3, cg, c, seed=1)
+    dy = rng_array(13, 5, 4, c, seed=2)
+    args = {"conv2d": (x, k, {}), "conv2d_backprop_input": (dy, k, {"shape": x.shape}),
+            "conv2d_backprop_filter": (x, dy, {"shape": k.shape})}[op]
+    ok = dict(_C.op_variants(op))["avx2_grouped"]
+    if not ok or _C.cpu_info()["reference_only"]:  # then it must refuse
+        with pytest.raises(ValueError, match="cannot run"):
+            _C.run_variant(op, "avx2_grouped", args[0], args[1], strides=2, same=True,
+                           groups=groups, **args[2])
+        return
+    before, results = pr.get_num_threads(), []
+    for threads in (1, 2, 3):
+        pr.set_num_threads(threads)
+        try:
+            results.append(_C.run_variant(op, "avx2_grouped", args[0], args[1], strides=2,
+                                          same=True, groups=groups, **args[2]).numpy())
+        finally:
+            pr.set_num_threads(before)
+    ref = _C.run_variant(op, "im2col_blas", args[0], args[1], strides=2, same=True,
+                         groups=groups, **args[2]).numpy()
+    np.testing.assert_allclose(results[0], ref, rtol=1e-4, atol=1e-4)
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])

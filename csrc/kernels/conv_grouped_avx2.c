@@ -1,0 +1,760 @@
+/* Grouped and depthwise convolutions with AVX2 + FMA (conv_grouped_avx2.h):
+ * the sums of conv_grouped.c on 8-wide ymm registers.  With cg = C / groups
+ * input and og = O / groups output channels a group, T = KH*KW taps and a
+ * chunk of P output pixels (flattened over images, so that the 2x2 and 4x4
+ * maps of a RegNet's last stages still fill a tile):
+ *
+ *   forward          y[p, o]  = sum_(t, c) x[at(p, t), c] * w[t, c, o]
+ *   backprop_input   dx[at(p, t), c] += sum_o dy[p, o] * w[t, c, o]
+ *   backprop_filter  dw[t, c, o]     += sum_p x[at(p, t), c] * dy[p, o]
+ *
+ * where at(p, t) is the input pixel tap t of output pixel p reads.  No
+ * im2col: an indirection table (Dukhan 2019, "The Indirect Convolution
+ * Algorithm") holds, per chunk, a pointer for every (pixel, tap) -- to x's
+ * pixel, or to a block of zeros where the tap reads padding (the input
+ * gradient: to a scratch block its sums are added into, never read).  The
+ * tiles keep WT x NB accumulators in registers (NB*WT <= 12, + NB weight
+ * vectors + one broadcast <= 16; Georganas et al., SC18, section 3):
+ *   - forward: WT pixels x NB blocks of 8 output channels of the group
+ *     (group widths 8, 16, 24 fill one, two or three registers), summed
+ *     over taps and input channels; each broadcast of x feeds NB FMAs;
+ *   - backprop_input: WT pixels x NB (tap, 8 input channels) blocks,
+ *     summed over the group's og output channels of dy, then added into
+ *     dx through the table (in pixel order, one thread per stripe of
+ *     images);
+ *   - backprop_filter: WT input channels of one tap x NB blocks of 8 output
+ *     channels, summed over the chunk's pixels (dy repacked per chunk into
+ *     zero-padded blocks), added into dw.
+ * Weights are repacked per call into 8-channel blocks, zero-padded.
+ *
+ * Depthwise convolutions (cg = og = 1) are vectors over 8 channels instead
+ * (no product to share): each pixel sums its taps inside the image.
+ *
+ * Order of the sums: each output is summed in one tile in a fixed order,
+ * the input gradient's contributions in pixel order and the filter
+ * gradient over fixed stripes of images (added in stripe order) or per
+ * group, so that the result does not depend on the thread count.  The
+ * padding's zeros are multiplied in (as the im2col reference does);
+ * conv_grouped.c skips them, which differs only for an Inf or NaN weight
+ * (forward) or dy (filter gradient) next to the padding.
+ *
+ * Compiled per function for "avx2,fma" and run only when the CPU probe
+ * reports both (ops_conv.c's avx2_grouped variant); off x86-64 the entry
+ * points are stubs. */
+#include "conv_grouped_avx2.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#define THREAD_ID() omp_get_thread_num()
+#else
+#define THREAD_ID() 0
+#endif
+
+#define MAX_THREADS 16 /* per-thread scratch areas; more threads are not used */
+#define MAX_STRIPES 16 /* stripes of images (the filter gradient's partial sums) */
+#ifndef FT_W1
+#define FT_W1 8
+#endif
+#define MAX_PHASE_TAPS 64 /* taps of a sub-pixel phase of the input gradient */
+#define CHUNK 120      /* output pixels of an indirection table */
+#define PARTIAL_BYTES ((int64_t)64 << 20) /* per-stripe partial dw, all stripes, at most */
+
+typedef struct {
+    const pr_window *g;
+    int64_t G, cg, og, T, nbc, nbo; /* nbc, nbo: blocks of 8 of cg, og */
+    int64_t hw, S;                  /* pixels an image, stripes */
+    int depthwise;                  /* cg == og == 1 */
+} geo;
+
+static void geo_init(geo *q, const pr_window *g, int64_t groups) {
+    q->g = g;
+    q->G = groups;
+    q->cg = g->c / groups;
+    q->og = g->o / groups;
+    q->T = g->kh * g->kw;
+    q->nbc = (q->cg + 7) / 8;
+    q->nbo = (q->og + 7) / 8;
+    q->hw = g->ho * g->wo;
+    q->S = g->n < MAX_STRIPES ? g->n : MAX_STRIPES;
+    q->depthwise = q->cg == 1 && q->og == 1;
+}
+
+static int64_t r16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+
+/* The zeros block that padding taps read: a pixel of x or of dy. */
+static int64_t zeros_floats(const geo *q) {
+    return (q->g->c > q->g->o ? q->g->c : q->g->o) + 8;
+}
+
+/* Floats of one thread's area: the indirection table and tap offsets
+ * (CHUNK x T, 8 bytes an entry), the row table (CHUNK), repacked dy, the
+ * zeros and scratch blocks (C + 8 floats each). */
+static int64_t thread_floats(const geo *q) {
+    return 2 * r16(2 * CHUNK * q->T) + r16(2 * CHUNK) + r16(CHUNK * q->nbo * 8) +
+           r16(zeros_floats(q));
+}
+
+static int64_t packed_floats(const geo *q, pr_conv_pass pass) {
+    if (q->depthwise) return 0;
+    if (pass == PR_CONV_FORWARD) return r16(q->G * q->T * q->cg * q->nbo * 8);
+    if (pass == PR_CONV_BACKPROP_INPUT) return r16(q->G * q->T * q->og * q->nbc * 8);
+    return 0;
+}
+
+/* Whether the filter gradient sums per stripe of images into partial dw
+ * (then adds them in stripe order) rather than per group straight into dw. */
+static int filter_partials(const geo *q) {
+    int64_t dw = q->T * q->cg * q->g->o;
+    return q->depthwise || (q->G < 8 && 4 * q->S * dw <= PARTIAL_BYTES);
+}
+
+int pr_conv_grouped_avx2_supports(const pr_window *g, int64_t groups) {
+    int64_t taps = ((g->kh + g->sh - 1) / g->sh) * ((g->kw + g->sw - 1) / g->sw);
+    return groups > 1 && g->c / groups <= 512 && g->o / groups <= 512 && taps <= MAX_PHASE_TAPS;
+}
+
+size_t pr_conv_grouped_avx2_scratch_bytes(const pr_window *g, int64_t groups, pr_conv_pass pass) {
+    geo q;
+    geo_init(&q, g, groups);
+    int64_t f = packed_floats(&q, pass) + MAX_THREADS * thread_floats(&q);
+    if (pass == PR_CONV_BACKPROP_FILTER && filter_partials(&q))
+        f += q.S * r16(q.T * q.cg * g->o);
+    return sizeof(float) * (size_t)f;
+}
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#define AVX2_FN static __attribute__((target("avx2,fma")))
+#define ALWAYS_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
+#if defined(__clang__)
+#define UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define UNROLL _Pragma("GCC unroll 64")
+#endif
+
+static const int32_t lane_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+ALWAYS_INLINE __m256i lane_mask(int lanes) {
+    return _mm256_loadu_si256((const __m256i *)(lane_table + 8 - lanes));
+}
+ALWAYS_INLINE __m256 load_block(const float *p, int lanes) {
+    return lanes == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(lanes));
+}
+ALWAYS_INLINE void store_block(float *p, __m256 v, int lanes) {
+    if (lanes == 8) _mm256_storeu_ps(p, v);
+    else _mm256_maskstore_ps(p, lane_mask(lanes), v);
+}
+/* Channels of block b of n channels in blocks of 8 (8 but in the last). */
+static int lanes_of(int64_t b, int64_t n) { return n - 8 * b >= 8 ? 8 : (int)(n - 8 * b); }
+
+/* ---- the tiles ------------------------------------------------------------------ */
+
+/* Forward and input gradient: C(m, j) = sum_(t, c) A(m, t, c) B(t*ck + c, j)
+ * for m < WT rows, j < NB blocks of 8 columns; A(m, t, c) = ap[m*aps + t][aoff + c]
+ * (t < nt, c < ck, a multiple of KI); B(k, j) = the 8 floats at b + k*bk + 8*j;
+ * C(m, j) = the 8 floats at cp[m] + coff + 8*j (`last` of them in block NB - 1). */
+typedef struct {
+    const float *const *ap;
+    int64_t aps, aoff, nt, ck;
+    const float *b;
+    int64_t bk;
+    float *const *cp;
+    int64_t coff;
+    int last;
+} ft_args;
+
+ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const int KI) {
+    __m256 acc[3][12];
+    UNROLL
+    for (int j = 0; j < NB; j++)
+        UNROLL
+        for (int m = 0; m < WT; m++) acc[j][m] = _mm256_setzero_ps();
+    const float *b = A->b;
+    const int64_t bk = A->bk, ck = A->ck;
+    for (int64_t t = 0; t < A->nt; t++) {
+        const float *r[12];
+        UNROLL
+        for (int m = 0; m < WT; m++) r[m] = A->ap[m * A->aps + t] + A->aoff;
+        for (int64_t c = 0; c < ck; c += KI) {
+            UNROLL
+            for (int kk = 0; kk < KI; kk++) {
+                __m256 wv[3];
+                UNROLL
+                for (int j = 0; j < NB; j++) wv[j] = _mm256_loadu_ps(b + 8 * j);
+                b += bk;
+                UNROLL
+                for (int m = 0; m < WT; m++) {
+                    __m256 xv = _mm256_broadcast_ss(r[m] + kk);
+                    UNROLL
+                    for (int j = 0; j < NB; j++)
+                        acc[j][m] = _mm256_fmadd_ps(xv, wv[j], acc[j][m]);
+                }
+            }
+            UNROLL
+            for (int m = 0; m < WT; m++) r[m] += KI;
+        }
+    }
+    const int last = A->last;
+    UNROLL
+    for (int m = 0; m < WT; m++) {
+        float *d = A->cp[m] + A->coff;
+        UNROLL
+        for (int j = 0; j < NB - 1; j++) _mm256_storeu_ps(d + 8 * j, acc[j][m]);
+        store_block(d + 8 * (NB - 1), acc[NB - 1][m], last);
+    }
+}
+
+/* Filter gradient: C(m, j) += sum_k A(m, k) B(k, j) for m < WT rows, j < NB
+ * blocks; A(m, k) = ap[k*aps][aoff + m] (k < np), B(k, j) = the 8 floats at
+ * b + k*bk + 8*j, C(m, j) = the jl[j] floats at c + m*ldc + 8*j. */
+typedef struct {
+    const float *const *ap;
+    int64_t aps, aoff, np;
+    const float *b;
+    int64_t bk;
+    float *c;
+    int64_t ldc;
+    const int *jl;
+} bt_args;
+
+ALWAYS_INLINE void bt_body(const bt_args *A, const int WT, const int NB) {
+    __m256 acc[3][12];
+    UNROLL
+    for (int j = 0; j < NB; j++)
+        UNROLL
+        for (int m = 0; m < WT; m++) acc[j][m] = _mm256_setzero_ps();
+    const float *b = A->b;
+    const float *const *ap = A->ap;
+    const int64_t bk = A->bk, aps = A->aps, aoff = A->aoff;
+    for (int64_t k = 0; k < A->np; k++, b += bk, ap += aps) {
+        const float *a = *ap + aoff;
+        __m256 wv[3];
+        UNROLL
+        for (int j = 0; j < NB; j++) wv[j] = _mm256_loadu_ps(b + 8 * j);
+        UNROLL
+        for (int m = 0; m < WT; m++) {
+            __m256 xv = _mm256_broadcast_ss(a + m);
+            UNROLL
+            for (int j = 0; j < NB; j++) acc[j][m] = _mm256_fmadd_ps(xv, wv[j], acc[j][m]);
+        }
+    }
+    UNROLL
+    for (int m = 0; m < WT; m++)
+        UNROLL
+        for (int j = 0; j < NB; j++) {
+            float *d = A->c + m * A->ldc + 8 * j;
+            int l = A->jl[j];
+            store_block(d, _mm256_add_ps(acc[j][m], load_block(d, l)), l);
+        }
+}
+
+typedef void (*ft_fn)(const ft_args *);
+typedef void (*bt_fn)(const bt_args *);
+
+#define FT(WT, NB, KI) \
+    AVX2_FN void ft_##WT##_##NB##_##KI(const ft_args *A) { ft_body(A, WT, NB, KI); }
+#define BT(WT, NB, KI) \
+    AVX2_FN void bt_##WT##_##NB##_##KI(const bt_args *A) { bt_body(A, WT, NB); }
+#define TILES(F, KI)                                                                           \
+    F(1, 1, KI) F(2, 1, KI) F(3, 1, KI) F(4, 1, KI) F(5, 1, KI) F(6, 1, KI) F(7, 1, KI)        \
+    F(8, 1, KI) F(9, 1, KI) F(10, 1, KI) F(11, 1, KI) F(12, 1, KI) F(1, 2, KI) F(2, 2, KI)     \
+    F(3, 2, KI) F(4, 2, KI) F(5, 2, KI) F(6, 2, KI) F(1, 3, KI) F(2, 3, KI) F(3, 3, KI)        \
+    F(4, 3, KI)
+TILES(FT, 8)
+TILES(FT, 1)
+TILES(BT, 0)
+#define REFS(P, KI)                                                                            \
+    {{P##_1_1_##KI, P##_2_1_##KI, P##_3_1_##KI, P##_4_1_##KI, P##_5_1_##KI, P##_6_1_##KI,     \
+      P##_7_1_##KI, P##_8_1_##KI, P##_9_1_##KI, P##_10_1_##KI, P##_11_1_##KI, P##_12_1_##KI}, \
+     {P##_1_2_##KI, P##_2_2_##KI, P##_3_2_##KI, P##_4_2_##KI, P##_5_2_##KI, P##_6_2_##KI},     \
+     {P##_1_3_##KI, P##_2_3_##KI, P##_3_3_##KI, P##_4_3_##KI}}
+/* ft_fns[KI == 1][NB - 1][WT - 1], bt_fns[NB - 1][WT - 1] */
+static const ft_fn ft_fns[2][3][12] = {REFS(ft, 8), REFS(ft, 1)};
+static const bt_fn bt_fns[3][12] = REFS(bt, 0);
+
+/* The widest tile of NB blocks: NB*WT accumulators <= 12, and WT row
+ * pointers that stay in general registers (12 of them spill). */
+static const int ft_width[4] = {0, FT_W1, 6, 4};
+
+/* The forward / input-gradient tiles over M rows and NJ column blocks of
+ * `channels`: NB = min(3, blocks left) blocks x ft_width[NB] rows.  t: row 0,
+ * block 0. */
+static void run_ft(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
+    int ki1 = t->ck % 8 != 0;
+    for (int64_t j0 = 0; j0 < NJ; j0 += 3) {
+        int nb = NJ - j0 < 3 ? (int)(NJ - j0) : 3, wt = ft_width[nb];
+        for (int64_t m0 = 0; m0 < M; m0 += wt) {
+            int rows = M - m0 < wt ? (int)(M - m0) : wt;
+            ft_args A = *t;
+            A.ap += m0 * A.aps;
+            A.b += 8 * j0;
+            A.cp += m0;
+            A.coff += 8 * j0;
+            A.last = lanes_of(j0 + nb - 1, channels);
+            ft_fns[ki1][nb - 1][rows - 1](&A);
+        }
+    }
+}
+
+/* The filter-gradient tiles of one tap: rows [0, cg) of input channels
+ * (12 at a time), NB = min(3, 12 / rows, blocks left) blocks. */
+static void run_bt(const bt_args *t, int64_t cg, int64_t NJ) {
+    for (int64_t m0 = 0; m0 < cg; m0 += 12) {
+        int rows = cg - m0 < 12 ? (int)(cg - m0) : 12, most = 12 / rows < 3 ? 12 / rows : 3;
+        for (int64_t j0 = 0; j0 < NJ; j0 += most) {
+            int nb = NJ - j0 < most ? (int)(NJ - j0) : most;
+            bt_args A = *t;
+            A.aoff += m0;
+            A.b += 8 * j0;
+            A.c += m0 * A.ldc + 8 * j0;
+            A.jl += j0;
+            bt_fns[nb - 1][rows - 1](&A);
+        }
+    }
+}
+
+/* ---- operands ------------------------------------------------------------------- */
+
+/* Per-thread area (thread_floats). */
+typedef struct {
+    const float **ptab; /* [p * T + t] */
+    int64_t *off;       /* [p * T + t] */
+    const float **rows; /* [p] */
+    float *dyb, *zeros;
+} area;
+
+static area thread_area(const geo *q, float *base, int tid) {
+    float *f = base + tid * thread_floats(q);
+    area r;
+    r.ptab = (const float **)f;
+    f += r16(2 * CHUNK * q->T);
+    r.off = (int64_t *)f;
+    f += r16(2 * CHUNK * q->T);
+    r.rows = (const float **)f;
+    f += r16(2 * CHUNK);
+    r.dyb = f;
+    f += r16(CHUNK * q->nbo * 8);
+    r.zeros = f;
+    memset(r.zeros, 0, sizeof(float) * (size_t)zeros_floats(q));
+    return r;
+}
+
+/* The indirection table of output pixels q0 .. q0 + np: ptab[p * T + t] =
+ * x's pixel that tap t of pixel q0 + p reads, or `zeros` for padding. */
+static void indirection(const geo *q, int64_t q0, int64_t np, const float *x, const float *zeros,
+                        const float **ptab) {
+    const pr_window *g = q->g;
+    int64_t n = q0 / q->hw, r = q0 % q->hw, oh = r / g->wo, ow = r % g->wo;
+    for (int64_t p = 0; p < np; p++) {
+        const float **e = ptab + p * q->T;
+        int64_t ih0 = oh * g->sh - g->ph, iw0 = ow * g->sw - g->pw;
+        const float *base = x + ((n * g->h + ih0) * g->w + iw0) * g->c;
+        for (int64_t kh = 0; kh < g->kh; kh++) {
+            int rin = ih0 + kh >= 0 && ih0 + kh < g->h;
+            const float *row = base + kh * g->w * g->c;
+            for (int64_t kw = 0; kw < g->kw; kw++)
+                *e++ = rin && iw0 + kw >= 0 && iw0 + kw < g->w ? row + kw * g->c : zeros;
+        }
+        if (++ow == g->wo) {
+            ow = 0;
+            if (++oh == g->ho) oh = 0, n++;
+        }
+    }
+}
+
+/* off[t] of one output pixel (the depthwise kernels): x's offset, -1 for padding. */
+static void tap_offsets(const geo *q, int64_t pix, int64_t *off) {
+    const pr_window *g = q->g;
+    int64_t n = pix / q->hw, r = pix % q->hw, oh = r / g->wo, ow = r % g->wo;
+    for (int64_t kh = 0; kh < g->kh; kh++) {
+        int64_t ih = oh * g->sh - g->ph + kh;
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+            int64_t iw = ow * g->sw - g->pw + kw;
+            off[kh * g->kw + kw] = ih < 0 || ih >= g->h || iw < 0 || iw >= g->w
+                                       ? -1
+                                       : ((n * g->h + ih) * g->w + iw) * g->c;
+        }
+    }
+}
+
+/* dy of group gi, pixels q0 .. q0 + np, as rows of nbo blocks of 8 (zero-padded). */
+AVX2_FN void pack_dy(const geo *q, const float *dy, int64_t q0, int64_t np, int64_t gi,
+                     float *dyb) {
+    const int64_t O = q->g->o;
+    for (int64_t p = 0; p < np; p++) {
+        const float *s = dy + (q0 + p) * O + gi * q->og;
+        for (int64_t b = 0; b < q->nbo; b++)
+            _mm256_storeu_ps(dyb + (p * q->nbo + b) * 8, load_block(s + 8 * b, lanes_of(b, q->og)));
+    }
+}
+
+static int threads_for(int64_t units) {
+    int64_t t = pr_get_num_threads();
+    if (t > MAX_THREADS) t = MAX_THREADS;
+    return (int)(units < 1 ? 1 : units < t ? units : t);
+}
+
+/* Pixels [*q0, *q1) of stripe s (whole images). */
+static void stripe_pixels(const geo *q, int64_t s, int64_t *q0, int64_t *q1) {
+    *q0 = q->g->n * s / q->S * q->hw;
+    *q1 = q->g->n * (s + 1) / q->S * q->hw;
+}
+
+AVX2_FN void dw_forward(const geo *q, const float *x, const float *w, float *y, void *scratch);
+AVX2_FN void dw_backprop_input(const geo *q, const float *dy, const float *w, float *dx,
+                               void *scratch);
+AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, float *dw,
+                                void *scratch);
+
+/* ---- forward ---------------------------------------------------------------------- */
+
+/* wp[gi][t][c][ob][8] = w[t, c, gi * og + 8 * ob + lane], zeros past og. */
+static void pack_forward(const geo *q, const float *w, float *wp) {
+    const int64_t O = q->g->o, nbo8 = q->nbo * 8;
+    for (int64_t gi = 0; gi < q->G; gi++)
+        for (int64_t tc = 0; tc < q->T * q->cg; tc++) {
+            float *d = wp + (gi * q->T * q->cg + tc) * nbo8;
+            const float *s = w + tc * O + gi * q->og;
+            for (int64_t o = 0; o < nbo8; o++) d[o] = o < q->og ? s[o] : 0.0f;
+        }
+}
+
+int pr_conv_grouped_avx2_forward(const pr_window *g, int64_t groups, const float *x,
+                                 const float *w, float *y, void *scratch) {
+    geo q;
+    geo_init(&q, g, groups);
+    if (q.depthwise) {
+        dw_forward(&q, x, w, y, scratch);
+        return PR_OK;
+    }
+    if (!pr_conv_grouped_avx2_supports(g, groups)) return PR_ERR_INTERNAL;
+    float *wp = scratch, *areas = wp + packed_floats(&q, PR_CONV_FORWARD);
+    pack_forward(&q, w, wp);
+#pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
+    for (int64_t s = 0; s < q.S; s++) {
+        area ar = thread_area(&q, areas, THREAD_ID());
+        int64_t s0, s1;
+        stripe_pixels(&q, s, &s0, &s1);
+        for (int64_t q0 = s0; q0 < s1; q0 += CHUNK) {
+            int64_t np = s1 - q0 < CHUNK ? s1 - q0 : CHUNK;
+            indirection(&q, q0, np, x, ar.zeros, ar.ptab);
+            for (int64_t p = 0; p < np; p++) ar.rows[p] = y + (q0 + p) * g->o;
+            for (int64_t gi = 0; gi < q.G; gi++) {
+                ft_args t = {ar.ptab, q.T, gi * q.cg, q.T, q.cg,
+                             wp + gi * q.T * q.cg * q.nbo * 8, q.nbo * 8,
+                             (float *const *)ar.rows, gi * q.og, 8};
+                run_ft(&t, np, q.nbo, q.og);
+            }
+        }
+    }
+    return PR_OK;
+}
+
+/* ---- backprop_input ----------------------------------------------------------------- */
+
+/* The input gradient gathers (a forward convolution of dy, Dumoulin & Visin
+ * 2016, section 4): dx pixel (ih, iw) of sub-pixel phase ((ih + ph) % sh,
+ * (iw + pw) % sw) takes exactly the taps (kh, kw) of that phase, from dy
+ * pixel ((ih + ph - kh) / sh, (iw + pw - kw) / sw) where that lies inside
+ * dy.  Its pixels run phase by phase, so that a tile's pixels share their
+ * taps and no product is formed with a tap that skips them. */
+typedef struct {
+    int64_t rh, rw, nt;       /* phase, its taps */
+    int64_t ih0, iw0, nh, nw; /* its first row and column, and their counts */
+    int64_t kh[MAX_PHASE_TAPS], kw[MAX_PHASE_TAPS]; /* its taps */
+} phase;
+
+static int64_t mod(int64_t a, int64_t m) { return (a % m + m) % m; }
+
+/* Phase ph_i of sh * sw; NULL-free: windows and strides the variant takes. */
+static void phase_of(const pr_window *g, int64_t i, phase *f) {
+    f->rh = i / g->sw;
+    f->rw = i % g->sw;
+    f->nt = 0;
+    for (int64_t kh = f->rh; kh < g->kh; kh += g->sh)
+        for (int64_t kw = f->rw; kw < g->kw; kw += g->sw) {
+            f->kh[f->nt] = kh;
+            f->kw[f->nt] = kw;
+            f->nt++;
+        }
+    f->ih0 = mod(f->rh - g->ph, g->sh);
+    f->iw0 = mod(f->rw - g->pw, g->sw);
+    f->nh = f->ih0 < g->h ? (g->h - f->ih0 + g->sh - 1) / g->sh : 0;
+    f->nw = f->iw0 < g->w ? (g->w - f->iw0 + g->sw - 1) / g->sw : 0;
+}
+
+
+/* wp, phase by phase: [gi][i][o][cb][8] = w[tap i of the phase, 8 * cb + lane,
+ * gi * og + o], zeros past cg. */
+static void pack_backprop_input(const geo *q, const float *w, float *wp) {
+    const pr_window *g = q->g;
+    const int64_t O = g->o, nbc8 = q->nbc * 8;
+    for (int64_t pi = 0; pi < g->sh * g->sw; pi++) {
+        phase f;
+        phase_of(g, pi, &f);
+        for (int64_t gi = 0; gi < q->G; gi++)
+            for (int64_t i = 0; i < f.nt; i++)
+                for (int64_t o = 0; o < q->og; o++, wp += nbc8) {
+                    int64_t t = f.kh[i] * g->kw + f.kw[i];
+                    for (int64_t c = 0; c < nbc8; c++)
+                        wp[c] = c < q->cg ? w[(t * q->cg + c) * O + gi * q->og + o] : 0.0f;
+                }
+    }
+}
+
+/* Chunk [u0, u0 + np) of phase f's pixels of images n0...: the rows of dx
+ * (rows) and the dy pixel of each tap (ptab[p * nt + i], zeros outside dy).
+ * Pixel (a, b) of the phase, (ih0 + a*sh, iw0 + b*sw), takes dy pixel
+ * (a + dh_i, b + dw_i) through tap i (exact: ih0 + ph = kh_i mod sh). */
+static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, int64_t np,
+                         const float *dy, float *dx, const float *zeros, const float **ptab,
+                         const float **rows) {
+    const pr_window *g = q->g;
+    const int64_t per = f->nh * f->nw;
+    int64_t dh[MAX_PHASE_TAPS], dw[MAX_PHASE_TAPS];
+    for (int64_t i = 0; i < f->nt; i++) {
+        dh[i] = (f->ih0 + g->ph - f->kh[i]) / g->sh;
+        dw[i] = (f->iw0 + g->pw - f->kw[i]) / g->sw;
+    }
+    int64_t n = n0 + u0 / per, a = u0 % per / f->nw, b = u0 % per % f->nw;
+    for (int64_t p = 0; p < np; p++) {
+        int64_t ih = f->ih0 + a * g->sh, iw = f->iw0 + b * g->sw;
+        rows[p] = dx + ((n * g->h + ih) * g->w + iw) * g->c;
+        const float *img = dy + n * g->ho * g->wo * g->o;
+        for (int64_t i = 0; i < f->nt; i++) {
+            int64_t oh = a + dh[i], ow = b + dw[i];
+            ptab[p * f->nt + i] = oh >= 0 && oh < g->ho && ow >= 0 && ow < g->wo
+                                      ? img + (oh * g->wo + ow) * g->o
+                                      : zeros;
+        }
+        if (++b == f->nw) {
+            b = 0;
+            if (++a == f->nh) a = 0, n++;
+        }
+    }
+}
+
+int pr_conv_grouped_avx2_backprop_input(const pr_window *g, int64_t groups, const float *dy,
+                                        const float *w, float *dx, void *scratch) {
+    geo q;
+    geo_init(&q, g, groups);
+    if (q.depthwise) {
+        dw_backprop_input(&q, dy, w, dx, scratch);
+        return PR_OK;
+    }
+    if (!pr_conv_grouped_avx2_supports(g, groups)) return PR_ERR_INTERNAL;
+    float *wp = scratch, *areas = wp + packed_floats(&q, PR_CONV_BACKPROP_INPUT);
+    pack_backprop_input(&q, w, wp);
+    const int64_t phases = g->sh * g->sw, block = q.og * q.nbc * 8;
+#pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
+    for (int64_t s = 0; s < q.S; s++) {
+        area ar = thread_area(&q, areas, THREAD_ID());
+        int64_t n0 = g->n * s / q.S, n1 = g->n * (s + 1) / q.S;
+        const float *wph = wp;
+        for (int64_t pi = 0; pi < phases; pi++) {
+            phase f;
+            phase_of(g, pi, &f);
+            int64_t count = (n1 - n0) * f.nh * f.nw;
+            for (int64_t u0 = 0; u0 < count; u0 += CHUNK) {
+                int64_t np = count - u0 < CHUNK ? count - u0 : CHUNK;
+                phase_tables(&q, &f, n0, u0, np, dy, dx, ar.zeros, ar.ptab, ar.rows);
+                for (int64_t gi = 0; gi < q.G; gi++) {
+                    ft_args t = {ar.ptab, f.nt, gi * q.og, f.nt, q.og, wph + gi * f.nt * block,
+                                 q.nbc * 8, (float *const *)ar.rows, gi * q.cg, 8};
+                    run_ft(&t, np, q.nbc, q.cg);
+                }
+            }
+            wph += q.G * f.nt * block;
+        }
+    }
+    return PR_OK;
+}
+
+/* ---- backprop_filter ----------------------------------------------------------------- */
+
+/* dst (T, cg, O) += the sums over pixels [p0, p1) of groups g0, g0 + gs, ... < G. */
+AVX2_FN void filter_groups(const geo *q, const float *x, const float *dy, int64_t g0, int64_t gs,
+                           int64_t p0, int64_t p1, float *dst, const area *ar, const int *jl) {
+    const int64_t O = q->g->o;
+    for (int64_t q0 = p0; q0 < p1; q0 += CHUNK) {
+        int64_t np = p1 - q0 < CHUNK ? p1 - q0 : CHUNK;
+        indirection(q, q0, np, x, ar->zeros, ar->ptab);
+        for (int64_t gi = g0; gi < q->G; gi += gs) {
+            pack_dy(q, dy, q0, np, gi, ar->dyb);
+            for (int64_t t = 0; t < q->T; t++) {
+                bt_args a = {ar->ptab + t, q->T, gi * q->cg, np, ar->dyb, q->nbo * 8,
+                             dst + t * q->cg * O + gi * q->og, O, jl};
+                run_bt(&a, q->cg, q->nbo);
+            }
+        }
+    }
+}
+
+int pr_conv_grouped_avx2_backprop_filter(const pr_window *g, int64_t groups, const float *x,
+                                         const float *dy, float *dw, void *scratch) {
+    geo q;
+    geo_init(&q, g, groups);
+    if (g->n * q.hw == 0) { /* no pixel: a zero gradient */
+        memset(dw, 0, sizeof(float) * (size_t)(q.T * q.cg * g->o));
+        return PR_OK;
+    }
+    if (q.depthwise) {
+        dw_backprop_filter(&q, x, dy, dw, scratch);
+        return PR_OK;
+    }
+    if (!pr_conv_grouped_avx2_supports(g, groups)) return PR_ERR_INTERNAL;
+    int jl[64];
+    for (int64_t b = 0; b < q.nbo; b++) jl[b] = lanes_of(b, q.og);
+    float *areas = scratch;
+    const int64_t K = q.T * q.cg * g->o;
+    if (!filter_partials(&q)) {
+        /* thread i of nt: groups i, i + nt, ... over every image, straight into dw */
+        memset(dw, 0, sizeof(float) * (size_t)K);
+#pragma omp parallel num_threads(threads_for(q.G))
+        {
+            int tid = THREAD_ID();
+            area ar = thread_area(&q, areas, tid);
+#ifdef _OPENMP
+            int nt = omp_get_num_threads();
+#else
+            int nt = 1;
+#endif
+            filter_groups(&q, x, dy, tid, nt, 0, g->n * q.hw, dw, &ar, jl);
+        }
+        return PR_OK;
+    }
+    float *parts = areas + MAX_THREADS * thread_floats(&q);
+    const int64_t slot = r16(K);
+#pragma omp parallel num_threads(threads_for(q.S))
+    {
+#pragma omp for schedule(dynamic)
+        for (int64_t s = 0; s < q.S; s++) {
+            area ar = thread_area(&q, areas, THREAD_ID());
+            float *part = parts + s * slot;
+            int64_t s0, s1;
+            stripe_pixels(&q, s, &s0, &s1);
+            memset(part, 0, sizeof(float) * (size_t)K);
+            filter_groups(&q, x, dy, 0, 1, s0, s1, part, &ar, jl);
+        }
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < K; i++) {
+            float sum = parts[i];
+            for (int64_t s = 1; s < q.S; s++) sum += parts[s * slot + i];
+            dw[i] = sum;
+        }
+    }
+    return PR_OK;
+}
+
+/* ---- depthwise (cg = og = 1): vectors over 8 channels ---------------------------------- */
+
+AVX2_FN void dw_forward(const geo *q, const float *x, const float *w, float *y, void *scratch) {
+    const pr_window *g = q->g;
+    const int64_t C = g->c, nb = (C + 7) / 8;
+    float *areas = scratch;
+#pragma omp parallel for num_threads(threads_for(q->S)) schedule(dynamic)
+    for (int64_t s = 0; s < q->S; s++) {
+        area ar = thread_area(q, areas, THREAD_ID());
+        int64_t s0, s1;
+        stripe_pixels(q, s, &s0, &s1);
+        for (int64_t pix = s0; pix < s1; pix++) {
+            tap_offsets(q, pix, ar.off);
+            for (int64_t b = 0; b < nb; b++) {
+                int l = lanes_of(b, C);
+                __m256 acc = _mm256_setzero_ps();
+                for (int64_t t = 0; t < q->T; t++) {
+                    if (ar.off[t] < 0) continue;
+                    acc = _mm256_fmadd_ps(load_block(x + ar.off[t] + 8 * b, l),
+                                          load_block(w + t * C + 8 * b, l), acc);
+                }
+                store_block(y + pix * C + 8 * b, acc, l);
+            }
+        }
+    }
+}
+
+AVX2_FN void dw_backprop_input(const geo *q, const float *dy, const float *w, float *dx,
+                               void *scratch) {
+    const pr_window *g = q->g;
+    const int64_t C = g->c, nb = (C + 7) / 8, image = g->h * g->w * C;
+    float *areas = scratch;
+#pragma omp parallel for num_threads(threads_for(q->S)) schedule(dynamic)
+    for (int64_t s = 0; s < q->S; s++) {
+        area ar = thread_area(q, areas, THREAD_ID());
+        int64_t s0, s1, n0 = g->n * s / q->S, n1 = g->n * (s + 1) / q->S;
+        stripe_pixels(q, s, &s0, &s1);
+        memset(dx + n0 * image, 0, sizeof(float) * (size_t)((n1 - n0) * image));
+        for (int64_t pix = s0; pix < s1; pix++) {
+            tap_offsets(q, pix, ar.off);
+            for (int64_t b = 0; b < nb; b++) {
+                int l = lanes_of(b, C);
+                __m256 d = load_block(dy + pix * C + 8 * b, l);
+                for (int64_t t = 0; t < q->T; t++) {
+                    if (ar.off[t] < 0) continue;
+                    float *p = dx + ar.off[t] + 8 * b;
+                    store_block(p, _mm256_fmadd_ps(d, load_block(w + t * C + 8 * b, l),
+                                                   load_block(p, l)), l);
+                }
+            }
+        }
+    }
+}
+
+AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, float *dw,
+                                void *scratch) {
+    const pr_window *g = q->g;
+    const int64_t C = g->c, nb = (C + 7) / 8, K = q->T * C, slot = r16(K);
+    float *areas = scratch, *parts = areas + MAX_THREADS * thread_floats(q);
+#pragma omp parallel num_threads(threads_for(q->S))
+    {
+#pragma omp for schedule(dynamic)
+        for (int64_t s = 0; s < q->S; s++) {
+            area ar = thread_area(q, areas, THREAD_ID());
+            float *part = parts + s * slot;
+            int64_t s0, s1;
+            stripe_pixels(q, s, &s0, &s1);
+            memset(part, 0, sizeof(float) * (size_t)K);
+            for (int64_t pix = s0; pix < s1; pix++) {
+                tap_offsets(q, pix, ar.off);
+                for (int64_t b = 0; b < nb; b++) {
+                    int l = lanes_of(b, C);
+                    __m256 d = load_block(dy + pix * C + 8 * b, l);
+                    for (int64_t t = 0; t < q->T; t++) {
+                        if (ar.off[t] < 0) continue;
+                        float *p = part + t * C + 8 * b;
+                        store_block(p, _mm256_fmadd_ps(load_block(x + ar.off[t] + 8 * b, l), d,
+                                                       load_block(p, l)), l);
+                    }
+                }
+            }
+        }
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < K; i++) {
+            float sum = parts[i];
+            for (int64_t s = 1; s < q->S; s++) sum += parts[s * slot + i];
+            dw[i] = sum;
+        }
+    }
+}
+
+#else /* not x86-64: no AVX2; the variant's CPU check never lets these run */
+
+int pr_conv_grouped_avx2_forward(const pr_window *g, int64_t groups, const float *x,
+                                 const float *w, float *y, void *scratch) {
+    return PR_ERR_INTERNAL;
+}
+int pr_conv_grouped_avx2_backprop_input(const pr_window *g, int64_t groups, const float *dy,
+                                        const float *w, float *dx, void *scratch) {
+    return PR_ERR_INTERNAL;
+}
+int pr_conv_grouped_avx2_backprop_filter(const pr_window *g, int64_t groups, const float *x,
+                                         const float *dy, float *dw, void *scratch) {
+    return PR_ERR_INTERNAL;
+}
+
+#endif
