@@ -39,7 +39,7 @@ operands; a variant that refuses a dtype or shape shows '-')
 and PyTorch with bfloat16 tensors (what its autocast runs).  Percentages
 stay relative to the fp32 FMA peak.  PyTorch runs in a
 separate interpreter (--torch-python, default: this one if it imports
-torch, else /work/peers-venv/bin/python) so its threads never share a
+torch, else /work/venv-peers/bin/python) so its threads never share a
 process with ours; the two are interleaved shape by shape, ours first.
 
     python bench/conv.py [--batch 128] [--reps 15] [--rounds 1] [--threads 2] [--cpu-time]
@@ -170,7 +170,7 @@ def torch_python(arg):
         import torch  # noqa: F401
         return sys.executable
     except ImportError:
-        peers = "/work/peers-venv/bin/python"
+        peers = "/work/venv-peers/bin/python"
         return peers if os.path.exists(peers) else None
 
 

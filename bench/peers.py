@@ -34,7 +34,7 @@ separate virtual environments):
       (torch.compile of forward + loss and of the optimizer step,
       channels_last), torch_bf16_cl and torch_bf16_compile_cl (the same under
       torch.autocast("cpu", bfloat16)); torch.set_num_threads(threads);
-      run with --peers-python (default /work/peers-venv/bin/python).
+      run with --peers-python (default /work/venv-peers/bin/python).
   tf_eager, tf_function (tf.function), tf_xla (tf.function(jit_compile=True)):
       a tf.GradientTape step on the same network built from Keras 3 layers,
       NHWC; intra-op threads = threads, inter-op threads = 1; --peers-python.
@@ -480,7 +480,7 @@ def main():
                     help="write DIR/peers_resnet20_b<batch>.md and .json (e.g. bench/results)")
     ap.add_argument("--pyresnet-python", default="/work/venv/bin/python",
                     help="interpreter with pyresnet installed (default %(default)s)")
-    ap.add_argument("--peers-python", default="/work/peers-venv/bin/python",
+    ap.add_argument("--peers-python", default="/work/venv-peers/bin/python",
                     help="interpreter with torch / tensorflow (default %(default)s)")
     ap.add_argument("--peak-tries", type=int, default=3,
                     help="FMA-peak tries at each measurement point (default 3)")
