@@ -118,20 +118,9 @@ size_t pr_conv_direct_avx2_scratch_bytes(const pr_window *g, pr_conv_pass pass) 
 
 #if defined(__x86_64__)
 
-#include <immintrin.h>
 #include <string.h>
 
-#define AVX2_FN static __attribute__((target("avx2,fma")))
-#define ALWAYS_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
-
-/* Full unrolling of the tiles' loops (compile-time trip counts), so that
- * the accumulators live in registers: GCC's pragma takes a maximum count,
- * clang unrolls fully only when told so in its own spelling. */
-#if defined(__clang__)
-#define UNROLL _Pragma("clang loop unroll(full)")
-#else
-#define UNROLL _Pragma("GCC unroll 64")
-#endif
+#include "avx2.h"
 
 #define MAX_TILE 12 /* accumulators per tile, of the 16 ymm registers */
 #define MAX_NB 2    /* 8-channel blocks per filter-gradient tile */

@@ -127,15 +127,7 @@ size_t pr_conv_grouped_avx2_scratch_bytes(const pr_window *g, int64_t groups, pr
 
 #if defined(__x86_64__)
 
-#include <immintrin.h>
-
-#define AVX2_FN static __attribute__((target("avx2,fma")))
-#define ALWAYS_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
-#if defined(__clang__)
-#define UNROLL _Pragma("clang loop unroll(full)")
-#else
-#define UNROLL _Pragma("GCC unroll 64")
-#endif
+#include "avx2.h"
 
 static const int32_t lane_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 
@@ -651,11 +643,59 @@ int pr_conv_grouped_avx2_backprop_filter(const pr_window *g, int64_t groups, con
     return PR_OK;
 }
 
-/* ---- depthwise (cg = og = 1): vectors over 8 channels ---------------------------------- */
+/* ---- depthwise (cg = og = 1): vectors over 8 channels ----------------------------------
+ * The vector work of one output pixel is a function of its own: code in an
+ * OpenMP region is outlined into a function without the AVX2 target, where
+ * clang refuses __m256 values. */
+
+/* y at pixel pix: its taps' x (offsets off) times w, every channel. */
+AVX2_FN void dw_forward_pixel(int64_t C, int64_t T, const int64_t *off, const float *x,
+                              const float *w, float *y) {
+    for (int64_t b = 0; b < (C + 7) / 8; b++) {
+        int l = lanes_of(b, C);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t t = 0; t < T; t++) {
+            if (off[t] < 0) continue;
+            acc = _mm256_fmadd_ps(load_block(x + off[t] + 8 * b, l),
+                                  load_block(w + t * C + 8 * b, l), acc);
+        }
+        store_block(y + 8 * b, acc, l);
+    }
+}
+
+/* dy at one pixel (d) times w, added to dx at its taps (offsets off). */
+AVX2_FN void dw_backprop_input_pixel(int64_t C, int64_t T, const int64_t *off, const float *d,
+                                     const float *w, float *dx) {
+    for (int64_t b = 0; b < (C + 7) / 8; b++) {
+        int l = lanes_of(b, C);
+        __m256 dv = load_block(d + 8 * b, l);
+        for (int64_t t = 0; t < T; t++) {
+            if (off[t] < 0) continue;
+            float *p = dx + off[t] + 8 * b;
+            store_block(p, _mm256_fmadd_ps(dv, load_block(w + t * C + 8 * b, l),
+                                           load_block(p, l)), l);
+        }
+    }
+}
+
+/* x at one pixel's taps (offsets off) times its dy (d), added to part. */
+AVX2_FN void dw_backprop_filter_pixel(int64_t C, int64_t T, const int64_t *off, const float *x,
+                                      const float *d, float *part) {
+    for (int64_t b = 0; b < (C + 7) / 8; b++) {
+        int l = lanes_of(b, C);
+        __m256 dv = load_block(d + 8 * b, l);
+        for (int64_t t = 0; t < T; t++) {
+            if (off[t] < 0) continue;
+            float *p = part + t * C + 8 * b;
+            store_block(p, _mm256_fmadd_ps(load_block(x + off[t] + 8 * b, l), dv,
+                                           load_block(p, l)), l);
+        }
+    }
+}
 
 AVX2_FN void dw_forward(const geo *q, const float *x, const float *w, float *y, void *scratch) {
     const pr_window *g = q->g;
-    const int64_t C = g->c, nb = (C + 7) / 8;
+    const int64_t C = g->c;
     float *areas = scratch;
 #pragma omp parallel for num_threads(threads_for(q->S)) schedule(dynamic)
     for (int64_t s = 0; s < q->S; s++) {
@@ -664,16 +704,7 @@ AVX2_FN void dw_forward(const geo *q, const float *x, const float *w, float *y, 
         stripe_pixels(q, s, &s0, &s1);
         for (int64_t pix = s0; pix < s1; pix++) {
             tap_offsets(q, pix, ar.off);
-            for (int64_t b = 0; b < nb; b++) {
-                int l = lanes_of(b, C);
-                __m256 acc = _mm256_setzero_ps();
-                for (int64_t t = 0; t < q->T; t++) {
-                    if (ar.off[t] < 0) continue;
-                    acc = _mm256_fmadd_ps(load_block(x + ar.off[t] + 8 * b, l),
-                                          load_block(w + t * C + 8 * b, l), acc);
-                }
-                store_block(y + pix * C + 8 * b, acc, l);
-            }
+            dw_forward_pixel(C, q->T, ar.off, x, w, y + pix * C);
         }
     }
 }
@@ -681,7 +712,7 @@ AVX2_FN void dw_forward(const geo *q, const float *x, const float *w, float *y, 
 AVX2_FN void dw_backprop_input(const geo *q, const float *dy, const float *w, float *dx,
                                void *scratch) {
     const pr_window *g = q->g;
-    const int64_t C = g->c, nb = (C + 7) / 8, image = g->h * g->w * C;
+    const int64_t C = g->c, image = g->h * g->w * C;
     float *areas = scratch;
 #pragma omp parallel for num_threads(threads_for(q->S)) schedule(dynamic)
     for (int64_t s = 0; s < q->S; s++) {
@@ -691,16 +722,7 @@ AVX2_FN void dw_backprop_input(const geo *q, const float *dy, const float *w, fl
         memset(dx + n0 * image, 0, sizeof(float) * (size_t)((n1 - n0) * image));
         for (int64_t pix = s0; pix < s1; pix++) {
             tap_offsets(q, pix, ar.off);
-            for (int64_t b = 0; b < nb; b++) {
-                int l = lanes_of(b, C);
-                __m256 d = load_block(dy + pix * C + 8 * b, l);
-                for (int64_t t = 0; t < q->T; t++) {
-                    if (ar.off[t] < 0) continue;
-                    float *p = dx + ar.off[t] + 8 * b;
-                    store_block(p, _mm256_fmadd_ps(d, load_block(w + t * C + 8 * b, l),
-                                                   load_block(p, l)), l);
-                }
-            }
+            dw_backprop_input_pixel(C, q->T, ar.off, dy + pix * C, w, dx);
         }
     }
 }
@@ -708,7 +730,7 @@ AVX2_FN void dw_backprop_input(const geo *q, const float *dy, const float *w, fl
 AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, float *dw,
                                 void *scratch) {
     const pr_window *g = q->g;
-    const int64_t C = g->c, nb = (C + 7) / 8, K = q->T * C, slot = r16(K);
+    const int64_t C = g->c, K = q->T * C, slot = r16(K);
     float *areas = scratch, *parts = areas + MAX_THREADS * thread_floats(q);
 #pragma omp parallel num_threads(threads_for(q->S))
     {
@@ -721,16 +743,7 @@ AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, f
             memset(part, 0, sizeof(float) * (size_t)K);
             for (int64_t pix = s0; pix < s1; pix++) {
                 tap_offsets(q, pix, ar.off);
-                for (int64_t b = 0; b < nb; b++) {
-                    int l = lanes_of(b, C);
-                    __m256 d = load_block(dy + pix * C + 8 * b, l);
-                    for (int64_t t = 0; t < q->T; t++) {
-                        if (ar.off[t] < 0) continue;
-                        float *p = part + t * C + 8 * b;
-                        store_block(p, _mm256_fmadd_ps(load_block(x + ar.off[t] + 8 * b, l), d,
-                                                       load_block(p, l)), l);
-                    }
-                }
+                dw_backprop_filter_pixel(C, q->T, ar.off, x, dy + pix * C, part);
             }
         }
 #pragma omp for schedule(static)
