@@ -137,23 +137,6 @@ static int block_lanes(int64_t ob, int64_t nob, int64_t channels) {
     return ob + 1 < nob || channels % 8 == 0 ? 8 : (int)(channels % 8);
 }
 
-/* The first `lanes` of 8 channels (1 <= lanes <= 8): a block of them at p,
- * zeros in the other lanes; nothing outside them is read or written.  The
- * mask is loaded where it is used, from memory, so that it never holds one
- * of the 16 registers through a tile's loop. */
-static const int32_t lane_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-
-ALWAYS_INLINE __m256i lane_mask(int lanes) {
-    return _mm256_loadu_si256((const __m256i *)(lane_table + 8 - lanes));
-}
-ALWAYS_INLINE __m256 load_block(const float *p, int lanes) {
-    return lanes == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(lanes));
-}
-ALWAYS_INLINE void store_block(float *p, __m256 v, int lanes) {
-    if (lanes == 8) _mm256_storeu_ps(p, v);
-    else _mm256_maskstore_ps(p, lane_mask(lanes), v);
-}
-
 /* Part i of `parts` of the next image's `bytes` at p (NULL: none) into L2
  * while this one computes (conv_direct.c's prefetch_part; SSE, so also
  * callable outside the AVX2 functions). */

@@ -129,18 +129,6 @@ size_t pr_conv_grouped_avx2_scratch_bytes(const pr_window *g, int64_t groups, pr
 
 #include "avx2.h"
 
-static const int32_t lane_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-
-ALWAYS_INLINE __m256i lane_mask(int lanes) {
-    return _mm256_loadu_si256((const __m256i *)(lane_table + 8 - lanes));
-}
-ALWAYS_INLINE __m256 load_block(const float *p, int lanes) {
-    return lanes == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(lanes));
-}
-ALWAYS_INLINE void store_block(float *p, __m256 v, int lanes) {
-    if (lanes == 8) _mm256_storeu_ps(p, v);
-    else _mm256_maskstore_ps(p, lane_mask(lanes), v);
-}
 /* Channels of block b of n channels in blocks of 8 (8 but in the last). */
 static int lanes_of(int64_t b, int64_t n) { return n - 8 * b >= 8 ? 8 : (int)(n - 8 * b); }
 
