@@ -83,12 +83,6 @@ static int run_kernel(pr_gnode *n, pr_plan *p, int j, pr_view *iv, pr_view *ov, 
     return rc;
 }
 
-static int input_value_of(const pr_Graph *g, int index) {
-    for (int v = 0; v < g->n_vals; v++)
-        if (g->vals[v].kind == PR_VAL_INPUT && g->vals[v].index == index) return v;
-    return -1;
-}
-
 /* ---- loops ------------------------------------------------------------------
  * A loop node runs its body graph once per iteration.  At the loop's start
  * (GIL held, once per run of the enclosing graph) it takes the arenas of the
@@ -234,18 +228,18 @@ static int run_loop(run_ctx *c, int j, run_status *st) {
     for (int r = 0; r < n_runs; r++) {
         void **ptr = runs[r].ptr;
         for (int k = 0; k < L->n_const; k++) {
-            int v = input_value_of(b, L->const_in[k]);
+            int v = pr_graph_input_value(b, L->const_in[k]);
             ptr[v] = c->ptr[n->in[nc + k]];
         }
         for (int k = 0; src->fed && k < L->n_feed; k++)
-            ptr[input_value_of(b, L->feed_in[k])] = feed[k];
-        if (L->iter_in >= 0) ptr[input_value_of(b, L->iter_in)] = &iter_value;
+            ptr[pr_graph_input_value(b, L->feed_in[k])] = feed[k];
+        if (L->iter_in >= 0) ptr[pr_graph_input_value(b, L->iter_in)] = &iter_value;
         if (L->cond_out >= 0) {
             int v = b->outputs[L->cond_out];
             if (b->vals[v].kind == PR_VAL_NODE) ptr[v] = flag_buf; /* unless a carry's (below) */
         }
     }
-    for (int k = 0; k < nc; k++) carry_val[k] = input_value_of(b, L->carry_in[k]);
+    for (int k = 0; k < nc; k++) carry_val[k] = pr_graph_input_value(b, L->carry_in[k]);
     *c->ts = PyEval_SaveThread(); /* ---- no GIL: iterate ---- */
 
     for (int k = 0; k < nc; k++) memcpy(cur[k], c->ptr[n->in[k]], bytes[k]);

@@ -499,12 +499,6 @@ const pr_op pr_loop_op = {
     .doc = "A loop node: runs its body graph once per iteration (pyresnet.while_loop, "
            "fori_loop, iterating a dataset in a compiled function)."};
 
-static int input_value(const pr_Graph *g, int index) {
-    for (int v = 0; v < g->n_vals; v++)
-        if (g->vals[v].kind == PR_VAL_INPUT && g->vals[v].index == index) return v;
-    return -1;
-}
-
 static int same_value_layout(const pr_gvalue *a, const pr_gvalue *b) {
     if (a->dtype != b->dtype || a->ndim != b->ndim) return 0;
     for (int d = 0; d < a->ndim; d++)
@@ -636,7 +630,7 @@ static PyObject *Graph_add_loop(pr_Graph *g, PyObject *args, PyObject *kw) {
         if (id < 0) goto fail_role;
         in_ids[n_in++] = id;
         pr_gvalue *a = &g->vals[id], *b = &body->vals[body->outputs[co]];
-        if (!same_value_layout(a, &body->vals[input_value(body, ci)]) ||
+        if (!same_value_layout(a, &body->vals[pr_graph_input_value(body, ci)]) ||
             !same_value_layout(a, b)) {
             char sa[200], sb[200];
             layout_str(g, a, sa, sizeof sa);

@@ -111,6 +111,13 @@ struct pr_Graph {
 /* The op of loop nodes (graph.c). */
 extern const pr_op pr_loop_op;
 extern PyTypeObject pr_GraphType;
+/* The value id of g's input `index`, or -1. */
+static inline int pr_graph_input_value(const pr_Graph *g, int index) {
+    for (int v = 0; v < g->n_vals; v++)
+        if (g->vals[v].kind == PR_VAL_INPUT && g->vals[v].index == index) return v;
+    return -1;
+}
+
 int pr_graph_init(PyObject *module);
 
 /* passes.c: the passes Graph.finalize runs (jit: the fusions too); 0 or -1. */

@@ -487,12 +487,6 @@ int pr_plan_fill_batch(PyObject *iterator, int64_t b, void *const *dst, char *er
     return batch_source.fill(iterator, b, dst, error);
 }
 
-static int input_value_of(const pr_Graph *g, int index) {
-    for (int v = 0; v < g->n_vals; v++)
-        if (g->vals[v].kind == PR_VAL_INPUT && g->vals[v].index == index) return v;
-    return -1;
-}
-
 /* Call loop L's feeder: this call's pass and batches, checked against the
  * body's traced inputs. */
 static int source_take(pr_Graph *b, const pr_loop *L, pr_source *src) {
@@ -517,7 +511,7 @@ static int source_take(pr_Graph *b, const pr_loop *L, pr_source *src) {
     }
     src->first = first, src->count = count;
     for (int k = 0; k < L->n_feed; k++) {
-        const pr_gvalue *x = &b->vals[input_value_of(b, L->feed_in[k])];
+        const pr_gvalue *x = &b->vals[pr_graph_input_value(b, L->feed_in[k])];
         const pr_view *v = &src->full[k];
         int match = x->dtype == v->dtype && x->ndim == v->ndim && v->ndim >= 1 &&
                     (pr_dim_symbol_index(b->syms, L->feed_batch) >= 0 ||
