@@ -600,6 +600,20 @@ AMX_DIRECT_VARIANT(fw, PR_CONV_FORWARD)
 AMX_DIRECT_VARIANT(bpi, PR_CONV_BACKPROP_INPUT)
 AMX_DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 
+/* Direct AVX512_BF16 convolutions (kernels/conv_direct_bf16.c): bfloat16
+ * calls whose geometry they take; results staged as the others'. */
+#define DIRECT_BF16_VARIANT(pass, PASS)                                                         \
+    WINDOW_VARIANT(avx512_direct_bf16, pass,                                                    \
+                   bf16_conv_supports(in, n, out, a) && pr_conv_direct_bf16_supports(&g, PASS), \
+                   staging_bytes(out) + pr_conv_direct_bf16_scratch_bytes(&g, PASS),            \
+                   unstage(pr_conv_direct_bf16(PASS, &g, operand(&in[0]), operand(&in[1]),      \
+                                               staged(out, ws), after_staging(out, ws)),        \
+                           out, ws))
+
+DIRECT_BF16_VARIANT(fw, PR_CONV_FORWARD)
+DIRECT_BF16_VARIANT(bpi, PR_CONV_BACKPROP_INPUT)
+DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
+
 #define CONV_VARIANTS(pass, reference)                                                          \
     static const pr_variant variants_##pass[] = {                                               \
         {"avx512_direct", PR_CPU_AVX512F | PR_CPU_FMA, direct_supports_##pass,                  \
@@ -611,6 +625,8 @@ AMX_DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
         {"amx_direct_bf16", PR_BF16_AMX_CPU, amx_direct_supports_##pass,                        \
          amx_direct_scratch_##pass, amx_direct_run_##pass},                                     \
         {"amx_bf16", PR_BF16_AMX_CPU, bf16_conv_supports, bf16_scratch_##pass, amx_run_##pass}, \
+        {"avx512_direct_bf16", PR_BF16_CPU, avx512_direct_bf16_supports_##pass,                 \
+         avx512_direct_bf16_scratch_##pass, avx512_direct_bf16_run_##pass},                     \
         {"avx512_bf16", PR_BF16_CPU, bf16_conv_supports, bf16_scratch_##pass,                   \
          avx512_bf16_run_##pass},                                                               \
         {"im2col_blas", 0, NULL, NULL, reference},                                              \
@@ -619,7 +635,7 @@ AMX_DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 CONV_VARIANTS(fw, fw_conv2d);
 CONV_VARIANTS(bpi, fw_conv2d_bpi);
 CONV_VARIANTS(bpf, fw_conv2d_bpf);
-#define N_CONV_VARIANTS 7
+#define N_CONV_VARIANTS 8
 
 /* The three ops are bilinear and adjoint to each other:
  * <dy, conv2d(x, w)> = <bpi(dy, w), x> = <bpf(x, dy), w>. */

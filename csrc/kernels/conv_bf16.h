@@ -10,12 +10,6 @@
 #include "conv.h"
 #include "gemm_bf16.h"
 
-/* A tensor operand: data and its dtype (PR_F32 or PR_BF16). */
-typedef struct {
-    const void *data;
-    pr_dtype dtype;
-} pr_operand;
-
 size_t pr_conv_bf16_scratch_bytes(const pr_window *g, pr_conv_pass pass);
 /* forward: a = x, b = w -> y; backprop_input: a = dy, b = w -> dx;
  * backprop_filter: a = x, b = dy -> dw. */

@@ -36,4 +36,15 @@ int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, cons
 int pr_conv_direct_avx2_backprop_filter(const pr_window *g, const float *x, const float *dy,
                                         float *dw, void *scratch);
 
+/* bfloat16 with AVX512_BF16 (conv_direct_bf16.c): the same tiles, each FMA
+ * a VDPBF16PS over a pair of channels; operands float32 (rounded to
+ * bfloat16 as they are copied) or bfloat16, results float32
+ * (conv_bf16.h's convention: forward a = x, b = w; backprop_input a = dy,
+ * b = w; backprop_filter a = x, b = dy).  The caller checks PR_BF16_CPU.
+ * Independent of the thread count. */
+int pr_conv_direct_bf16_supports(const pr_window *g, pr_conv_pass pass);
+size_t pr_conv_direct_bf16_scratch_bytes(const pr_window *g, pr_conv_pass pass);
+int pr_conv_direct_bf16(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand b,
+                        float *out, void *scratch);
+
 #endif

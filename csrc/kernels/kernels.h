@@ -52,6 +52,13 @@ typedef struct {
     int64_t size; /* product of shape, 1 for a scalar */
 } pr_view;
 
+/* A kernel's read-only operand whose dtype varies (float32 or bfloat16
+ * data for the bfloat16 kernels). */
+typedef struct {
+    const void *data;
+    pr_dtype dtype;
+} pr_operand;
+
 size_t pr_dtype_size(pr_dtype t);
 const char *pr_dtype_name(pr_dtype t);
 

@@ -1,0 +1,511 @@
+/* The register tiles of the direct AVX-512 convolutions' forward and
+ * input-gradient passes, written once for two kinds of element
+ * (conv_direct.c: float32 with FMA; conv_direct_bf16.c: pairs of bfloat16
+ * channels with VDPBF16PS).  Internal: included inside an AVX-512 target
+ * region, after defining
+ *   DT              a unit of the reduced channels, 4 bytes: float, or
+ *                   uint32_t holding two bfloat16 channels (2i low, 2i+1 high)
+ *   BCAST(p)        a __m512 holding the unit *p in every 32-bit lane
+ *   MAC(acc, x, w)  acc plus the products of x and w: per float32 lane one
+ *                   FMA, or the sum of the lane's two bfloat16 products
+ *   IMAGE_UNITS     (gu, pass) -> the units a slot adds to convert one
+ *                   image into units (0 when images are read in place)
+ * and the function
+ *   static const DT *image_units(pr_operand src, int64_t n, int64_t pixels,
+ *                                int64_t ch, DT *buf)
+ * returning image n (pixels x ch channels of src, NHWC) as pixels x units
+ * rows, in place or converted into buf.  The drivers take the window in
+ * units, `gu`: the reduced channels (C forward, O for the input gradient)
+ * counted in units, the others as they are; the weights come packed in
+ * units by the includer (conv_direct.c's layout, pack_weights).  Outputs are
+ * float32.  See conv_direct.c for the method. */
+#ifndef DT
+#error "conv_direct_tiles.h: define DT, BCAST, MAC and IMAGE_UNITS first"
+#endif
+_Static_assert(sizeof(DT) == 4, "a unit is one 32-bit lane");
+
+#define MAX_TILE 24                      /* accumulators per tile */
+#define MAX_NB 4                         /* 16-channel blocks per tile */
+
+/* Widest tile for nb blocks, then the balanced width for a run of `len`. */
+static int tile_width(int nb, int64_t len) {
+    int64_t cap = MAX_TILE / nb, tiles = (len + cap - 1) / cap;
+    return (int)(tiles ? (len + tiles - 1) / tiles : 1);
+}
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* Ask for a tile's output lines (for writing): they arrive while the tile
+ * computes, so its stores do not wait on memory. */
+ALWAYS_INLINE void prefetch_tile(float *out, int64_t os, const int WT, const int NB) {
+#pragma GCC unroll 24
+    for (int p = 0; p < WT; p++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) __builtin_prefetch(out + p * os + 16 * b, 1, 3);
+}
+
+/* Ask for part i of `parts` of the next image's `bytes` at p (NULL: none)
+ * into L2 while this one computes, so the copy that starts it does not wait
+ * on memory. */
+ALWAYS_INLINE void prefetch_part(const void *p, int64_t bytes, int64_t i, int64_t parts) {
+    if (!p) return;
+    for (int64_t b = bytes * i / parts & ~(int64_t)63; b < bytes * (i + 1) / parts; b += 64)
+        _mm_prefetch((const char *)p + b, _MM_HINT_T1);
+}
+
+/* Store a tile: pixel p, block b at out + p*os + 16*b; block NB-1 masked. */
+ALWAYS_INLINE void store_tile(__m512 acc[MAX_NB][MAX_TILE], float *out, int64_t os,
+                              __mmask16 mask, const int WT, const int NB) {
+#pragma GCC unroll 24
+    for (int p = 0; p < WT; p++) {
+        float *o = out + p * os;
+#pragma GCC unroll 4
+        for (int b = 0; b < NB - 1; b++) _mm512_storeu_ps(o + 16 * b, acc[b][p]);
+        _mm512_mask_storeu_ps(o + 16 * (NB - 1), mask, acc[NB - 1][p]);
+    }
+}
+
+/* One output tile of WT pixels x NB channel blocks: a sum over taps and
+ * input channels.  The input is in channel-major rows: pixel p of the tile,
+ * channel c, tap t is in[toff[t] + c*cs + p*SW] (cs: the floats of one
+ * channel's run; SW: the stride, a compile-time constant, so every
+ * broadcast is one FMA with a constant displacement).  w[t] points at tap
+ * t's (cin x 16) weights of the first channel block; block b is `wob`
+ * floats further.  Pixel p is written at out + p*os (`mask` selects the
+ * channels of block NB-1). */
+typedef struct {
+    const DT *in;
+    int64_t cs, cin, wob, os;
+    const int64_t *toff;
+    const DT *const *w;
+    int taps;
+    float *out;
+    __mmask16 mask;
+} tile_args;
+
+ALWAYS_INLINE void tile_body(const tile_args *A, const int WT, const int NB, const int SW) {
+    __m512 acc[MAX_NB][MAX_TILE];
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; b++)
+#pragma GCC unroll 24
+        for (int p = 0; p < WT; p++) acc[b][p] = _mm512_setzero_ps();
+    const int64_t cs = A->cs, cin = A->cin, wob = A->wob;
+    prefetch_tile(A->out, A->os, WT, NB);
+    for (int t = 0; t < A->taps; t++) {
+        const DT *a = A->in + A->toff[t], *wt = A->w[t];
+        for (int64_t c = 0; c < cin; c++, a += cs, wt += 16) {
+            __m512 wv[MAX_NB];
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) wv[b] = _mm512_load_ps((const float *)(wt + b * wob));
+#pragma GCC unroll 24
+            for (int p = 0; p < WT; p++) {
+                __m512 xv = BCAST(a + p * SW);
+#pragma GCC unroll 4
+                for (int b = 0; b < NB; b++) acc[b][p] = MAC(acc[b][p], xv, wv[b]);
+            }
+        }
+    }
+    store_tile(acc, A->out, A->os, A->mask, WT, NB);
+}
+
+/* r[i] (pixel i, 16 channels) -> r[c] (channel c, 16 pixels): unpack pairs,
+ * then pairs of pairs, then 128-bit lanes twice. */
+ALWAYS_INLINE void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++) {
+            t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+            t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+    }
+}
+
+/* Copy a (rows_in, cols_in, ch) image into a (prows, pcols) zero-padded
+ * window at offset (top, left), in channel-major rows: row r of the buffer is
+ * ch runs of pcols floats, so a tile's pixels along one channel are consecutive (forward and
+ * backprop_input broadcast from them at constant offsets).  16 x 16 blocks
+ * of (pixels, channels) are transposed in registers, the rest one by one.
+ * Only the image's own pixels are written: the padding around them is the
+ * same for every image, so the buffer is zeroed once per call (`fresh`: the
+ * buffer's first image of this call). */
+static void pad_rows_cm(const DT *src, int64_t rows_in, int64_t cols_in, int64_t ch, DT *dst,
+                        int64_t prows, int64_t pcols, int64_t top, int64_t left, int fresh) {
+    int64_t lo = left < 0 ? 0 : left, hi = left + cols_in < pcols ? left + cols_in : pcols;
+    int64_t n = hi - lo;
+    if (fresh) memset(dst, 0, sizeof(DT) * (size_t)(prows * ch * pcols));
+    for (int64_t r = 0; r < prows; r++) {
+        DT *d = dst + r * ch * pcols;
+        int64_t ir = r - top;
+        if (ir < 0 || ir >= rows_in || n <= 0) continue;
+        const DT *row = src + (ir * cols_in + lo - left) * ch;
+        int64_t c0 = 0;
+        for (; c0 + 16 <= ch; c0 += 16) {
+            int64_t q0 = 0;
+            for (; q0 + 16 <= n; q0 += 16) {
+                __m512 v[16];
+                for (int i = 0; i < 16; i++) v[i] = _mm512_loadu_ps((const float *)(row + (q0 + i) * ch + c0));
+                transpose16(v);
+                for (int c = 0; c < 16; c++) _mm512_storeu_ps((float *)(d + (c0 + c) * pcols + lo + q0), v[c]);
+            }
+            for (int64_t c = c0; c < c0 + 16; c++)
+                for (int64_t q = q0; q < n; q++) d[c * pcols + lo + q] = row[q * ch + c];
+        }
+        for (int64_t c = c0; c < ch; c++)
+            for (int64_t q = 0; q < n; q++) d[c * pcols + lo + q] = row[q * ch + c];
+    }
+}
+
+typedef void (*tile_fn)(const tile_args *);
+
+#define TILE(WT, NB, SW) \
+    static void tile_##WT##_##NB##_##SW(const tile_args *A) { tile_body(A, WT, NB, SW); }
+#define TILES_6(NB, SW) TILE(1, NB, SW) TILE(2, NB, SW) TILE(3, NB, SW) TILE(4, NB, SW) \
+    TILE(5, NB, SW) TILE(6, NB, SW)
+#define TILES_7_8(NB, SW) TILE(7, NB, SW) TILE(8, NB, SW)
+#define TILES_9_12(NB, SW) TILE(9, NB, SW) TILE(10, NB, SW) TILE(11, NB, SW) TILE(12, NB, SW)
+#define TILES_13_24(NB, SW) TILE(13, NB, SW) TILE(14, NB, SW) TILE(15, NB, SW) \
+    TILE(16, NB, SW) TILE(17, NB, SW) TILE(18, NB, SW) TILE(19, NB, SW) TILE(20, NB, SW) \
+    TILE(21, NB, SW) TILE(22, NB, SW) TILE(23, NB, SW) TILE(24, NB, SW)
+#define ALL_TILES(SW) \
+    TILES_6(1, SW) TILES_7_8(1, SW) TILES_9_12(1, SW) TILES_13_24(1, SW) \
+    TILES_6(2, SW) TILES_7_8(2, SW) TILES_9_12(2, SW) \
+    TILES_6(3, SW) TILES_7_8(3, SW) \
+    TILES_6(4, SW)
+ALL_TILES(1)
+ALL_TILES(2)
+
+#define REF6(NB, SW) tile_1_##NB##_##SW, tile_2_##NB##_##SW, tile_3_##NB##_##SW, \
+    tile_4_##NB##_##SW, tile_5_##NB##_##SW, tile_6_##NB##_##SW
+#define REF7_8(NB, SW) tile_7_##NB##_##SW, tile_8_##NB##_##SW
+#define REF9_12(NB, SW) tile_9_##NB##_##SW, tile_10_##NB##_##SW, tile_11_##NB##_##SW, \
+    tile_12_##NB##_##SW
+#define REF13_24(NB, SW) tile_13_##NB##_##SW, tile_14_##NB##_##SW, tile_15_##NB##_##SW, \
+    tile_16_##NB##_##SW, tile_17_##NB##_##SW, tile_18_##NB##_##SW, tile_19_##NB##_##SW, \
+    tile_20_##NB##_##SW, tile_21_##NB##_##SW, tile_22_##NB##_##SW, tile_23_##NB##_##SW, \
+    tile_24_##NB##_##SW
+/* tiles[SW - 1][NB][WT - 1] */
+static const tile_fn tiles[2][MAX_NB + 1][MAX_TILE] = {
+    {{NULL}, {REF6(1, 1), REF7_8(1, 1), REF9_12(1, 1), REF13_24(1, 1)},
+     {REF6(2, 1), REF7_8(2, 1), REF9_12(2, 1)}, {REF6(3, 1), REF7_8(3, 1)}, {REF6(4, 1)}},
+    {{NULL}, {REF6(1, 2), REF7_8(1, 2), REF9_12(1, 2), REF13_24(1, 2)},
+     {REF6(2, 2), REF7_8(2, 2), REF9_12(2, 2)}, {REF6(3, 2), REF7_8(3, 2)}, {REF6(4, 2)}},
+};
+
+static __mmask16 tail_mask(int64_t channels) {
+    int64_t r = channels % 16;
+    return r ? (__mmask16)((1u << r) - 1) : (__mmask16)0xFFFF;
+}
+
+/* One output row segment of `len` pixels, all output channel blocks:
+ * A.in / A.out at pixel 0, A.w at block 0; `cout` output channels; pixel
+ * stride `sw` (1 or 2) in the input rows. */
+static void row_tiles(tile_args A, int64_t len, int64_t cout, int64_t sw) {
+    int64_t nob = blocks16(cout);
+    for (int64_t ob = 0; ob < nob; ob += MAX_NB) {
+        int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
+        int wt = tile_width(nb, len);
+        const DT *wb[MAX_WINDOW * MAX_WINDOW];
+        for (int t = 0; t < A.taps; t++) wb[t] = A.w[t] + ob * A.wob;
+        tile_args T = A;
+        T.w = wb;
+        T.mask = ob + nb == nob ? tail_mask(cout) : (__mmask16)0xFFFF;
+        for (int64_t p = 0; p < len; p += wt) { /* the last tile may be narrower */
+            int width = (int)(len - p < wt ? len - p : wt);
+            T.in = A.in + p * sw;
+            T.out = A.out + p * A.os + ob * 16;
+            tiles[sw - 1][nb][width - 1](&T);
+        }
+    }
+}
+
+/* Windows K = 3 (or 2) taps wide: a tile of WT pixels x NB blocks that walks
+ * each window row's input columns once.  Input column q feeds tap k of pixel
+ * p when q = p*SW + k, so one broadcast serves up to K FMAs (stride 1)
+ * instead of one: fewer loads per FMA, and the tile runs at 85% of the FMA
+ * peak where the one-tap tile reaches 70% (bench on the 16-channel layers).
+ * in + roff[r] + c*cs + q is column q of window row r, channel c; w[K*r + k]
+ * the weights of row r, tap k (block 0; block b `wob` floats further).
+ * K = 2 serves the input gradient of stride-2 3x3 windows, whose phases
+ * read two adjacent dy columns per window row. */
+typedef struct {
+    const DT *in;
+    int64_t cs, cin, wob, os;
+    const int64_t *roff;
+    const DT *const *w;
+    int rows, accumulate; /* accumulate: add to what out holds (a later channel chunk) */
+    float *out;
+    __mmask16 mask;
+} tile3_args;
+
+ALWAYS_INLINE void tile3_body(const tile3_args *A, const int WT, const int NB, const int SW,
+                              const int K) {
+    __m512 acc[MAX_NB][MAX_TILE];
+    if (A->accumulate) {
+#pragma GCC unroll 24
+        for (int p = 0; p < WT; p++) {
+#pragma GCC unroll 4
+            for (int b = 0; b < NB - 1; b++) acc[b][p] = _mm512_loadu_ps(A->out + p * A->os + 16 * b);
+            acc[NB - 1][p] = _mm512_maskz_loadu_ps(A->mask, A->out + p * A->os + 16 * (NB - 1));
+        }
+    } else {
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++)
+#pragma GCC unroll 24
+            for (int p = 0; p < WT; p++) acc[b][p] = _mm512_setzero_ps();
+#pragma GCC unroll 24
+        for (int p = 0; p < WT; p++)
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) __builtin_prefetch(A->out + p * A->os + 16 * b, 1, 3);
+    }
+    const int64_t cs = A->cs, cin = A->cin, wob = A->wob;
+    for (int r = 0; r < A->rows; r++) {
+        const DT *a = A->in + A->roff[r];
+        const DT *const *wr = A->w + K * r; /* this row's taps */
+        for (int64_t c = 0; c < cin; c++, a += cs) {
+            __m512 wv[3][MAX_NB];
+#pragma GCC unroll 3
+            for (int k = 0; k < K; k++)
+#pragma GCC unroll 4
+                for (int b = 0; b < NB; b++) wv[k][b] = _mm512_load_ps((const float *)(wr[k] + c * 16 + b * wob));
+#pragma GCC unroll 56
+            for (int q = 0; q < (WT - 1) * SW + K; q++) {
+                __m512 xv = BCAST(a + q);
+#pragma GCC unroll 3
+                for (int k = 0; k < K; k++) {
+                    int p = (q - k) / SW;
+                    if (q < k || (q - k) % SW || p >= WT) continue;
+#pragma GCC unroll 4
+                    for (int b = 0; b < NB; b++) acc[b][p] = MAC(acc[b][p], xv, wv[k][b]);
+                }
+            }
+        }
+    }
+    store_tile(acc, A->out, A->os, A->mask, WT, NB);
+}
+
+typedef void (*tile3_fn)(const tile3_args *);
+#define MAX_TILE3_NB1 24
+/* At most two channel blocks: with 4 (64 output channels at once) the
+ * tiles are 4 pixels wide and 64->64 convolutions ran 10% slower. */
+#define MAX_NB3 2
+static const int tile3_cap[MAX_NB3 + 1] = {0, MAX_TILE3_NB1, 8};
+
+/* Kinds V: 1 and 2 are K = 3 at strides 1 and 2, 3 is K = 2 at stride 1. */
+#define TILE3(WT, NB, V)                                                   \
+    static void tile3_##WT##_##NB##_##V(const tile3_args *A) {              \
+        tile3_body(A, WT, NB, (V) == 2 ? 2 : 1, (V) == 3 ? 2 : 3);         \
+    }
+#define T3_4(NB, SW) TILE3(1, NB, SW) TILE3(2, NB, SW) TILE3(3, NB, SW) TILE3(4, NB, SW)
+#define T3_6(NB, SW) T3_4(NB, SW) TILE3(5, NB, SW) TILE3(6, NB, SW)
+#define T3_8(NB, SW) T3_6(NB, SW) TILE3(7, NB, SW) TILE3(8, NB, SW)
+#define T3_24(NB, SW) T3_8(NB, SW) TILE3(9, NB, SW) TILE3(10, NB, SW) TILE3(11, NB, SW) \
+    TILE3(12, NB, SW) TILE3(13, NB, SW) TILE3(14, NB, SW) TILE3(15, NB, SW) TILE3(16, NB, SW) \
+    TILE3(17, NB, SW) TILE3(18, NB, SW) TILE3(19, NB, SW) TILE3(20, NB, SW) TILE3(21, NB, SW) \
+    TILE3(22, NB, SW) TILE3(23, NB, SW) TILE3(24, NB, SW)
+#define ALL_TILES3(SW) T3_24(1, SW) T3_8(2, SW)
+ALL_TILES3(1)
+ALL_TILES3(2)
+ALL_TILES3(3)
+
+#define R3_4(NB, SW) tile3_1_##NB##_##SW, tile3_2_##NB##_##SW, tile3_3_##NB##_##SW, \
+    tile3_4_##NB##_##SW
+#define R3_6(NB, SW) R3_4(NB, SW), tile3_5_##NB##_##SW, tile3_6_##NB##_##SW
+#define R3_8(NB, SW) R3_6(NB, SW), tile3_7_##NB##_##SW, tile3_8_##NB##_##SW
+#define R3_24(NB, SW) R3_8(NB, SW), tile3_9_##NB##_##SW, tile3_10_##NB##_##SW, \
+    tile3_11_##NB##_##SW, tile3_12_##NB##_##SW, tile3_13_##NB##_##SW, tile3_14_##NB##_##SW, \
+    tile3_15_##NB##_##SW, tile3_16_##NB##_##SW, tile3_17_##NB##_##SW, tile3_18_##NB##_##SW, \
+    tile3_19_##NB##_##SW, tile3_20_##NB##_##SW, tile3_21_##NB##_##SW, tile3_22_##NB##_##SW, \
+    tile3_23_##NB##_##SW, tile3_24_##NB##_##SW
+/* tiles3[V - 1][NB][WT - 1] */
+static const tile3_fn tiles3[3][MAX_NB3 + 1][MAX_TILE3_NB1] = {
+    {{NULL}, {R3_24(1, 1)}, {R3_8(2, 1)}},
+    {{NULL}, {R3_24(1, 2)}, {R3_8(2, 2)}},
+    {{NULL}, {R3_24(1, 3)}, {R3_8(2, 3)}},
+};
+
+/* Weights a tile may stream per pass over its input channels: more than L1
+ * holds beside the input rows and the tiles fetch them from L2 once per
+ * tile (64 channels: 147 KB per tile of 4 pixels), so the channels are cut
+ * into chunks whose weights fit, the tiles of a row summing chunk by chunk
+ * into the output. */
+#define TILE_WEIGHT_BYTES (24 << 10)
+
+/* row_tiles for windows k = 3 taps wide at stride sw = 1 or 2, or k = 2 at
+ * stride 1 (tile3). */
+static void row_tiles3(tile3_args A, int64_t len, int64_t cout, int64_t sw, int k) {
+    const int kind = k == 2 ? 2 : (int)sw - 1;
+    int64_t nob = blocks16(cout), cin = A.cin;
+    for (int64_t ob = 0; ob < nob; ob += MAX_NB3) {
+        int nb = (int)(nob - ob < MAX_NB3 ? nob - ob : MAX_NB3);
+        int64_t cap = tile3_cap[nb], tiles = (len + cap - 1) / cap;
+        int wt = (int)((len + tiles - 1) / tiles);
+        int64_t chunk = TILE_WEIGHT_BYTES / (k * A.rows * nb * 64);
+        chunk = chunk < 16 ? 16 : chunk / 16 * 16;
+        if (chunk > cin) chunk = cin;
+        tile3_args T = A;
+        T.mask = ob + nb == nob ? tail_mask(cout) : (__mmask16)0xFFFF;
+        for (int64_t c0 = 0; c0 < cin; c0 += chunk) {
+            const DT *wb[3 * MAX_WINDOW];
+            for (int t = 0; t < k * A.rows; t++) wb[t] = A.w[t] + ob * A.wob + c0 * 16;
+            T.w = wb;
+            T.cin = cin - c0 < chunk ? cin - c0 : chunk;
+            T.accumulate = c0 > 0;
+            for (int64_t p = 0; p < len; p += wt) {
+                int width = (int)(len - p < wt ? len - p : wt);
+                T.in = A.in + p * sw + c0 * A.cs;
+                T.out = A.out + p * A.os + ob * 16;
+                tiles3[kind][nb][width - 1](&T);
+            }
+        }
+    }
+}
+
+/* Units a slot holds: the padded image, and room to convert one image. */
+static int64_t slot_units(const pr_window *gu, pr_conv_pass pass) {
+    return slot_floats(gu, pass) + IMAGE_UNITS(gu, pass);
+}
+
+static inline size_t direct_scratch_bytes(const pr_window *gu, pr_conv_pass pass) {
+    int64_t slot = slot_units(gu, pass);
+    return sizeof(DT) * (size_t)(round16(packed_floats(gu, pass)) + count_slots(gu->n, slot) * slot);
+}
+
+/* The forward pass: y (N, HO, WO, O) float32 from x (its C = `xc` channels
+ * as gu->c units) and the packed weights wp; scratch after the weights. */
+static void direct_forward(const pr_window *gu, pr_operand x, int64_t xc, const DT *wp, float *y,
+                           DT *pads) {
+    const int64_t taps = gu->kh * gu->kw, C = gu->c, O = gu->o, HP = xpad_rows(gu),
+                  WP = xpad_cols(gu), xbytes = (int64_t)pr_dtype_size(x.dtype) * gu->h * gu->w * xc;
+    const int64_t slot = slot_units(gu, PR_CONV_FORWARD), slots = count_slots(gu->n, slot);
+    int64_t toff[MAX_WINDOW * MAX_WINDOW], roff[MAX_WINDOW];
+    const DT *wt[MAX_WINDOW * MAX_WINDOW];
+    for (int64_t kh = 0; kh < gu->kh; kh++) {
+        roff[kh] = kh * C * WP;
+        for (int64_t kw = 0; kw < gu->kw; kw++) {
+            int64_t t = kh * gu->kw + kw;
+            toff[t] = kh * C * WP + kw;
+            wt[t] = wp + t * C * 16;
+        }
+    }
+#pragma omp parallel num_threads(threads_for(slots))
+    {
+        DT *xp = pads + THREAD_ID() * slot, *conv = xp + slot_floats(gu, PR_CONV_FORWARD);
+        int fresh = 1;
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < gu->n; n++) {
+            const DT *xn = image_units(x, n, gu->h * gu->w, xc, conv);
+            pad_rows_cm(xn, gu->h, gu->w, C, xp, HP, WP, gu->ph, gu->pw, fresh);
+            fresh = 0;
+            tile_args A = {.cs = WP, .cin = C, .wob = taps * C * 16, .os = O, .toff = toff,
+                           .w = wt, .taps = (int)taps};
+            tile3_args A3 = {.cs = WP, .cin = C, .wob = taps * C * 16, .os = O, .roff = roff,
+                             .w = wt, .rows = (int)gu->kh};
+            const char *next = n + 1 < gu->n ? (const char *)x.data + (n + 1) * xbytes : NULL;
+            for (int64_t oh = 0; oh < gu->ho; oh++) {
+                prefetch_part(next, xbytes, oh, gu->ho);
+                A.in = A3.in = xp + oh * gu->sh * C * WP;
+                A.out = A3.out = y + (n * gu->ho + oh) * gu->wo * O;
+                if (gu->kw == 3) row_tiles3(A3, gu->wo, O, gu->sw, 3);
+                else row_tiles(A, gu->wo, O, gu->sw);
+            }
+        }
+    }
+}
+
+/* The input gradient: dx (N, H, W, C) float32 from dy (its O = `dyc`
+ * channels as gu->o units) and the weights packed by input channel, wp. */
+static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dyc, const DT *wp,
+                                  float *dx, DT *pads) {
+    const int64_t taps = gu->kh * gu->kw, C = gu->c, O = gu->o;
+    const int64_t DR = dypad_rows(gu), DC = dypad_cols(gu);
+    const int64_t dybytes = (int64_t)pr_dtype_size(dy.dtype) * gu->ho * gu->wo * dyc;
+    const int64_t slot = slot_units(gu, PR_CONV_BACKPROP_INPUT), slots = count_slots(gu->n, slot);
+#pragma omp parallel num_threads(threads_for(slots))
+    {
+        DT *dp = pads + THREAD_ID() * slot, *conv = dp + slot_floats(gu, PR_CONV_BACKPROP_INPUT);
+        int fresh = 1;
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < gu->n; n++) {
+            float *dxn = dx + n * gu->h * gu->w * C;
+            const char *next = n + 1 < gu->n ? (const char *)dy.data + (n + 1) * dybytes : NULL;
+            const DT *dyn = image_units(dy, n, gu->ho * gu->wo, dyc, conv);
+            pad_rows_cm(dyn, gu->ho, gu->wo, O, dp, DR, DC, gu->kh, gu->kw, fresh);
+            fresh = 0;
+            for (int64_t rh = 0; rh < gu->sh && rh < gu->h; rh++)
+                for (int64_t rw = 0; rw < gu->sw && rw < gu->w; rw++) {
+                    /* This phase's taps: dx[i*sh + rh, j*sw + rw] reads dy[i + di, j + dj]. */
+                    int64_t toff[MAX_WINDOW * MAX_WINDOW];
+                    const DT *wt[MAX_WINDOW * MAX_WINDOW];
+                    int nt = 0;
+                    for (int64_t kh = 0; kh < gu->kh; kh++) {
+                        int64_t u = rh + gu->ph - kh;
+                        if (((u % gu->sh) + gu->sh) % gu->sh) continue;
+                        for (int64_t kw = 0; kw < gu->kw; kw++) {
+                            int64_t v = rw + gu->pw - kw;
+                            if (((v % gu->sw) + gu->sw) % gu->sw) continue;
+                            toff[nt] = (u / gu->sh) * O * DC + v / gu->sw;
+                            wt[nt++] = wp + (kh * gu->kw + kw) * O * 16;
+                        }
+                    }
+                    /* Windows three taps wide: this phase's window rows each read
+                     * kc = 3 (stride 1 across) or 2 adjacent dy columns, tap k at
+                     * column offset v0 + k, its weights those of column kwmax - k*sw:
+                     * tile3 over each tap row. */
+                    int kc = 0, nr = 0;
+                    int64_t kwmax = 0;
+                    for (int64_t kw = 0; gu->kw == 3 && kw < 3; kw++)
+                        if (((rw + gu->pw - kw) % gu->sw + gu->sw) % gu->sw == 0) kc++, kwmax = kw;
+                    int use3 = kc >= 2;
+                    int64_t roff3[MAX_WINDOW];
+                    const DT *w3[3 * MAX_WINDOW];
+                    for (int64_t kh = 0; use3 && kh < gu->kh; kh++) {
+                        int64_t u = rh + gu->ph - kh;
+                        if (((u % gu->sh) + gu->sh) % gu->sh) continue;
+                        roff3[nr] = (u / gu->sh) * O * DC + (rw + gu->pw - kwmax) / gu->sw;
+                        for (int k = 0; k < kc; k++)
+                            w3[kc * nr + k] = wp + (kh * 3 + kwmax - k * gu->sw) * O * 16;
+                        nr++;
+                    }
+                    int64_t rows = (gu->h - rh + gu->sh - 1) / gu->sh;
+                    int64_t cols = (gu->w - rw + gu->sw - 1) / gu->sw;
+                    for (int64_t i = 0; i < rows; i++) {
+                        if (rh == 0 && rw == 0) prefetch_part(next, dybytes, i, rows);
+                        float *out = dxn + ((i * gu->sh + rh) * gu->w + rw) * C;
+                        if (nt == 0) { /* no tap reaches these pixels */
+                            for (int64_t j = 0; j < cols; j++)
+                                memset(out + j * gu->sw * C, 0, sizeof(float) * (size_t)C);
+                            continue;
+                        }
+                        const DT *row = dp + (i + gu->kh) * O * DC + gu->kw;
+                        if (use3) {
+                            tile3_args A3 = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
+                                             .os = gu->sw * C, .roff = roff3, .w = w3,
+                                             .rows = nr, .out = out};
+                            row_tiles3(A3, cols, C, 1, kc);
+                            continue;
+                        }
+                        tile_args A = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
+                                       .os = gu->sw * C, .toff = toff, .w = wt, .taps = nt,
+                                       .out = out};
+                        row_tiles(A, cols, C, 1);
+                    }
+                }
+        }
+    }
+}
+
