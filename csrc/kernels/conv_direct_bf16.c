@@ -103,6 +103,252 @@ static void pack_weights(const pr_window *g, pr_operand w, int by_c, uint32_t *w
             }
 }
 
+/* ---- filter gradient -------------------------------------------------------
+ *
+ * dw[kh, kw, c, o] = sum over output pixels of x[oh*sh + kh - ph, ow*sw + kw - pw, c]
+ * * dy[oh, ow, o], the pixels of a row taken in pairs (ow = 2m, 2m + 1): one
+ * VDPBF16PS multiplies the pair's two x values (one broadcast unit) by their
+ * dy values for 16 output channels (one unit vector).  Each image is first
+ * copied into the stripe's buffers:
+ *   dyp  [HO][M pairs][OP = 16 * blocks16(O)] units: dy of pixels 2m (low
+ *        half) and 2m + 1 (high half), zeros past WO and O;
+ *   xp   [H][C][SW phases][PL] bfloat16, channel-major and split by column
+ *        phase: padded column j*SW + r (image column j*SW + r - pw) at
+ *        phase r, place j, zeros outside the image, so the x values of a
+ *        pair at tap kw are neighbours (phase kw % SW, places 2m + kw / SW
+ *        and the next).
+ * A tile is CT input channels x NB blocks of 16 output channels of one
+ * tap, summed over the output rows whose input row is inside the image.
+ * An odd WO's last pair has no second pixel: its x unit keeps only the low
+ * half, so no x value meets the pair's zero (an Inf of x would make a NaN). */
+typedef struct {
+    int64_t M, OP, PL, sw;
+} fgeom;
+
+static fgeom filter_geom(const pr_window *g) {
+    fgeom f = {(g->wo + 1) / 2, blocks16(g->o) * 16, 0, g->sw};
+    /* places up to 2M + (KW - 1) / SW, plus the broadcast's second half */
+    f.PL = 2 * f.M + (g->kw - 1) / g->sw + 2;
+    return f;
+}
+
+static int64_t xp_elems(const pr_window *g, fgeom f) { return g->h * g->c * f.sw * f.PL; }
+
+/* A stripe's floats: its partial dw (taps, C, O), then xp and dyp. */
+static int64_t stripe_floats(const pr_window *g) {
+    fgeom f = filter_geom(g);
+    return round16(g->kh * g->kw * g->c * g->o) + round16((xp_elems(g, f) + 1) / 2) +
+           round16(g->ho * f.M * f.OP);
+}
+
+/* Image n of x into xp (zeros around it written by `fresh` once). */
+static void filter_copy_x(const pr_window *g, fgeom f, pr_operand x, int64_t n, uint16_t *xp,
+                          int fresh) {
+    const int64_t C = g->c, W = g->w, SW = f.sw, PL = f.PL;
+    const size_t es = pr_dtype_size(x.dtype);
+    if (fresh) memset(xp, 0, sizeof(uint16_t) * (size_t)xp_elems(g, f));
+    for (int64_t ih = 0; ih < g->h; ih++) {
+        const char *row = (const char *)x.data + (size_t)((n * g->h + ih) * W * C) * es;
+        uint16_t *d = xp + ih * C * SW * PL;
+        int64_t c0 = 0;
+        for (; c0 + 16 <= C; c0 += 16) {
+            int64_t q0 = 0;
+            for (; q0 + 16 <= W && SW <= 2; q0 += 16) {
+                __m512 v[16];
+                for (int i = 0; i < 16; i++) {
+                    const char *p = row + (size_t)((q0 + i) * C + c0) * es;
+                    v[i] = x.dtype == PR_BF16
+                               ? _mm512_castsi512_ps(_mm512_slli_epi32(
+                                     _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16))
+                               : pr_bf16_round16_ps(_mm512_loadu_ps((const float *)p));
+                }
+                transpose16(v);
+                for (int c = 0; c < 16; c++) {
+                    /* 16 columns q0 .. q0+15 of channel c0 + c, as bfloat16 */
+                    __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v[c]), 16));
+                    uint16_t *dc = d + (c0 + c) * SW * PL;
+                    int64_t pc = q0 + g->pw; /* padded column of q0 */
+                    if (SW == 1) {
+                        _mm256_storeu_si256((__m256i *)(dc + pc), h);
+                        continue;
+                    }
+                    /* stride 2: even padded columns to phase 0, odd to phase 1 */
+                    __m512i w32 = _mm512_cvtepu16_epi32(h);
+                    __m256i ev = _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(0x5555, w32));
+                    __m256i od = _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(0xAAAA, w32));
+                    int r = (int)(pc & 1);
+                    _mm_storeu_si128((__m128i *)(dc + r * PL + pc / 2), _mm256_castsi256_si128(ev));
+                    _mm_storeu_si128((__m128i *)(dc + (1 - r) * PL + (pc + 1) / 2),
+                                     _mm256_castsi256_si128(od));
+                }
+            }
+            for (int64_t q = q0; q < W; q++) {
+                int64_t pc = q + g->pw;
+                uint16_t t[16];
+                pr_bf16_convert_run(row + (size_t)(q * C + c0) * es, x.dtype, 16, t);
+                for (int c = 0; c < 16; c++) d[((c0 + c) * SW + pc % SW) * PL + pc / SW] = t[c];
+            }
+        }
+        for (int64_t q = 0; q < W && c0 < C; q++) {
+            int64_t pc = q + g->pw;
+            uint16_t t[16];
+            pr_bf16_convert_run(row + (size_t)(q * C + c0) * es, x.dtype, C - c0, t);
+            for (int64_t c = c0; c < C; c++) d[(c * SW + pc % SW) * PL + pc / SW] = t[c - c0];
+        }
+    }
+}
+
+/* Image n of dy into dyp (pairs past WO and channels past O stay zero:
+ * written by `fresh` once). */
+static void filter_copy_dy(const pr_window *g, fgeom f, pr_operand dy, int64_t n, uint32_t *dyp,
+                           int fresh) {
+    const int64_t O = g->o, WO = g->wo;
+    const size_t es = pr_dtype_size(dy.dtype);
+    if (fresh) memset(dyp, 0, sizeof(uint32_t) * (size_t)(g->ho * f.M * f.OP));
+    uint16_t r0[256], r1[256];
+    for (int64_t oh = 0; oh < g->ho; oh++)
+        for (int64_t m = 0; m < f.M; m++)
+            for (int64_t o0 = 0; o0 < O; o0 += 256) {
+                int64_t k = O - o0 < 256 ? O - o0 : 256;
+                const char *p = (const char *)dy.data + (size_t)(((n * g->ho + oh) * WO + 2 * m) * O + o0) * es;
+                pr_bf16_convert_run(p, dy.dtype, k, r0);
+                if (2 * m + 1 < WO) pr_bf16_convert_run(p + (size_t)O * es, dy.dtype, k, r1);
+                else memset(r1, 0, sizeof(uint16_t) * (size_t)k);
+                pr_bf16_interleave(r0, r1, k, (uint16_t *)(dyp + (oh * f.M + m) * f.OP + o0));
+            }
+}
+
+#define FT_MAX 24 /* accumulators of a filter tile */
+#define FT_MAX_NB 4
+
+typedef struct {
+    const uint16_t *x;  /* tap's x at the first row, first channel, place of pair 0 */
+    const uint32_t *dy; /* dyp at the first row, block 0 */
+    int64_t xrs, xcs, drs, dps, rows, pairs; /* pairs: whole pairs (an odd WO's last apart) */
+    int odd;
+    int64_t dwc; /* dw: floats between input channels */
+    float *dw;
+    __mmask16 mask;
+} fbtile_args;
+
+ALWAYS_INLINE void fbtile_pair(__m512 acc[FT_MAX_NB][FT_MAX], const uint16_t *xp, int64_t xcs,
+                               const uint32_t *dp, const int CT, const int NB, const int half) {
+    __m512 dv[FT_MAX_NB];
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; b++) dv[b] = _mm512_load_ps((const float *)(dp + 16 * b));
+#pragma GCC unroll 24
+    for (int c = 0; c < CT; c++) {
+        uint32_t u;
+        memcpy(&u, xp + c * xcs, 4);
+        if (half) u &= 0xFFFFu;
+        __m512 xv = _mm512_castsi512_ps(_mm512_set1_epi32((int)u));
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) acc[b][c] = MAC(acc[b][c], xv, dv[b]);
+    }
+}
+
+ALWAYS_INLINE void fbtile_body(const fbtile_args *A, const int CT, const int NB) {
+    __m512 acc[FT_MAX_NB][FT_MAX];
+#pragma GCC unroll 24
+    for (int c = 0; c < CT; c++) {
+#pragma GCC unroll 4
+        for (int b = 0; b < NB - 1; b++) acc[b][c] = _mm512_loadu_ps(A->dw + c * A->dwc + 16 * b);
+        acc[NB - 1][c] = _mm512_maskz_loadu_ps(A->mask, A->dw + c * A->dwc + 16 * (NB - 1));
+    }
+    for (int64_t r = 0; r < A->rows; r++) {
+        const uint16_t *xr = A->x + r * A->xrs;
+        const uint32_t *dr = A->dy + r * A->drs;
+        int64_t m = 0;
+        for (; m < A->pairs; m++, dr += A->dps) fbtile_pair(acc, xr + 2 * m, A->xcs, dr, CT, NB, 0);
+        if (A->odd) fbtile_pair(acc, xr + 2 * m, A->xcs, dr, CT, NB, 1);
+    }
+#pragma GCC unroll 24
+    for (int c = 0; c < CT; c++) {
+#pragma GCC unroll 4
+        for (int b = 0; b < NB - 1; b++) _mm512_storeu_ps(A->dw + c * A->dwc + 16 * b, acc[b][c]);
+        _mm512_mask_storeu_ps(A->dw + c * A->dwc + 16 * (NB - 1), A->mask, acc[NB - 1][c]);
+    }
+}
+#define FBTILE(CT, NB) \
+    static void fbtile_##CT##_##NB(const fbtile_args *A) { fbtile_body(A, CT, NB); }
+typedef void (*fbtile_fn)(const fbtile_args *);
+FBTILE(1, 1) FBTILE(2, 1) FBTILE(3, 1) FBTILE(4, 1) FBTILE(5, 1) FBTILE(6, 1) FBTILE(7, 1) FBTILE(8, 1) FBTILE(9, 1) FBTILE(10, 1) FBTILE(11, 1) FBTILE(12, 1) FBTILE(13, 1) FBTILE(14, 1) FBTILE(15, 1) FBTILE(16, 1) FBTILE(17, 1) FBTILE(18, 1) FBTILE(19, 1) FBTILE(20, 1) FBTILE(21, 1) FBTILE(22, 1) FBTILE(23, 1) FBTILE(24, 1)
+FBTILE(1, 2) FBTILE(2, 2) FBTILE(3, 2) FBTILE(4, 2) FBTILE(5, 2) FBTILE(6, 2) FBTILE(7, 2) FBTILE(8, 2) FBTILE(9, 2) FBTILE(10, 2) FBTILE(11, 2) FBTILE(12, 2)
+FBTILE(1, 3) FBTILE(2, 3) FBTILE(3, 3) FBTILE(4, 3) FBTILE(5, 3) FBTILE(6, 3) FBTILE(7, 3) FBTILE(8, 3)
+FBTILE(1, 4) FBTILE(2, 4) FBTILE(3, 4) FBTILE(4, 4) FBTILE(5, 4) FBTILE(6, 4)
+/* fbtiles[NB - 1][CT - 1] */
+static const fbtile_fn fbtiles[FT_MAX_NB][FT_MAX] = {
+    {fbtile_1_1, fbtile_2_1, fbtile_3_1, fbtile_4_1, fbtile_5_1, fbtile_6_1, fbtile_7_1, fbtile_8_1, fbtile_9_1, fbtile_10_1, fbtile_11_1, fbtile_12_1, fbtile_13_1, fbtile_14_1, fbtile_15_1, fbtile_16_1, fbtile_17_1, fbtile_18_1, fbtile_19_1, fbtile_20_1, fbtile_21_1, fbtile_22_1, fbtile_23_1, fbtile_24_1},
+    {fbtile_1_2, fbtile_2_2, fbtile_3_2, fbtile_4_2, fbtile_5_2, fbtile_6_2, fbtile_7_2, fbtile_8_2, fbtile_9_2, fbtile_10_2, fbtile_11_2, fbtile_12_2},
+    {fbtile_1_3, fbtile_2_3, fbtile_3_3, fbtile_4_3, fbtile_5_3, fbtile_6_3, fbtile_7_3, fbtile_8_3},
+    {fbtile_1_4, fbtile_2_4, fbtile_3_4, fbtile_4_4, fbtile_5_4, fbtile_6_4},
+};
+
+/* One image's contribution to the partial gradient dw (taps, C, O). */
+static void filter_image(const pr_window *g, fgeom f, const uint16_t *xp, const uint32_t *dyp,
+                         float *dw) {
+    const int64_t C = g->c, O = g->o, nob = blocks16(O);
+    for (int64_t kh = 0; kh < g->kh; kh++) {
+        int64_t r0, r1; /* output rows whose tap row kh is inside x */
+        tap_range(g->h, g->ho, g->sh, g->ph, kh, &r0, &r1);
+        if (r1 == r0) continue;
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+            const uint16_t *x0 = xp + (r0 * g->sh - g->ph + kh) * C * f.sw * f.PL +
+                                 (kw % f.sw) * f.PL + kw / f.sw;
+            float *dwt = dw + (kh * g->kw + kw) * C * O;
+            for (int64_t ob = 0; ob < nob; ob += FT_MAX_NB) {
+                int nb = (int)(nob - ob < FT_MAX_NB ? nob - ob : FT_MAX_NB);
+                int ct = tile_width(nb, C);
+                for (int64_t c0 = 0; c0 < C; c0 += ct) {
+                    int n = (int)(C - c0 < ct ? C - c0 : ct);
+                    fbtile_args A = {.x = x0 + c0 * f.sw * f.PL, .dy = dyp + r0 * f.M * f.OP + ob * 16,
+                                     .xrs = g->sh * C * f.sw * f.PL, .xcs = f.sw * f.PL,
+                                     .drs = f.M * f.OP, .dps = f.OP, .rows = r1 - r0,
+                                     .pairs = g->wo / 2, .odd = (int)(g->wo % 2), .dwc = O,
+                                     .dw = dwt + c0 * O + ob * 16,
+                                     .mask = ob + nb == nob ? tail_mask(O) : (__mmask16)0xFFFF};
+                    fbtiles[nb - 1][n - 1](&A);
+                }
+            }
+        }
+    }
+}
+
+/* Images dealt round-robin to stripes (from the shapes only), each summed
+ * into its own partial, the partials added in stripe order: results do not
+ * depend on the thread count. */
+static void direct_backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, float *dw,
+                                   float *parts) {
+    const int64_t K = g->kh * g->kw * g->c * g->o, slot = stripe_floats(g);
+    const int64_t stripes = count_slots(g->n, slot);
+    const fgeom f = filter_geom(g);
+    if (stripes == 0) { /* empty batch */
+        memset(dw, 0, sizeof(float) * (size_t)K);
+        return;
+    }
+#pragma omp parallel num_threads(threads_for(stripes))
+    {
+#pragma omp for schedule(static)
+        for (int64_t s = 0; s < stripes; s++) {
+            float *part = parts + s * slot;
+            uint16_t *xp = (uint16_t *)(part + round16(K));
+            uint32_t *dyp = (uint32_t *)(part + round16(K) + round16((xp_elems(g, f) + 1) / 2));
+            memset(part, 0, sizeof(float) * (size_t)K);
+            for (int64_t n = s; n < g->n; n += stripes) {
+                filter_copy_x(g, f, x, n, xp, n == s);
+                filter_copy_dy(g, f, dy, n, dyp, n == s);
+                filter_image(g, f, xp, dyp, part);
+            }
+        }
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < K; i++) {
+            float sum = parts[i];
+            for (int64_t s = 1; s < stripes; s++) sum += parts[s * slot + i];
+            dw[i] = sum;
+        }
+    }
+}
+
 int pr_conv_direct_bf16(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand b,
                         float *out, void *scratch) {
     const pr_window gu = unit_window(g, pass);
@@ -116,12 +362,18 @@ int pr_conv_direct_bf16(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_
         pack_weights(g, b, 1, wp);
         direct_backprop_input(&gu, a, g->o, wp, out, pads);
         return PR_OK;
-    case PR_CONV_BACKPROP_FILTER: break;
+    case PR_CONV_BACKPROP_FILTER:
+        direct_backprop_filter(g, a, b, out, (float *)scratch);
+        return PR_OK;
     }
     return PR_ERR_INTERNAL;
 }
 
 size_t pr_conv_direct_bf16_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
+    if (pass == PR_CONV_BACKPROP_FILTER) {
+        int64_t slot = stripe_floats(g);
+        return sizeof(float) * (size_t)(count_slots(g->n, slot) * slot);
+    }
     const pr_window gu = unit_window(g, pass);
     return direct_scratch_bytes(&gu, pass);
 }
@@ -143,5 +395,5 @@ size_t pr_conv_direct_bf16_scratch_bytes(const pr_window *g, pr_conv_pass pass) 
 #endif
 
 int pr_conv_direct_bf16_supports(const pr_window *g, pr_conv_pass pass) {
-    return pass != PR_CONV_BACKPROP_FILTER && pr_conv_direct_supports(g, pass);
+    return pr_conv_direct_supports(g, pass);
 }
