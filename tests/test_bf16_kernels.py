@@ -33,8 +33,8 @@ bf16 = ml_dtypes.bfloat16
 f32 = np.float32
 U = 2.0 ** -24
 CPU = _C.cpu_info()
-BF16_VARIANTS = ("amx_direct_bf16", "amx_bf16", "avx512_bf16")
-CONV_ONLY = {"amx_direct_bf16"}  # variants that matmul does not have
+BF16_VARIANTS = ("amx_direct_bf16", "amx_bf16", "avx512_direct_bf16", "avx512_bf16")
+CONV_ONLY = {"amx_direct_bf16", "avx512_direct_bf16"}  # variants that matmul does not have
 F32_ONLY = ("avx512_direct", "avx2_direct", "avx2_grouped")  # conv variants that take float32 only
 
 
@@ -47,11 +47,22 @@ def r64(a):
     return np.asarray(a).astype(bf16).astype(np.float64)
 
 
-def expected_to_run(variant):
-    """Whether ``variant`` should run here: CPU features, reference-only."""
+def expected_to_run(variant, op=None, attrs=None, kernel_shape=None):
+    """Whether ``variant`` should run here: CPU features, reference-only,
+    and (given the call) the geometries it takes: the direct AVX-512
+    kernels' rule (kernels/conv_direct.h: windows up to 7x7 but not 1x1 for
+    the forward and input-gradient passes, strides up to 4, the forward's
+    horizontal stride 1 or 2)."""
     if variant not in BF16_VARIANTS:
         return True
-    return dict(_C.op_variants("conv2d"))[variant] and not CPU["reference_only"]
+    runs = dict(_C.op_variants("conv2d"))[variant] and not CPU["reference_only"]
+    if runs and variant == "avx512_direct_bf16" and kernel_shape is not None:
+        kh, kw = kernel_shape[:2]
+        sh, sw = attrs["strides"]
+        runs = (kh <= 7 and kw <= 7 and sh <= 4 and sw <= 4
+                and (op == "conv2d_backprop_filter" or kh * kw > 1)
+                and (op != "conv2d" or sw <= 2))
+    return runs
 
 
 # (label, x shape, kernel shape, strides, same): ResNet-20's convolutions at
@@ -102,7 +113,7 @@ def _ops(x, k, dy, st, same):
     ]
 
 
-def _check(op, inputs, attrs, ref, K):
+def _check(op, inputs, attrs, ref, K, kernel_shape=None):
     """Each kernel within its bound of the float64 result on the rounded
     operands; kernels within the sum of their bounds of each other; the
     unrounded result within the bound that adds the operands' rounding."""
@@ -112,12 +123,12 @@ def _check(op, inputs, attrs, ref, K):
     bound = gamma(K) * scale
     exact = ref(*(np.asarray(t, np.float64) for t in inputs))
     outs = {}
-    runs = [v for v in BF16_VARIANTS
-            if expected_to_run(v) and not (op == "matmul" and v in CONV_ONLY)]
+    runs = [v for v in BF16_VARIANTS if expected_to_run(v, op, attrs, kernel_shape)
+            and not (op == "matmul" and v in CONV_ONLY)]
     for variant, _ in _C.op_variants(op):
         if variant not in BF16_VARIANTS + (_C.op_variants(op)[-1][0],):
             continue  # the float32 kernels refuse bfloat16 operands
-        if not expected_to_run(variant):
+        if not expected_to_run(variant, op, attrs, kernel_shape):
             with pytest.raises(ValueError, match=f"kernel variant '{variant}' cannot run"):
                 _C.run_variant(op, variant, *inputs, **attrs)
             continue
@@ -139,8 +150,9 @@ def _check(op, inputs, attrs, ref, K):
 
 @pytest.mark.parametrize("label", [s[0] for s in SHAPES])
 def test_conv_bf16_kernels_against_float64(label, rng):
-    for op, inputs, attrs, ref, K in _ops(*_case(label, rng)):
-        _check(op, inputs, attrs, ref, K)
+    x, k, dy, st, same = _case(label, rng)
+    for op, inputs, attrs, ref, K in _ops(x, k, dy, st, same):
+        _check(op, inputs, attrs, ref, K, k.shape)
 
 
 @pytest.mark.parametrize("m,k,n,ta,tb", [(31, 33, 15, False, False), (64, 64, 64, False, True),
@@ -198,7 +210,7 @@ def test_which_bf16_kernels_ran(capsys):
     PYRESNET_KERNELS=reference, and show_config lists them."""
     names = [v for v, _ in _C.op_variants("conv2d")]
     assert names == ["avx512_direct", "avx2_direct", "avx2_grouped", "amx_direct_bf16",
-                     "amx_bf16", "avx512_bf16", "im2col_blas"]
+                     "amx_bf16", "avx512_direct_bf16", "avx512_bf16", "im2col_blas"]
     assert [v for v, _ in _C.op_variants("matmul")] == ["amx_bf16", "avx512_bf16", "sgemm"]
     ran = [v for v in BF16_VARIANTS if expected_to_run(v)] + ["reference"]
     with capsys.disabled():
@@ -206,7 +218,8 @@ def test_which_bf16_kernels_ran(capsys):
     if "amx_bf16" in CPU["features"] and "avx512_bf16" in CPU["features"]:
         assert CPU["amx"] == "tile state granted"
         assert ran == (["reference"] if CPU["reference_only"] else
-                       ["amx_direct_bf16", "amx_bf16", "avx512_bf16", "reference"])
+                       ["amx_direct_bf16", "amx_bf16", "avx512_direct_bf16", "avx512_bf16",
+                        "reference"])
 
 
 _NO_AMX_SCRIPT = """
@@ -224,7 +237,8 @@ print(json.dumps({"amx": c["amx"], "features": c["features"], "kernel": kernel})
 def test_no_amx_runs_what_a_cpu_without_amx_runs(tmp_path):
     """PYRESNET_KERNELS=no_amx clears the AMX features at import, as on a
     CPU with AVX512_BF16 but no AMX (AMD Zen 4/5): show_config says so and
-    a bfloat16 convolution runs avx512_bf16 where the CPU has it, else the
+    a bfloat16 3x3 convolution runs avx512_direct_bf16 where the CPU has
+    AVX512_BF16, else the
     reference (tested here in a subprocess, whatever this process's
     setting)."""
     import json  # noqa: PLC0415
@@ -240,32 +254,59 @@ def test_no_amx_runs_what_a_cpu_without_amx_runs(tmp_path):
     assert not {"amx_tile", "amx_bf16"} & set(got["features"])
     if "amx_bf16" in CPU["features"] or CPU["amx"].startswith("off"):
         assert got["amx"] == "off: PYRESNET_KERNELS=no_amx"
-    want = "avx512_bf16" if "avx512_bf16" in got["features"] else "im2col_blas"
+    want = "avx512_direct_bf16" if "avx512_bf16" in got["features"] else "im2col_blas"
     assert got["kernel"] == want, got
 
 
+@pytest.mark.parametrize("variant", ["amx_direct_bf16", "avx512_direct_bf16"])
 @pytest.mark.parametrize("strides", [1, 2])
-def test_amx_direct_nan_reaches_exactly_the_windows_that_hold_it(strides, rng):
-    """amx_direct_bf16's forward and input gradient read every tap from a
-    padded image and never multiply a pixel outside a window by a zero
-    weight, so a NaN or an infinity in the input reaches exactly the
-    outputs whose windows hold it (its virtual columns are dropped)."""
+def test_direct_bf16_nan_reaches_exactly_the_windows_that_hold_it(variant, strides, rng):
+    """The direct bfloat16 kernels' forward and input gradient read every
+    tap from a padded image and never multiply a pixel outside a window by
+    a zero weight, so a NaN or an infinity in the input reaches exactly the
+    outputs whose windows hold it (amx_direct_bf16's virtual columns are
+    dropped; avx512_direct_bf16's input gradient skips the zero taps of
+    each phase)."""
     x = rng.standard_normal((2, 9, 11, 16)).astype(f32)
     k = rng.standard_normal((3, 3, 16, 16)).astype(bf16)
-    if not expected_to_run("amx_direct_bf16"):  # no AMX, or PYRESNET_KERNELS=reference
-        with pytest.raises(ValueError, match="kernel variant 'amx_direct_bf16' cannot run"):
-            _C.run_variant("conv2d", "amx_direct_bf16", x, k, strides=strides, same=True)
+    if not expected_to_run(variant):  # no such CPU, or PYRESNET_KERNELS=reference
+        with pytest.raises(ValueError, match=f"kernel variant '{variant}' cannot run"):
+            _C.run_variant("conv2d", variant, x, k, strides=strides, same=True)
         return
     x[1, 4, 6, 3], x[0, 0, 10, 7] = np.nan, np.inf
-    got = _C.run_variant("conv2d", "amx_direct_bf16", x, k, strides=strides, same=True).numpy()
+    got = _C.run_variant("conv2d", variant, x, k, strides=strides, same=True).numpy()
     bad = conv_ref(np.where(np.isfinite(x), 0.0, 1.0), np.ones((3, 3, 16, 1)), (strides,) * 2,
                    True)[..., 0] > 0
     assert np.array_equal(~np.isfinite(got).all(axis=-1), bad)
     dy = rng.standard_normal(got.shape).astype(f32)
     dy[0, 2, 3, 5] = np.nan
-    dx = _C.run_variant("conv2d_backprop_input", "amx_direct_bf16", dy, k, strides=strides,
+    dx = _C.run_variant("conv2d_backprop_input", variant, dy, k, strides=strides,
                         same=True, shape=list(x.shape)).numpy()
     holds = (~np.isfinite(dy).all(axis=-1, keepdims=True)).astype(np.float64)
     reach = conv_bpi_ref(holds, np.ones((3, 3, 1, 1)), (2, 9, 11, 1), (strides,) * 2,
                          True)[..., 0] > 0
     assert np.array_equal(~np.isfinite(dx).all(axis=-1), reach)
+
+
+@pytest.mark.parametrize("strides", [1, 2])
+def test_direct_bf16_filter_gradient_takes_no_product_past_the_last_pixel(strides, rng):
+    """avx512_direct_bf16's filter gradient sums pairs of output pixels; an
+    odd output width's last pair has no second pixel, and the x value it
+    would read (an infinity in the image's last column, which tap 0 of that
+    missing pixel would meet) must not reach dw: the taps that read the
+    infinity from a real pixel are non-finite, the others finite, as in the
+    float64 reference."""
+    x = rng.standard_normal((2, 7, 9, 16)).astype(f32)
+    dy = rng.standard_normal((2, 7 if strides == 1 else 4, 9 if strides == 1 else 5, 16))
+    if not expected_to_run("avx512_direct_bf16"):
+        with pytest.raises(ValueError, match="kernel variant 'avx512_direct_bf16' cannot run"):
+            _C.run_variant("conv2d_backprop_filter", "avx512_direct_bf16", x.astype(bf16),
+                           dy.astype(f32), strides=strides, same=True, shape=[3, 3, 16, 16])
+        return
+    x[1, 3, 8, 5] = np.inf  # the last column: odd output widths 9 and 5
+    dw = _C.run_variant("conv2d_backprop_filter", "avx512_direct_bf16", x.astype(bf16),
+                        dy.astype(bf16), strides=strides, same=True,
+                        shape=[3, 3, 16, 16]).numpy()
+    want = conv_bpf_ref(r64(x), r64(dy), (3, 3, 16, 16), (strides,) * 2, True)
+    assert not np.isfinite(want).all() and np.isfinite(want).any()
+    assert np.array_equal(np.isfinite(dw), np.isfinite(want))

@@ -375,19 +375,27 @@ def conv_direct_window_stride(rng):
 
 
 def conv_direct_tiles(rng):
-    """conv_direct.c MAX_TILE = 24 (and MAX_TILE3_NB1) output pixels per tile:
-    output widths 23, 24, 25, 47, 48, 49."""
+    """conv_direct_tiles.h MAX_TILE = 24 (and MAX_TILE3_NB1) output pixels per
+    tile, float32 and bfloat16 (avx512_direct_bf16): output widths 23, 24,
+    25, 47, 48, 49."""
     for width in around(24) + around(48):
         _conv_all_passes(rng, (1, 3, width, 16), (3, 3, 16, 16), 1, True, f"width {width}")
+        _bf16_conv_all_passes(rng, (1, 3, width, 16), (3, 3, 16, 16), 1, True,
+                              f"bfloat16 width {width}", "avx512_direct_bf16")
 
 
 def conv_direct_channel_blocks(rng):
-    """conv_direct.c MAX_NB = 4 and MAX_NB3 = 2 blocks of 16 output channels
-    per tile; 16-channel input blocks: c and o at 15..17, 31..33, 63..65."""
+    """conv_direct_tiles.h MAX_NB = 4 and MAX_NB3 = 2 blocks of 16 output
+    channels per tile; 16-channel input blocks (16 pairs in bfloat16): c and
+    o at 15..17, 31..33, 63..65, float32 and bfloat16."""
     for o in around(32) + around(64):
         _conv_all_passes(rng, (1, 4, 9, 16), (3, 3, 16, o), 1, True, f"o={o}")
-    for c in around(16) + around(64):
+        _bf16_conv_all_passes(rng, (1, 4, 9, 16), (3, 3, 16, o), 1, True, f"bfloat16 o={o}",
+                              "avx512_direct_bf16")
+    for c in around(16) + around(32) + around(64):
         _conv_all_passes(rng, (1, 4, 9, c), (3, 3, c, 16), 1, True, f"c={c}")
+        _bf16_conv_all_passes(rng, (1, 4, 9, c), (3, 3, c, 16), 1, True, f"bfloat16 c={c}",
+                              "avx512_direct_bf16")
 
 
 def conv_direct_filter3_channels(rng):
@@ -505,10 +513,28 @@ def allocator_huge_pages(rng):
 
 
 def conv_direct_weight_bytes(rng):
-    """conv_direct.c TILE_WEIGHT_BYTES = 24 KiB: the channel chunk whose
-    weights fit, 9 taps x c x 16 x 4 bytes per output block: c of 42, 43."""
+    """conv_direct_tiles.h TILE_WEIGHT_BYTES = 24 KiB: the channel chunk whose
+    weights fit, 9 taps x c x 16 x 4 bytes per output block: c of 42, 43;
+    in bfloat16 a unit holds two channels (chunks of 16 units at 32 output
+    channels: c of 31..33, 63..65)."""
     for c in (42, 43, 44, 85, 86):  # 24 KiB / 576 B = 42.7; twice that 85.3
         _conv_all_passes(rng, (1, 3, 8, c), (3, 3, c, 32), 1, True, f"c={c}")
+    for c in around(32) + around(64):
+        _bf16_conv_all_passes(rng, (1, 3, 8, c), (3, 3, c, 32), 1, True, f"bfloat16 c={c}",
+                              "avx512_direct_bf16")
+
+
+def bf16_direct_filter_tiles(rng):
+    """conv_direct_bf16.c FT_MAX = 24 accumulators and FT_MAX_NB = 4 blocks of
+    16 output channels per weight-gradient tile (24 / blocks input channels):
+    c of 23..25 with 16 output channels, 11..13 with 32, o of 63..65; odd
+    and even output widths (pairs of pixels), strides 1 and 2."""
+    for c, o in [(c, 16) for c in around(24)] + [(c, 32) for c in around(12)] + \
+            [(5, o) for o in around(64)]:
+        for width, strides in ((9, 1), (8, 1), (9, 2), (12, 2)):
+            _bf16_conv_all_passes(rng, (2, 3, width, c), (3, 3, c, o), strides, True,
+                                  f"c={c} o={o} width {width} stride {strides}",
+                                  "avx512_direct_bf16")
 
 
 def bf16_parallel(rng):
@@ -664,11 +690,13 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv.c", "BLOCK_BYTES"): conv_block_bytes,
     ("conv_direct_geom.h", "MAX_WINDOW"): conv_direct_window_stride,
     ("conv_direct_geom.h", "MAX_STRIDE"): conv_direct_window_stride,
-    ("conv_direct.c", "MAX_TILE"): conv_direct_tiles,
-    ("conv_direct.c", "MAX_TILE3_NB1"): conv_direct_tiles,
-    ("conv_direct.c", "MAX_NB"): conv_direct_channel_blocks,
-    ("conv_direct.c", "MAX_NB3"): conv_direct_channel_blocks,
-    ("conv_direct.c", "TILE_WEIGHT_BYTES"): conv_direct_weight_bytes,
+    ("conv_direct_tiles.h", "MAX_TILE"): conv_direct_tiles,
+    ("conv_direct_tiles.h", "MAX_TILE3_NB1"): conv_direct_tiles,
+    ("conv_direct_tiles.h", "MAX_NB"): conv_direct_channel_blocks,
+    ("conv_direct_tiles.h", "MAX_NB3"): conv_direct_channel_blocks,
+    ("conv_direct_tiles.h", "TILE_WEIGHT_BYTES"): conv_direct_weight_bytes,
+    ("conv_direct_bf16.c", "FT_MAX"): bf16_direct_filter_tiles,
+    ("conv_direct_bf16.c", "FT_MAX_NB"): bf16_direct_filter_tiles,
     ("conv_direct.c", "FT3_CT"): conv_direct_filter3_channels,
     ("conv_grouped_avx2.c", "CHUNK"): avx2_grouped_chunks,
     ("conv_grouped_avx2.c", "FT_W1"): avx2_grouped_chunks,
