@@ -49,19 +49,16 @@ def r64(a):
 
 def expected_to_run(variant, op=None, attrs=None, kernel_shape=None):
     """Whether ``variant`` should run here: CPU features, reference-only,
-    and (given the call) the geometries it takes: the direct AVX-512
-    kernels' rule (kernels/conv_direct.h: windows up to 7x7 but not 1x1 for
-    the forward and input-gradient passes, strides up to 4, the forward's
-    horizontal stride 1 or 2)."""
+    and (given the call) the geometries it takes: avx512_direct_bf16's rule
+    (kernels/conv_direct_bf16.c: windows up to 7x7, strides up to 4, the
+    forward's horizontal stride 1 or 2)."""
     if variant not in BF16_VARIANTS:
         return True
     runs = dict(_C.op_variants("conv2d"))[variant] and not CPU["reference_only"]
     if runs and variant == "avx512_direct_bf16" and kernel_shape is not None:
         kh, kw = kernel_shape[:2]
         sh, sw = attrs["strides"]
-        runs = (kh <= 7 and kw <= 7 and sh <= 4 and sw <= 4
-                and (op == "conv2d_backprop_filter" or kh * kw > 1)
-                and (op != "conv2d" or sw <= 2))
+        runs = kh <= 7 and kw <= 7 and sh <= 4 and sw <= 4 and (op != "conv2d" or sw <= 2)
     return runs
 
 
