@@ -377,11 +377,13 @@ def conv_direct_window_stride(rng):
 def conv_direct_tiles(rng):
     """conv_direct_tiles.h MAX_TILE = 24 (and MAX_TILE3_NB1) output pixels per
     tile, float32 and bfloat16 (avx512_direct_bf16): output widths 23, 24,
-    25, 47, 48, 49."""
+    25, 47, 48, 49; and the bfloat16 weight gradient's tiles of MAX_TILE
+    accumulators (bf16_direct_filter_tiles)."""
     for width in around(24) + around(48):
         _conv_all_passes(rng, (1, 3, width, 16), (3, 3, 16, 16), 1, True, f"width {width}")
         _bf16_conv_all_passes(rng, (1, 3, width, 16), (3, 3, 16, 16), 1, True,
                               f"bfloat16 width {width}", "avx512_direct_bf16")
+    bf16_direct_filter_tiles(rng)
 
 
 def conv_direct_channel_blocks(rng):
@@ -525,8 +527,9 @@ def conv_direct_weight_bytes(rng):
 
 
 def bf16_direct_filter_tiles(rng):
-    """conv_direct_bf16.c FT_MAX = 24 accumulators and FT_MAX_NB = 4 blocks of
-    16 output channels per weight-gradient tile (24 / blocks input channels):
+    """conv_direct_tiles.h MAX_TILE = 24 accumulators and MAX_NB = 4 blocks
+    of 16 output channels per weight-gradient tile of conv_direct_bf16.c (24 /
+    blocks input channels):
     c of 23..25 with 16 output channels, 11..13 with 32, o of 63..65; odd
     and even output widths (pairs of pixels), strides 1 and 2."""
     for c, o in [(c, 16) for c in around(24)] + [(c, 32) for c in around(12)] + \
@@ -695,8 +698,6 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct_tiles.h", "MAX_NB"): conv_direct_channel_blocks,
     ("conv_direct_tiles.h", "MAX_NB3"): conv_direct_channel_blocks,
     ("conv_direct_tiles.h", "TILE_WEIGHT_BYTES"): conv_direct_weight_bytes,
-    ("conv_direct_bf16.c", "FT_MAX"): bf16_direct_filter_tiles,
-    ("conv_direct_bf16.c", "FT_MAX_NB"): bf16_direct_filter_tiles,
     ("conv_direct.c", "FT3_CT"): conv_direct_filter3_channels,
     ("conv_grouped_avx2.c", "CHUNK"): avx2_grouped_chunks,
     ("conv_grouped_avx2.c", "FT_W1"): avx2_grouped_chunks,

@@ -133,12 +133,7 @@ typedef struct {
 
 ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
     __m512 acc[MAX_NB][MAX_TILE];
-#pragma GCC unroll 24
-    for (int c = 0; c < CT; c++) {
-#pragma GCC unroll 4
-        for (int b = 0; b < NB - 1; b++) acc[b][c] = _mm512_loadu_ps(A->dw + c * A->dwc + 16 * b);
-        acc[NB - 1][c] = _mm512_maskz_loadu_ps(A->mask, A->dw + c * A->dwc + 16 * (NB - 1));
-    }
+    load_tile(acc, A->dw, A->dwc, A->mask, CT, NB); /* rows: input channels */
     for (int64_t r = 0; r < A->rows; r++) {
         prefetch_part(A->pf[0].p, A->pf[0].bytes, r, A->rows);
         prefetch_part(A->pf[1].p, A->pf[1].bytes, r, A->rows);
@@ -156,12 +151,7 @@ ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
             }
         }
     }
-#pragma GCC unroll 24
-    for (int c = 0; c < CT; c++) {
-#pragma GCC unroll 4
-        for (int b = 0; b < NB - 1; b++) _mm512_storeu_ps(A->dw + c * A->dwc + 16 * b, acc[b][c]);
-        _mm512_mask_storeu_ps(A->dw + c * A->dwc + 16 * (NB - 1), A->mask, acc[NB - 1][c]);
-    }
+    store_tile(acc, A->dw, A->dwc, A->mask, CT, NB);
 }
 
 #define FTILE(CT, NB) \

@@ -117,7 +117,8 @@ static void pack_weights(const pr_window *g, pr_operand w, int by_c, uint32_t *w
  *        phase r, place j, zeros outside the image, so the x values of a
  *        pair at tap kw are neighbours (phase kw % SW, places 2m + kw / SW
  *        and the next).
- * A tile is CT input channels x NB blocks of 16 output channels of one
+ * A tile is CT input channels x NB blocks of 16 output channels (CT * NB
+ * accumulators, at most MAX_TILE; conv_direct_tiles.h) of one
  * tap, summed over the output rows whose input row is inside the image.
  * An odd WO's last pair has no second pixel: its x unit keeps only the low
  * half, so no x value meets the pair's zero (an Inf of x would make a NaN). */
@@ -218,9 +219,6 @@ static void filter_copy_dy(const pr_window *g, fgeom f, pr_operand dy, int64_t n
             }
 }
 
-#define FT_MAX 24 /* accumulators of a filter tile */
-#define FT_MAX_NB 4
-
 typedef struct {
     const uint16_t *x;  /* tap's x at the first row, first channel, place of pair 0 */
     const uint32_t *dy; /* dyp at the first row, block 0 */
@@ -231,9 +229,9 @@ typedef struct {
     __mmask16 mask;
 } fbtile_args;
 
-ALWAYS_INLINE void fbtile_pair(__m512 acc[FT_MAX_NB][FT_MAX], const uint16_t *xp, int64_t xcs,
+ALWAYS_INLINE void fbtile_pair(__m512 acc[MAX_NB][MAX_TILE], const uint16_t *xp, int64_t xcs,
                                const uint32_t *dp, const int CT, const int NB, const int half) {
-    __m512 dv[FT_MAX_NB];
+    __m512 dv[MAX_NB];
 #pragma GCC unroll 4
     for (int b = 0; b < NB; b++) dv[b] = _mm512_load_ps((const float *)(dp + 16 * b));
 #pragma GCC unroll 24
@@ -248,13 +246,8 @@ ALWAYS_INLINE void fbtile_pair(__m512 acc[FT_MAX_NB][FT_MAX], const uint16_t *xp
 }
 
 ALWAYS_INLINE void fbtile_body(const fbtile_args *A, const int CT, const int NB) {
-    __m512 acc[FT_MAX_NB][FT_MAX];
-#pragma GCC unroll 24
-    for (int c = 0; c < CT; c++) {
-#pragma GCC unroll 4
-        for (int b = 0; b < NB - 1; b++) acc[b][c] = _mm512_loadu_ps(A->dw + c * A->dwc + 16 * b);
-        acc[NB - 1][c] = _mm512_maskz_loadu_ps(A->mask, A->dw + c * A->dwc + 16 * (NB - 1));
-    }
+    __m512 acc[MAX_NB][MAX_TILE];
+    load_tile(acc, A->dw, A->dwc, A->mask, CT, NB); /* rows: input channels */
     for (int64_t r = 0; r < A->rows; r++) {
         const uint16_t *xr = A->x + r * A->xrs;
         const uint32_t *dr = A->dy + r * A->drs;
@@ -262,13 +255,9 @@ ALWAYS_INLINE void fbtile_body(const fbtile_args *A, const int CT, const int NB)
         for (; m < A->pairs; m++, dr += A->dps) fbtile_pair(acc, xr + 2 * m, A->xcs, dr, CT, NB, 0);
         if (A->odd) fbtile_pair(acc, xr + 2 * m, A->xcs, dr, CT, NB, 1);
     }
-#pragma GCC unroll 24
-    for (int c = 0; c < CT; c++) {
-#pragma GCC unroll 4
-        for (int b = 0; b < NB - 1; b++) _mm512_storeu_ps(A->dw + c * A->dwc + 16 * b, acc[b][c]);
-        _mm512_mask_storeu_ps(A->dw + c * A->dwc + 16 * (NB - 1), A->mask, acc[NB - 1][c]);
-    }
+    store_tile(acc, A->dw, A->dwc, A->mask, CT, NB);
 }
+
 #define FBTILE(CT, NB) \
     static void fbtile_##CT##_##NB(const fbtile_args *A) { fbtile_body(A, CT, NB); }
 typedef void (*fbtile_fn)(const fbtile_args *);
@@ -277,7 +266,7 @@ FBTILE(1, 2) FBTILE(2, 2) FBTILE(3, 2) FBTILE(4, 2) FBTILE(5, 2) FBTILE(6, 2) FB
 FBTILE(1, 3) FBTILE(2, 3) FBTILE(3, 3) FBTILE(4, 3) FBTILE(5, 3) FBTILE(6, 3) FBTILE(7, 3) FBTILE(8, 3)
 FBTILE(1, 4) FBTILE(2, 4) FBTILE(3, 4) FBTILE(4, 4) FBTILE(5, 4) FBTILE(6, 4)
 /* fbtiles[NB - 1][CT - 1] */
-static const fbtile_fn fbtiles[FT_MAX_NB][FT_MAX] = {
+static const fbtile_fn fbtiles[MAX_NB][MAX_TILE] = {
     {fbtile_1_1, fbtile_2_1, fbtile_3_1, fbtile_4_1, fbtile_5_1, fbtile_6_1, fbtile_7_1, fbtile_8_1, fbtile_9_1, fbtile_10_1, fbtile_11_1, fbtile_12_1, fbtile_13_1, fbtile_14_1, fbtile_15_1, fbtile_16_1, fbtile_17_1, fbtile_18_1, fbtile_19_1, fbtile_20_1, fbtile_21_1, fbtile_22_1, fbtile_23_1, fbtile_24_1},
     {fbtile_1_2, fbtile_2_2, fbtile_3_2, fbtile_4_2, fbtile_5_2, fbtile_6_2, fbtile_7_2, fbtile_8_2, fbtile_9_2, fbtile_10_2, fbtile_11_2, fbtile_12_2},
     {fbtile_1_3, fbtile_2_3, fbtile_3_3, fbtile_4_3, fbtile_5_3, fbtile_6_3, fbtile_7_3, fbtile_8_3},
@@ -296,8 +285,8 @@ static void filter_image(const pr_window *g, fgeom f, const uint16_t *xp, const 
             const uint16_t *x0 = xp + (r0 * g->sh - g->ph + kh) * C * f.sw * f.PL +
                                  (kw % f.sw) * f.PL + kw / f.sw;
             float *dwt = dw + (kh * g->kw + kw) * C * O;
-            for (int64_t ob = 0; ob < nob; ob += FT_MAX_NB) {
-                int nb = (int)(nob - ob < FT_MAX_NB ? nob - ob : FT_MAX_NB);
+            for (int64_t ob = 0; ob < nob; ob += MAX_NB) {
+                int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
                 int ct = tile_width(nb, C);
                 for (int64_t c0 = 0; c0 < C; c0 += ct) {
                     int n = (int)(C - c0 < ct ? C - c0 : ct);

@@ -65,6 +65,19 @@ ALWAYS_INLINE void store_tile(__m512 acc[MAX_NB][MAX_TILE], float *out, int64_t 
     }
 }
 
+/* Load what store_tile stored (block NB-1 masked: zeros past the mask), to
+ * add to it. */
+ALWAYS_INLINE void load_tile(__m512 acc[MAX_NB][MAX_TILE], const float *out, int64_t os,
+                             __mmask16 mask, const int WT, const int NB) {
+#pragma GCC unroll 24
+    for (int p = 0; p < WT; p++) {
+        const float *o = out + p * os;
+#pragma GCC unroll 4
+        for (int b = 0; b < NB - 1; b++) acc[b][p] = _mm512_loadu_ps(o + 16 * b);
+        acc[NB - 1][p] = _mm512_maskz_loadu_ps(mask, o + 16 * (NB - 1));
+    }
+}
+
 /* One output tile of WT pixels x NB channel blocks: a sum over taps and
  * input channels.  The input is in channel-major rows: pixel p of the tile,
  * channel c, tap t is in[toff[t] + c*cs + p*SW] (cs: the floats of one
@@ -256,12 +269,7 @@ ALWAYS_INLINE void tile3_body(const tile3_args *A, const int WT, const int NB, c
                               const int K) {
     __m512 acc[MAX_NB][MAX_TILE];
     if (A->accumulate) {
-#pragma GCC unroll 24
-        for (int p = 0; p < WT; p++) {
-#pragma GCC unroll 4
-            for (int b = 0; b < NB - 1; b++) acc[b][p] = _mm512_loadu_ps(A->out + p * A->os + 16 * b);
-            acc[NB - 1][p] = _mm512_maskz_loadu_ps(A->mask, A->out + p * A->os + 16 * (NB - 1));
-        }
+        load_tile(acc, A->out, A->os, A->mask, WT, NB);
     } else {
 #pragma GCC unroll 4
         for (int b = 0; b < NB; b++)
