@@ -10,9 +10,10 @@
  * 16-channel blocks of units, the pair-interleaved layout VDPBF16PS reads
  * (Intel, "BFLOAT16 - Hardware Numerics Definition", 2018, section 2.2; the
  * layout oneDNN's AVX512_CORE_BF16 convolutions use).  The sums are float32,
- * the output float32, each product of two rounded values exact: the
- * results are those of the float32 kernels on the rounded operands up to
- * the order of the float32 sums.
+ * each product of two rounded values exact: the results are those of the
+ * float32 kernels on the rounded operands up to the order of the float32
+ * sums; a bfloat16 output is rounded once, row by row, from a float32 row
+ * buffer (conv_direct_tiles.h).
  *
  * Forward:        units along the input channels (C);
  * backprop_input: units along the output channels (O), the phases of
