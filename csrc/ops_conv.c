@@ -601,14 +601,14 @@ AMX_DIRECT_VARIANT(bpi, PR_CONV_BACKPROP_INPUT)
 AMX_DIRECT_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 
 /* Direct AVX512_BF16 convolutions (kernels/conv_direct_bf16.c): bfloat16
- * calls whose geometry they take; results staged as the others'. */
+ * calls whose geometry they take; bfloat16 results rounded as they are
+ * stored, row by row. */
 #define DIRECT_BF16_VARIANT(pass, PASS)                                                         \
     WINDOW_VARIANT(avx512_direct_bf16, pass,                                                    \
                    bf16_conv_supports(in, n, out, a) && pr_conv_direct_bf16_supports(&g, PASS), \
-                   staging_bytes(out) + pr_conv_direct_bf16_scratch_bytes(&g, PASS),            \
-                   unstage(pr_conv_direct_bf16(PASS, &g, operand(&in[0]), operand(&in[1]),      \
-                                               staged(out, ws), after_staging(out, ws)),        \
-                           out, ws))
+                   pr_conv_direct_bf16_scratch_bytes(&g, PASS),                                 \
+                   pr_conv_direct_bf16(PASS, &g, operand(&in[0]), operand(&in[1]), out->data,   \
+                                       out->dtype, ws))
 
 DIRECT_BF16_VARIANT(fw, PR_CONV_FORWARD)
 DIRECT_BF16_VARIANT(bpi, PR_CONV_BACKPROP_INPUT)

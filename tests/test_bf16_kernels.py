@@ -164,28 +164,32 @@ def test_matmul_bf16_kernels_against_float64(m, k, n, ta, tb, rng):
            lambda x, y: op_a(x) @ op_b(y), k)
 
 
-def test_bf16_kernels_are_exact_on_exact_sums(rng):
+@pytest.mark.parametrize("strides", [1, 2])
+def test_bf16_kernels_are_exact_on_exact_sums(strides, rng):
     """Small integers: every product and partial sum is exact in float32, so
     every kernel gives the exact result bit for bit: float32 with a float32
     operand, rounded once to bfloat16 (to nearest even) with two bfloat16
-    operands, from the forward and the input-gradient pass alike."""
+    operands, from the forward and the input-gradient pass alike (at stride
+    2 the input gradient's phases write every other pixel of a row)."""
     x = rng.integers(-4, 5, (2, 9, 9, 16)).astype(bf16)
     k = rng.integers(-4, 5, (3, 3, 16, 32)).astype(bf16)
-    want = conv_ref(x.astype(np.float64), k.astype(np.float64), (1, 1), True)
+    st = (strides, strides)
+    want = conv_ref(x.astype(np.float64), k.astype(np.float64), st, True)
     assert np.abs(want).max() > 256  # above 256 bfloat16 drops integers: rounding is tested
     dy = want.astype(bf16)
-    want_dx = conv_bpi_ref(dy.astype(np.float64), k.astype(np.float64), x.shape, (1, 1), True)
+    want_dx = conv_bpi_ref(dy.astype(np.float64), k.astype(np.float64), x.shape, st, True)
     for variant, _ in _C.op_variants("conv2d"):
         if variant not in F32_ONLY and expected_to_run(variant):
-            got = _C.run_variant("conv2d", variant, x, k.astype(f32), same=True).numpy()
+            got = _C.run_variant("conv2d", variant, x, k.astype(f32), same=True,
+                                 strides=strides).numpy()
             np.testing.assert_array_equal(got, want.astype(f32), err_msg=variant)
-            got = _C.run_variant("conv2d", variant, x, k, same=True).numpy()
+            got = _C.run_variant("conv2d", variant, x, k, same=True, strides=strides).numpy()
             assert got.dtype == bf16
             np.testing.assert_array_equal(got, want.astype(bf16), err_msg=variant)
     for variant, _ in _C.op_variants("conv2d_backprop_input"):
         if variant not in F32_ONLY and expected_to_run(variant):
             got = _C.run_variant("conv2d_backprop_input", variant, dy, k, same=True,
-                                 shape=x.shape).numpy()
+                                 strides=strides, shape=x.shape).numpy()
             assert got.dtype == bf16
             np.testing.assert_array_equal(got, want_dx.astype(bf16), err_msg=variant)
 

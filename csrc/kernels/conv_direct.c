@@ -43,6 +43,8 @@
 
 #include <string.h>
 
+#include "bf16.h"
+
 /* ---- geometry (portable; the rest in conv_direct_geom.h) ------------------ */
 
 int pr_conv_direct_supports(const pr_window *g, pr_conv_pass pass) {
@@ -78,6 +80,7 @@ size_t pr_conv_direct_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
 #define BCAST(p) _mm512_set1_ps(*(p))
 #define MAC(acc, x, w) _mm512_fmadd_ps(x, w, acc)
 #define IMAGE_UNITS(gu, pass) 0
+#define ROW_FLOATS(gu, pass) 0
 static const float *image_units(pr_operand src, int64_t n, int64_t pixels, int64_t ch, float *buf) {
     return (const float *)src.data + n * pixels * ch;
 }
@@ -104,7 +107,7 @@ int pr_conv_direct_forward(const pr_window *g, const float *x, const float *w, f
                            void *scratch) {
     float *wp = scratch;
     pack_weights(g, w, 0, wp);
-    direct_forward(g, (pr_operand){x, PR_F32}, g->c, wp, y,
+    direct_forward(g, (pr_operand){x, PR_F32}, g->c, wp, (out_rows){y, PR_F32},
                    wp + round16(packed_floats(g, PR_CONV_FORWARD)));
     return PR_OK;
 }
@@ -113,7 +116,7 @@ int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const flo
                                   void *scratch) {
     float *wp = scratch;
     pack_weights(g, w, 1, wp);
-    direct_backprop_input(g, (pr_operand){dy, PR_F32}, g->o, wp, dx,
+    direct_backprop_input(g, (pr_operand){dy, PR_F32}, g->o, wp, (out_rows){dx, PR_F32},
                           wp + round16(packed_floats(g, PR_CONV_BACKPROP_INPUT)));
     return PR_OK;
 }

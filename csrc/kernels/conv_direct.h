@@ -38,13 +38,14 @@ int pr_conv_direct_avx2_backprop_filter(const pr_window *g, const float *x, cons
 
 /* bfloat16 with AVX512_BF16 (conv_direct_bf16.c): the same tiles, each FMA
  * a VDPBF16PS over a pair of channels; operands float32 (rounded to
- * bfloat16 as they are copied) or bfloat16, results float32
- * (conv_bf16.h's convention: forward a = x, b = w; backprop_input a = dy,
- * b = w; backprop_filter a = x, b = dy).  The caller checks PR_BF16_CPU.
- * Independent of the thread count. */
+ * bfloat16 as they are copied) or bfloat16 (conv_bf16.h's convention:
+ * forward a = x, b = w; backprop_input a = dy, b = w; backprop_filter
+ * a = x, b = dy), sums float32, results of `out_dtype`: float32, or for the
+ * forward and input-gradient passes bfloat16 (each rounded once).  The
+ * caller checks PR_BF16_CPU.  Independent of the thread count. */
 int pr_conv_direct_bf16_supports(const pr_window *g, pr_conv_pass pass);
 size_t pr_conv_direct_bf16_scratch_bytes(const pr_window *g, pr_conv_pass pass);
 int pr_conv_direct_bf16(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand b,
-                        float *out, void *scratch);
+                        void *out, pr_dtype out_dtype, void *scratch);
 
 #endif

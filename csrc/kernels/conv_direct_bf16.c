@@ -10,9 +10,10 @@
  * 16-channel blocks of units, the pair-interleaved layout VDPBF16PS reads
  * (Intel, "BFLOAT16 - Hardware Numerics Definition", 2018, section 2.2; the
  * layout oneDNN's AVX512_CORE_BF16 convolutions use).  The sums are float32,
- * the output float32, each product of two rounded values exact: the
- * results are those of the float32 kernels on the rounded operands up to
- * the order of the float32 sums.
+ * each product of two rounded values exact: the results are those of the
+ * float32 kernels on the rounded operands up to the order of the float32
+ * sums; a bfloat16 output is rounded once, row by row, from a float32 row
+ * buffer (conv_direct_tiles.h).
  *
  * Forward:        units along the input channels (C);
  * backprop_input: units along the output channels (O), the phases of
@@ -43,6 +44,9 @@
 /* an image converted into units: every pixel's channels, paired */
 #define IMAGE_UNITS(gu, pass) \
     round16((pass) == PR_CONV_FORWARD ? (gu)->h * (gu)->w * (gu)->c : (gu)->ho * (gu)->wo * (gu)->o)
+/* a row of a bfloat16 output, in float32 */
+#define ROW_FLOATS(gu, pass) \
+    round16((pass) == PR_CONV_FORWARD ? (gu)->wo * (gu)->o : (gu)->w * (gu)->c)
 
 /* Image n (pixels x ch) of src as units: a bfloat16 image of an even
  * channel count in place, else rounded to bfloat16 into buf (a zero high
@@ -339,19 +343,20 @@ static void direct_backprop_filter(const pr_window *g, pr_operand x, pr_operand 
 }
 
 int pr_conv_direct_bf16(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand b,
-                        float *out, void *scratch) {
+                        void *out, pr_dtype out_dtype, void *scratch) {
     const pr_window gu = unit_window(g, pass);
     uint32_t *wp = scratch, *pads = wp + round16(packed_floats(&gu, pass));
     switch (pass) {
     case PR_CONV_FORWARD:
         pack_weights(g, b, 0, wp);
-        direct_forward(&gu, a, g->c, wp, out, pads);
+        direct_forward(&gu, a, g->c, wp, (out_rows){out, out_dtype}, pads);
         return PR_OK;
     case PR_CONV_BACKPROP_INPUT:
         pack_weights(g, b, 1, wp);
-        direct_backprop_input(&gu, a, g->o, wp, out, pads);
+        direct_backprop_input(&gu, a, g->o, wp, (out_rows){out, out_dtype}, pads);
         return PR_OK;
     case PR_CONV_BACKPROP_FILTER:
+        if (out_dtype != PR_F32) break;
         direct_backprop_filter(g, a, b, out, (float *)scratch);
         return PR_OK;
     }
@@ -376,7 +381,7 @@ size_t pr_conv_direct_bf16_scratch_bytes(const pr_window *g, pr_conv_pass pass) 
 #else /* not x86-64: never called (the CPU probe finds no AVX512_BF16) */
 
 int pr_conv_direct_bf16(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand b,
-                        float *out, void *scratch) {
+                        void *out, pr_dtype out_dtype, void *scratch) {
     return PR_ERR_INTERNAL;
 }
 size_t pr_conv_direct_bf16_scratch_bytes(const pr_window *g, pr_conv_pass pass) { return 0; }

@@ -10,6 +10,8 @@
  *                   FMA, or the sum of the lane's two bfloat16 products
  *   IMAGE_UNITS     (gu, pass) -> the units a slot adds to convert one
  *                   image into units (0 when images are read in place)
+ *   ROW_FLOATS      (gu, pass) -> the floats a slot adds for one row of a
+ *                   bfloat16 output (0 when outputs are float32 only)
  * and the function
  *   static const DT *image_units(pr_operand src, int64_t n, int64_t pixels,
  *                                int64_t ch, DT *buf)
@@ -18,9 +20,11 @@
  * units, `gu`: the reduced channels (C forward, O for the input gradient)
  * counted in units, the others as they are; the weights come packed in
  * units by the includer (conv_direct.c's layout, pack_weights).  Outputs are
- * float32.  See conv_direct.c for the method. */
+ * float32, or bfloat16: the tiles of an output row then write the thread's
+ * float32 row buffer, rounded once into the output when the row is done
+ * (no float32 copy of the whole output).  See conv_direct.c for the method. */
 #ifndef DT
-#error "conv_direct_tiles.h: define DT, BCAST, MAC and IMAGE_UNITS first"
+#error "conv_direct_tiles.h: define DT, BCAST, MAC, IMAGE_UNITS and ROW_FLOATS first"
 #endif
 _Static_assert(sizeof(DT) == 4, "a unit is one 32-bit lane");
 
@@ -383,9 +387,36 @@ static void row_tiles3(tile3_args A, int64_t len, int64_t cout, int64_t sw, int 
     }
 }
 
-/* Units a slot holds: the padded image, and room to convert one image. */
+/* Units a slot holds: the padded image, room to convert one image, a row
+ * buffer. */
 static int64_t slot_units(const pr_window *gu, pr_conv_pass pass) {
-    return slot_floats(gu, pass) + IMAGE_UNITS(gu, pass);
+    return slot_floats(gu, pass) + IMAGE_UNITS(gu, pass) + ROW_FLOATS(gu, pass);
+}
+
+/* A driver's output: float32 or bfloat16 data. */
+typedef struct {
+    void *data;
+    pr_dtype dtype;
+} out_rows;
+
+/* Where the tiles of an output row starting at element `at` write: the
+ * output itself (float32, pixels `step` floats apart), or the row buffer
+ * (bfloat16 output; pixels `ch` floats apart); *os gets the pixel stride. */
+static float *row_target(out_rows out, int64_t at, int64_t ch, int64_t step, float *rowbuf,
+                         int64_t *os) {
+    *os = out.dtype == PR_BF16 ? ch : step;
+    return out.dtype == PR_BF16 ? rowbuf : (float *)out.data + at;
+}
+
+/* A bfloat16 output's row of `pixels` pixels, each rounded once from the
+ * row buffer into the output (pixels `step` elements apart). */
+static void row_finish(out_rows out, int64_t at, int64_t pixels, int64_t ch, int64_t step,
+                       const float *rowbuf) {
+    if (out.dtype != PR_BF16) return;
+    uint16_t *d = (uint16_t *)out.data + at;
+    if (step == ch) pr_f32_to_bf16_run(rowbuf, d, pixels * ch);
+    else
+        for (int64_t j = 0; j < pixels; j++) pr_f32_to_bf16_run(rowbuf + j * ch, d + j * step, ch);
 }
 
 static inline size_t direct_scratch_bytes(const pr_window *gu, pr_conv_pass pass) {
@@ -393,9 +424,9 @@ static inline size_t direct_scratch_bytes(const pr_window *gu, pr_conv_pass pass
     return sizeof(DT) * (size_t)(round16(packed_floats(gu, pass)) + count_slots(gu->n, slot) * slot);
 }
 
-/* The forward pass: y (N, HO, WO, O) float32 from x (its C = `xc` channels
- * as gu->c units) and the packed weights wp; scratch after the weights. */
-static void direct_forward(const pr_window *gu, pr_operand x, int64_t xc, const DT *wp, float *y,
+/* The forward pass: y (N, HO, WO, O) from x (its C = `xc` channels as
+ * gu->c units) and the packed weights wp; scratch after the weights. */
+static void direct_forward(const pr_window *gu, pr_operand x, int64_t xc, const DT *wp, out_rows y,
                            DT *pads) {
     const int64_t taps = gu->kh * gu->kw, C = gu->c, O = gu->o, HP = xpad_rows(gu),
                   WP = xpad_cols(gu), xbytes = (int64_t)pr_dtype_size(x.dtype) * gu->h * gu->w * xc;
@@ -413,6 +444,7 @@ static void direct_forward(const pr_window *gu, pr_operand x, int64_t xc, const 
 #pragma omp parallel num_threads(threads_for(slots))
     {
         DT *xp = pads + THREAD_ID() * slot, *conv = xp + slot_floats(gu, PR_CONV_FORWARD);
+        float *rowbuf = (float *)(conv + IMAGE_UNITS(gu, PR_CONV_FORWARD));
         int fresh = 1;
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < gu->n; n++) {
@@ -426,19 +458,22 @@ static void direct_forward(const pr_window *gu, pr_operand x, int64_t xc, const 
             const char *next = n + 1 < gu->n ? (const char *)x.data + (n + 1) * xbytes : NULL;
             for (int64_t oh = 0; oh < gu->ho; oh++) {
                 prefetch_part(next, xbytes, oh, gu->ho);
+                const int64_t at = (n * gu->ho + oh) * gu->wo * O;
                 A.in = A3.in = xp + oh * gu->sh * C * WP;
-                A.out = A3.out = y + (n * gu->ho + oh) * gu->wo * O;
+                A.out = A3.out = row_target(y, at, O, O, rowbuf, &A.os);
+                A3.os = A.os;
                 if (gu->kw == 3) row_tiles3(A3, gu->wo, O, gu->sw, 3);
                 else row_tiles(A, gu->wo, O, gu->sw);
+                row_finish(y, at, gu->wo, O, O, rowbuf);
             }
         }
     }
 }
 
-/* The input gradient: dx (N, H, W, C) float32 from dy (its O = `dyc`
- * channels as gu->o units) and the weights packed by input channel, wp. */
+/* The input gradient: dx (N, H, W, C) from dy (its O = `dyc` channels as
+ * gu->o units) and the weights packed by input channel, wp. */
 static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dyc, const DT *wp,
-                                  float *dx, DT *pads) {
+                                  out_rows dx, DT *pads) {
     const int64_t taps = gu->kh * gu->kw, C = gu->c, O = gu->o;
     const int64_t DR = dypad_rows(gu), DC = dypad_cols(gu);
     const int64_t dybytes = (int64_t)pr_dtype_size(dy.dtype) * gu->ho * gu->wo * dyc;
@@ -446,10 +481,10 @@ static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dy
 #pragma omp parallel num_threads(threads_for(slots))
     {
         DT *dp = pads + THREAD_ID() * slot, *conv = dp + slot_floats(gu, PR_CONV_BACKPROP_INPUT);
+        float *rowbuf = (float *)(conv + IMAGE_UNITS(gu, PR_CONV_BACKPROP_INPUT));
         int fresh = 1;
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < gu->n; n++) {
-            float *dxn = dx + n * gu->h * gu->w * C;
             const char *next = n + 1 < gu->n ? (const char *)dy.data + (n + 1) * dybytes : NULL;
             const DT *dyn = image_units(dy, n, gu->ho * gu->wo, dyc, conv);
             pad_rows_cm(dyn, gu->ho, gu->wo, O, dp, DR, DC, gu->kh, gu->kw, fresh);
@@ -493,24 +528,28 @@ static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dy
                     int64_t cols = (gu->w - rw + gu->sw - 1) / gu->sw;
                     for (int64_t i = 0; i < rows; i++) {
                         if (rh == 0 && rw == 0) prefetch_part(next, dybytes, i, rows);
-                        float *out = dxn + ((i * gu->sh + rh) * gu->w + rw) * C;
+                        const int64_t at = ((n * gu->h + i * gu->sh + rh) * gu->w + rw) * C;
+                        int64_t os;
+                        float *out = row_target(dx, at, C, gu->sw * C, rowbuf, &os);
                         if (nt == 0) { /* no tap reaches these pixels */
                             for (int64_t j = 0; j < cols; j++)
-                                memset(out + j * gu->sw * C, 0, sizeof(float) * (size_t)C);
+                                memset(out + j * os, 0, sizeof(float) * (size_t)C);
+                            row_finish(dx, at, cols, C, gu->sw * C, rowbuf);
                             continue;
                         }
                         const DT *row = dp + (i + gu->kh) * O * DC + gu->kw;
                         if (use3) {
                             tile3_args A3 = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
-                                             .os = gu->sw * C, .roff = roff3, .w = w3,
-                                             .rows = nr, .out = out};
+                                             .os = os, .roff = roff3, .w = w3, .rows = nr,
+                                             .out = out};
                             row_tiles3(A3, cols, C, 1, kc);
-                            continue;
+                        } else {
+                            tile_args A = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
+                                           .os = os, .toff = toff, .w = wt, .taps = nt,
+                                           .out = out};
+                            row_tiles(A, cols, C, 1);
                         }
-                        tile_args A = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
-                                       .os = gu->sw * C, .toff = toff, .w = wt, .taps = nt,
-                                       .out = out};
-                        row_tiles(A, cols, C, 1);
+                        row_finish(dx, at, cols, C, gu->sw * C, rowbuf);
                     }
                 }
         }
