@@ -146,7 +146,21 @@ static int64_t stripe_floats(const pr_window *g) {
            round16(g->ho * f.M * f.OP);
 }
 
-/* Image n of x into xp (zeros around it written by `fresh` once). */
+/* Up to 16 values of a row (`mask` of them, the others zero) as float32
+ * lanes holding bfloat16 values (float32 data rounded). */
+static __m512 load_rounded(pr_operand v, const char *p, __mmask16 mask) {
+    if (v.dtype == PR_BF16)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p)), 16));
+    return pr_bf16_round16_ps(_mm512_maskz_loadu_ps(mask, (const float *)p));
+}
+
+static __mmask16 first_lanes(int64_t k) { return k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << k) - 1); }
+
+/* Image n of x into xp (zeros around it written by `fresh` once): blocks of
+ * 16 pixels x 16 channels transposed in registers (masked at the edges),
+ * each channel's 16 columns stored to its phase rows; strides above 2 one
+ * value at a time. */
 static void filter_copy_x(const pr_window *g, fgeom f, pr_operand x, int64_t n, uint16_t *xp,
                           int fresh) {
     const int64_t C = g->c, W = g->w, SW = f.sw, PL = f.PL;
@@ -155,72 +169,70 @@ static void filter_copy_x(const pr_window *g, fgeom f, pr_operand x, int64_t n, 
     for (int64_t ih = 0; ih < g->h; ih++) {
         const char *row = (const char *)x.data + (size_t)((n * g->h + ih) * W * C) * es;
         uint16_t *d = xp + ih * C * SW * PL;
-        int64_t c0 = 0;
-        for (; c0 + 16 <= C; c0 += 16) {
-            int64_t q0 = 0;
-            for (; q0 + 16 <= W && SW <= 2; q0 += 16) {
-                __m512 v[16];
-                for (int i = 0; i < 16; i++) {
-                    const char *p = row + (size_t)((q0 + i) * C + c0) * es;
-                    v[i] = x.dtype == PR_BF16
-                               ? _mm512_castsi512_ps(_mm512_slli_epi32(
-                                     _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16))
-                               : pr_bf16_round16_ps(_mm512_loadu_ps((const float *)p));
+        if (SW > 2) {
+            for (int64_t q = 0; q < W; q++)
+                for (int64_t c = 0; c < C; c++) {
+                    int64_t pc = q + g->pw;
+                    uint16_t t;
+                    pr_bf16_convert_run(row + (size_t)(q * C + c) * es, x.dtype, 1, &t);
+                    d[(c * SW + pc % SW) * PL + pc / SW] = t;
                 }
+            continue;
+        }
+        for (int64_t c0 = 0; c0 < C; c0 += 16) {
+            const int64_t cn = C - c0 < 16 ? C - c0 : 16;
+            for (int64_t q0 = 0; q0 < W; q0 += 16) {
+                const int64_t qn = W - q0 < 16 ? W - q0 : 16;
+                __m512 v[16];
+                for (int i = 0; i < 16; i++)
+                    v[i] = i < qn ? load_rounded(x, row + (size_t)((q0 + i) * C + c0) * es,
+                                                 first_lanes(cn))
+                                  : _mm512_setzero_ps();
                 transpose16(v);
-                for (int c = 0; c < 16; c++) {
-                    /* 16 columns q0 .. q0+15 of channel c0 + c, as bfloat16 */
+                const int64_t pc = q0 + g->pw; /* padded column of q0 */
+                for (int64_t c = 0; c < cn; c++) {
+                    /* columns q0 .. q0+qn-1 of channel c0 + c, as bfloat16 */
                     __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v[c]), 16));
                     uint16_t *dc = d + (c0 + c) * SW * PL;
-                    int64_t pc = q0 + g->pw; /* padded column of q0 */
                     if (SW == 1) {
-                        _mm256_storeu_si256((__m256i *)(dc + pc), h);
+                        _mm256_mask_storeu_epi16(dc + pc, first_lanes(qn), h);
                         continue;
                     }
-                    /* stride 2: even padded columns to phase 0, odd to phase 1 */
+                    /* stride 2: even padded columns to phase pc % 2, odd to the other */
                     __m512i w32 = _mm512_cvtepu16_epi32(h);
                     __m256i ev = _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(0x5555, w32));
                     __m256i od = _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(0xAAAA, w32));
                     int r = (int)(pc & 1);
-                    _mm_storeu_si128((__m128i *)(dc + r * PL + pc / 2), _mm256_castsi256_si128(ev));
-                    _mm_storeu_si128((__m128i *)(dc + (1 - r) * PL + (pc + 1) / 2),
-                                     _mm256_castsi256_si128(od));
+                    _mm_mask_storeu_epi16(dc + r * PL + pc / 2, (__mmask8)first_lanes((qn + 1) / 2),
+                                          _mm256_castsi256_si128(ev));
+                    _mm_mask_storeu_epi16(dc + (1 - r) * PL + (pc + 1) / 2,
+                                          (__mmask8)first_lanes(qn / 2), _mm256_castsi256_si128(od));
                 }
             }
-            for (int64_t q = q0; q < W; q++) {
-                int64_t pc = q + g->pw;
-                uint16_t t[16];
-                pr_bf16_convert_run(row + (size_t)(q * C + c0) * es, x.dtype, 16, t);
-                for (int c = 0; c < 16; c++) d[((c0 + c) * SW + pc % SW) * PL + pc / SW] = t[c];
-            }
-        }
-        for (int64_t q = 0; q < W && c0 < C; q++) {
-            int64_t pc = q + g->pw;
-            uint16_t t[16];
-            pr_bf16_convert_run(row + (size_t)(q * C + c0) * es, x.dtype, C - c0, t);
-            for (int64_t c = c0; c < C; c++) d[(c * SW + pc % SW) * PL + pc / SW] = t[c - c0];
         }
     }
 }
 
 /* Image n of dy into dyp (pairs past WO and channels past O stay zero:
- * written by `fresh` once). */
+ * written by `fresh` once): each pair's two pixels interleaved, 16
+ * channels at a time. */
 static void filter_copy_dy(const pr_window *g, fgeom f, pr_operand dy, int64_t n, uint32_t *dyp,
                            int fresh) {
     const int64_t O = g->o, WO = g->wo;
     const size_t es = pr_dtype_size(dy.dtype);
     if (fresh) memset(dyp, 0, sizeof(uint32_t) * (size_t)(g->ho * f.M * f.OP));
-    uint16_t r0[256], r1[256];
     for (int64_t oh = 0; oh < g->ho; oh++)
-        for (int64_t m = 0; m < f.M; m++)
-            for (int64_t o0 = 0; o0 < O; o0 += 256) {
-                int64_t k = O - o0 < 256 ? O - o0 : 256;
-                const char *p = (const char *)dy.data + (size_t)(((n * g->ho + oh) * WO + 2 * m) * O + o0) * es;
-                pr_bf16_convert_run(p, dy.dtype, k, r0);
-                if (2 * m + 1 < WO) pr_bf16_convert_run(p + (size_t)O * es, dy.dtype, k, r1);
-                else memset(r1, 0, sizeof(uint16_t) * (size_t)k);
-                pr_bf16_interleave(r0, r1, k, (uint16_t *)(dyp + (oh * f.M + m) * f.OP + o0));
+        for (int64_t m = 0; m < f.M; m++) {
+            const char *p0 = (const char *)dy.data + (size_t)(((n * g->ho + oh) * WO + 2 * m) * O) * es;
+            uint32_t *d = dyp + (oh * f.M + m) * f.OP;
+            for (int64_t o0 = 0; o0 < O; o0 += 16) {
+                const __mmask16 k = first_lanes(O - o0);
+                __m512i lo = _mm512_srli_epi32(_mm512_castps_si512(load_rounded(dy, p0 + o0 * es, k)), 16);
+                __m512i hi = 2 * m + 1 < WO ? _mm512_castps_si512(load_rounded(dy, p0 + (O + o0) * es, k))
+                                            : _mm512_setzero_si512();
+                _mm512_storeu_si512(d + o0, _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi32((int)0xFFFF0000u))));
             }
+        }
 }
 
 typedef struct {
