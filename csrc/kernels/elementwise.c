@@ -238,16 +238,28 @@ int pr_k_binary_bf16(pr_binary_kind k, const uint16_t *a, const int64_t *sa_in, 
     return PR_OK;
 }
 
+/* For sum_to and broadcast between a row-major shape and strides st: a 0-d
+ * shape copies x[0] to out[0] and returns 1; else 0, with the last
+ * dimension (inner), the product of the others (rows) and the last stride
+ * (si). */
+static int scalar_or_rows(const float *x, int ndim, const int64_t *shape, const int64_t *st,
+                          float *out, int64_t *inner, int64_t *rows, int64_t *si) {
+    if (ndim == 0) {
+        out[0] = x[0];
+        return 1;
+    }
+    *inner = shape[ndim - 1];
+    *rows = 1;
+    for (int d = 0; d < ndim - 1; d++) *rows *= shape[d];
+    *si = st[ndim - 1];
+    return 0;
+}
+
 int pr_k_sum_to(const float *g, int ndim, const int64_t *shape, const int64_t *st, float *out,
                 int64_t out_size) {
     memset(out, 0, sizeof(float) * (size_t)out_size);
-    if (ndim == 0) {
-        out[0] = g[0];
-        return PR_OK;
-    }
-    int64_t inner = shape[ndim - 1], rows = 1;
-    for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
-    int64_t si = st[ndim - 1];
+    int64_t inner, rows, si;
+    if (scalar_or_rows(g, ndim, shape, st, out, &inner, &rows, &si)) return PR_OK;
     /* Single-threaded accumulation in order: deterministic results. */
     for (int64_t r = 0; r < rows; r++) {
         const float *gr = g + r * inner;
@@ -264,13 +276,8 @@ int pr_k_sum_to(const float *g, int ndim, const int64_t *shape, const int64_t *s
 }
 
 int pr_k_broadcast(const float *x, int ndim, const int64_t *shape, const int64_t *st, float *out) {
-    if (ndim == 0) {
-        out[0] = x[0];
-        return PR_OK;
-    }
-    int64_t inner = shape[ndim - 1], rows = 1;
-    for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
-    int64_t si = st[ndim - 1];
+    int64_t inner, rows, si;
+    if (scalar_or_rows(x, ndim, shape, st, out, &inner, &rows, &si)) return PR_OK;
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (rows * inner >= PARALLEL_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + pr_outer_offset(r, ndim, shape, st);
