@@ -29,6 +29,7 @@ import numpy as np
 
 import pyresnet as pr
 from pyresnet import layers
+from train_steps import train_step_fn
 
 GLOBAL_BATCH = 16
 
@@ -73,14 +74,7 @@ def train_custom(seed, x, y, strategy=None):
         pr.distribute.broadcast_variables(model.weights)
     lossf = loss_fn()
 
-    @pr.compile
-    def step(xb, yb):
-        with pr.GradientTape() as tape:
-            loss = lossf(yb, model(xb, training=True))
-        grads = tape.gradient(loss, model.trainable_weights)
-        optimizer.apply_gradients(zip(grads, model.trainable_weights))
-        return loss
-
+    step = pr.compile(train_step_fn(model, lossf, optimizer))
     for start in range(0, 3 * GLOBAL_BATCH, GLOBAL_BATCH):
         xb, yb = x[start:start + GLOBAL_BATCH], y[start:start + GLOBAL_BATCH]
         if strategy is not None:

@@ -6,6 +6,8 @@ own name).
 """
 import zlib
 
+import numpy as np
+
 current = {"rng": None}
 
 
@@ -19,6 +21,12 @@ def test_rng():
     if current["rng"] is None:
         raise RuntimeError("test_rng() is only available while a test runs")
     return current["rng"]
+
+
+def seeded_normal(*shape, seed=0):
+    """float32 standard normal values of ``shape`` from a generator of their
+    own ``seed``: the same values whichever test asks."""
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 test_seed.__test__ = test_rng.__test__ = False  # helpers, not tests

@@ -5,16 +5,13 @@ import pytest
 
 import pyresnet as pr
 from pyresnet import layers
+from seeding import seeded_normal as _rand
 
 
 @pytest.fixture(autouse=True)
 def _fresh_session():
     pr.utils.clear_session()
     pr.utils.set_random_seed(1234)
-
-
-def _rand(*shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 def _snapshot(layer):

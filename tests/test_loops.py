@@ -9,6 +9,7 @@ import pytest
 
 import pyresnet as pr
 from pyresnet import layers, ops
+from train_steps import train_step_fn
 
 
 def test_fori_loop_matches_python_loop(rng):
@@ -187,14 +188,7 @@ def test_compiled_epoch_equals_compiled_steps_bit_for_bit(rng):
     weights, losses = [], []
     for mode in ("steps", "epoch"):
         model, optimizer = _conv_model(), pr.optimizers.SGD(0.05, momentum=0.9)
-
-        def step(xb, yb):
-            with pr.GradientTape() as tape:
-                loss = loss_fn(yb, model(xb, training=True))
-            grads = tape.gradient(loss, model.trainable_weights)
-            optimizer.apply_gradients(zip(grads, model.trainable_weights))
-            return loss
-
+        step = train_step_fn(model, loss_fn, optimizer)
         data = _augmented(x, y, seed=11)
         if mode == "steps":
             compiled_step = pr.compile(step, reduce_retracing=True)

@@ -21,6 +21,7 @@ import pytest
 import pyresnet as pr
 from pyresnet import layers, mixed_precision, ops
 from test_ops_conv import conv_ref
+from train_steps import train_step_fn
 
 bf16 = ml_dtypes.bfloat16
 f32 = np.float32
@@ -260,14 +261,7 @@ def _small_resnet(seed):
 def _train(model, x, y, steps, compile_kind):
     loss_fn = pr.losses.SparseCategoricalCrossentropy(from_logits=True)
     opt = pr.optimizers.SGD(0.05, momentum=0.9)
-
-    def step(xb, yb):
-        with pr.GradientTape() as tape:
-            loss = loss_fn(yb, model(xb, training=True))
-        grads = tape.gradient(loss, model.trainable_weights)
-        opt.apply_gradients(zip(grads, model.trainable_weights))
-        return loss
-
+    step = train_step_fn(model, loss_fn, opt)
     if compile_kind != "eager":
         step = pr.compile(step, jit_compile=compile_kind == "jit")
     return [float(step(x, y)) for _ in range(steps)]

@@ -18,6 +18,7 @@ from test_tensorboard import read_events
 
 import pyresnet as pr
 from pyresnet import layers, ops
+from train_steps import train_step_fn
 
 
 def read_graph(folder):
@@ -38,15 +39,9 @@ def _train_step(model):
     loss_fn = pr.losses.SparseCategoricalCrossentropy(from_logits=True)
     optimizer = pr.optimizers.SGD(0.05, momentum=0.9)
 
-    @pr.compile(input_signature=[pr.TensorSpec((None, 8, 8, 3)), pr.TensorSpec((None,), "int32")])
-    def train_step(x, y):
-        with pr.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_weights)
-        optimizer.apply_gradients(zip(grads, model.trainable_weights))
-        return loss
-
-    return train_step, optimizer
+    signature = [pr.TensorSpec((None, 8, 8, 3)), pr.TensorSpec((None,), "int32")]
+    step = pr.compile(input_signature=signature)(train_step_fn(model, loss_fn, optimizer))
+    return step, optimizer
 
 
 def test_graph_nodes_scopes_attributes_and_edges(tmp_path, rng):

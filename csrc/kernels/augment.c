@@ -497,14 +497,6 @@ int pr_k_mixup(const void *x, pr_dtype dt, int64_t n, int64_t row, const float *
     return PR_OK;
 }
 
-static inline int64_t label_at(const void *labels, pr_dtype dt, int64_t i) {
-    switch (dt) {
-    case PR_I64: return ((const int64_t *)labels)[i];
-    case PR_U8: return ((const uint8_t *)labels)[i];
-    default: return ((const int32_t *)labels)[i];
-    }
-}
-
 int pr_k_mix_labels(const void *labels, pr_dtype dt, int64_t n, int64_t k, const float *lam,
                     const int32_t *perm, float *out) {
     if (dt == PR_F32) {
@@ -516,19 +508,12 @@ int pr_k_mix_labels(const void *labels, pr_dtype dt, int64_t n, int64_t k, const
         }
         return PR_OK;
     }
-    for (int64_t i = 0; i < n; i++) {
-        int64_t l = label_at(labels, dt, i);
-        if (l < 0 || l >= k) {
-            pr_kernel_error("label %lld at position %lld is outside [0, %lld)", (long long)l,
-                            (long long)i, (long long)k);
-            return PR_ERR_VALUE;
-        }
-    }
+    if (pr_check_labels(labels, dt, n, k, "position") != PR_OK) return PR_ERR_VALUE;
     memset(out, 0, sizeof(float) * (size_t)(n * k));
     for (int64_t i = 0; i < n; i++) {
         float a = lam[i], b = 1.0f - a;
-        out[i * k + label_at(labels, dt, i)] += a;
-        out[i * k + label_at(labels, dt, perm[i])] += b;
+        out[i * k + pr_label_at(labels, dt, i)] += a;
+        out[i * k + pr_label_at(labels, dt, perm[i])] += b;
     }
     return PR_OK;
 }

@@ -59,6 +59,18 @@ void pr_kernel_error(const char *fmt, ...) {
 
 const char *pr_kernel_error_message(void) { return kernel_error; }
 
+int pr_check_labels(const void *labels, pr_dtype dt, int64_t n, int64_t k, const char *where) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t l = pr_label_at(labels, dt, i);
+        if (l < 0 || l >= k) {
+            pr_kernel_error("label %lld at %s %lld is outside [0, %lld)", (long long)l, where,
+                            (long long)i, (long long)k);
+            return PR_ERR_VALUE;
+        }
+    }
+    return PR_OK;
+}
+
 /* ---- the allocator ----------------------------------------------------------
  * Large blocks are kept when freed and handed out again: eager calls make
  * every intermediate afresh, and a large block new from the OS is page-

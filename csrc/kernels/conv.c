@@ -116,32 +116,14 @@ size_t pr_conv2d_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
     return sizeof(float) * (size_t)floats;
 }
 
+static void copy_f32(const void *x, int64_t src, int64_t count, void *dst) {
+    memcpy(dst, (const float *)x + src, sizeof(float) * (size_t)count);
+}
+
 /* col (m rows of K) <- the im2col rows of output pixels r0 .. r0 + m - 1
  * (numbered n-major over the whole batch). */
 static void im2col_rows(const pr_window *g, const float *x, int64_t r0, int64_t m, float *col) {
-    const int64_t C = g->c, K = col_width(g), KWC = g->kw * C;
-    int64_t ow = r0 % g->wo, oh = r0 / g->wo % g->ho, n = r0 / (g->wo * g->ho);
-    for (int64_t r = 0; r < m; r++) {
-        const float *xn = x + n * g->h * g->w * C;
-        float *dst = col + r * K;
-        int64_t lo, hi, iw0 = ow * g->sw - g->pw;
-        pr_window_taps(iw0, g->kw, g->w, &lo, &hi);
-        for (int64_t kh = 0; kh < g->kh; kh++, dst += KWC) {
-            int64_t ih = oh * g->sh - g->ph + kh;
-            if (ih < 0 || ih >= g->h) {
-                memset(dst, 0, sizeof(float) * (size_t)KWC);
-                continue;
-            }
-            if (lo > 0) memset(dst, 0, sizeof(float) * (size_t)(lo * C));
-            memcpy(dst + lo * C, xn + (ih * g->w + iw0 + lo) * C,
-                   sizeof(float) * (size_t)((hi - lo) * C));
-            if (hi < g->kw) memset(dst + hi * C, 0, sizeof(float) * (size_t)((g->kw - hi) * C));
-        }
-        if (++ow == g->wo) {
-            ow = 0;
-            if (++oh == g->ho) oh = 0, n++;
-        }
-    }
+    pr_im2col_rows(g, r0, m, col, col_width(g), sizeof(float), copy_f32, x);
 }
 
 /* dx of one image <- for every input position, the sum of the dcol entries

@@ -7,6 +7,8 @@
 
 #include "kernels.h"
 
+#include <string.h>
+
 /* A 2D sliding window over an NHWC tensor (N, H, W, C).  For convolution
  * the filter is HWIO (KH, KW, C, O); pooling ignores O.  Output pixel
  * (oh, ow) reads input rows oh*SH - PH + [0, KH) and columns
@@ -33,6 +35,42 @@ static inline void pr_window_taps(int64_t start, int64_t k, int64_t in, int64_t 
     *lo = start < 0 ? -start : 0;
     *hi = in - start < k ? in - start : k;
     if (*hi < *lo) *hi = *lo;
+}
+
+/* Copies `count` elements from element `src` of an NHWC input (whatever ctx
+ * names) to dst, for pr_im2col_rows. */
+typedef void pr_im2col_copy(const void *ctx, int64_t src, int64_t count, void *dst);
+
+/* The im2col rows [r0, r0 + m) (output pixels, numbered n-major over the
+ * batch) of an NHWC input: KH*KW*C elements of esize bytes each, row r at
+ * element r * ld of dst; taps inside the input through `copy`, padding
+ * zeroed.  conv.c's float32 im2col and conv_bf16.c's bfloat16 gather. */
+static inline void pr_im2col_rows(const pr_window *g, int64_t r0, int64_t m, void *dst,
+                                  int64_t ld, size_t esize, pr_im2col_copy *copy,
+                                  const void *ctx) {
+    const int64_t C = g->c, KWC = g->kw * C;
+    int64_t ow = r0 % g->wo, oh = r0 / g->wo % g->ho, n = r0 / (g->wo * g->ho);
+    for (int64_t r = 0; r < m; r++) {
+        char *d = (char *)dst + (size_t)(r * ld) * esize;
+        int64_t lo, hi, iw0 = ow * g->sw - g->pw;
+        pr_window_taps(iw0, g->kw, g->w, &lo, &hi);
+        for (int64_t kh = 0; kh < g->kh; kh++, d += (size_t)KWC * esize) {
+            int64_t ih = oh * g->sh - g->ph + kh;
+            if (ih < 0 || ih >= g->h) {
+                memset(d, 0, esize * (size_t)KWC);
+                continue;
+            }
+            if (lo > 0) memset(d, 0, esize * (size_t)(lo * C));
+            copy(ctx, ((n * g->h + ih) * g->w + iw0 + lo) * C, (hi - lo) * C,
+                 d + (size_t)(lo * C) * esize);
+            if (hi < g->kw)
+                memset(d + (size_t)(hi * C) * esize, 0, esize * (size_t)((g->kw - hi) * C));
+        }
+        if (++ow == g->wo) {
+            ow = 0;
+            if (++oh == g->ho) oh = 0, n++;
+        }
+    }
 }
 
 typedef enum { PR_CONV_FORWARD, PR_CONV_BACKPROP_INPUT, PR_CONV_BACKPROP_FILTER } pr_conv_pass;

@@ -47,33 +47,16 @@ static const void *at(pr_operand s, int64_t i) {
     return (const char *)s.data + (size_t)i * pr_dtype_size(s.dtype);
 }
 
+static void copy_bf16(const void *p, int64_t src, int64_t count, void *dst) {
+    const gather_ctx *cx = p;
+    pr_bf16_convert_run(at(cx->src, src), cx->src.dtype, count, dst);
+}
+
 /* Rows [r0, r0 + rows) (output pixels, n-major) of im2col(x): KH*KW*C values
- * each (conv.c's im2col_rows, converting to bfloat16). */
+ * each, converted to bfloat16. */
 static void gather_forward(const void *p, int64_t r0, int64_t rows, uint16_t *dst, int64_t ld) {
     const gather_ctx *cx = p;
-    const pr_window *g = cx->g;
-    const int64_t C = g->c, KWC = g->kw * C;
-    int64_t ow = r0 % g->wo, oh = r0 / g->wo % g->ho, n = r0 / (g->wo * g->ho);
-    for (int64_t r = 0; r < rows; r++) {
-        uint16_t *d = dst + r * ld;
-        int64_t lo, hi, iw0 = ow * g->sw - g->pw;
-        pr_window_taps(iw0, g->kw, g->w, &lo, &hi);
-        for (int64_t kh = 0; kh < g->kh; kh++, d += KWC) {
-            int64_t ih = oh * g->sh - g->ph + kh;
-            if (ih < 0 || ih >= g->h) {
-                memset(d, 0, sizeof(uint16_t) * (size_t)KWC);
-                continue;
-            }
-            if (lo > 0) memset(d, 0, sizeof(uint16_t) * (size_t)(lo * C));
-            pr_bf16_convert_run(at(cx->src, ((n * g->h + ih) * g->w + iw0 + lo) * C),
-                                cx->src.dtype, (hi - lo) * C, d + lo * C);
-            if (hi < g->kw) memset(d + hi * C, 0, sizeof(uint16_t) * (size_t)((g->kw - hi) * C));
-        }
-        if (++ow == g->wo) {
-            ow = 0;
-            if (++oh == g->ho) oh = 0, n++;
-        }
-    }
+    pr_im2col_rows(cx->g, r0, rows, dst, ld, sizeof(uint16_t), copy_bf16, cx);
 }
 
 /* Rows [r0, r0 + rows) (input pixels, n-major) of the taps of dy: KH*KW*O

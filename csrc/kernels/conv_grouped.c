@@ -6,6 +6,17 @@
 
 #define PARALLEL_MIN 4096 /* output elements below which one thread runs */
 
+/* The taps of output pixel (oh, ow) inside the input: kh in [kh0, kh1), kw in
+ * [kw0, kw1), tap (kh, kw) at input pixel (ih0 + kh, iw0 + kw). */
+static inline void inside_taps(const pr_window *g, int64_t oh, int64_t ow, int64_t *ih0,
+                               int64_t *iw0, int64_t *kh0, int64_t *kh1, int64_t *kw0,
+                               int64_t *kw1) {
+    *ih0 = oh * g->sh - g->ph;
+    *iw0 = ow * g->sw - g->pw;
+    pr_window_taps(*ih0, g->kh, g->h, kh0, kh1);
+    pr_window_taps(*iw0, g->kw, g->w, kw0, kw1);
+}
+
 int pr_conv2d_grouped_forward(const pr_window *g, int64_t groups, const float *x, const float *w,
                               float *y) {
     const int64_t C = g->c, O = g->o, cg = C / groups, og = O / groups;
@@ -16,13 +27,11 @@ int pr_conv2d_grouped_forward(const pr_window *g, int64_t groups, const float *x
             for (int64_t ow = 0; ow < g->wo; ow++) {
                 float *yp = y + ((n * g->ho + oh) * g->wo + ow) * O;
                 for (int64_t o = 0; o < O; o++) yp[o] = 0.0f;
-                for (int64_t kh = 0; kh < g->kh; kh++) {
-                    int64_t ih = oh * g->sh - g->ph + kh;
-                    if (ih < 0 || ih >= g->h) continue;
-                    for (int64_t kw = 0; kw < g->kw; kw++) {
-                        int64_t iw = ow * g->sw - g->pw + kw;
-                        if (iw < 0 || iw >= g->w) continue;
-                        const float *xp = x + ((n * g->h + ih) * g->w + iw) * C;
+                int64_t ih0, iw0, kh0, kh1, kw0, kw1;
+                inside_taps(g, oh, ow, &ih0, &iw0, &kh0, &kh1, &kw0, &kw1);
+                for (int64_t kh = kh0; kh < kh1; kh++) {
+                    for (int64_t kw = kw0; kw < kw1; kw++) {
+                        const float *xp = x + ((n * g->h + ih0 + kh) * g->w + iw0 + kw) * C;
                         const float *wp = w + (kh * g->kw + kw) * cg * O;
                         for (int64_t o = 0; o < O; o++) {
                             const float *xg = xp + o / og * cg;
@@ -47,13 +56,11 @@ int pr_conv2d_grouped_backprop_input(const pr_window *g, int64_t groups, const f
         for (int64_t oh = 0; oh < g->ho; oh++)
             for (int64_t ow = 0; ow < g->wo; ow++) {
                 const float *dyp = dy + ((n * g->ho + oh) * g->wo + ow) * O;
-                for (int64_t kh = 0; kh < g->kh; kh++) {
-                    int64_t ih = oh * g->sh - g->ph + kh;
-                    if (ih < 0 || ih >= g->h) continue;
-                    for (int64_t kw = 0; kw < g->kw; kw++) {
-                        int64_t iw = ow * g->sw - g->pw + kw;
-                        if (iw < 0 || iw >= g->w) continue;
-                        float *dxp = dxn + (ih * g->w + iw) * C;
+                int64_t ih0, iw0, kh0, kh1, kw0, kw1;
+                inside_taps(g, oh, ow, &ih0, &iw0, &kh0, &kh1, &kw0, &kw1);
+                for (int64_t kh = kh0; kh < kh1; kh++) {
+                    for (int64_t kw = kw0; kw < kw1; kw++) {
+                        float *dxp = dxn + ((ih0 + kh) * g->w + iw0 + kw) * C;
                         const float *wp = w + (kh * g->kw + kw) * cg * O;
                         for (int64_t o = 0; o < O; o++) {
                             float d = dyp[o];

@@ -134,6 +134,14 @@ static int lanes_of(int64_t b, int64_t n) { return n - 8 * b >= 8 ? 8 : (int)(n 
 
 /* ---- the tiles ------------------------------------------------------------------ */
 
+/* The accumulators acc[j][m], j < NB blocks, m < WT rows, of ft_body and bt_body <- 0. */
+ALWAYS_INLINE void zero_acc(__m256 acc[3][12], const int WT, const int NB) {
+    UNROLL
+    for (int j = 0; j < NB; j++)
+        UNROLL
+        for (int m = 0; m < WT; m++) acc[j][m] = _mm256_setzero_ps();
+}
+
 /* Forward and input gradient: C(m, j) = sum_(t, c) A(m, t, c) B(t*ck + c, j)
  * for m < WT rows, j < NB blocks of 8 columns; A(m, t, c) = ap[m*aps + t][aoff + c]
  * (t < nt, c < ck, a multiple of KI); B(k, j) = the 8 floats at b + k*bk + 8*j;
@@ -150,10 +158,7 @@ typedef struct {
 
 ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const int KI) {
     __m256 acc[3][12];
-    UNROLL
-    for (int j = 0; j < NB; j++)
-        UNROLL
-        for (int m = 0; m < WT; m++) acc[j][m] = _mm256_setzero_ps();
+    zero_acc(acc, WT, NB);
     const float *b = A->b;
     const int64_t bk = A->bk, ck = A->ck;
     for (int64_t t = 0; t < A->nt; t++) {
@@ -204,10 +209,7 @@ typedef struct {
 
 ALWAYS_INLINE void bt_body(const bt_args *A, const int WT, const int NB) {
     __m256 acc[3][12];
-    UNROLL
-    for (int j = 0; j < NB; j++)
-        UNROLL
-        for (int m = 0; m < WT; m++) acc[j][m] = _mm256_setzero_ps();
+    zero_acc(acc, WT, NB);
     const float *b = A->b;
     const float *const *ap = A->ap;
     const int64_t bk = A->bk, aps = A->aps, aoff = A->aoff;
@@ -391,6 +393,29 @@ AVX2_FN void dw_backprop_input(const geo *q, const float *dy, const float *w, fl
 AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, float *dw,
                                 void *scratch);
 
+typedef void dw_pass(const geo *q, const float *in, const float *w, float *out, void *scratch);
+typedef void pack_pass(const geo *q, const float *w, float *wp);
+
+/* The start of the forward and input-gradient passes: q for (g, groups); a
+ * depthwise convolution runs whole in dw (PR_OK, *areas NULL); else w packed
+ * by pack at the start of scratch and *areas the per-thread areas after it
+ * (PR_OK), or PR_ERR_INTERNAL for a geometry the variant does not take. */
+static int begin_pass(geo *q, const pr_window *g, int64_t groups, pr_conv_pass pass,
+                      dw_pass *dw, pack_pass *pack, const float *in, const float *w, float *out,
+                      void *scratch, float **areas) {
+    geo_init(q, g, groups);
+    *areas = NULL;
+    if (q->depthwise) {
+        dw(q, in, w, out, scratch);
+        return PR_OK;
+    }
+    if (!pr_conv_grouped_avx2_supports(g, groups)) return PR_ERR_INTERNAL;
+    float *wp = scratch;
+    *areas = wp + packed_floats(q, pass);
+    pack(q, w, wp);
+    return PR_OK;
+}
+
 /* ---- forward ---------------------------------------------------------------------- */
 
 /* wp[gi][t][c][ob][8] = w[t, c, gi * og + 8 * ob + lane], zeros past og. */
@@ -407,14 +432,10 @@ static void pack_forward(const geo *q, const float *w, float *wp) {
 int pr_conv_grouped_avx2_forward(const pr_window *g, int64_t groups, const float *x,
                                  const float *w, float *y, void *scratch) {
     geo q;
-    geo_init(&q, g, groups);
-    if (q.depthwise) {
-        dw_forward(&q, x, w, y, scratch);
-        return PR_OK;
-    }
-    if (!pr_conv_grouped_avx2_supports(g, groups)) return PR_ERR_INTERNAL;
-    float *wp = scratch, *areas = wp + packed_floats(&q, PR_CONV_FORWARD);
-    pack_forward(&q, w, wp);
+    float *wp = scratch, *areas;
+    int rc = begin_pass(&q, g, groups, PR_CONV_FORWARD, dw_forward, pack_forward, x, w, y,
+                        scratch, &areas);
+    if (rc != PR_OK || !areas) return rc;
 #pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
     for (int64_t s = 0; s < q.S; s++) {
         area ar = thread_area(&q, areas, THREAD_ID());
@@ -522,14 +543,10 @@ static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, i
 int pr_conv_grouped_avx2_backprop_input(const pr_window *g, int64_t groups, const float *dy,
                                         const float *w, float *dx, void *scratch) {
     geo q;
-    geo_init(&q, g, groups);
-    if (q.depthwise) {
-        dw_backprop_input(&q, dy, w, dx, scratch);
-        return PR_OK;
-    }
-    if (!pr_conv_grouped_avx2_supports(g, groups)) return PR_ERR_INTERNAL;
-    float *wp = scratch, *areas = wp + packed_floats(&q, PR_CONV_BACKPROP_INPUT);
-    pack_backprop_input(&q, w, wp);
+    float *wp = scratch, *areas;
+    int rc = begin_pass(&q, g, groups, PR_CONV_BACKPROP_INPUT, dw_backprop_input,
+                        pack_backprop_input, dy, w, dx, scratch, &areas);
+    if (rc != PR_OK || !areas) return rc;
     const int64_t phases = g->sh * g->sw, block = q.og * q.nbc * 8;
 #pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
     for (int64_t s = 0; s < q.S; s++) {
@@ -651,32 +668,20 @@ AVX2_FN void dw_forward_pixel(int64_t C, int64_t T, const int64_t *off, const fl
     }
 }
 
-/* dy at one pixel (d) times w, added to dx at its taps (offsets off). */
-AVX2_FN void dw_backprop_input_pixel(int64_t C, int64_t T, const int64_t *off, const float *d,
-                                     const float *w, float *dx) {
+/* One pixel's dy (d) times src, added to acc, for each tap t inside the
+ * input (off[t] >= 0): the input gradient (src w, acc dx at the tap's offset)
+ * or the filter gradient (src x at the tap's offset, acc the partial dw),
+ * as src_at_offsets says. */
+AVX2_FN void dw_add_pixel(int64_t C, int64_t T, const int64_t *off, const float *d,
+                          const float *src, float *acc, int src_at_offsets) {
     for (int64_t b = 0; b < (C + 7) / 8; b++) {
         int l = lanes_of(b, C);
         __m256 dv = load_block(d + 8 * b, l);
         for (int64_t t = 0; t < T; t++) {
             if (off[t] < 0) continue;
-            float *p = dx + off[t] + 8 * b;
-            store_block(p, _mm256_fmadd_ps(dv, load_block(w + t * C + 8 * b, l),
-                                           load_block(p, l)), l);
-        }
-    }
-}
-
-/* x at one pixel's taps (offsets off) times its dy (d), added to part. */
-AVX2_FN void dw_backprop_filter_pixel(int64_t C, int64_t T, const int64_t *off, const float *x,
-                                      const float *d, float *part) {
-    for (int64_t b = 0; b < (C + 7) / 8; b++) {
-        int l = lanes_of(b, C);
-        __m256 dv = load_block(d + 8 * b, l);
-        for (int64_t t = 0; t < T; t++) {
-            if (off[t] < 0) continue;
-            float *p = part + t * C + 8 * b;
-            store_block(p, _mm256_fmadd_ps(load_block(x + off[t] + 8 * b, l), dv,
-                                           load_block(p, l)), l);
+            const float *a = src + (src_at_offsets ? off[t] : t * C) + 8 * b;
+            float *p = acc + (src_at_offsets ? t * C : off[t]) + 8 * b;
+            store_block(p, _mm256_fmadd_ps(load_block(a, l), dv, load_block(p, l)), l);
         }
     }
 }
@@ -710,7 +715,7 @@ AVX2_FN void dw_backprop_input(const geo *q, const float *dy, const float *w, fl
         memset(dx + n0 * image, 0, sizeof(float) * (size_t)((n1 - n0) * image));
         for (int64_t pix = s0; pix < s1; pix++) {
             tap_offsets(q, pix, ar.off);
-            dw_backprop_input_pixel(C, q->T, ar.off, dy + pix * C, w, dx);
+            dw_add_pixel(C, q->T, ar.off, dy + pix * C, w, dx, 0);
         }
     }
 }
@@ -731,7 +736,7 @@ AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, f
             memset(part, 0, sizeof(float) * (size_t)K);
             for (int64_t pix = s0; pix < s1; pix++) {
                 tap_offsets(q, pix, ar.off);
-                dw_backprop_filter_pixel(C, q->T, ar.off, x, dy + pix * C, part);
+                dw_add_pixel(C, q->T, ar.off, dy + pix * C, x, part, 1);
             }
         }
 #pragma omp for schedule(static)

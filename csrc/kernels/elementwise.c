@@ -81,17 +81,29 @@ static int collapse(int ndim, int64_t *shape, int64_t *sa, int64_t *sb) {
     return ndim ? k + 1 : 0;
 }
 
-int pr_k_binary(pr_binary_kind k, const float *a, const int64_t *sa_in, const float *b,
-                const int64_t *sb_in, float *out, int ndim, const int64_t *shape_in) {
-    int64_t shape[PR_MAX_DIMS] = {0}, sa[PR_MAX_DIMS] = {0}, sb[PR_MAX_DIMS] = {0};
+/* The layout of a binary op's operands: shape and strides copied from the
+ * _in arrays and collapsed; returns the collapsed ndim (0: a single
+ * element) and sets the last dimension (inner) and the product of the
+ * others (rows). */
+static int binary_layout(int ndim, const int64_t *shape_in, const int64_t *sa_in,
+                         const int64_t *sb_in, int64_t *shape, int64_t *sa, int64_t *sb,
+                         int64_t *inner, int64_t *rows) {
     for (int d = 0; d < ndim; d++) shape[d] = shape_in[d], sa[d] = sa_in[d], sb[d] = sb_in[d];
     ndim = collapse(ndim, shape, sa, sb);
+    *inner = ndim ? shape[ndim - 1] : 1;
+    *rows = 1;
+    for (int d = 0; d < ndim - 1; d++) *rows *= shape[d];
+    return ndim;
+}
+
+int pr_k_binary(pr_binary_kind k, const float *a, const int64_t *sa_in, const float *b,
+                const int64_t *sb_in, float *out, int ndim, const int64_t *shape_in) {
+    int64_t shape[PR_MAX_DIMS] = {0}, sa[PR_MAX_DIMS] = {0}, sb[PR_MAX_DIMS] = {0}, inner, rows;
+    ndim = binary_layout(ndim, shape_in, sa_in, sb_in, shape, sa, sb, &inner, &rows);
     if (ndim == 0) {
         out[0] = apply(k, a[0], b[0]);
         return PR_OK;
     }
-    int64_t inner = shape[ndim - 1], rows = 1;
-    for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
     int64_t total = rows * inner;
     if (total == 0) return PR_OK;
     if (rows == 1 || (inner >= PARALLEL_MIN && rows < 4)) {
@@ -176,15 +188,12 @@ int pr_k_binary_int(pr_binary_kind k, pr_dtype dt, const void *a, const int64_t 
     if (k != PR_BIN_ADD && k != PR_BIN_SUB && k != PR_BIN_MUL && k != PR_BIN_MAX &&
         k != PR_BIN_MIN)
         return PR_ERR_VALUE;
-    int64_t shape[PR_MAX_DIMS] = {0}, sa[PR_MAX_DIMS] = {0}, sb[PR_MAX_DIMS] = {0};
-    for (int d = 0; d < ndim; d++) shape[d] = shape_in[d], sa[d] = sa_in[d], sb[d] = sb_in[d];
-    ndim = collapse(ndim, shape, sa, sb);
+    int64_t shape[PR_MAX_DIMS] = {0}, sa[PR_MAX_DIMS] = {0}, sb[PR_MAX_DIMS] = {0}, inner, rows;
+    ndim = binary_layout(ndim, shape_in, sa_in, sb_in, shape, sa, sb, &inner, &rows);
     if (ndim == 0) {
         store_int(dt, out, 0, apply_int(k, load_int(dt, a, 0), load_int(dt, b, 0)));
         return PR_OK;
     }
-    int64_t inner = shape[ndim - 1], rows = 1;
-    for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
     const int64_t ia = sa[ndim - 1], ib = sb[ndim - 1];
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (rows * inner >= PARALLEL_MIN)
     for (int64_t r = 0; r < rows; r++) {
@@ -198,15 +207,12 @@ int pr_k_binary_int(pr_binary_kind k, pr_dtype dt, const void *a, const int64_t 
 
 int pr_k_binary_bf16(pr_binary_kind k, const uint16_t *a, const int64_t *sa_in, const uint16_t *b,
                      const int64_t *sb_in, uint16_t *out, int ndim, const int64_t *shape_in) {
-    int64_t shape[PR_MAX_DIMS] = {0}, sa[PR_MAX_DIMS] = {0}, sb[PR_MAX_DIMS] = {0};
-    for (int d = 0; d < ndim; d++) shape[d] = shape_in[d], sa[d] = sa_in[d], sb[d] = sb_in[d];
-    ndim = collapse(ndim, shape, sa, sb);
+    int64_t shape[PR_MAX_DIMS] = {0}, sa[PR_MAX_DIMS] = {0}, sb[PR_MAX_DIMS] = {0}, inner, rows;
+    ndim = binary_layout(ndim, shape_in, sa_in, sb_in, shape, sa, sb, &inner, &rows);
     if (ndim == 0) {
         out[0] = pr_bf16_from_f32(apply(k, pr_bf16_to_f32(a[0]), pr_bf16_to_f32(b[0])));
         return PR_OK;
     }
-    int64_t inner = shape[ndim - 1], rows = 1;
-    for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
     const int64_t ia = sa[ndim - 1], ib = sb[ndim - 1];
 #if defined(__x86_64__) && defined(__GNUC__)
     if (k == PR_BIN_ADD && rows == 1 && ia == 1 && ib == 1 && pr_cpu_fast(PR_CPU_AVX512F)) {
@@ -238,16 +244,28 @@ int pr_k_binary_bf16(pr_binary_kind k, const uint16_t *a, const int64_t *sa_in, 
     return PR_OK;
 }
 
+/* For sum_to and broadcast between a row-major shape and strides st: a 0-d
+ * shape copies x[0] to out[0] and returns 1; else 0, with the last
+ * dimension (inner), the product of the others (rows) and the last stride
+ * (si). */
+static int scalar_or_rows(const float *x, int ndim, const int64_t *shape, const int64_t *st,
+                          float *out, int64_t *inner, int64_t *rows, int64_t *si) {
+    if (ndim == 0) {
+        out[0] = x[0];
+        return 1;
+    }
+    *inner = shape[ndim - 1];
+    *rows = 1;
+    for (int d = 0; d < ndim - 1; d++) *rows *= shape[d];
+    *si = st[ndim - 1];
+    return 0;
+}
+
 int pr_k_sum_to(const float *g, int ndim, const int64_t *shape, const int64_t *st, float *out,
                 int64_t out_size) {
     memset(out, 0, sizeof(float) * (size_t)out_size);
-    if (ndim == 0) {
-        out[0] = g[0];
-        return PR_OK;
-    }
-    int64_t inner = shape[ndim - 1], rows = 1;
-    for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
-    int64_t si = st[ndim - 1];
+    int64_t inner, rows, si;
+    if (scalar_or_rows(g, ndim, shape, st, out, &inner, &rows, &si)) return PR_OK;
     /* Single-threaded accumulation in order: deterministic results. */
     for (int64_t r = 0; r < rows; r++) {
         const float *gr = g + r * inner;
@@ -264,13 +282,8 @@ int pr_k_sum_to(const float *g, int ndim, const int64_t *shape, const int64_t *s
 }
 
 int pr_k_broadcast(const float *x, int ndim, const int64_t *shape, const int64_t *st, float *out) {
-    if (ndim == 0) {
-        out[0] = x[0];
-        return PR_OK;
-    }
-    int64_t inner = shape[ndim - 1], rows = 1;
-    for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
-    int64_t si = st[ndim - 1];
+    int64_t inner, rows, si;
+    if (scalar_or_rows(x, ndim, shape, st, out, &inner, &rows, &si)) return PR_OK;
 #pragma omp parallel for num_threads(pr_get_num_threads()) if (rows * inner >= PARALLEL_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + pr_outer_offset(r, ndim, shape, st);

@@ -73,6 +73,20 @@ int64_t pr_shape_size(int ndim, const int64_t *shape, size_t itemsize);
 void pr_kernel_error(const char *fmt, ...);
 const char *pr_kernel_error_message(void);
 
+/* Label i of an integer label array: int64, uint8, or else int32. */
+static inline int64_t pr_label_at(const void *labels, pr_dtype dt, int64_t i) {
+    switch (dt) {
+    case PR_I64: return ((const int64_t *)labels)[i];
+    case PR_U8: return ((const uint8_t *)labels)[i];
+    default: return ((const int32_t *)labels)[i];
+    }
+}
+
+/* PR_OK when labels [0, n) (as pr_label_at reads them) all lie in [0, k);
+ * else PR_ERR_VALUE, the first bad one reported as "label L at <where> I is
+ * outside [0, k)" (common.c). */
+int pr_check_labels(const void *labels, pr_dtype dt, int64_t n, int64_t k, const char *where);
+
 /* 64-byte aligned allocation, the one allocator for tensor buffers; blocks
  * of 256 KiB and more are kept when freed and reused (up to 1 GiB), so
  * repeated eager calls do not page-fault fresh memory (common.c). */

@@ -107,12 +107,22 @@ typedef double v8d __attribute__((vector_size(64)));
 typedef double v8d_u __attribute__((vector_size(64), aligned(8), may_alias));
 #define widen(v) __builtin_convertvector((v), v8d)
 #define store8d(p, v) (*(v8d_u *)(p) = (v))
+/* s1, s2 [j0, j0 + CB) <- a channel block's sums a0|a1 and q0|q1. */
+#define store_sums(s1, s2, j0, a0, a1, q0, q1)                                                 \
+    (store8d((s1) + (j0), a0), store8d((s1) + (j0) + 8, a1), store8d((s2) + (j0), q0),         \
+     store8d((s2) + (j0) + 8, q1))
+
+/* s1, s2 [j0, c) <- 0: the leftover channels' sums, which the rows add to. */
+static inline void zero_sums(double *s1, double *s2, int64_t j0, int64_t c) {
+    for (int64_t j = j0; j < c; j++) s1[j] = s2[j] = 0.0;
+}
 
 /* s1 = sum (x - shift), s2 = sum (x - shift)^2 over rows [lo, hi). */
 #define STATS_ROWS(T)                                                                        \
     PR_CLONES static void stats_rows_##T(const elem_##T *restrict x, const float *restrict shift, \
                                       int64_t lo, int64_t hi, int64_t c, double *restrict s1,  \
                                       double *restrict s2) {                                   \
+        zero_sums(s1, s2, c / CB * CB, c); /* the leftover channels' */                       \
         int64_t j0 = 0;                                                                        \
         for (; j0 + CB <= c; j0 += CB) {                                                       \
             v8d sh0 = widen(ld8_f32(shift + j0)), sh1 = widen(ld8_f32(shift + j0 + 8));        \
@@ -125,10 +135,8 @@ typedef double v8d_u __attribute__((vector_size(64), aligned(8), may_alias));
                 q0 += d0 * d0;                                                                 \
                 q1 += d1 * d1;                                                                 \
             }                                                                                  \
-            store8d(s1 + j0, a0), store8d(s1 + j0 + 8, a1);                                    \
-            store8d(s2 + j0, q0), store8d(s2 + j0 + 8, q1);                                    \
+            store_sums(s1, s2, j0, a0, a1, q0, q1);                                            \
         }                                                                                      \
-        for (int64_t j = j0; j < c; j++) s1[j] = s2[j] = 0.0;                                  \
         for (int64_t r = lo; r < hi && j0 < c; r++)                                            \
             for (int64_t j = j0; j < c; j++) {                                                 \
                 double d = (double)ld_##T(x, r * c + j) - shift[j];                            \
@@ -149,6 +157,7 @@ typedef double v8d_u __attribute__((vector_size(64), aligned(8), may_alias));
         const float *restrict a, const float *restrict ra, const float *restrict rb,           \
         int64_t lo, int64_t hi, int64_t c, double *restrict s1, double *restrict s2,           \
         elem_##T *restrict dx) {                                                               \
+        zero_sums(s1, s2, c / CB * CB, c); /* the leftover channels' */                       \
         int64_t j0 = 0;                                                                        \
         const v8f zero = {0};                                                                  \
         for (; j0 + CB <= c; j0 += CB) {                                                       \
@@ -173,10 +182,8 @@ typedef double v8d_u __attribute__((vector_size(64), aligned(8), may_alias));
                 q0 += w0 * widen(x0 - mu0);                                                    \
                 q1 += w1 * widen(x1 - mu1);                                                    \
             }                                                                                  \
-            store8d(s1 + j0, a0), store8d(s1 + j0 + 8, a1);                                    \
-            store8d(s2 + j0, q0), store8d(s2 + j0 + 8, q1);                                    \
+            store_sums(s1, s2, j0, a0, a1, q0, q1);                                            \
         }                                                                                      \
-        for (int64_t j = j0; j < c; j++) s1[j] = s2[j] = 0.0;                                  \
         for (int64_t r = lo; r < hi && j0 < c; r++)                                            \
             for (int64_t j = j0; j < c; j++) {                                                 \
                 float g = ld_##T(dy, r * c + j), xv = ld_##T(x, r * c + j);                    \
@@ -573,6 +580,31 @@ static void dx_rows(const void *dy, const void *x, pr_dtype xt, const float *mea
     else dx_rows_f32_f32(dy, x, mean, A, B, C, ra, rb, lo, hi, c, dx);
 }
 
+/* y <- affine_rows of every row of x with the coefficients (into a, b) of
+ * gamma, beta, mean, var, chunk by chunk in parallel. */
+static void normalize(const void *x, pr_dtype xt, const float *gamma, const float *beta,
+                      const float *mean, const float *var, const void *res, int64_t m, int64_t c,
+                      double eps, void *y, float *a, float *b, int relu) {
+    int64_t nc = n_chunks(m);
+    affine_coefs(gamma, beta, mean, var, c, eps, a, b);
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
+    for (int64_t k = 0; k < nc; k++)
+        affine_rows(x, xt, a, b, res, CHUNK_LO(k), CHUNK_HI(k), c, y, relu);
+}
+
+/* part[0, 2c) <- grad_stats_rows over every row, chunk by chunk in parallel
+ * and combined in chunk order. */
+static void grad_stats(const void *dy, const void *x, pr_dtype xt, const float *mean,
+                       const float *a, const float *ra, const float *rb, int64_t m, int64_t c,
+                       double *part, void *dx) {
+    int64_t nc = n_chunks(m);
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
+    for (int64_t k = 0; k < nc; k++)
+        grad_stats_rows(dy, x, xt, mean, a, ra, rb, CHUNK_LO(k), CHUNK_HI(k), c,
+                        part + k * 2 * c, part + k * 2 * c + c, dx);
+    combine(part, nc, c);
+}
+
 int pr_k_bn_train(const void *x, const float *gamma, const float *beta, const void *res,
                   pr_dtype xt, int64_t m, int64_t c, double eps, void *y, float *mean,
                   float *var, void *scratch, int relu) {
@@ -597,10 +629,7 @@ int pr_k_bn_train(const void *x, const float *gamma, const float *beta, const vo
         mean[j] = (float)(shift[j] + mu);
         var[j] = (float)v;
     }
-    affine_coefs(gamma, beta, mean, var, c, eps, a, b);
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
-    for (int64_t k = 0; k < nc; k++)
-        affine_rows(x, xt, a, b, res, CHUNK_LO(k), CHUNK_HI(k), c, y, relu);
+    normalize(x, xt, gamma, beta, mean, var, res, m, c, eps, y, a, b, relu);
     return PR_OK;
 }
 
@@ -615,11 +644,7 @@ int pr_k_bn_train_backward(const void *dy, const void *x, pr_dtype xt, const flo
         ra = C + c, rb = ra + c;
         affine_coefs(gamma, beta, mean, var, c, eps, ra, rb);
     }
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
-    for (int64_t k = 0; k < nc; k++)
-        grad_stats_rows(dy, x, xt, mean, NULL, ra, rb, CHUNK_LO(k), CHUNK_HI(k), c,
-                        part + k * 2 * c, part + k * 2 * c + c, NULL);
-    combine(part, nc, c);
+    grad_stats(dy, x, xt, mean, NULL, ra, rb, m, c, part, NULL);
     /* dx = A * g + B * (x - mean) + C per channel. */
     for (int64_t j = 0; j < c; j++) {
         double inv = 1.0 / sqrt((double)var[j] + eps), gi = gamma[j] * inv;
@@ -639,27 +664,18 @@ int pr_k_bn_train_backward(const void *dy, const void *x, pr_dtype xt, const flo
 int pr_k_bn_infer(const void *x, const float *gamma, const float *beta, const float *mean,
                   const float *var, pr_dtype xt, int64_t m, int64_t c, double eps, void *y,
                   void *scratch, int relu) {
-    int64_t nc = n_chunks(m);
-    float *a = coefs(scratch, m, c), *b = a + c;
-    affine_coefs(gamma, beta, mean, var, c, eps, a, b);
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
-    for (int64_t k = 0; k < nc; k++)
-        affine_rows(x, xt, a, b, NULL, CHUNK_LO(k), CHUNK_HI(k), c, y, relu);
+    float *a = coefs(scratch, m, c);
+    normalize(x, xt, gamma, beta, mean, var, NULL, m, c, eps, y, a, a + c, relu);
     return PR_OK;
 }
 
 int pr_k_bn_infer_backward(const void *dy, const void *x, pr_dtype xt, const float *gamma,
                            const float *mean, const float *var, int64_t m, int64_t c,
                            double eps, void *dx, float *dgamma, float *dbeta, void *scratch) {
-    int64_t nc = n_chunks(m);
     double *part = scratch;
     float *a = coefs(scratch, m, c);
     for (int64_t j = 0; j < c; j++) a[j] = (float)(gamma[j] / sqrt((double)var[j] + eps));
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (m * c >= PARALLEL_MIN)
-    for (int64_t k = 0; k < nc; k++)
-        grad_stats_rows(dy, x, xt, mean, a, NULL, NULL, CHUNK_LO(k), CHUNK_HI(k), c,
-                        part + k * 2 * c, part + k * 2 * c + c, dx);
-    combine(part, nc, c);
+    grad_stats(dy, x, xt, mean, a, NULL, NULL, m, c, part, dx);
     for (int64_t j = 0; j < c; j++) {
         dbeta[j] = (float)part[j];
         dgamma[j] = (float)(part[c + j] / sqrt((double)var[j] + eps));

@@ -34,7 +34,9 @@ static inline void window(const pr_window *g, int64_t oh, int64_t ow, int64_t *r
     *c0 = iw + lo, *c1 = iw + hi;
 }
 
-int pr_max_pool2d_forward(const pr_window *g, const float *x, float *y) {
+/* y <- the max (avg = 0) or the average (avg = 1) of each window, in
+ * parallel over output rows. */
+static void pool_forward(const pr_window *g, const float *x, float *y, int avg) {
     const int64_t C = g->c;
 #pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
     for (int64_t r = 0; r < g->n * g->ho; r++) {
@@ -44,14 +46,30 @@ int pr_max_pool2d_forward(const pr_window *g, const float *x, float *y) {
             float *yo = y + (r * g->wo + ow) * C;
             int64_t r0, r1, c0, c1;
             window(g, oh, ow, &r0, &r1, &c0, &c1);
-            memcpy(yo, xn + (r0 * g->w + c0) * C, sizeof(float) * (size_t)C);
+            if (!avg) {
+                memcpy(yo, xn + (r0 * g->w + c0) * C, sizeof(float) * (size_t)C);
+                for (int64_t ih = r0; ih < r1; ih++)
+                    for (int64_t iw = c0; iw < c1; iw++) {
+                        const float *xp = xn + (ih * g->w + iw) * C;
+                        for (int64_t c = 0; c < C; c++)
+                            yo[c] = wins(xp[c], yo[c]) ? xp[c] : yo[c];
+                    }
+                continue;
+            }
+            memset(yo, 0, sizeof(float) * (size_t)C);
             for (int64_t ih = r0; ih < r1; ih++)
                 for (int64_t iw = c0; iw < c1; iw++) {
                     const float *xp = xn + (ih * g->w + iw) * C;
-                    for (int64_t c = 0; c < C; c++) yo[c] = wins(xp[c], yo[c]) ? xp[c] : yo[c];
+                    for (int64_t c = 0; c < C; c++) yo[c] += xp[c];
                 }
+            float inv = 1.0f / (float)((r1 - r0) * (c1 - c0));
+            for (int64_t c = 0; c < C; c++) yo[c] *= inv;
         }
     }
+}
+
+int pr_max_pool2d_forward(const pr_window *g, const float *x, float *y) {
+    pool_forward(g, x, y, 0);
     return PR_OK;
 }
 
@@ -104,6 +122,61 @@ static void max_pool_backward_disjoint(const pr_window *g, const float *xn, cons
         }
 }
 
+/* dx of one image += dyo (C channels) at the first maximum (or NaN) of
+ * window rows [r0, r1), columns [c0, c1) of xn, channel by channel. */
+static inline void max_scatter(const pr_window *g, const float *xn, const float *dyo, int64_t r0,
+                               int64_t r1, int64_t c0, int64_t c1, float *dxn) {
+    const int64_t C = g->c;
+    for (int64_t cb = 0; cb < C; cb += CBLOCK) {
+        int64_t nc = C - cb < CBLOCK ? C - cb : CBLOCK;
+        float best[CBLOCK];
+        int64_t arg[CBLOCK];
+        int64_t p0 = (r0 * g->w + c0) * C + cb;
+        for (int64_t c = 0; c < nc; c++) best[c] = xn[p0 + c], arg[c] = p0;
+        for (int64_t ih = r0; ih < r1; ih++)
+            for (int64_t iw = c0; iw < c1; iw++) {
+                int64_t p = (ih * g->w + iw) * C + cb;
+                for (int64_t c = 0; c < nc; c++)
+                    if (wins(xn[p + c], best[c])) best[c] = xn[p + c], arg[c] = p;
+            }
+        for (int64_t c = 0; c < nc; c++) dxn[arg[c] + c] += dyo[cb + c];
+    }
+}
+
+/* dx of one image += dyo / (window size) over window rows [r0, r1),
+ * columns [c0, c1). */
+static inline void avg_scatter(const pr_window *g, const float *dyo, int64_t r0, int64_t r1,
+                               int64_t c0, int64_t c1, float *dxn) {
+    const int64_t C = g->c;
+    float inv = 1.0f / (float)((r1 - r0) * (c1 - c0));
+    for (int64_t ih = r0; ih < r1; ih++)
+        for (int64_t iw = c0; iw < c1; iw++) {
+            float *d = dxn + (ih * g->w + iw) * C;
+            for (int64_t c = 0; c < C; c++) d[c] += dyo[c] * inv;
+        }
+}
+
+/* dx <- the gradient of the max (avg = 0, x needed) or average (avg = 1, x
+ * unused) pooling: zeroed, then every window's dy scattered into it, in
+ * parallel over images. */
+static void pool_backward(const pr_window *g, const float *x, const float *dy, float *dx,
+                          int avg) {
+    const int64_t C = g->c, image = g->h * g->w * C;
+#pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
+    for (int64_t n = 0; n < g->n; n++) {
+        float *dxn = dx + n * image;
+        memset(dxn, 0, sizeof(float) * (size_t)image);
+        for (int64_t oh = 0; oh < g->ho; oh++)
+            for (int64_t ow = 0; ow < g->wo; ow++) {
+                const float *dyo = dy + ((n * g->ho + oh) * g->wo + ow) * C;
+                int64_t r0, r1, c0, c1;
+                window(g, oh, ow, &r0, &r1, &c0, &c1);
+                if (avg) avg_scatter(g, dyo, r0, r1, c0, c1, dxn);
+                else max_scatter(g, x + n * image, dyo, r0, r1, c0, c1, dxn);
+            }
+    }
+}
+
 int pr_max_pool2d_backward(const pr_window *g, const float *x, const float *dy, float *dx) {
     const int64_t C = g->c, image = g->h * g->w * C;
     if (g->sh >= g->kh && g->sw >= g->kw) {
@@ -113,77 +186,17 @@ int pr_max_pool2d_backward(const pr_window *g, const float *x, const float *dy, 
                                        dx + n * image);
         return PR_OK;
     }
-#pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
-    for (int64_t n = 0; n < g->n; n++) {
-        const float *xn = x + n * image;
-        float *dxn = dx + n * image;
-        memset(dxn, 0, sizeof(float) * (size_t)image);
-        for (int64_t oh = 0; oh < g->ho; oh++)
-            for (int64_t ow = 0; ow < g->wo; ow++) {
-                const float *dyo = dy + ((n * g->ho + oh) * g->wo + ow) * C;
-                int64_t r0, r1, c0, c1;
-                window(g, oh, ow, &r0, &r1, &c0, &c1);
-                for (int64_t cb = 0; cb < C; cb += CBLOCK) {
-                    int64_t nc = C - cb < CBLOCK ? C - cb : CBLOCK;
-                    float best[CBLOCK];
-                    int64_t arg[CBLOCK];
-                    int64_t p0 = (r0 * g->w + c0) * C + cb;
-                    for (int64_t c = 0; c < nc; c++) best[c] = xn[p0 + c], arg[c] = p0;
-                    for (int64_t ih = r0; ih < r1; ih++)
-                        for (int64_t iw = c0; iw < c1; iw++) {
-                            int64_t p = (ih * g->w + iw) * C + cb;
-                            for (int64_t c = 0; c < nc; c++)
-                                if (wins(xn[p + c], best[c])) best[c] = xn[p + c], arg[c] = p;
-                        }
-                    for (int64_t c = 0; c < nc; c++) dxn[arg[c] + c] += dyo[cb + c];
-                }
-            }
-    }
+    pool_backward(g, x, dy, dx, 0);
     return PR_OK;
 }
 
 int pr_avg_pool2d_forward(const pr_window *g, const float *x, float *y) {
-    const int64_t C = g->c;
-#pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
-    for (int64_t r = 0; r < g->n * g->ho; r++) {
-        int64_t n = r / g->ho, oh = r % g->ho;
-        const float *xn = x + n * g->h * g->w * C;
-        for (int64_t ow = 0; ow < g->wo; ow++) {
-            float *yo = y + (r * g->wo + ow) * C;
-            int64_t r0, r1, c0, c1;
-            window(g, oh, ow, &r0, &r1, &c0, &c1);
-            memset(yo, 0, sizeof(float) * (size_t)C);
-            for (int64_t ih = r0; ih < r1; ih++)
-                for (int64_t iw = c0; iw < c1; iw++) {
-                    const float *xp = xn + (ih * g->w + iw) * C;
-                    for (int64_t c = 0; c < C; c++) yo[c] += xp[c];
-                }
-            float inv = 1.0f / (float)((r1 - r0) * (c1 - c0));
-            for (int64_t c = 0; c < C; c++) yo[c] *= inv;
-        }
-    }
+    pool_forward(g, x, y, 1);
     return PR_OK;
 }
 
 int pr_avg_pool2d_backward(const pr_window *g, const float *dy, float *dx) {
-    const int64_t C = g->c, image = g->h * g->w * C;
-#pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
-    for (int64_t n = 0; n < g->n; n++) {
-        float *dxn = dx + n * image;
-        memset(dxn, 0, sizeof(float) * (size_t)image);
-        for (int64_t oh = 0; oh < g->ho; oh++)
-            for (int64_t ow = 0; ow < g->wo; ow++) {
-                const float *dyo = dy + ((n * g->ho + oh) * g->wo + ow) * C;
-                int64_t r0, r1, c0, c1;
-                window(g, oh, ow, &r0, &r1, &c0, &c1);
-                float inv = 1.0f / (float)((r1 - r0) * (c1 - c0));
-                for (int64_t ih = r0; ih < r1; ih++)
-                    for (int64_t iw = c0; iw < c1; iw++) {
-                        float *d = dxn + (ih * g->w + iw) * C;
-                        for (int64_t c = 0; c < C; c++) d[c] += dyo[c] * inv;
-                    }
-            }
-    }
+    pool_backward(g, NULL, dy, dx, 1);
     return PR_OK;
 }
 

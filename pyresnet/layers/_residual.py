@@ -23,6 +23,8 @@ class ResidualBase(Layer):
     """
 
     _autocast_inputs = True  # Keras's autocast: float32 inputs to a bfloat16 compute dtype
+    # the sublayers __init__ makes, in the order of their weights (each subclass its own)
+    _sublayer_order = ("conv1", "bn1", "conv2", "bn2")
 
     def __init__(self, filters, strides=1, shortcut="projection", kernel_initializer="he_normal",
                  momentum=0.99, epsilon=1e-3, **kwargs):
@@ -38,6 +40,11 @@ class ResidualBase(Layer):
         self.momentum, self.epsilon = momentum, epsilon
         self._pad_kernel = None  # the constant 0/1 kernel of a "zero_pad" shortcut
         self.input_spec = InputSpec(ndim=4)
+        for name in self._sublayer_order:  # the 3x3 convolutions (conv1 strided) and the BNs
+            if name.startswith("bn"):
+                setattr(self, name, self._bn())
+            else:
+                setattr(self, name, self._conv(3, self.strides if name == "conv1" else 1))
 
     def _conv(self, size, strides):
         """A ``padding="same"`` Conv2D without bias, of this block's filters."""

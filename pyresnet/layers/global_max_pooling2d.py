@@ -1,11 +1,9 @@
 """``GlobalMaxPooling2D``."""
 from .. import ops
-from ._args import standardize_data_format
-from .input_spec import InputSpec
-from .layer import Layer
+from ._global_pooling2d import GlobalPooling2DBase
 
 
-class GlobalMaxPooling2D(Layer):
+class GlobalMaxPooling2D(GlobalPooling2DBase):
     """The maximum over the spatial axes, as ``keras.layers.GlobalMaxPooling2D``:
     float32 ``(batch, H, W, C)`` -> ``(batch, C)``, or ``(batch, 1, 1, C)``
     with ``keepdims=True``.  Computed as one ``max_pool2d`` whose window is
@@ -21,11 +19,7 @@ class GlobalMaxPooling2D(Layer):
             or width is unknown.
     """
 
-    def __init__(self, data_format=None, keepdims=False, **kwargs):
-        super().__init__(**kwargs)
-        self.data_format = standardize_data_format(data_format, "GlobalMaxPooling2D")
-        self.keepdims = bool(keepdims)
-        self.input_spec = InputSpec(ndim=4)
+    _layer_name = "GlobalMaxPooling2D"
 
     def call(self, inputs):
         h, w = inputs.shape[1], inputs.shape[2]
@@ -36,7 +30,3 @@ class GlobalMaxPooling2D(Layer):
         if not self.keepdims:
             y = ops.reshape(y, (-1, ops.shape(y)[3]))
         return y
-
-    def compute_output_shape(self, input_shape):
-        n, c = input_shape[0], input_shape[-1]
-        return (n, 1, 1, c) if self.keepdims else (n, c)

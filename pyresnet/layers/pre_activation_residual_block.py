@@ -40,14 +40,7 @@ class PreActivationResidualBlock(ResidualBase):
             channel count than it was built for.
     """
 
-    def __init__(self, filters, strides=1, shortcut="projection", kernel_initializer="he_normal",
-                 momentum=0.99, epsilon=1e-3, **kwargs):
-        super().__init__(filters, strides, shortcut, kernel_initializer, momentum, epsilon,
-                         **kwargs)
-        self.bn1 = self._bn()
-        self.conv1 = self._conv(3, self.strides)
-        self.bn2 = self._bn()
-        self.conv2 = self._conv(3, 1)
+    _sublayer_order = ("bn1", "conv1", "bn2", "conv2")
 
     def build(self, input_shape):
         self.bn1.build(input_shape)

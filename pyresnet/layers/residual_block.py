@@ -44,15 +44,6 @@ class ResidualBlock(ResidualBase):
             channel count than it was built for.
     """
 
-    def __init__(self, filters, strides=1, shortcut="projection", kernel_initializer="he_normal",
-                 momentum=0.99, epsilon=1e-3, **kwargs):
-        super().__init__(filters, strides, shortcut, kernel_initializer, momentum, epsilon,
-                         **kwargs)
-        self.conv1 = self._conv(3, self.strides)
-        self.bn1 = self._bn()
-        self.conv2 = self._conv(3, 1)
-        self.bn2 = self._bn()
-
     def build(self, input_shape):
         self.conv1.build(input_shape)
         shape = self.conv1.compute_output_shape(input_shape)

@@ -464,20 +464,31 @@ def _serialize_loss(loss):
     raise TypeError(f"loss {loss!r}")
 
 
+def _deserialize_nested(data, leaf, what):
+    """``data`` with each ``{"class_name": ...}`` dict made an object by
+    ``leaf``, through lists and dicts; strings and None stay.  ValueError
+    ("malformed saved <what>") for anything else."""
+    if isinstance(data, dict) and "class_name" in data:
+        return leaf(data)
+    if isinstance(data, list):
+        return [_deserialize_nested(item, leaf, what) for item in data]
+    if isinstance(data, dict):
+        return {k: _deserialize_nested(v, leaf, what) for k, v in data.items()}
+    if data is not None and not isinstance(data, str):
+        raise ValueError(f"malformed saved {what} {data!r}")
+    return data
+
+
 def _deserialize_loss(data):
     from .. import losses  # noqa: PLC0415
-    if isinstance(data, dict) and "class_name" in data:
+
+    def loss_object(item):
         known = {cls.__name__: cls for cls in losses._BY_NAME.values()}
-        if data["class_name"] not in known:
-            raise ValueError(f"unknown saved loss class {data['class_name']!r}")
-        return known[data["class_name"]].from_config(data["config"])
-    if isinstance(data, list):
-        return [_deserialize_loss(item) for item in data]
-    if isinstance(data, dict):
-        return {k: _deserialize_loss(v) for k, v in data.items()}
-    if data is not None and not isinstance(data, str):
-        raise ValueError(f"malformed saved loss {data!r}")
-    return data
+        if item["class_name"] not in known:
+            raise ValueError(f"unknown saved loss class {item['class_name']!r}")
+        return known[item["class_name"]].from_config(item["config"])
+
+    return _deserialize_nested(data, loss_object, "loss")
 
 
 def _serialize_metrics(metrics):
@@ -491,15 +502,7 @@ def _serialize_metrics(metrics):
 
 def _deserialize_metrics(data):
     from .. import metrics as metrics_module  # noqa: PLC0415
-    if isinstance(data, dict) and "class_name" in data:
-        return metrics_module.deserialize(data)
-    if isinstance(data, list):
-        return [_deserialize_metrics(m) for m in data]
-    if isinstance(data, dict):
-        return {k: _deserialize_metrics(v) for k, v in data.items()}
-    if data is not None and not isinstance(data, str):
-        raise ValueError(f"malformed saved metrics {data!r}")
-    return data
+    return _deserialize_nested(data, metrics_module.deserialize, "metrics")
 
 
 def compile_config(model):

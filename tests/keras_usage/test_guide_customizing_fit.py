@@ -12,6 +12,19 @@ import pytest
 import pyresnet as keras
 from pyresnet import layers, ops
 
+from guide_models import gan_models
+
+
+def update_metrics(metrics, loss, y, y_pred):
+    """The guide's metric loop: the "loss" tracker takes ``loss``, the
+    others ``(y, y_pred)``; returns every metric's result by name."""
+    for metric in metrics:
+        if metric.name == "loss":
+            metric.update_state(loss)
+        else:
+            metric.update_state(y, y_pred)
+    return {m.name: m.result() for m in metrics}
+
 
 class CustomModel(keras.Model):
     def train_step(self, data):
@@ -22,12 +35,7 @@ class CustomModel(keras.Model):
         trainable_vars = self.trainable_variables
         gradients = tape.gradient(loss, trainable_vars)
         self.optimizer.apply(gradients, trainable_vars)
-        for metric in self.metrics:
-            if metric.name == "loss":
-                metric.update_state(loss)
-            else:
-                metric.update_state(y, y_pred)
-        return {m.name: m.result() for m in self.metrics}
+        return update_metrics(self.metrics, loss, y, y_pred)
 
 
 def regression_data(rng, n=256):
@@ -131,12 +139,7 @@ class EvalModel(keras.Model):
         x, y = data
         y_pred = self(x, training=False)
         loss = self.compute_loss(y=y, y_pred=y_pred)
-        for metric in self.metrics:
-            if metric.name == "loss":
-                metric.update_state(loss)
-            else:
-                metric.update_state(y, y_pred)
-        return {m.name: m.result() for m in self.metrics}
+        return update_metrics(self.metrics, loss, y, y_pred)
 
 
 def test_providing_your_own_evaluation_step(rng):
@@ -216,31 +219,6 @@ class GAN(keras.Model):
         self.d_loss_tracker.update_state(d_loss)
         self.g_loss_tracker.update_state(g_loss)
         return {"d_loss": self.d_loss_tracker.result(), "g_loss": self.g_loss_tracker.result()}
-
-
-def gan_models(latent_dim):
-    """The guide's discriminator and generator (fewer filters)."""
-    discriminator = keras.Sequential([
-        keras.Input(shape=(28, 28, 1)),
-        layers.Conv2D(16, (3, 3), strides=(2, 2), padding="same"),
-        layers.LeakyReLU(negative_slope=0.2),
-        layers.Conv2D(32, (3, 3), strides=(2, 2), padding="same"),
-        layers.LeakyReLU(negative_slope=0.2),
-        layers.GlobalMaxPooling2D(),
-        layers.Dense(1),
-    ], name="discriminator")
-    generator = keras.Sequential([
-        keras.Input(shape=(latent_dim,)),
-        layers.Dense(7 * 7 * 16),
-        layers.LeakyReLU(negative_slope=0.2),
-        layers.Reshape((7, 7, 16)),
-        layers.Conv2DTranspose(16, (4, 4), strides=(2, 2), padding="same"),
-        layers.LeakyReLU(negative_slope=0.2),
-        layers.Conv2DTranspose(16, (4, 4), strides=(2, 2), padding="same"),
-        layers.LeakyReLU(negative_slope=0.2),
-        layers.Conv2D(1, (7, 7), padding="same", activation="sigmoid"),
-    ], name="generator")
-    return discriminator, generator
 
 
 def test_gan_trained_by_fit_on_images_only(mnist_like):

@@ -287,6 +287,19 @@ def test_in_memory_model_cloning():
     np.testing.assert_array_equal(new_model.predict(x, verbose=0), model.predict(x, verbose=0))
 
 
+def three_layer_mlp(dropout=False):
+    """The guide's functional "3_layer_mlp" (784 -> 64 -> 64 -> 10), with a
+    Dropout(0.5), which has no weights, before the output layer if
+    ``dropout``."""
+    inputs = keras.Input(shape=(784,), name="digits")
+    x = keras.layers.Dense(64, activation="relu", name="dense_1")(inputs)
+    x = keras.layers.Dense(64, activation="relu", name="dense_2")(x)
+    if dropout:
+        x = keras.layers.Dropout(0.5)(x)
+    outputs = keras.layers.Dense(10, name="predictions")(x)
+    return keras.Model(inputs=inputs, outputs=outputs, name="3_layer_mlp")
+
+
 def create_layer():
     layer = keras.layers.Dense(64, activation="relu", name="dense_2")
     layer.build((None, 784))
@@ -303,11 +316,7 @@ def test_transfer_weights_between_layers_and_models():
         np.testing.assert_array_equal(a, b)
 
     # Create a simple functional model
-    inputs = keras.Input(shape=(784,), name="digits")
-    x = keras.layers.Dense(64, activation="relu", name="dense_1")(inputs)
-    x = keras.layers.Dense(64, activation="relu", name="dense_2")(x)
-    outputs = keras.layers.Dense(10, name="predictions")(x)
-    functional_model = keras.Model(inputs=inputs, outputs=outputs, name="3_layer_mlp")
+    functional_model = three_layer_mlp()
 
     # Define a subclassed model with the same architecture
     class SubclassedModel(keras.Model):
@@ -339,16 +348,8 @@ def test_transfer_weights_between_layers_and_models():
         np.testing.assert_allclose(a.numpy(), b.numpy())
 
     # The case of stateless layers
-    inputs = keras.Input(shape=(784,), name="digits")
-    x = keras.layers.Dense(64, activation="relu", name="dense_1")(inputs)
-    x = keras.layers.Dense(64, activation="relu", name="dense_2")(x)
-
     # Add a dropout layer, which does not contain any weights.
-    x = keras.layers.Dropout(0.5)(x)
-    outputs = keras.layers.Dense(10, name="predictions")(x)
-    functional_model_with_dropout = keras.Model(
-        inputs=inputs, outputs=outputs, name="3_layer_mlp"
-    )
+    functional_model_with_dropout = three_layer_mlp(dropout=True)
 
     functional_model_with_dropout.set_weights(functional_model.get_weights())
     probe = np.random.default_rng(2).random((2, 784)).astype("float32")
@@ -375,11 +376,7 @@ def test_weights_only_saving_and_transfer_learning(tmp_path, monkeypatch):
     for a, b in zip(saved, sequential_model.get_weights()):
         np.testing.assert_array_equal(a, b)
 
-    inputs = keras.Input(shape=(784,), name="digits")
-    x = keras.layers.Dense(64, activation="relu", name="dense_1")(inputs)
-    x = keras.layers.Dense(64, activation="relu", name="dense_2")(x)
-    outputs = keras.layers.Dense(10, name="predictions")(x)
-    functional_model = keras.Model(inputs=inputs, outputs=outputs, name="3_layer_mlp")
+    functional_model = three_layer_mlp()
 
     # Extract a portion of the functional model defined in the Setup section.
     # The following lines produce a new model that excludes the final output

@@ -12,6 +12,8 @@ import pytest
 import pyresnet as keras
 from pyresnet import layers, ops
 
+from guide_models import gan_models
+
 
 def get_model():
     inputs = keras.Input(shape=(784,), name="digits")
@@ -33,23 +35,37 @@ def datasets(mnist_like, batch_size=64):
     return train_dataset, val_dataset, (x_val, y_val)
 
 
-def test_end_to_end_loop_with_metrics(mnist_like):
+def training_setup(mnist_like):
+    """What the guide's loops start from: the model, SGD with momentum, the
+    loss, the train and validation accuracy metrics, then ``datasets``."""
     model = get_model()
     optimizer = keras.optimizers.SGD(learning_rate=1e-2, momentum=0.9)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    train_acc_metric = keras.metrics.SparseCategoricalAccuracy()
-    val_acc_metric = keras.metrics.SparseCategoricalAccuracy()
-    train_dataset, val_dataset, (x_val, y_val) = datasets(mnist_like)
+    metrics = (keras.metrics.SparseCategoricalAccuracy(), keras.metrics.SparseCategoricalAccuracy())
+    return (model, optimizer, loss_fn, *metrics, *datasets(mnist_like))
+
+
+def sgd_step(model, optimizer, loss_fn, x, y):
+    """The guide's training step (eager, or traced inside ``keras.compile``):
+    the loss under a tape, its gradients applied; returns the loss and the
+    logits."""
+    with keras.GradientTape() as tape:
+        logits = model(x, training=True)
+        loss_value = loss_fn(y, logits)
+    grads = tape.gradient(loss_value, model.trainable_weights)
+    optimizer.apply_gradients(zip(grads, model.trainable_weights))
+    return loss_value, logits
+
+
+def test_end_to_end_loop_with_metrics(mnist_like):
+    (model, optimizer, loss_fn, train_acc_metric, val_acc_metric, train_dataset, val_dataset,
+     (x_val, y_val)) = training_setup(mnist_like)
 
     epoch_losses = []
     for epoch in range(2):
         seen_correct, seen, losses = 0, 0, []
         for step, (x_batch_train, y_batch_train) in enumerate(train_dataset):
-            with keras.GradientTape() as tape:
-                logits = model(x_batch_train, training=True)
-                loss_value = loss_fn(y_batch_train, logits)
-            grads = tape.gradient(loss_value, model.trainable_weights)
-            optimizer.apply_gradients(zip(grads, model.trainable_weights))
+            loss_value, logits = sgd_step(model, optimizer, loss_fn, x_batch_train, y_batch_train)
             train_acc_metric.update_state(y_batch_train, logits)
             seen_correct += int(np.sum(np.asarray(logits).argmax(1) == np.asarray(y_batch_train)))
             seen += len(np.asarray(y_batch_train))
@@ -70,20 +86,12 @@ def test_end_to_end_loop_with_metrics(mnist_like):
 
 
 def test_compiled_steps(mnist_like):
-    model = get_model()
-    optimizer = keras.optimizers.SGD(learning_rate=1e-2, momentum=0.9)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    train_acc_metric = keras.metrics.SparseCategoricalAccuracy()
-    val_acc_metric = keras.metrics.SparseCategoricalAccuracy()
-    train_dataset, val_dataset, (x_val, y_val) = datasets(mnist_like)
+    (model, optimizer, loss_fn, train_acc_metric, val_acc_metric, train_dataset, val_dataset,
+     (x_val, y_val)) = training_setup(mnist_like)
 
     @keras.compile
     def train_step(x, y):
-        with keras.GradientTape() as tape:
-            logits = model(x, training=True)
-            loss_value = loss_fn(y, logits)
-        grads = tape.gradient(loss_value, model.trainable_weights)
-        optimizer.apply_gradients(zip(grads, model.trainable_weights))
+        loss_value, logits = sgd_step(model, optimizer, loss_fn, x, y)
         train_acc_metric.update_state(y, logits)
         return loss_value
 
@@ -133,30 +141,6 @@ def test_low_level_handling_of_losses(mnist_like, rng):
     ce = float(loss_fn(yb, model(xb)))
     activations = np.asarray(model.layers[1](xb))
     assert float(train_step(xb, yb)) == pytest.approx(ce + 1e-2 * activations.sum(), rel=1e-4)
-
-
-def gan_models(latent_dim):
-    discriminator = keras.Sequential([
-        keras.Input(shape=(28, 28, 1)),
-        layers.Conv2D(16, 3, strides=2, padding="same"),
-        layers.LeakyReLU(negative_slope=0.2),
-        layers.Conv2D(32, 3, strides=2, padding="same"),
-        layers.LeakyReLU(negative_slope=0.2),
-        layers.GlobalMaxPooling2D(),
-        layers.Dense(1),
-    ], name="discriminator")
-    generator = keras.Sequential([
-        keras.Input(shape=(latent_dim,)),
-        layers.Dense(7 * 7 * 16),
-        layers.LeakyReLU(negative_slope=0.2),
-        layers.Reshape((7, 7, 16)),
-        layers.Conv2DTranspose(16, 4, strides=2, padding="same"),
-        layers.LeakyReLU(negative_slope=0.2),
-        layers.Conv2DTranspose(16, 4, strides=2, padding="same"),
-        layers.LeakyReLU(negative_slope=0.2),
-        layers.Conv2D(1, 7, padding="same", activation="sigmoid"),
-    ], name="generator")
-    return discriminator, generator
 
 
 def test_gan_training_loop(mnist_like):
