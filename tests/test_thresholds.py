@@ -526,6 +526,17 @@ def conv_direct_weight_bytes(rng):
                               "avx512_direct_bf16")
 
 
+def bf16_direct_filter_stripes(rng):
+    """conv_direct_bf16.c STRIPE_BYTES = 1 MiB of partial filter gradients:
+    16 stripes up to 64 KiB of gradient (9 x c x o x 4 bytes), fewer above,
+    at least 4 from 256 KiB: (c, o) of (40, 45) and (41, 45) around 16, (80,
+    91) and (81, 91) around the floor of 4, at batch 17 (more images than
+    stripes)."""
+    for c, o in ((40, 45), (41, 45), (80, 91), (81, 91)):
+        _bf16_conv_all_passes(rng, (17, 3, 4, c), (3, 3, c, o), 1, True, f"c={c} o={o}",
+                              "avx512_direct_bf16")
+
+
 def bf16_direct_filter_tiles(rng):
     """conv_direct_tiles.h MAX_TILE = 24 accumulators and MAX_NB = 4 blocks
     of 16 output channels per weight-gradient tile of conv_direct_bf16.c (24 /
@@ -698,6 +709,7 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct_tiles.h", "MAX_NB"): conv_direct_channel_blocks,
     ("conv_direct_tiles.h", "MAX_NB3"): conv_direct_channel_blocks,
     ("conv_direct_tiles.h", "TILE_WEIGHT_BYTES"): conv_direct_weight_bytes,
+    ("conv_direct_bf16.c", "STRIPE_BYTES"): bf16_direct_filter_stripes,
     ("conv_direct.c", "FT3_CT"): conv_direct_filter3_channels,
     ("conv_grouped_avx2.c", "CHUNK"): avx2_grouped_chunks,
     ("conv_grouped_avx2.c", "FT_W1"): avx2_grouped_chunks,

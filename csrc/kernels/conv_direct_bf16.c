@@ -157,6 +157,21 @@ static __m512 load_rounded(pr_operand v, const char *p, __mmask16 mask) {
 
 static __mmask16 first_lanes(int64_t k) { return k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << k) - 1); }
 
+/* Stripes (partial sums) of the filter gradient: as many as fit
+ * STRIPE_BYTES of partial gradients, at least 4 and at most the slots of
+ * conv_direct_geom.h (16).  Each stripe's partial is zeroed and the partials
+ * summed in order at the end, memory-bound work that grows with stripes x
+ * the gradient's size: 16 stripes of a 64->64 3x3 gradient (2.4 MB, past
+ * L2) took longer than the 3x-smaller products of 8x8 images.  From the
+ * shapes only, so results do not depend on the thread count. */
+#define STRIPE_BYTES (1 << 20)
+static int64_t count_stripes(const pr_window *g) {
+    int64_t slots = count_slots(g->n, stripe_floats(g));
+    int64_t fit = STRIPE_BYTES / (4 * g->kh * g->kw * g->c * g->o + 1);
+    int64_t s = fit < 4 ? 4 : fit;
+    return slots < s ? slots : s;
+}
+
 /* Image n of x into xp (zeros around it written by `fresh` once): blocks of
  * 16 pixels x 16 channels transposed in registers (masked at the edges),
  * each channel's 16 columns stored to its phase rows; strides above 2 one
@@ -325,7 +340,7 @@ static void filter_image(const pr_window *g, fgeom f, const uint16_t *xp, const 
 static void direct_backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, float *dw,
                                    float *parts) {
     const int64_t K = g->kh * g->kw * g->c * g->o, slot = stripe_floats(g);
-    const int64_t stripes = count_slots(g->n, slot);
+    const int64_t stripes = count_stripes(g);
     const fgeom f = filter_geom(g);
     if (stripes == 0) { /* empty batch */
         memset(dw, 0, sizeof(float) * (size_t)K);
@@ -378,7 +393,7 @@ int pr_conv_direct_bf16(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_
 size_t pr_conv_direct_bf16_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
     if (pass == PR_CONV_BACKPROP_FILTER) {
         int64_t slot = stripe_floats(g);
-        return sizeof(float) * (size_t)(count_slots(g->n, slot) * slot);
+        return sizeof(float) * (size_t)(count_stripes(g) * slot);
     }
     const pr_window gu = unit_window(g, pass);
     return direct_scratch_bytes(&gu, pass);
