@@ -34,10 +34,13 @@ FLOPs of a pass: 2 * N * HO * WO * KH * KW * (C / groups) * O.
 --dtype bfloat16 times the passes as a mixed_bfloat16 training step runs
 them: x, the kernel and dy in bfloat16, bfloat16 results for the forward
 and input-gradient passes, a float32 weight gradient; the variants that take bfloat16 operands
-(amx_direct_bf16, amx_bf16, avx512_bf16 and the reference im2col_blas on rounded
+(amx_direct_bf16, amx_bf16, avx512_direct_bf16, avx512_bf16 and the reference im2col_blas on rounded
 operands; a variant that refuses a dtype or shape shows '-')
 and PyTorch with bfloat16 tensors (what its autocast runs).  Percentages
-stay relative to the fp32 FMA peak.  PyTorch runs in a
+are of the fp32 FMA peak, except on a CPU with AVX512_BF16, where
+avx512_direct_bf16, avx512_bf16 and PyTorch are given as percentages of the
+VDPBF16PS peak measured in the same run (bench/fma_peak.py, ``avx512_bf16``:
+about twice the fp32 peak).  PyTorch runs in a
 separate interpreter (--torch-python, default: this one if it imports
 torch, else /work/venv-peers/bin/python) so its threads never share a
 process with ours; the two are interleaved shape by shape, ours first.
@@ -57,7 +60,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fma_peak import cpu_model, fma_peak_gflops, isas  # noqa: E402
+from fma_peak import bf16_isas, cpu_model, fma_peak_gflops, isas  # noqa: E402
 
 # name, (H, W, C), (KH, KW, O), stride[, padding[, groups]]; "same" and 1 unless given
 RESNET_SHAPES = [
@@ -132,7 +135,10 @@ print(json.dumps({"torch": torch.__version__, "times": out}))
 
 # the kernel variants' ISAs; any other variant (the reference) and PyTorch: the run's widest
 VARIANT_ISA = {"avx2_direct": "avx2", "avx512_direct": "avx512", "amx_direct_bf16": "avx512",
-               "amx_bf16": "avx512", "avx512_bf16": "avx512"}
+               "amx_bf16": "avx512", "avx512_bf16": "avx512", "avx512_direct_bf16": "avx512"}
+# with --dtype bfloat16 on an AVX512_BF16 CPU these (and torch's bfloat16 convolutions) are
+# measured against the VDPBF16PS peak
+BF16_VARIANTS = ("avx512_direct_bf16", "avx512_bf16", "torch channels_last")
 
 
 CLOCK = [time.perf_counter]  # --cpu-time: time.process_time
@@ -227,8 +233,11 @@ def main():
     cfg = pr.config.config()
     # the widest ISA this run allows: the variants' features (PYRESNET_KERNELS=avx2 clears AVX-512)
     widest = "avx512" if "avx512f" in cfg["features"] else "avx2"
-    isa_of = lambda name: VARIANT_ISA.get(name, widest)  # noqa: E731
-    used = [i for i in isas() if i in {isa_of(v) for v in variants} | {widest}]
+    # bfloat16 variants against the VDPBF16PS peak where the CPU has it
+    bf16_peak = args.dtype == "bfloat16" and bf16_isas() and "avx512_bf16" in cfg["features"]
+    isa_of = lambda name: (  # noqa: E731
+        "avx512_bf16" if bf16_peak and name in BF16_VARIANTS else VARIANT_ISA.get(name, widest))
+    used = [i for i in isas() + bf16_isas() if i in {isa_of(v) for v in variants} | {widest}]
     peaks = {i: [] for i in used}
 
     def measure_peaks(tries):
@@ -318,7 +327,8 @@ def report(args, rows, variants, torch_version, peaks, isa_of):
                            ("PYRESNET_KERNELS", "ONEDNN_MAX_CPU_ISA", "OPENBLAS_CORETYPE")
                            if os.environ.get(k))
     lines = [f"CPU: {cpu_model()}, {args.threads} threads, batch {args.batch}, {args.dtype}; "
-             + "; ".join(f"{i} fp32 FMA peak {peak[i]:.0f} GFLOP/s (best of {len(p)} "
+             + "; ".join(f"{i} {'VDPBF16PS' if i == 'avx512_bf16' else 'fp32 FMA'} peak "
+                         f"{peak[i]:.0f} GFLOP/s (best of {len(p)} "
                          f"measurements in this run, {min(p):.0f}-{peak[i]:.0f})"
                          for i, p in peaks.items())
              + f"; torch {torch_version or 'not run'}"
