@@ -116,33 +116,34 @@ static void pack_weights(const pr_window *g, pr_operand w, int by_c, uint32_t *w
  * copied into the stripe's buffers:
  *   dyp  [HO][M pairs][OP = 16 * blocks16(O)] units: dy of pixels 2m (low
  *        half) and 2m + 1 (high half), zeros past WO and O;
- *   xp   [H][C][SW phases][PL] bfloat16, channel-major and split by column
- *        phase: padded column j*SW + r (image column j*SW + r - pw) at
- *        phase r, place j, zeros outside the image, so the x values of a
- *        pair at tap kw are neighbours (phase kw % SW, places 2m + kw / SW
- *        and the next).
+ *   xu   [H][SW phases][2 alignments][NP pairs][C] units: the x values of
+ *        two columns of one phase (image columns j*SW + r - pw and the next
+ *        of its phase, j = 2P + alignment), channel by channel, zeros outside
+ *        the image.  At tap kw the pair of pixels (2m, 2m + 1) reads phase
+ *        kw % SW, places 2m + kw / SW and the next: alignment (kw / SW) % 2,
+ *        pair m + kw / SW / 2, so a tile's broadcasts sit at constant
+ *        offsets (c units) from one pointer.
  * A tile is CT input channels x NB blocks of 16 output channels (CT * NB
  * accumulators, at most MAX_TILE; conv_direct_tiles.h) of one
  * tap, summed over the output rows whose input row is inside the image.
  * An odd WO's last pair has no second pixel: its x unit keeps only the low
  * half, so no x value meets the pair's zero (an Inf of x would make a NaN). */
 typedef struct {
-    int64_t M, OP, PL, sw;
+    int64_t M, OP, NP, sw;
 } fgeom;
 
 static fgeom filter_geom(const pr_window *g) {
     fgeom f = {(g->wo + 1) / 2, blocks16(g->o) * 16, 0, g->sw};
-    /* places up to 2M + (KW - 1) / SW, plus the broadcast's second half */
-    f.PL = 2 * f.M + (g->kw - 1) / g->sw + 2;
+    f.NP = f.M + (g->kw - 1) / g->sw / 2 + 1; /* pairs m + kw / SW / 2 for m < M */
     return f;
 }
 
-static int64_t xp_elems(const pr_window *g, fgeom f) { return g->h * g->c * f.sw * f.PL; }
+static int64_t xu_units(const pr_window *g, fgeom f) { return g->h * f.sw * 2 * f.NP * g->c; }
 
-/* A stripe's floats: its partial dw (taps, C, O), then xp and dyp. */
+/* A stripe's floats: its partial dw (taps, C, O), then xu and dyp. */
 static int64_t stripe_floats(const pr_window *g) {
     fgeom f = filter_geom(g);
-    return round16(g->kh * g->kw * g->c * g->o) + round16((xp_elems(g, f) + 1) / 2) +
+    return round16(g->kh * g->kw * g->c * g->o) + round16(xu_units(g, f)) +
            round16(g->ho * f.M * f.OP);
 }
 
@@ -172,65 +173,44 @@ static int64_t count_stripes(const pr_window *g) {
     return slots < s ? slots : s;
 }
 
-/* Image n of x into xp (zeros around it written by `fresh` once): blocks of
- * 16 pixels x 16 channels transposed in registers (masked at the edges),
- * each channel's 16 columns stored to its phase rows; strides above 2 one
- * value at a time. */
-static void filter_copy_x(const pr_window *g, fgeom f, pr_operand x, int64_t n, uint16_t *xp,
+/* Two NHWC pixel rows of ch values as units (p0's low, p1's high; NULL: zeros),
+ * 16 channels at a time. */
+static void pair_units(pr_operand v, const char *p0, const char *p1, int64_t ch, uint32_t *d) {
+    const size_t es = pr_dtype_size(v.dtype);
+    for (int64_t c0 = 0; c0 < ch; c0 += 16) {
+        const __mmask16 k = first_lanes(ch - c0);
+        __m512i lo = p0 ? _mm512_srli_epi32(_mm512_castps_si512(load_rounded(v, p0 + c0 * es, k)), 16)
+                        : _mm512_setzero_si512();
+        __m512i hi = p1 ? _mm512_and_si512(_mm512_castps_si512(load_rounded(v, p1 + c0 * es, k)),
+                                           _mm512_set1_epi32((int)0xFFFF0000u))
+                        : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(d + c0, k, _mm512_or_si512(lo, hi));
+    }
+}
+
+/* Image n of x into xu (zeros outside the image written by `fresh` once). */
+static void filter_copy_x(const pr_window *g, fgeom f, pr_operand x, int64_t n, uint32_t *xu,
                           int fresh) {
-    const int64_t C = g->c, W = g->w, SW = f.sw, PL = f.PL;
+    const int64_t C = g->c, W = g->w, SW = f.sw, NP = f.NP;
     const size_t es = pr_dtype_size(x.dtype);
-    if (fresh) memset(xp, 0, sizeof(uint16_t) * (size_t)xp_elems(g, f));
+    if (fresh) memset(xu, 0, sizeof(uint32_t) * (size_t)xu_units(g, f));
     for (int64_t ih = 0; ih < g->h; ih++) {
         const char *row = (const char *)x.data + (size_t)((n * g->h + ih) * W * C) * es;
-        uint16_t *d = xp + ih * C * SW * PL;
-        if (SW > 2) {
-            for (int64_t q = 0; q < W; q++)
-                for (int64_t c = 0; c < C; c++) {
-                    int64_t pc = q + g->pw;
-                    uint16_t t;
-                    pr_bf16_convert_run(row + (size_t)(q * C + c) * es, x.dtype, 1, &t);
-                    d[(c * SW + pc % SW) * PL + pc / SW] = t;
+        for (int64_t r = 0; r < SW; r++)
+            for (int64_t a = 0; a < 2; a++)
+                for (int64_t p = 0; p < NP; p++) {
+                    const int64_t q0 = (2 * p + a) * SW + r - g->pw, q1 = q0 + SW;
+                    const int in0 = q0 >= 0 && q0 < W, in1 = q1 >= 0 && q1 < W;
+                    if (!in0 && !in1) continue; /* zeros since `fresh` */
+                    pair_units(x, in0 ? row + (size_t)(q0 * C) * es : NULL,
+                               in1 ? row + (size_t)(q1 * C) * es : NULL, C,
+                               xu + (((ih * SW + r) * 2 + a) * NP + p) * C);
                 }
-            continue;
-        }
-        for (int64_t c0 = 0; c0 < C; c0 += 16) {
-            const int64_t cn = C - c0 < 16 ? C - c0 : 16;
-            for (int64_t q0 = 0; q0 < W; q0 += 16) {
-                const int64_t qn = W - q0 < 16 ? W - q0 : 16;
-                __m512 v[16];
-                for (int i = 0; i < 16; i++)
-                    v[i] = i < qn ? load_rounded(x, row + (size_t)((q0 + i) * C + c0) * es,
-                                                 first_lanes(cn))
-                                  : _mm512_setzero_ps();
-                transpose16(v);
-                const int64_t pc = q0 + g->pw; /* padded column of q0 */
-                for (int64_t c = 0; c < cn; c++) {
-                    /* columns q0 .. q0+qn-1 of channel c0 + c, as bfloat16 */
-                    __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v[c]), 16));
-                    uint16_t *dc = d + (c0 + c) * SW * PL;
-                    if (SW == 1) {
-                        _mm256_mask_storeu_epi16(dc + pc, first_lanes(qn), h);
-                        continue;
-                    }
-                    /* stride 2: even padded columns to phase pc % 2, odd to the other */
-                    __m512i w32 = _mm512_cvtepu16_epi32(h);
-                    __m256i ev = _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(0x5555, w32));
-                    __m256i od = _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(0xAAAA, w32));
-                    int r = (int)(pc & 1);
-                    _mm_mask_storeu_epi16(dc + r * PL + pc / 2, (__mmask8)first_lanes((qn + 1) / 2),
-                                          _mm256_castsi256_si128(ev));
-                    _mm_mask_storeu_epi16(dc + (1 - r) * PL + (pc + 1) / 2,
-                                          (__mmask8)first_lanes(qn / 2), _mm256_castsi256_si128(od));
-                }
-            }
-        }
     }
 }
 
 /* Image n of dy into dyp (pairs past WO and channels past O stay zero:
- * written by `fresh` once): each pair's two pixels interleaved, 16
- * channels at a time. */
+ * written by `fresh` once): each pair's two pixels interleaved. */
 static void filter_copy_dy(const pr_window *g, fgeom f, pr_operand dy, int64_t n, uint32_t *dyp,
                            int fresh) {
     const int64_t O = g->o, WO = g->wo;
@@ -239,40 +219,32 @@ static void filter_copy_dy(const pr_window *g, fgeom f, pr_operand dy, int64_t n
     for (int64_t oh = 0; oh < g->ho; oh++)
         for (int64_t m = 0; m < f.M; m++) {
             const char *p0 = (const char *)dy.data + (size_t)(((n * g->ho + oh) * WO + 2 * m) * O) * es;
-            uint32_t *d = dyp + (oh * f.M + m) * f.OP;
-            for (int64_t o0 = 0; o0 < O; o0 += 16) {
-                const __mmask16 k = first_lanes(O - o0);
-                __m512i lo = _mm512_srli_epi32(_mm512_castps_si512(load_rounded(dy, p0 + o0 * es, k)), 16);
-                __m512i hi = 2 * m + 1 < WO ? _mm512_castps_si512(load_rounded(dy, p0 + (O + o0) * es, k))
-                                            : _mm512_setzero_si512();
-                _mm512_storeu_si512(d + o0, _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi32((int)0xFFFF0000u))));
-            }
+            pair_units(dy, p0, 2 * m + 1 < WO ? p0 + (size_t)O * es : NULL, O,
+                       dyp + (oh * f.M + m) * f.OP);
         }
 }
 
 typedef struct {
-    const uint16_t *x;  /* tap's x at the first row, first channel, place of pair 0 */
+    const uint32_t *x;  /* tap's xu at the first row, pair 0, first channel */
     const uint32_t *dy; /* dyp at the first row, block 0 */
-    int64_t xrs, xcs, drs, dps, rows, pairs; /* pairs: whole pairs (an odd WO's last apart) */
+    int64_t xrs, xps, drs, dps, rows, pairs; /* pairs: whole pairs (an odd WO's last apart) */
     int odd;
     int64_t dwc; /* dw: floats between input channels */
     float *dw;
     __mmask16 mask;
 } fbtile_args;
 
-ALWAYS_INLINE void fbtile_pair(__m512 acc[MAX_NB][MAX_TILE], const uint16_t *xp, int64_t xcs,
+ALWAYS_INLINE void fbtile_pair(__m512 acc[MAX_NB][MAX_TILE], const uint32_t *xp,
                                const uint32_t *dp, const int CT, const int NB, const int half) {
     __m512 dv[MAX_NB];
 #pragma GCC unroll 4
     for (int b = 0; b < NB; b++) dv[b] = _mm512_load_ps((const float *)(dp + 16 * b));
 #pragma GCC unroll 24
     for (int c = 0; c < CT; c++) {
-        uint32_t u;
-        memcpy(&u, xp + c * xcs, 4);
-        if (half) u &= 0xFFFFu;
-        __m512 xv = _mm512_castsi512_ps(_mm512_set1_epi32((int)u));
+        __m512i u = _mm512_set1_epi32((int)xp[c]);
+        if (half) u = _mm512_and_si512(u, _mm512_set1_epi32(0xFFFF));
 #pragma GCC unroll 4
-        for (int b = 0; b < NB; b++) acc[b][c] = MAC(acc[b][c], xv, dv[b]);
+        for (int b = 0; b < NB; b++) acc[b][c] = MAC(acc[b][c], _mm512_castsi512_ps(u), dv[b]);
     }
 }
 
@@ -280,11 +252,10 @@ ALWAYS_INLINE void fbtile_body(const fbtile_args *A, const int CT, const int NB)
     __m512 acc[MAX_NB][MAX_TILE];
     load_tile(acc, A->dw, A->dwc, A->mask, CT, NB); /* rows: input channels */
     for (int64_t r = 0; r < A->rows; r++) {
-        const uint16_t *xr = A->x + r * A->xrs;
-        const uint32_t *dr = A->dy + r * A->drs;
+        const uint32_t *xr = A->x + r * A->xrs, *dr = A->dy + r * A->drs;
         int64_t m = 0;
-        for (; m < A->pairs; m++, dr += A->dps) fbtile_pair(acc, xr + 2 * m, A->xcs, dr, CT, NB, 0);
-        if (A->odd) fbtile_pair(acc, xr + 2 * m, A->xcs, dr, CT, NB, 1);
+        for (; m < A->pairs; m++, xr += A->xps, dr += A->dps) fbtile_pair(acc, xr, dr, CT, NB, 0);
+        if (A->odd) fbtile_pair(acc, xr, dr, CT, NB, 1);
     }
     store_tile(acc, A->dw, A->dwc, A->mask, CT, NB);
 }
@@ -305,7 +276,7 @@ static const fbtile_fn fbtiles[MAX_NB][MAX_TILE] = {
 };
 
 /* One image's contribution to the partial gradient dw (taps, C, O). */
-static void filter_image(const pr_window *g, fgeom f, const uint16_t *xp, const uint32_t *dyp,
+static void filter_image(const pr_window *g, fgeom f, const uint32_t *xu, const uint32_t *dyp,
                          float *dw) {
     const int64_t C = g->c, O = g->o, nob = blocks16(O);
     for (int64_t kh = 0; kh < g->kh; kh++) {
@@ -313,16 +284,18 @@ static void filter_image(const pr_window *g, fgeom f, const uint16_t *xp, const 
         tap_range(g->h, g->ho, g->sh, g->ph, kh, &r0, &r1);
         if (r1 == r0) continue;
         for (int64_t kw = 0; kw < g->kw; kw++) {
-            const uint16_t *x0 = xp + (r0 * g->sh - g->ph + kh) * C * f.sw * f.PL +
-                                 (kw % f.sw) * f.PL + kw / f.sw;
+            const int64_t j = kw / f.sw; /* place of pair 0's first pixel in its phase */
+            const uint32_t *x0 =
+                xu + (((r0 * g->sh - g->ph + kh) * f.sw + kw % f.sw) * 2 + j % 2) * f.NP * C +
+                j / 2 * C;
             float *dwt = dw + (kh * g->kw + kw) * C * O;
             for (int64_t ob = 0; ob < nob; ob += MAX_NB) {
                 int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
                 int ct = tile_width(nb, C);
                 for (int64_t c0 = 0; c0 < C; c0 += ct) {
                     int n = (int)(C - c0 < ct ? C - c0 : ct);
-                    fbtile_args A = {.x = x0 + c0 * f.sw * f.PL, .dy = dyp + r0 * f.M * f.OP + ob * 16,
-                                     .xrs = g->sh * C * f.sw * f.PL, .xcs = f.sw * f.PL,
+                    fbtile_args A = {.x = x0 + c0, .dy = dyp + r0 * f.M * f.OP + ob * 16,
+                                     .xrs = g->sh * f.sw * 2 * f.NP * C, .xps = C,
                                      .drs = f.M * f.OP, .dps = f.OP, .rows = r1 - r0,
                                      .pairs = g->wo / 2, .odd = (int)(g->wo % 2), .dwc = O,
                                      .dw = dwt + c0 * O + ob * 16,
@@ -351,13 +324,13 @@ static void direct_backprop_filter(const pr_window *g, pr_operand x, pr_operand 
 #pragma omp for schedule(static)
         for (int64_t s = 0; s < stripes; s++) {
             float *part = parts + s * slot;
-            uint16_t *xp = (uint16_t *)(part + round16(K));
-            uint32_t *dyp = (uint32_t *)(part + round16(K) + round16((xp_elems(g, f) + 1) / 2));
+            uint32_t *xu = (uint32_t *)(part + round16(K));
+            uint32_t *dyp = xu + round16(xu_units(g, f));
             memset(part, 0, sizeof(float) * (size_t)K);
             for (int64_t n = s; n < g->n; n += stripes) {
-                filter_copy_x(g, f, x, n, xp, n == s);
+                filter_copy_x(g, f, x, n, xu, n == s);
                 filter_copy_dy(g, f, dy, n, dyp, n == s);
-                filter_image(g, f, xp, dyp, part);
+                filter_image(g, f, xu, dyp, part);
             }
         }
 #pragma omp for schedule(static)
