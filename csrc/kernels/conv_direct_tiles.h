@@ -156,7 +156,8 @@ ALWAYS_INLINE void transpose16(__m512 r[16]) {
  * window at offset (top, left), in channel-major rows: row r of the buffer is
  * ch runs of pcols floats, so a tile's pixels along one channel are consecutive (forward and
  * backprop_input broadcast from them at constant offsets).  16 x 16 blocks
- * of (pixels, channels) are transposed in registers, the rest one by one.
+ * of (pixels, channels) are transposed in registers (masked where fewer are
+ * left: bfloat16 pairs of 16 channels are 8 units).
  * Only the image's own pixels are written: the padding around them is the
  * same for every image, so the buffer is zeroed once per call (`fresh`: the
  * buffer's first image of this call). */
@@ -170,20 +171,21 @@ static void pad_rows_cm(const DT *src, int64_t rows_in, int64_t cols_in, int64_t
         int64_t ir = r - top;
         if (ir < 0 || ir >= rows_in || n <= 0) continue;
         const DT *row = src + (ir * cols_in + lo - left) * ch;
-        int64_t c0 = 0;
-        for (; c0 + 16 <= ch; c0 += 16) {
-            int64_t q0 = 0;
-            for (; q0 + 16 <= n; q0 += 16) {
+        for (int64_t c0 = 0; c0 < ch; c0 += 16) {
+            const int64_t cn = ch - c0 < 16 ? ch - c0 : 16;
+            const __mmask16 cm = (__mmask16)((1u << cn) - 1);
+            for (int64_t q0 = 0; q0 < n; q0 += 16) {
+                const int64_t qn = n - q0 < 16 ? n - q0 : 16;
                 __m512 v[16];
-                for (int i = 0; i < 16; i++) v[i] = _mm512_loadu_ps((const float *)(row + (q0 + i) * ch + c0));
+                for (int i = 0; i < 16; i++)
+                    v[i] = i < qn ? _mm512_maskz_loadu_ps(cm, (const float *)(row + (q0 + i) * ch + c0))
+                                  : _mm512_setzero_ps();
                 transpose16(v);
-                for (int c = 0; c < 16; c++) _mm512_storeu_ps((float *)(d + (c0 + c) * pcols + lo + q0), v[c]);
+                for (int c = 0; c < cn; c++)
+                    _mm512_mask_storeu_ps((float *)(d + (c0 + c) * pcols + lo + q0),
+                                          (__mmask16)((1u << qn) - 1), v[c]);
             }
-            for (int64_t c = c0; c < c0 + 16; c++)
-                for (int64_t q = q0; q < n; q++) d[c * pcols + lo + q] = row[q * ch + c];
         }
-        for (int64_t c = c0; c < ch; c++)
-            for (int64_t q = 0; q < n; q++) d[c * pcols + lo + q] = row[q * ch + c];
     }
 }
 
