@@ -194,11 +194,13 @@ static void filter_copy_x(const pr_window *g, fgeom f, pr_operand x, int64_t n, 
     const int64_t C = g->c, W = g->w, SW = f.sw, NP = f.NP;
     const size_t es = pr_dtype_size(x.dtype);
     if (fresh) memset(xu, 0, sizeof(uint32_t) * (size_t)xu_units(g, f));
+    int read[MAX_STRIDE][2] = {{0}}; /* the (phase, alignment) rows some tap reads */
+    for (int64_t kw = 0; kw < g->kw; kw++) read[kw % SW][kw / SW % 2] = 1;
     for (int64_t ih = 0; ih < g->h; ih++) {
         const char *row = (const char *)x.data + (size_t)((n * g->h + ih) * W * C) * es;
         for (int64_t r = 0; r < SW; r++)
             for (int64_t a = 0; a < 2; a++)
-                for (int64_t p = 0; p < NP; p++) {
+                for (int64_t p = 0; p < NP && read[r][a]; p++) {
                     const int64_t q0 = (2 * p + a) * SW + r - g->pw, q1 = q0 + SW;
                     const int in0 = q0 >= 0 && q0 < W, in1 = q1 >= 0 && q1 < W;
                     if (!in0 && !in1) continue; /* zeros since `fresh` */
