@@ -100,7 +100,8 @@ static void pack_weights(const pr_window *g, pr_operand w, int by_c, uint32_t *w
                     uint32_t pair = 0;
                     for (int64_t e = 0; e < 2; e++) {
                         int64_t i = 2 * u + e, c = by_c ? b : i, o = by_c ? i : b;
-                        if (b < nb && i < ni) pair |= (uint32_t)bf16_at(w, (t * C + c) * O + o) << (16 * e);
+                        if (b < nb && i < ni)
+                            pair |= (uint32_t)bf16_at(w, (t * C + c) * O + o) << (16 * e);
                     }
                     dst[j] = pair;
                 }
@@ -156,7 +157,9 @@ static __m512 load_rounded(pr_operand v, const char *p, __mmask16 mask) {
     return pr_bf16_round16_ps(_mm512_maskz_loadu_ps(mask, (const float *)p));
 }
 
-static __mmask16 first_lanes(int64_t k) { return k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << k) - 1); }
+static __mmask16 first_lanes(int64_t k) {
+    return k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << k) - 1);
+}
 
 /* Stripes (partial sums) of the filter gradient: as many as fit
  * STRIPE_BYTES of partial gradients, at least 4 and at most the slots of
@@ -179,8 +182,9 @@ static void pair_units(pr_operand v, const char *p0, const char *p1, int64_t ch,
     const size_t es = pr_dtype_size(v.dtype);
     for (int64_t c0 = 0; c0 < ch; c0 += 16) {
         const __mmask16 k = first_lanes(ch - c0);
-        __m512i lo = p0 ? _mm512_srli_epi32(_mm512_castps_si512(load_rounded(v, p0 + c0 * es, k)), 16)
-                        : _mm512_setzero_si512();
+        __m512i lo =
+            p0 ? _mm512_srli_epi32(_mm512_castps_si512(load_rounded(v, p0 + c0 * es, k)), 16)
+               : _mm512_setzero_si512();
         __m512i hi = p1 ? _mm512_and_si512(_mm512_castps_si512(load_rounded(v, p1 + c0 * es, k)),
                                            _mm512_set1_epi32((int)0xFFFF0000u))
                         : _mm512_setzero_si512();
@@ -220,7 +224,8 @@ static void filter_copy_dy(const pr_window *g, fgeom f, pr_operand dy, int64_t n
     if (fresh) memset(dyp, 0, sizeof(uint32_t) * (size_t)(g->ho * f.M * f.OP));
     for (int64_t oh = 0; oh < g->ho; oh++)
         for (int64_t m = 0; m < f.M; m++) {
-            const char *p0 = (const char *)dy.data + (size_t)(((n * g->ho + oh) * WO + 2 * m) * O) * es;
+            const char *p0 =
+                (const char *)dy.data + (size_t)(((n * g->ho + oh) * WO + 2 * m) * O) * es;
             pair_units(dy, p0, 2 * m + 1 < WO ? p0 + (size_t)O * es : NULL, O,
                        dyp + (oh * f.M + m) * f.OP);
         }
@@ -265,15 +270,25 @@ ALWAYS_INLINE void fbtile_body(const fbtile_args *A, const int CT, const int NB)
 #define FBTILE(CT, NB) \
     static void fbtile_##CT##_##NB(const fbtile_args *A) { fbtile_body(A, CT, NB); }
 typedef void (*fbtile_fn)(const fbtile_args *);
-FBTILE(1, 1) FBTILE(2, 1) FBTILE(3, 1) FBTILE(4, 1) FBTILE(5, 1) FBTILE(6, 1) FBTILE(7, 1) FBTILE(8, 1) FBTILE(9, 1) FBTILE(10, 1) FBTILE(11, 1) FBTILE(12, 1) FBTILE(13, 1) FBTILE(14, 1) FBTILE(15, 1) FBTILE(16, 1) FBTILE(17, 1) FBTILE(18, 1) FBTILE(19, 1) FBTILE(20, 1) FBTILE(21, 1) FBTILE(22, 1) FBTILE(23, 1) FBTILE(24, 1)
-FBTILE(1, 2) FBTILE(2, 2) FBTILE(3, 2) FBTILE(4, 2) FBTILE(5, 2) FBTILE(6, 2) FBTILE(7, 2) FBTILE(8, 2) FBTILE(9, 2) FBTILE(10, 2) FBTILE(11, 2) FBTILE(12, 2)
-FBTILE(1, 3) FBTILE(2, 3) FBTILE(3, 3) FBTILE(4, 3) FBTILE(5, 3) FBTILE(6, 3) FBTILE(7, 3) FBTILE(8, 3)
+FBTILE(1, 1) FBTILE(2, 1) FBTILE(3, 1) FBTILE(4, 1) FBTILE(5, 1) FBTILE(6, 1) FBTILE(7, 1)
+FBTILE(8, 1) FBTILE(9, 1) FBTILE(10, 1) FBTILE(11, 1) FBTILE(12, 1) FBTILE(13, 1) FBTILE(14, 1)
+FBTILE(15, 1) FBTILE(16, 1) FBTILE(17, 1) FBTILE(18, 1) FBTILE(19, 1) FBTILE(20, 1)
+FBTILE(21, 1) FBTILE(22, 1) FBTILE(23, 1) FBTILE(24, 1)
+FBTILE(1, 2) FBTILE(2, 2) FBTILE(3, 2) FBTILE(4, 2) FBTILE(5, 2) FBTILE(6, 2) FBTILE(7, 2)
+FBTILE(8, 2) FBTILE(9, 2) FBTILE(10, 2) FBTILE(11, 2) FBTILE(12, 2)
+FBTILE(1, 3) FBTILE(2, 3) FBTILE(3, 3) FBTILE(4, 3) FBTILE(5, 3) FBTILE(6, 3) FBTILE(7, 3)
+FBTILE(8, 3)
 FBTILE(1, 4) FBTILE(2, 4) FBTILE(3, 4) FBTILE(4, 4) FBTILE(5, 4) FBTILE(6, 4)
 /* fbtiles[NB - 1][CT - 1] */
 static const fbtile_fn fbtiles[MAX_NB][MAX_TILE] = {
-    {fbtile_1_1, fbtile_2_1, fbtile_3_1, fbtile_4_1, fbtile_5_1, fbtile_6_1, fbtile_7_1, fbtile_8_1, fbtile_9_1, fbtile_10_1, fbtile_11_1, fbtile_12_1, fbtile_13_1, fbtile_14_1, fbtile_15_1, fbtile_16_1, fbtile_17_1, fbtile_18_1, fbtile_19_1, fbtile_20_1, fbtile_21_1, fbtile_22_1, fbtile_23_1, fbtile_24_1},
-    {fbtile_1_2, fbtile_2_2, fbtile_3_2, fbtile_4_2, fbtile_5_2, fbtile_6_2, fbtile_7_2, fbtile_8_2, fbtile_9_2, fbtile_10_2, fbtile_11_2, fbtile_12_2},
-    {fbtile_1_3, fbtile_2_3, fbtile_3_3, fbtile_4_3, fbtile_5_3, fbtile_6_3, fbtile_7_3, fbtile_8_3},
+    {fbtile_1_1, fbtile_2_1, fbtile_3_1, fbtile_4_1, fbtile_5_1, fbtile_6_1, fbtile_7_1,
+     fbtile_8_1, fbtile_9_1, fbtile_10_1, fbtile_11_1, fbtile_12_1, fbtile_13_1, fbtile_14_1,
+     fbtile_15_1, fbtile_16_1, fbtile_17_1, fbtile_18_1, fbtile_19_1, fbtile_20_1, fbtile_21_1,
+     fbtile_22_1, fbtile_23_1, fbtile_24_1},
+    {fbtile_1_2, fbtile_2_2, fbtile_3_2, fbtile_4_2, fbtile_5_2, fbtile_6_2, fbtile_7_2,
+     fbtile_8_2, fbtile_9_2, fbtile_10_2, fbtile_11_2, fbtile_12_2},
+    {fbtile_1_3, fbtile_2_3, fbtile_3_3, fbtile_4_3, fbtile_5_3, fbtile_6_3, fbtile_7_3,
+     fbtile_8_3},
     {fbtile_1_4, fbtile_2_4, fbtile_3_4, fbtile_4_4, fbtile_5_4, fbtile_6_4},
 };
 

@@ -178,7 +178,8 @@ static void pad_rows_cm(const DT *src, int64_t rows_in, int64_t cols_in, int64_t
                 const int64_t qn = n - q0 < 16 ? n - q0 : 16;
                 __m512 v[16];
                 for (int i = 0; i < 16; i++)
-                    v[i] = i < qn ? _mm512_maskz_loadu_ps(cm, (const float *)(row + (q0 + i) * ch + c0))
+                    v[i] = i < qn ? _mm512_maskz_loadu_ps(
+                                        cm, (const float *)(row + (q0 + i) * ch + c0))
                                   : _mm512_setzero_ps();
                 transpose16(v);
                 for (int c = 0; c < cn; c++)
@@ -295,7 +296,8 @@ ALWAYS_INLINE void tile3_body(const tile3_args *A, const int WT, const int NB, c
 #pragma GCC unroll 3
             for (int k = 0; k < K; k++)
 #pragma GCC unroll 4
-                for (int b = 0; b < NB; b++) wv[k][b] = _mm512_load_ps((const float *)(wr[k] + c * 16 + b * wob));
+                for (int b = 0; b < NB; b++)
+                    wv[k][b] = _mm512_load_ps((const float *)(wr[k] + c * 16 + b * wob));
 #pragma GCC unroll 56
             for (int q = 0; q < (WT - 1) * SW + K; q++) {
                 __m512 xv = BCAST(a + q);
@@ -439,7 +441,22 @@ static void row_zero(out_rows out, int64_t at, int64_t pixels, int64_t ch, int64
 
 static inline size_t direct_scratch_bytes(const pr_window *gu, pr_conv_pass pass) {
     int64_t slot = slot_units(gu, pass);
-    return sizeof(DT) * (size_t)(round16(packed_floats(gu, pass)) + count_slots(gu->n, slot) * slot);
+    return sizeof(DT) *
+           (size_t)(round16(packed_floats(gu, pass)) + count_slots(gu->n, slot) * slot);
+}
+
+/* This thread's slot: the padded image, room to convert one, a row buffer. */
+typedef struct {
+    DT *pad, *conv;
+    float *row;
+} slot_bufs;
+
+static slot_bufs thread_slot(DT *pads, const pr_window *gu, pr_conv_pass pass) {
+    slot_bufs b;
+    b.pad = pads + THREAD_ID() * slot_units(gu, pass);
+    b.conv = b.pad + slot_floats(gu, pass);
+    b.row = (float *)(b.conv + IMAGE_UNITS(gu, pass));
+    return b;
 }
 
 /* The forward pass: y (N, HO, WO, O) from x (its C = `xc` channels as
@@ -448,7 +465,7 @@ static void direct_forward(const pr_window *gu, pr_operand x, int64_t xc, const 
                            DT *pads) {
     const int64_t taps = gu->kh * gu->kw, C = gu->c, O = gu->o, HP = xpad_rows(gu),
                   WP = xpad_cols(gu), xbytes = (int64_t)pr_dtype_size(x.dtype) * gu->h * gu->w * xc;
-    const int64_t slot = slot_units(gu, PR_CONV_FORWARD), slots = count_slots(gu->n, slot);
+    const int64_t slots = count_slots(gu->n, slot_units(gu, PR_CONV_FORWARD));
     int64_t toff[MAX_WINDOW * MAX_WINDOW], roff[MAX_WINDOW];
     const DT *wt[MAX_WINDOW * MAX_WINDOW];
     for (int64_t kh = 0; kh < gu->kh; kh++) {
@@ -461,13 +478,12 @@ static void direct_forward(const pr_window *gu, pr_operand x, int64_t xc, const 
     }
 #pragma omp parallel num_threads(threads_for(slots))
     {
-        DT *xp = pads + THREAD_ID() * slot, *conv = xp + slot_floats(gu, PR_CONV_FORWARD);
-        float *rowbuf = (float *)(conv + IMAGE_UNITS(gu, PR_CONV_FORWARD));
+        const slot_bufs sb = thread_slot(pads, gu, PR_CONV_FORWARD);
         int fresh = 1;
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < gu->n; n++) {
-            const DT *xn = image_units(x, n, gu->h * gu->w, xc, conv);
-            pad_rows_cm(xn, gu->h, gu->w, C, xp, HP, WP, gu->ph, gu->pw, fresh);
+            pad_rows_cm(image_units(x, n, gu->h * gu->w, xc, sb.conv), gu->h, gu->w, C, sb.pad, HP,
+                        WP, gu->ph, gu->pw, fresh);
             fresh = 0;
             tile_args A = {.cs = WP, .cin = C, .wob = taps * C * 16, .os = O, .toff = toff,
                            .w = wt, .taps = (int)taps};
@@ -477,12 +493,12 @@ static void direct_forward(const pr_window *gu, pr_operand x, int64_t xc, const 
             for (int64_t oh = 0; oh < gu->ho; oh++) {
                 prefetch_part(next, xbytes, oh, gu->ho);
                 const int64_t at = (n * gu->ho + oh) * gu->wo * O;
-                A.in = A3.in = xp + oh * gu->sh * C * WP;
-                A.out = A3.out = row_target(y, at, O, O, rowbuf, &A.os);
+                A.in = A3.in = sb.pad + oh * gu->sh * C * WP;
+                A.out = A3.out = row_target(y, at, O, O, sb.row, &A.os);
                 A3.os = A.os;
                 if (gu->kw == 3) row_tiles3(A3, gu->wo, O, gu->sw, 3);
                 else row_tiles(A, gu->wo, O, gu->sw);
-                row_finish(y, at, gu->wo, O, O, rowbuf);
+                row_finish(y, at, gu->wo, O, O, sb.row);
             }
         }
     }
@@ -495,17 +511,16 @@ static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dy
     const int64_t taps = gu->kh * gu->kw, C = gu->c, O = gu->o;
     const int64_t DR = dypad_rows(gu), DC = dypad_cols(gu);
     const int64_t dybytes = (int64_t)pr_dtype_size(dy.dtype) * gu->ho * gu->wo * dyc;
-    const int64_t slot = slot_units(gu, PR_CONV_BACKPROP_INPUT), slots = count_slots(gu->n, slot);
+    const int64_t slots = count_slots(gu->n, slot_units(gu, PR_CONV_BACKPROP_INPUT));
 #pragma omp parallel num_threads(threads_for(slots))
     {
-        DT *dp = pads + THREAD_ID() * slot, *conv = dp + slot_floats(gu, PR_CONV_BACKPROP_INPUT);
-        float *rowbuf = (float *)(conv + IMAGE_UNITS(gu, PR_CONV_BACKPROP_INPUT));
+        const slot_bufs sb = thread_slot(pads, gu, PR_CONV_BACKPROP_INPUT);
         int fresh = 1;
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < gu->n; n++) {
             const char *next = n + 1 < gu->n ? (const char *)dy.data + (n + 1) * dybytes : NULL;
-            const DT *dyn = image_units(dy, n, gu->ho * gu->wo, dyc, conv);
-            pad_rows_cm(dyn, gu->ho, gu->wo, O, dp, DR, DC, gu->kh, gu->kw, fresh);
+            pad_rows_cm(image_units(dy, n, gu->ho * gu->wo, dyc, sb.conv), gu->ho, gu->wo, O,
+                        sb.pad, DR, DC, gu->kh, gu->kw, fresh);
             fresh = 0;
             for (int64_t rh = 0; rh < gu->sh && rh < gu->h; rh++)
                 for (int64_t rw = 0; rw < gu->sw && rw < gu->w; rw++) {
@@ -552,8 +567,8 @@ static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dy
                             continue;
                         }
                         int64_t os;
-                        float *out = row_target(dx, at, C, gu->sw * C, rowbuf, &os);
-                        const DT *row = dp + (i + gu->kh) * O * DC + gu->kw;
+                        float *out = row_target(dx, at, C, gu->sw * C, sb.row, &os);
+                        const DT *row = sb.pad + (i + gu->kh) * O * DC + gu->kw;
                         if (use3) {
                             tile3_args A3 = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
                                              .os = os, .roff = roff3, .w = w3, .rows = nr,
@@ -565,7 +580,7 @@ static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dy
                                            .out = out};
                             row_tiles(A, cols, C, 1);
                         }
-                        row_finish(dx, at, cols, C, gu->sw * C, rowbuf);
+                        row_finish(dx, at, cols, C, gu->sw * C, sb.row);
                     }
                 }
         }
