@@ -522,15 +522,49 @@ done:
     return result;
 }
 
+/* The class Graph.plan returns (pyresnet.compile.Plan, a dict subclass, set
+ * by _C._set_plan_class), called as cls(graph, inputs, description); the
+ * description dict itself before it is set. */
+static PyObject *plan_class;
+
+static PyObject *Graph_plan(pr_Graph *g, PyObject *inputs) {
+    PyObject *d = pr_plan_describe(g, inputs);
+    if (!d || !plan_class) return d;
+    PyObject *r = PyObject_CallFunctionObjArgs(plan_class, (PyObject *)g, inputs, d, NULL);
+    Py_DECREF(d);
+    return r;
+}
+
+static PyObject *set_plan_class(PyObject *self, PyObject *cls) {
+    (void)self;
+    if (!PyCallable_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "_set_plan_class expects a class");
+        return NULL;
+    }
+    Py_INCREF(cls);
+    Py_XSETREF(plan_class, cls);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef exec_module_methods[] = {
+    {"_set_plan_class", (PyCFunction)set_plan_class, METH_O,
+     "_set_plan_class(cls): what Graph.plan returns, cls(graph, inputs, description)."},
+    {NULL}};
+
 static PyMethodDef exec_methods[] = {
     {"run", (PyCFunction)Graph_run, METH_VARARGS,
      "run(inputs, profile=False) -> outputs (or (outputs, [(start_us, dur_us)] per node))."},
-    {"plan", (PyCFunction)pr_plan_describe, METH_O,
-     "plan(inputs) -> dict: shapes, node_flops, variants, arena/naive/output bytes, flops."},
+    {"plan", (PyCFunction)Graph_plan, METH_O,
+     "plan(inputs) -> Plan (a dict: shapes, node_flops, variants, kernels, arena/naive/output "
+     "bytes, flops, binding, inplace, threads; with run() and tune())."},
+    {"_describe", (PyCFunction)pr_plan_describe, METH_O,
+     "_describe(inputs) -> the plan's description dict (what Graph.plan returns, as a dict)."},
+    {"_pin", (PyCFunction)pr_plan_pin, METH_O,
+     "_pin(inputs) -> capsule keeping the plan for these sizes until it is freed."},
     {NULL}};
 
 int pr_executor_init(PyObject *module, PyTypeObject *graph_type) {
-    if (pr_plan_init() < 0) return -1;
+    if (pr_plan_init() < 0 || PyModule_AddFunctions(module, exec_module_methods) < 0) return -1;
     for (PyMethodDef *m = exec_methods; m->ml_name; m++) {
         PyObject *descr = PyDescr_NewMethod(graph_type, m);
         if (!descr || PyDict_SetItemString(graph_type->tp_dict, m->ml_name, descr) < 0) {

@@ -612,33 +612,83 @@ fail:
     return -1;
 }
 
-/* plan(inputs) -> dict describing the plan for these inputs' shapes: per
- * node output shapes, flops, arena/naive/output bytes, kernel variants. */
-PyObject *pr_plan_describe(pr_Graph *g, PyObject *inputs) {
+/* The plan of g for a call with `inputs` (a sequence of its inputs): bound
+ * and looked up (made on first use) as a run does; NULL with an exception.
+ * `who` names the caller in the messages. */
+static pr_plan *plan_of_inputs(pr_Graph *g, PyObject *inputs, const char *who) {
     if (!g->finalized) {
-        PyErr_SetString(PyExc_RuntimeError, "Graph.plan: the graph is not finalized");
+        PyErr_Format(PyExc_RuntimeError, "%s: the graph is not finalized", who);
         return NULL;
     }
     PyObject *seq = PySequence_Fast(inputs, "Graph.plan: inputs must be a sequence");
     if (!seq) return NULL;
     if (PySequence_Fast_GET_SIZE(seq) != g->n_inputs) {
+        PyErr_Format(PyExc_TypeError, "%s: expected %d tensor inputs, got %zd", who,
+                     g->n_inputs, PySequence_Fast_GET_SIZE(seq));
         Py_DECREF(seq);
-        PyErr_Format(PyExc_TypeError, "expected %d tensor inputs", g->n_inputs);
         return NULL;
     }
     int ni = g->n_inputs;
     pr_Tensor **t = PyMem_Calloc((size_t)ni + 1, sizeof(pr_Tensor *));
     pr_view *in = PyMem_Calloc((size_t)ni + 1, sizeof(pr_view));
+    int64_t *binding = PyMem_Calloc((size_t)pr_symtab_n_symbols(g->syms) + 1, sizeof(int64_t));
+    pr_plan *p = NULL;
+    if (!t || !in || !binding) PyErr_NoMemory();
+    else if (pr_plan_bind(g, seq, t, in, binding) == 0) p = pr_plan_for(g, binding, in);
+    for (int k = 0; t && k < ni; k++) Py_XDECREF(t[k]);
+    PyMem_Free(t);
+    PyMem_Free(in);
+    PyMem_Free(binding);
+    Py_DECREF(seq);
+    return p;
+}
+
+/* A pin keeps a plan among its graph's (never evicted) while it lives; it
+ * holds a reference to the graph, which frees its plans. */
+typedef struct {
+    pr_Graph *g;
+    pr_plan *p;
+} plan_pin;
+
+#define PIN_NAME "pyresnet._C.plan_pin"
+
+static void pin_release(PyObject *capsule) {
+    plan_pin *pin = PyCapsule_GetPointer(capsule, PIN_NAME);
+    if (!pin) {
+        PyErr_Clear();
+        return;
+    }
+    pin->p->in_use--;
+    Py_DECREF(pin->g);
+    PyMem_Free(pin);
+}
+
+PyObject *pr_plan_pin(pr_Graph *g, PyObject *inputs) {
+    pr_plan *p = plan_of_inputs(g, inputs, "Graph._pin");
+    if (!p) return NULL;
+    plan_pin *pin = PyMem_Malloc(sizeof *pin);
+    if (!pin) return PyErr_NoMemory();
+    pin->g = g;
+    pin->p = p;
+    PyObject *capsule = PyCapsule_New(pin, PIN_NAME, pin_release);
+    if (!capsule) {
+        PyMem_Free(pin);
+        return NULL;
+    }
+    Py_INCREF(g);
+    p->in_use++;
+    return capsule;
+}
+
+/* plan(inputs) -> dict describing the plan for these inputs' shapes: per
+ * node output shapes, flops, arena/naive/output bytes, kernel variants. */
+PyObject *pr_plan_describe(pr_Graph *g, PyObject *inputs) {
     PyObject *result = NULL, *shapes = NULL, *flops = NULL, *variants = NULL, *bound = NULL;
     PyObject *kernels = NULL;
     int ns = pr_symtab_n_symbols(g->syms);
-    int64_t *binding = PyMem_Calloc((size_t)ns + 1, sizeof(int64_t));
-    pr_plan *p;
-    if (!t || !in || !binding) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (pr_plan_bind(g, seq, t, in, binding) < 0 || !(p = pr_plan_for(g, binding, in))) goto done;
+    pr_plan *p = plan_of_inputs(g, inputs, "Graph.plan");
+    if (!p) return NULL;
+    const int64_t *binding = p->binding;
     if (!(bound = PyDict_New())) goto done;
     for (int k = 0; k < ns; k++) {
         PyObject *x = PyLong_FromLongLong(binding[k]);
@@ -695,14 +745,9 @@ PyObject *pr_plan_describe(pr_Graph *g, PyObject *inputs) {
 done:
     Py_XDECREF(kernels);
     Py_XDECREF(bound);
-    PyMem_Free(binding);
     Py_XDECREF(shapes);
     Py_XDECREF(flops);
     Py_XDECREF(variants);
-    for (int k = 0; t && k < ni; k++) Py_XDECREF(t[k]);
-    PyMem_Free(t);
-    PyMem_Free(in);
-    Py_DECREF(seq);
     return result;
 }
 

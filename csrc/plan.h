@@ -111,6 +111,9 @@ void pr_plan_arena_put(pr_plan *p, void *arena);
 /* Graph.plan(inputs): a dict describing the plan for these inputs' shapes
  * (per node output shapes, flops, kernel variants; arena/naive/output bytes). */
 PyObject *pr_plan_describe(pr_Graph *g, PyObject *inputs);
+/* Graph._pin(inputs): a capsule that keeps the plan for these inputs' sizes
+ * among the graph's (never evicted) until it is freed (pyresnet.compile.Plan). */
+PyObject *pr_plan_pin(pr_Graph *g, PyObject *inputs);
 /* The tuning cache, and the graph's hook to free its plans. */
 int pr_plan_init(void);
 

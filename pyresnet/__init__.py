@@ -7,7 +7,7 @@ from ._loader import _C
 from .autodiff import GradientTape
 from .tensor import Tensor, Variable, convert_to_tensor
 from . import ops
-from .compile import compile, Function, ConcreteFunction, TensorSpec, init_scope, name_scope
+from .compile import compile, Function, ConcreteFunction, TensorSpec, Plan, init_scope, name_scope
 from .compile import print  # noqa: A004  (pyresnet.print, as tf.print)
 from .loops import while_loop, fori_loop
 from . import activations, initializers, profiling, regularizers, summary, utils

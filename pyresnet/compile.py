@@ -210,7 +210,25 @@ class ConcreteFunction:
         return self._run([_tensor.convert_to_tensor(x) for x in leaves if _is_tensor_leaf(x)])
 
     def _plan(self):
-        return self._graph.plan(self._example)
+        return self._graph._describe(self._example)
+
+    def plan(self, *args, **kwargs):
+        """The plan for these arguments' sizes (default: the arguments the
+        concrete function was obtained with), as a :class:`Plan`:
+        ``plan.tune(*args)`` times the kernel choices (``jit_compile``),
+        ``plan.run(*args)`` runs a call of those sizes without planning.
+
+        Raises:
+            TypeError, ValueError: arguments that do not fit the signature
+                (as a call).
+        """
+        if args or kwargs:
+            leaves = []
+            _flatten((args, kwargs), leaves)
+            tensors = [_tensor.convert_to_tensor(x) for x in leaves if _is_tensor_leaf(x)]
+        else:
+            tensors = self._example
+        return Plan(self._graph, tensors, self._graph._describe(tensors), self)
 
     @property
     def graph(self):
@@ -373,6 +391,137 @@ class ConcreteFunction:
             summary.write_graph(concrete, logdir, profile=result)
             summary.write_profile(result, logdir, self.name, concrete)
         return result
+
+# ---- plans ---------------------------------------------------------------------
+
+def _spec_str(spec):
+    dtype, shape = spec
+    return f"{dtype} {tuple(shape)}"
+
+
+class Plan(dict):
+    """A graph's plan for one set of input sizes, as one object: what
+    ``Graph.plan(inputs)`` and :meth:`ConcreteFunction.plan` return.
+
+    Planning, tuning and running are three calls::
+
+        plan = concrete.plan(x)     # shapes, memory placement, loop bodies' plans
+        plan.tune(x)                # jit_compile: time the kernel choices once
+        for batch in batches:       # batches of x's shape and dtype
+            out = plan.run(batch)   # only runs
+
+    It is the dict that describes the plan (keys ``shapes``: per value id a
+    shape tuple; ``node_flops``, ``variants`` (per node the kernel choice,
+    -1 while it is still to be timed under ``jit_compile``), ``kernels``
+    (per node the kernel variant's name or None), ``arena_bytes``,
+    ``naive_bytes``, ``output_bytes``, ``flops``, ``binding`` (unknown size
+    name -> int), ``inplace``, ``threads``), so code that reads it as a dict
+    keeps working.  While the object lives its plan stays among the
+    graph's plans (never evicted by calls of other sizes), so :meth:`run`
+    looks it up and never plans again.  :attr:`input_specs` lists the
+    ``(dtype, shape)`` of each input it was planned for (str, tuple).
+
+    A graph's loops over a dataset take their batches when a call starts,
+    as a normal call does: a run of the plan runs the dataset's next pass.
+    """
+
+    def __init__(self, graph, inputs, description, concrete=None):
+        super().__init__(description)
+        tensors = [_tensor.convert_to_tensor(x) for x in inputs]
+        self._graph = graph
+        self._pin = graph._pin(tensors)
+        self._concrete = concrete
+        self.input_specs = [(t.dtype, tuple(t.shape)) for t in tensors]
+
+    def _inputs(self, who, args, kwargs):
+        if self._concrete is not None:
+            leaves = []
+            _flatten((args, kwargs), leaves)
+            args = [x for x in leaves if _is_tensor_leaf(x)]
+        elif kwargs:
+            raise TypeError(f"Plan.{who}: a graph's plan takes its inputs by position, "
+                            f"got keywords {sorted(kwargs)}")
+        if len(args) != len(self.input_specs):
+            raise TypeError(f"Plan.{who}: the plan has {len(self.input_specs)} tensor "
+                            f"inputs, got {len(args)}")
+        tensors = [_tensor.convert_to_tensor(x) for x in args]
+        got = [(t.dtype, tuple(t.shape)) for t in tensors]
+        if got != self.input_specs:
+            k = next(i for i, (a, b) in enumerate(zip(got, self.input_specs)) if a != b)
+            raise ValueError(
+                f"Plan.{who}: input {k} is {_spec_str(got[k])}, the plan is for "
+                f"{_spec_str(self.input_specs[k])} (expected "
+                f"[{', '.join(map(_spec_str, self.input_specs))}], got "
+                f"[{', '.join(map(_spec_str, got))}]); make a plan for these sizes "
+                f"(or call the function, which plans each size it meets)")
+        return tensors
+
+    def run(self, *args, **kwargs):
+        """Run the planned graph once on inputs of the planned sizes.
+
+        Args:
+            *args, **kwargs: the inputs: for a graph's plan, its tensor
+                inputs in order (Tensors or arrays); for a
+                :class:`ConcreteFunction`'s, the function's arguments as for
+                a call.  Each must have the dtype and shape of
+                :attr:`input_specs` (the inputs the plan was made for).
+
+        Returns:
+            What a call returns: the graph's outputs (a list of Tensors) for
+            a graph's plan, the function's result for a concrete function's.
+            The run has a call's effects (variable updates).
+
+        Raises:
+            TypeError: another number of tensor inputs.
+            ValueError: an input of another dtype or shape than planned (the
+                message names the expected and the given ones); the errors
+                of a call.
+        """
+        tensors = self._inputs("run", args, kwargs)
+        outs = self._graph.run(tensors)
+        return outs if self._concrete is None else self._concrete._pack(outs)
+
+    def tune(self, *args, **kwargs):
+        """Choose the kernels the plan still lacks, by timing (``jit_compile``).
+
+        Under ``jit_compile`` a node with several kernels (variants, one or
+        all threads) runs the one timing chose for its shapes; the choices
+        are made once per process and shape.  ``tune`` makes them now: it
+        runs the graph once on these inputs, timing each candidate kernel
+        (the work a first call of these sizes does otherwise), so later
+        :meth:`run` calls only run.  A plan without choices to make
+        (compiled without ``jit_compile``, or timed before) is not run.
+        A tuning run has a call's effects (variable updates).
+
+        Args:
+            *args, **kwargs: inputs as for :meth:`run` (the planned dtypes
+                and shapes).
+
+        Returns:
+            list: per node the kernel it runs now (``self["kernels"]``, e.g.
+            ``"avx512_direct"``, ``" @1 thread"`` appended when timing chose
+            one thread; None for ops with one kernel).  ``self["variants"]``
+            and ``self["kernels"]`` are updated.
+
+        Raises:
+            TypeError, ValueError: as :meth:`run`.
+        """
+        tensors = self._inputs("tune", args, kwargs)
+        if -1 in self["variants"]:
+            self._graph.run(tensors)
+            self.update(self._graph._describe(tensors))
+        return list(self["kernels"])
+
+    def __repr__(self):
+        return (f"<Plan inputs=[{', '.join(map(_spec_str, self.input_specs))}] "
+                f"flops={self['flops']:.3g} arena_bytes={self['arena_bytes']}>")
+
+    def __reduce__(self):  # pickled (or copied) as the description dict it is
+        return (dict, (dict(self),))
+
+
+_C._set_plan_class(Plan)
+
 
 # ---- functions ------------------------------------------------------------------
 
