@@ -41,8 +41,8 @@ KERNELS = sorted((ROOT / "csrc" / "kernels").glob("*.c"))
 CORE = sorted((ROOT / "csrc").glob("*.c"))
 DRIVER = ROOT / "tests" / "c" / "kernels_driver.c"
 # setup.py's compile flags and macros, with every warning an error on our own files
-CFLAGS = ["-O3", "-std=c11", "-ffp-contract=off", "-fopenmp", "-fno-math-errno", "-Wall",
-          "-Wno-unused-function", "-Werror", "-fPIC", "-DBLAS_SYMBOL_PREFIX=scipy_",
+CFLAGS = ["-O3", "-std=c11", "-ffp-contract=off", "-fopenmp", "-fno-math-errno",
+          "-fno-trapping-math", "-Wall", "-Wno-unused-function", "-Werror", "-fPIC", "-DBLAS_SYMBOL_PREFIX=scipy_",
           "-DNPY_NO_DEPRECATED_API=NPY_1_7_API_VERSION"]
 CROSS_CC, QEMU = "aarch64-linux-gnu-gcc", "qemu-aarch64"
 

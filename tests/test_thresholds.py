@@ -78,6 +78,33 @@ def elementwise_parallel(rng):
               f"broadcast_to {n}")
 
 
+def gelu_blocks(rng):
+    """elementwise.c GELU_BLOCK = 64 elements staged in float32, GELU_CHUNK =
+    16384 per thread's call, PARALLEL_MIN = 32768: gelu and gelu_backward in
+    float32 and bfloat16 around each, against float64 erf."""
+    from math import erf
+
+    import ml_dtypes
+    erf64 = np.vectorize(erf)
+    for n in around(64) + around(16384) + around(32768):
+        x = randn(rng, n, scale=3)
+        dy = randn(rng, n)
+        x64 = x.astype(np.float64)
+        cdf = 0.5 * (1 + erf64(x64 / np.sqrt(2)))
+        gelu = x64 * cdf
+        grad = dy * (cdf + x64 * np.exp(-0.5 * x64 ** 2) / np.sqrt(2 * np.pi))
+        close(_C.call("gelu", x), gelu, 1e-5, 1e-6, f"gelu {n}")
+        close(_C.call("gelu_backward", dy, x), grad, 1e-5, 1e-6, f"gelu_backward {n}")
+        xb, dyb = x.astype(ml_dtypes.bfloat16), dy.astype(ml_dtypes.bfloat16)
+        xr, dyr = xb.astype(np.float64), dyb.astype(np.float64)
+        cdf = 0.5 * (1 + erf64(xr / np.sqrt(2)))
+        got = np.asarray(_C.call("gelu", xb)).astype(np.float64)
+        close(got, xr * cdf, 8e-3, 1e-6, f"gelu bf16 {n}")
+        got = np.asarray(_C.call("gelu_backward", dyb, xb)).astype(np.float64)
+        want = dyr * (cdf + xr * np.exp(-0.5 * xr ** 2) / np.sqrt(2 * np.pi))
+        close(got, want, 8e-3, 1e-6, f"gelu_backward bf16 {n}")
+
+
 def reduce_parallel(rng):
     """reduce.c PARALLEL_MIN = 32768 elements, threads over a kept outer dim."""
     for shape in ((4681, 7), (2048, 16), (3, 10923), (32767,), (32769,)):
@@ -681,8 +708,8 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("augment.c", "PARALLEL_MIN"): augment_parallel,
     ("augment.c", "block = 4096"): augment_parallel,
     ("elementwise.c", "PARALLEL_MIN"): elementwise_parallel,
-    ("elementwise.c", "BF16_BLOCK"): "the bfloat16 GELU kernels' staging block: every element "
-                                     "is computed alike whatever block it falls in",
+    ("elementwise.c", "GELU_BLOCK"): gelu_blocks,
+    ("elementwise.c", "GELU_CHUNK"): gelu_blocks,
     ("elementwise.c", "GELU_INV_SQRT2"): "a formula constant (1/sqrt 2), not a size",
     ("elementwise.c", "GELU_INV_SQRT_2PI"): "a formula constant (1/sqrt(2 pi)), not a size",
     ("elementwise.c", "chunk = 16384"): elementwise_parallel,

@@ -375,13 +375,8 @@ int pr_k_clip_backward(const float *dy, const float *x, float *dx, int64_t n, fl
  * exp by range reduction x = k ln2 + r, |r| <= ln2/2, and a degree-6
  * Taylor polynomial of e^r (relative error < 2e-7), scaled by 2^k built in
  * the exponent bits. */
-/* Without trapping math, GCC if-converts the clamps and vectorizes the loops
- * (the float comparisons could raise FE_INVALID on a NaN otherwise: nothing
- * here reads the FP exception flags). */
-#if defined(__GNUC__) && !defined(__clang__) /* (clang has no optimize pragma) */
-#pragma GCC push_options
-#pragma GCC optimize("no-trapping-math")
-#endif
+/* (setup.py's -fno-trapping-math lets GCC if-convert the clamps and vectorize
+ * the loops: the float comparisons could raise FE_INVALID on a NaN.) */
 
 static inline float fast_erf(float x) {
     float lo = x < -4.0f ? -4.0f : x;
@@ -404,7 +399,15 @@ static inline float fast_erf(float x) {
 
 /* e^x for x <= 0 (GELU's Gaussian: x = -t^2/2); 0 below -87. */
 static inline float fast_exp_neg(float x) {
-    x = x < -87.0f ? -87.0f : x;
+    /* x = x < -87 ? -87 : x (NaN kept), as a bit select: GCC 12 turns the
+     * plain ?: before the float -> int conversion below into a branch for
+     * AVX2/AVX-512 targets, which stops the loops vectorizing */
+    const float lo = -87.0f;
+    uint32_t u, c, below = -(uint32_t)(x < lo);
+    memcpy(&u, &x, sizeof u);
+    memcpy(&c, &lo, sizeof c);
+    u = (u & ~below) | (c & below);
+    memcpy(&x, &u, sizeof x);
     /* nearest integer to x / ln2 (x <= 0: truncating kf - 0.5 rounds it), without
      * floorf, which SSE2 cannot vectorize */
     float k = (float)(int32_t)(x * 1.44269504088896341f - 0.5f);
@@ -433,47 +436,71 @@ static inline float gelu_grad1(float x) {
     return cdf + x * GELU_INV_SQRT_2PI * fast_exp_neg(-0.5f * x * x);
 }
 
+/* The loops, compiled for AVX-512, AVX2 and baseline x86-64 from the same C
+ * (PR_CLONES: the same operations, so the same bits).  Each thread runs a
+ * whole chunk of GELU_CHUNK elements through one call, in blocks of
+ * GELU_BLOCK widened into float32 on the stack (the block arrays cannot
+ * alias x or y, which may be one buffer: the op works in place), so the
+ * compute loop vectorizes with no alias checks.  GELU_CHUNK is fixed, not
+ * derived from the thread count, and each element is computed alone: the
+ * results do not depend on the split. */
+#define GELU_BLOCK 64
+#define GELU_CHUNK 16384
+
+static inline float load_f32(const float *p, int64_t i) { return p[i]; }
+static inline float load_bf16(const uint16_t *p, int64_t i) { return pr_bf16_to_f32(p[i]); }
+static inline void store_f32(float *p, int64_t i, float v) { p[i] = v; }
+static inline void store_bf16(uint16_t *p, int64_t i, float v) { p[i] = pr_bf16_from_f32(v); }
+typedef float elem_f32;
+typedef uint16_t elem_bf16;
+
+/* y = gelu(x) (dy == NULL) or y = dy * gelu'(x), n elements. */
+#define GELU_RUN(T)                                                                          \
+    PR_CLONES static void gelu_run_##T(const elem_##T *dy, const elem_##T *x, elem_##T *y,   \
+                                       int64_t n) {                                          \
+        for (int64_t i0 = 0; i0 < n; i0 += GELU_BLOCK) {                                     \
+            const int64_t m = n - i0 < GELU_BLOCK ? n - i0 : GELU_BLOCK;                     \
+            float t[GELU_BLOCK], g[GELU_BLOCK];                                              \
+            for (int64_t i = 0; i < m; i++) t[i] = load_##T(x, i0 + i);                      \
+            if (dy) {                                                                        \
+                for (int64_t i = 0; i < m; i++) g[i] = load_##T(dy, i0 + i);                 \
+                for (int64_t i = 0; i < m; i++) t[i] = g[i] * gelu_grad1(t[i]);              \
+            } else {                                                                         \
+                for (int64_t i = 0; i < m; i++) t[i] = gelu1(t[i]);                          \
+            }                                                                                \
+            for (int64_t i = 0; i < m; i++) store_##T(y, i0 + i, t[i]);                      \
+        }                                                                                    \
+    }                                                                                        \
+    static void gelu_##T(const elem_##T *dy, const elem_##T *x, elem_##T *y, int64_t n) {    \
+        const int64_t chunks = (n + GELU_CHUNK - 1) / GELU_CHUNK;                            \
+        _Pragma("omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)") \
+        for (int64_t k = 0; k < chunks; k++) {                                               \
+            const int64_t i0 = k * GELU_CHUNK;                                               \
+            gelu_run_##T(dy ? dy + i0 : NULL, x + i0, y + i0,                                \
+                         n - i0 < GELU_CHUNK ? n - i0 : GELU_CHUNK);                         \
+        }                                                                                    \
+    }
+GELU_RUN(f32)
+GELU_RUN(bf16)
+
 int pr_k_gelu(const float *x, float *y, int64_t n) {
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] = gelu1(x[i]);
+    gelu_f32(NULL, x, y, n);
     return PR_OK;
 }
 
 int pr_k_gelu_backward(const float *dy, const float *x, float *dx, int64_t n) {
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * gelu_grad1(x[i]);
+    gelu_f32(dy, x, dx, n);
     return PR_OK;
 }
 
 /* bfloat16 in and out, float32 inside (rounded to nearest even once). */
-#define BF16_BLOCK 256
 int pr_k_gelu_bf16(const uint16_t *x, uint16_t *y, int64_t n) {
-    int64_t blocks = (n + BF16_BLOCK - 1) / BF16_BLOCK;
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
-    for (int64_t b = 0; b < blocks; b++) {
-        float t[BF16_BLOCK];
-        int64_t i0 = b * BF16_BLOCK, m = n - i0 < BF16_BLOCK ? n - i0 : BF16_BLOCK;
-        pr_bf16_to_f32_array(x + i0, t, m);
-        for (int64_t i = 0; i < m; i++) t[i] = gelu1(t[i]);
-        pr_f32_to_bf16(t, y + i0, m);
-    }
+    gelu_bf16(NULL, x, y, n);
     return PR_OK;
 }
 
 int pr_k_gelu_backward_bf16(const uint16_t *dy, const uint16_t *x, uint16_t *dx, int64_t n) {
-    int64_t blocks = (n + BF16_BLOCK - 1) / BF16_BLOCK;
-#pragma omp parallel for num_threads(pr_get_num_threads()) if (n >= PARALLEL_MIN)
-    for (int64_t b = 0; b < blocks; b++) {
-        float t[BF16_BLOCK], g[BF16_BLOCK];
-        int64_t i0 = b * BF16_BLOCK, m = n - i0 < BF16_BLOCK ? n - i0 : BF16_BLOCK;
-        pr_bf16_to_f32_array(x + i0, t, m);
-        pr_bf16_to_f32_array(dy + i0, g, m);
-        for (int64_t i = 0; i < m; i++) t[i] = g[i] * gelu_grad1(t[i]);
-        pr_f32_to_bf16(t, dx + i0, m);
-    }
+    gelu_bf16(dy, x, dx, n);
     return PR_OK;
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
