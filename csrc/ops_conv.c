@@ -716,13 +716,20 @@ static int check_pool(const pr_op *op, const pr_pool_attrs *a, const pr_view *x,
     return check_window_output(op, g, a->same, xname, x, "pool_size", desc);
 }
 
+/* Pooling's input dtype: float32, or bfloat16 for the ops that take it (max
+ * pooling's bf16_inputs mask). */
+static int pool_dtype(const pr_op *op, const pr_view *in, pr_dtype *dt) {
+    *dt = PR_F32;
+    return op->bf16_inputs ? pr_activation_dtype(op, in, dt) : pr_expect_dtype(op, in, 0, PR_F32);
+}
+
 static int infer_pool(const pr_op *op, const pr_view *in, int n, const void *attrs, pr_view *out,
                       size_t *ws) {
     pr_window g;
-    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || check_pool(op, attrs, &in[0], "x", &g) < 0)
-        return -1;
+    pr_dtype dt;
+    if (pool_dtype(op, in, &dt) < 0 || check_pool(op, attrs, &in[0], "x", &g) < 0) return -1;
     int64_t shape[4] = {g.n, g.ho, g.wo, g.c};
-    pr_set_out(out, PR_F32, 4, shape);
+    pr_set_out(out, dt, 4, shape);
     return 0;
 }
 
@@ -730,11 +737,11 @@ static int infer_pool(const pr_op *op, const pr_view *in, int n, const void *att
 static int infer_max_pool_bw(const pr_op *op, const pr_view *in, int n, const void *attrs,
                              pr_view *out, size_t *ws) {
     pr_window g;
-    if (pr_expect_dtype(op, in, 0, PR_F32) < 0 || check_pool(op, attrs, &in[0], "x", &g) < 0)
-        return -1;
+    pr_dtype dt;
+    if (pool_dtype(op, in, &dt) < 0 || check_pool(op, attrs, &in[0], "x", &g) < 0) return -1;
     int64_t dy[4] = {g.n, g.ho, g.wo, g.c};
     if (check_dy(op, in, 1, 4, dy) < 0) return -1;
-    pr_set_out(out, PR_F32, 4, in[0].shape);
+    pr_set_out(out, dt, 4, in[0].shape);
     return 0;
 }
 
@@ -754,13 +761,13 @@ static int infer_avg_pool_bw(const pr_op *op, const pr_view *in, int n, const vo
 static int fw_max_pool(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
     pr_window g;
     pool_window(attrs, in[0].shape, &g);
-    return pr_max_pool2d_forward(&g, in[0].data, out->data);
+    return pr_max_pool2d_forward(&g, in[0].dtype, in[0].data, out->data);
 }
 
 static int fw_max_pool_bw(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
     pr_window g;
     pool_window(attrs, in[0].shape, &g);
-    return pr_max_pool2d_backward(&g, in[0].data, in[1].data, out->data);
+    return pr_max_pool2d_backward(&g, in[0].dtype, in[0].data, in[1].data, out->data);
 }
 
 static int fw_avg_pool(const pr_view *in, int n, pr_view *out, const void *attrs, void *ws) {
@@ -931,16 +938,17 @@ const pr_op pr_op_conv2d_backprop_filter = {
 const pr_op pr_op_max_pool2d = {
     .name = "max_pool2d", .n_in = 1, .n_out = 1, .attrs = pool_attrs,
     .attr_size = sizeof(pr_pool_attrs), .infer = infer_pool, .forward = fw_max_pool,
-    .gradient = gr_max_pool,
+    .gradient = gr_max_pool, .bf16_inputs = 1,
     .doc = "max_pool2d(x NHWC; pool_size, strides (default pool_size), same) -> y NHWC; "
-           "padding never wins."};
+           "padding never wins (float32 or bfloat16)."};
 
 const pr_op pr_op_max_pool2d_backward = {
     .name = "max_pool2d_backward", .n_in = 2, .n_out = 1, .flags = PR_OP_NO_GRADIENT_RULE,
     .attrs = pool_attrs,
     .attr_size = sizeof(pr_pool_attrs), .infer = infer_max_pool_bw, .forward = fw_max_pool_bw,
+    .bf16_inputs = 3,
     .doc = "max_pool2d_backward(x, dy) -> dx: dy routed to the first NaN of each window, else "
-           "to its first maximum."};
+           "to its first maximum (float32 or bfloat16; overlapping windows add in float32)."};
 
 const pr_op pr_op_avg_pool2d = {
     .name = "avg_pool2d", .n_in = 1, .n_out = 1, .attrs = pool_attrs,

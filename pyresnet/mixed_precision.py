@@ -20,9 +20,10 @@ Learning Training", 2019):
 * the activations between layers are bfloat16, as in Keras: ``Conv2D`` and
   the residual blocks cast a float32 input to bfloat16 and a convolution of
   two bfloat16 operands returns bfloat16 (its float32 sums rounded once);
-  batch normalization, ReLU and the residual adds read and write bfloat16,
-  computing in float32 inside (batch-norm statistics summed in double,
-  returned float32), so the activations move half the bytes; their
+  batch normalization, ReLU, GELU, max pooling and the residual adds read
+  and write bfloat16, computing in float32 inside (batch-norm statistics
+  summed in double, returned float32), so the activations move half the
+  bytes; their
   gradients are bfloat16 too (a cast's gradient is cast back to its
   source's dtype, as TensorFlow's);
 * batch-norm statistics, softmax, losses and metrics are float32, and a
@@ -30,7 +31,7 @@ Learning Training", 2019):
 * a custom Python layer follows its policy's compute dtype as in Keras:
   floating inputs reach its ``call`` cast to bfloat16, and any op on them
   computes as that op does with bfloat16 operands (matmul and convolutions
-  in bfloat16; add, relu, relu_backward and batch norm on bfloat16 data;
+  in bfloat16; add, relu, gelu, max pooling and batch norm on bfloat16 data;
   other ops in float32 on the exactly widened values, returning float32);
   a layer whose own policy computes in float32 gets bfloat16 inputs widened
   to float32 (exact), as Keras's autocast does.
@@ -38,7 +39,7 @@ Learning Training", 2019):
 Where this departs from Keras: ``Dense`` returns its float32 sums (a
 model's logits stay float32 without a float32 last layer), and so does a
 convolution with one float32 operand; ops without bfloat16 kernels
-(pooling, dropout, softmax, ...) widen their inputs and return float32 (the
+(average pooling, dropout, softmax, ...) widen their inputs and return float32 (the
 next ``Conv2D`` casts back); a convolution's weight gradient is its float32
 sum (one rounding fewer than Keras's bfloat16 gradient of the cast kernel).
 """

@@ -857,7 +857,8 @@ def avg_pool_grad_ref(dy, pool, strides, same, x_shape):
     return dxp[:, pt:pt + x_shape[1], pl:pl + x_shape[2], :]
 
 
-add(Entry("max_pool2d", _pool_cases(lambda r, xs, a: [distinct(r, xs)]),
+_max_pool_cases = _pool_cases(lambda r, xs, a: [distinct(r, xs)])
+add(Entry("max_pool2d", _max_pool_cases + [as_bf16(c, bf16_out=True) for c in _max_pool_cases],
           reference=lambda x, **a: pool_ref(x, *_pool_args(a), "max"), rtol=0, atol=0,
           grad_wrt=(0,), note="distinct values 0.01 apart: no ties"))
 add(Entry("avg_pool2d", _pool_cases(lambda r, xs, a: [distinct(r, xs)]),
@@ -871,13 +872,14 @@ def _ties(r):
     return [x, randn(r, 1, 3, 3, 2)]
 
 
+_max_pool_bw_cases = (
+    [Case(c.label, lambda r, c=c, xs=xs: [distinct(r, xs), randn(r, xs[0], *_pool_out(xs, c.attrs),
+                                                                 xs[3])],
+          c.attrs, grad=False)
+     for c, (_, _, _, xs) in zip(_pool_cases(lambda r, xs, a: []), POOL_SHAPES)]
+    + [Case("ties", _ties, {"pool_size": [3], "strides": [2], "same": True}, grad=False)])
 add(Entry("max_pool2d_backward",
-          [Case(c.label, lambda r, c=c, xs=xs: [distinct(r, xs), randn(r, xs[0],
-                                                                        *_pool_out(xs, c.attrs),
-                                                                        xs[3])],
-                c.attrs, grad=False)
-           for c, (_, _, _, xs) in zip(_pool_cases(lambda r, xs, a: []), POOL_SHAPES)]
-          + [Case("ties", _ties, {"pool_size": [3], "strides": [2], "same": True}, grad=False)],
+          _max_pool_bw_cases + [as_bf16(c, bf16_out=True) for c in _max_pool_bw_cases],
           reference=lambda x, dy, **a: max_pool_grad_ref(x, dy, *_pool_args(a)),
           rtol=1e-6, atol=1e-6, note="dy routed to the first maximum of each window; "
           "overlapping windows add their dy in float32"))

@@ -6,11 +6,13 @@
 
 #include "conv.h"
 
-/* y (N, HO, WO, C) = max of x (N, H, W, C) over each window (valid taps only). */
-int pr_max_pool2d_forward(const pr_window *g, const float *x, float *y);
+/* y (N, HO, WO, C) = max of x (N, H, W, C) over each window (valid taps only);
+ * x, y (and dy, dx below) of dtype dt: float32 or bfloat16. */
+int pr_max_pool2d_forward(const pr_window *g, pr_dtype dt, const void *x, void *y);
 /* dx (N, H, W, C): each dy value goes to the first maximum of its window
  * (row-major over the window, as NumPy argmax); overlapping windows add. */
-int pr_max_pool2d_backward(const pr_window *g, const float *x, const float *dy, float *dx);
+int pr_max_pool2d_backward(const pr_window *g, pr_dtype dt, const void *x, const void *dy,
+                           void *dx);
 /* y = mean of x over the valid taps of each window. */
 int pr_avg_pool2d_forward(const pr_window *g, const float *x, float *y);
 /* dx: dy / (valid taps) spread over each window; overlapping windows add. */

@@ -118,8 +118,8 @@ static void pool_case(void) {
     float *x = inputs(nx, 4), *dy = inputs(ny, 5), *y = malloc(sizeof(float) * (size_t)ny);
     float *avg = malloc(sizeof(float) * (size_t)ny), *dx = malloc(sizeof(float) * (size_t)nx);
     if (!y || !avg || !dx) exit(2);
-    check(pr_max_pool2d_forward(&g, x, y), "max_pool2d");
-    check(pr_max_pool2d_backward(&g, x, dy, dx), "max_pool2d_backward");
+    check(pr_max_pool2d_forward(&g, PR_F32, x, y), "max_pool2d");
+    check(pr_max_pool2d_backward(&g, PR_F32, x, dy, dx), "max_pool2d_backward");
     check(pr_avg_pool2d_forward(&g, x, avg), "avg_pool2d");
     PUT("pool.x", x, g.n, g.h, g.w, g.c);
     PUT("pool.dy", dy, g.n, g.ho, g.wo, g.c);
