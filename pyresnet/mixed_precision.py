@@ -23,9 +23,8 @@ Learning Training", 2019):
   batch normalization, ReLU, GELU, max pooling and the residual adds read
   and write bfloat16, computing in float32 inside (batch-norm statistics
   summed in double, returned float32), so the activations move half the
-  bytes; their
-  gradients are bfloat16 too (a cast's gradient is cast back to its
-  source's dtype, as TensorFlow's);
+  bytes; their gradients are bfloat16 too (a cast's gradient is cast back
+  to its source's dtype, as TensorFlow's);
 * batch-norm statistics, softmax, losses and metrics are float32, and a
   model's outputs are float32;
 * a custom Python layer follows its policy's compute dtype as in Keras:
