@@ -34,7 +34,7 @@ static inline uint16_t to_bf16(float v) { return pr_bf16_from_f32(v); }
 /* Whether v replaces best as the running max: v is larger, or v is the
  * first NaN (a NaN best stays).  Branch-free, so the channel loop
  * vectorises. */
-static inline int wins(float v, float best) { return best == best && !(v <= best); }
+static inline int wins(float v, float best) { return (best == best) & !(v <= best); }
 
 /* Valid window rows [*r0, *r1) and columns [*c0, *c1) (input indices) of
  * output pixel (oh, ow). */
@@ -118,7 +118,7 @@ static void avg_forward(const pr_window *g, const float *x, float *y) {
  * The argmax is a window position per channel (int32, with the float max:
  * the channel loops vectorise); pixels no window covers are zeroed. */
 #define MAX_BACKWARD_DISJOINT(T)                                                             \
-    static void max_backward_disjoint_##T(const pr_window *g, const elem_##T *xn,            \
+    PR_CLONES static void max_backward_disjoint_##T(const pr_window *g, const elem_##T *xn,  \
                                           const elem_##T *dyn, elem_##T *dxn) {              \
         const int64_t C = g->c;                                                              \
         for (int64_t ih = 0; ih < g->h; ih++) { /* rows and columns no window covers */      \
