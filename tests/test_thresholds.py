@@ -264,6 +264,30 @@ def pool_channel_block(rng):
                   f"avg pool c={c}")
 
 
+def max_pool_2x2_lanes(rng):
+    """pool.c HAVE_2X2_AVX512: MaxPooling2D(2)'s backward pass 16 channels at
+    a time, the rest by the general loop: channels 1, 15, 16, 17, 33, odd
+    sizes (a row and a column no window covers), float32 and bfloat16, with
+    ties (the first maximum wins) and NaNs (the first NaN wins), against
+    float64; forward too."""
+    import ml_dtypes
+    for c in (1, 15, 16, 17, 33):
+        shape = (2, 5, 7, c)
+        x = np.round(randn(rng, *shape), 1)  # (ties within windows)
+        x.flat[rng.choice(x.size, x.size // 20, replace=False)] = np.nan
+        dy = randn(rng, 2, 2, 3, c)
+        attrs = {"pool_size": [2], "strides": [2], "same": False}
+        for dt in (np.float32, ml_dtypes.bfloat16):
+            xd, dyd = x.astype(dt), dy.astype(dt)
+            x64, dy64 = xd.astype(np.float64), dyd.astype(np.float64)
+            got = np.asarray(_C.call("max_pool2d_backward", xd, dyd, **attrs)).astype(np.float64)
+            want = max_pool_grad_ref(x64, dy64, (2, 2), (2, 2), False)
+            close(got, want, 0, 0, f"max pool backward 2x2 c={c} {np.dtype(dt).name}")
+            got = np.asarray(_C.call("max_pool2d", xd, **attrs)).astype(np.float64)
+            np.testing.assert_array_equal(got, pool_ref(x64, (2, 2), (2, 2), False, "max"),
+                                          err_msg=f"max pool 2x2 c={c} {np.dtype(dt).name}")
+
+
 def augment_parallel(rng):
     """augment.c PARALLEL_MIN = 32768 values (n h w c): flip, crop, affine,
     contrast (per-thread sums); normalize's blocks of 4096 pixels, with the
@@ -725,6 +749,7 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("fused.h", "PR_FUSED_MAX_INSTR"): fused_max_instr,
     ("fused.h", "PR_FUSED_MAX_IN"): fused_max_in,
     ("pool.c", "CBLOCK"): pool_channel_block,
+    ("pool.c", "HAVE_2X2_AVX512"): max_pool_2x2_lanes,
     ("common.c", "CACHE_MIN"): allocator_cache,
     ("kernels.h", "PR_MAX_DIMS"): max_dims,
     ("conv.c", "SMALL_MNK"): conv_small_mnk,

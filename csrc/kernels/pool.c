@@ -110,6 +110,63 @@ static void avg_forward(const pr_window *g, const float *x, float *y) {
     }
 }
 
+/* ---- 2x2 windows with AVX-512 F --------------------------------------------
+ * The disjoint backward pass of MaxPooling2D(2), 16 channels at a time: the
+ * running max and the winning tap as lane masks (the same wins() rule: a
+ * NaN best stays, a NaN or larger v replaces it), dy stored where a tap won
+ * and 0 elsewhere.  bfloat16 lanes are widened exactly and narrowed back by
+ * truncation (dy is a widened bfloat16: no rounding).  Returns the channels
+ * done (a multiple of 16); the loop below does the rest. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#include "cpu.h"
+#define HAVE_2X2_AVX512 1
+#define AVX512 __attribute__((target("avx512f")))
+static inline AVX512 __m512 ld16_f32(const float *p) { return _mm512_loadu_ps(p); }
+static inline AVX512 __m512 ld16_bf16(const uint16_t *p) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+static inline AVX512 void st16_f32(float *p, __m512 v) { _mm512_storeu_ps(p, v); }
+static inline AVX512 void st16_bf16(uint16_t *p, __m512 v) {
+    __m512i bits = _mm512_srli_epi32(_mm512_castps_si512(v), 16);
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(bits));
+}
+static inline AVX512 __mmask16 wins16(__m512 v, __m512 best) {
+    return _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q) & _mm512_cmp_ps_mask(v, best, _CMP_NLE_UQ);
+}
+#define MAX_BACKWARD_2X2_AVX512(T)                                                           \
+    static AVX512 int64_t max_backward_2x2_avx512_##T(                                       \
+        const elem_##T *x0, const elem_##T *x1, const elem_##T *dyo, elem_##T *d0,           \
+        elem_##T *d1, int64_t C) {                                                           \
+        int64_t c = 0;                                                                       \
+        for (; c + 16 <= C; c += 16) {                                                       \
+            __m512 b = ld16_##T(x0 + c), v1 = ld16_##T(x0 + C + c);                         \
+            __m512 v2 = ld16_##T(x1 + c), v3 = ld16_##T(x1 + C + c);                         \
+            __mmask16 w1 = wins16(v1, b);                                                    \
+            b = _mm512_mask_mov_ps(b, w1, v1);                                               \
+            __mmask16 w2 = wins16(v2, b);                                                    \
+            b = _mm512_mask_mov_ps(b, w2, v2);                                               \
+            __mmask16 w3 = wins16(v3, b);                                                    \
+            __mmask16 a2 = w2 & ~w3, a1 = w1 & ~w2 & ~w3, a0 = ~(w1 | w2 | w3);              \
+            __m512 d = ld16_##T(dyo + c);                                                    \
+            st16_##T(d0 + c, _mm512_maskz_mov_ps(a0, d));                                    \
+            st16_##T(d0 + C + c, _mm512_maskz_mov_ps(a1, d));                                \
+            st16_##T(d1 + c, _mm512_maskz_mov_ps(a2, d));                                    \
+            st16_##T(d1 + C + c, _mm512_maskz_mov_ps(w3, d));                                \
+        }                                                                                    \
+        return c;                                                                            \
+    }
+MAX_BACKWARD_2X2_AVX512(f32)
+MAX_BACKWARD_2X2_AVX512(bf16)
+#define MAX_BACKWARD_2X2(T, wide, x0, x1, dyo, d0, d1, C)                                    \
+    ((wide) ? max_backward_2x2_avx512_##T(x0, x1, dyo, d0, d1, C) : 0)
+#else
+#define MAX_BACKWARD_2X2(T, wide, x0, x1, dyo, d0, d1, C)                                    \
+    ((void)(wide), (void)(x0), (void)(d0), (int64_t)0)
+#endif
+
 /* Windows that do not overlap (stride >= window on both axes, as
  * MaxPooling2D's default strides = pool_size): each dx element is written
  * once, dy where it is its window's argmax and 0 elsewhere, rather than
@@ -119,7 +176,8 @@ static void avg_forward(const pr_window *g, const float *x, float *y) {
  * the channel loops vectorise); pixels no window covers are zeroed. */
 #define MAX_BACKWARD_DISJOINT(T)                                                             \
     PR_CLONES static void max_backward_disjoint_##T(const pr_window *g, const elem_##T *xn,  \
-                                          const elem_##T *dyn, elem_##T *dxn) {              \
+                                                    const elem_##T *dyn, elem_##T *dxn,      \
+                                                    int wide) {                              \
         const int64_t C = g->c;                                                              \
         for (int64_t ih = 0; ih < g->h; ih++) { /* rows and columns no window covers */      \
             int64_t u = ih + g->ph, oh = u / g->sh;                                          \
@@ -136,7 +194,14 @@ static void avg_forward(const pr_window *g, const float *x, float *y) {
                 int64_t r0, r1, c0, c1;                                                      \
                 window(g, oh, ow, &r0, &r1, &c0, &c1);                                       \
                 const int64_t cols = c1 - c0, taps = (r1 - r0) * cols;                       \
-                for (int64_t cb = 0; cb < C; cb += CBLOCK) {                                 \
+                int64_t done = 0; /* channels the 2x2 AVX-512 loop did */                    \
+                if (taps == 4 && cols == 2) {                                                \
+                    const elem_##T *x0 = xn + (r0 * g->w + c0) * C;                          \
+                    elem_##T *d0 = dxn + (r0 * g->w + c0) * C;                               \
+                    done = MAX_BACKWARD_2X2(T, wide, x0, x0 + g->w * C, dyo, d0,             \
+                                            d0 + g->w * C, C);                               \
+                }                                                                            \
+                for (int64_t cb = done; cb < C; cb += CBLOCK) {                              \
                     const int64_t nc = C - cb < CBLOCK ? C - cb : CBLOCK;                    \
                     float best[CBLOCK];                                                      \
                     int32_t arg[CBLOCK];                                                     \
@@ -246,15 +311,21 @@ int pr_max_pool2d_backward(const pr_window *g, pr_dtype dt, const void *x, const
                            void *dx) {
     const int64_t C = g->c, image = g->h * g->w * C, dy_image = g->ho * g->wo * C;
     if (g->sh >= g->kh && g->sw >= g->kw) {
+#ifdef HAVE_2X2_AVX512
+        const int wide = pr_cpu_fast(PR_CPU_AVX512F);
+#else
+        const int wide = 0;
+#endif
 #pragma omp parallel for num_threads(pr_get_num_threads()) schedule(static)
         for (int64_t n = 0; n < g->n; n++) {
             if (dt == PR_BF16)
                 max_backward_disjoint_bf16(g, (const uint16_t *)x + n * image,
                                            (const uint16_t *)dy + n * dy_image,
-                                           (uint16_t *)dx + n * image);
+                                           (uint16_t *)dx + n * image, wide);
             else
                 max_backward_disjoint_f32(g, (const float *)x + n * image,
-                                          (const float *)dy + n * dy_image, (float *)dx + n * image);
+                                          (const float *)dy + n * dy_image, (float *)dx + n * image,
+                                          wide);
         }
         return PR_OK;
     }
