@@ -45,6 +45,11 @@ __attribute__((target("avx512f"))) static inline __m512 pr_bf16_round16_ps(__m51
 __attribute__((target("avx512f"))) static inline __m256i pr_bf16_round16(__m512 x) {
     return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(pr_bf16_round16_ps(x)), 16));
 }
+/* 16 bfloat16 values at p widened to float32 (exact). */
+__attribute__((target("avx512f"))) static inline __m512 pr_bf16_load16_ps(const uint16_t *p) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
 #endif
 
 /* f32 value rounded to the nearest bfloat16, as a float32. */

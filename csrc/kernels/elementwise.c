@@ -142,10 +142,7 @@ __attribute__((target("avx512f"))) static void add_bf16_avx512(const uint16_t *a
                                                                int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m512i wa = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(a + i)));
-        __m512i wb = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(b + i)));
-        __m512 sum = _mm512_add_ps(_mm512_castsi512_ps(_mm512_slli_epi32(wa, 16)),
-                                   _mm512_castsi512_ps(_mm512_slli_epi32(wb, 16)));
+        __m512 sum = _mm512_add_ps(pr_bf16_load16_ps(a + i), pr_bf16_load16_ps(b + i));
         _mm256_storeu_si256((__m256i *)(o + i), pr_bf16_round16(sum));
     }
     for (; i < n; i++) o[i] = pr_bf16_from_f32(pr_bf16_to_f32(a[i]) + pr_bf16_to_f32(b[i]));

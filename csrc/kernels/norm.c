@@ -291,10 +291,7 @@ DX_ROWS(bf16, f32)
 #define AVX512 __attribute__((target("avx512f")))
 
 static inline AVX512 __m512 ld16_f32(const float *p) { return _mm512_loadu_ps(p); }
-static inline AVX512 __m512 ld16_bf16(const uint16_t *p) {
-    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-}
+static inline AVX512 __m512 ld16_bf16(const uint16_t *p) { return pr_bf16_load16_ps(p); }
 static inline AVX512 __m512 rnd16_f32(__m512 v) { return v; }
 /* v rounded to bfloat16 as rnd_bf16, as float32. */
 static inline AVX512 __m512 rnd16_bf16(__m512 v) { return pr_bf16_round16_ps(v); }

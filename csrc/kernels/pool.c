@@ -124,10 +124,7 @@ static void avg_forward(const pr_window *g, const float *x, float *y) {
 #define HAVE_2X2_AVX512 1
 #define AVX512 __attribute__((target("avx512f")))
 static inline AVX512 __m512 ld16_f32(const float *p) { return _mm512_loadu_ps(p); }
-static inline AVX512 __m512 ld16_bf16(const uint16_t *p) {
-    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-}
+static inline AVX512 __m512 ld16_bf16(const uint16_t *p) { return pr_bf16_load16_ps(p); }
 static inline AVX512 void st16_f32(float *p, __m512 v) { _mm512_storeu_ps(p, v); }
 static inline AVX512 void st16_bf16(uint16_t *p, __m512 v) {
     __m512i bits = _mm512_srli_epi32(_mm512_castps_si512(v), 16);
