@@ -319,6 +319,16 @@ def _write(path, text):
     write_text(str(path), text)
 
 
+def output_paths(out, tag):
+    """(JSON record, Markdown report, logs folder) of a race tagged ``tag`` in
+    folder ``out``: ``airbench_race_<tag>.json`` / ``.md`` / ``_logs``.  The
+    names are built by appending, since a tag such as ``9.9ep`` holds a dot
+    that ``Path.with_suffix`` would take for a suffix."""
+    out = pathlib.Path(out).resolve()
+    name = f"airbench_race_{tag}"
+    return out / f"{name}.json", out / f"{name}.md", out / f"{name}_logs"
+
+
 def main(argv=None):
     """Run the race (or ``--render``); returns the exit status: 0, 1 when
     a run failed (it is in the report), 2 when a framework is missing."""
@@ -337,9 +347,7 @@ def main(argv=None):
         if why:
             print(f"error: {why}", file=sys.stderr)
             return 2
-    out = pathlib.Path(args.out).resolve()
-    stem = out / f"airbench_race_{args.tag}"
-    logs = out / f"airbench_race_{args.tag}_logs"
+    json_path, md_path, logs = output_paths(args.out, args.tag)
     logs.mkdir(parents=True, exist_ok=True)
     cpu, checkout, load_start = fma_peak.cpu_model(), peers.git_version(), os.getloadavg()
     print(f"CPU: {cpu}; load average {load_start[0]:.2f}; versions "
@@ -370,10 +378,10 @@ def main(argv=None):
               "load_average_start": [round(x, 2) for x in load_start],
               "load_average_end": [round(x, 2) for x in os.getloadavg()],
               "settings": settings, "summary": summary, "runs": runs}
-    _write(stem.with_suffix(".json"), json.dumps(record, indent=1) + "\n")
+    _write(json_path, json.dumps(record, indent=1) + "\n")
     md = render_markdown(record)
-    _write(stem.with_suffix(".md"), md)
-    print("\n" + md + f"\nwrote {stem}.json, {stem}.md and {logs}/")
+    _write(md_path, md)
+    print("\n" + md + f"\nwrote {json_path}, {md_path} and {logs}/")
     return 0 if all("error" not in r for r in runs) else 1
 
 

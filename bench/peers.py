@@ -631,7 +631,7 @@ def main():
         out = pathlib.Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         stem = out / (f"peers_{args.model}_b{args.batch}" + (f"_{args.tag}" if args.tag else ""))
-        stem.with_suffix(".md").write_text(
+        stem.with_name(stem.name + ".md").write_text(
             table + "\n\nCommand: `python bench/peers.py " + " ".join(sys.argv[1:]) + "`\n")
         record = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
                   "command": sys.argv, "cpu": cpu, "logical_cpus": os.cpu_count(),
@@ -642,7 +642,7 @@ def main():
                   "load_average_end": os.getloadavg(), "versions": versions,
                   "pyresnet_checkout": checkout, "notes": notes, "modes": rows,
                   "environment": kernel_env}
-        stem.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
+        stem.with_name(stem.name + ".json").write_text(json.dumps(record, indent=1) + "\n")
         print(f"\nwrote {stem}.md and {stem}.json")
     if any(not math.isfinite(o["loss"]) for v in results.values() for o in v):
         print("warning: some mode produced a non-finite loss", file=sys.stderr)

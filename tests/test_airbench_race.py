@@ -36,6 +36,14 @@ def _args(*argv):
     return race.parse_args(["--data", "/data", *argv])
 
 
+def test_race_output_names_keep_the_dotted_tag(tmp_path):
+    j, m, logs = race.output_paths(tmp_path, "9.9ep_bf16")
+    assert (j.name, m.name, logs.name) == ("airbench_race_9.9ep_bf16.json",
+                                           "airbench_race_9.9ep_bf16.md",
+                                           "airbench_race_9.9ep_bf16_logs")
+    assert j.parent == tmp_path.resolve()
+
+
 def test_race_options_and_tag():
     a = _args()
     assert (a.seeds, a.epochs, a.frameworks, a.tag) == ([0], 9.9, ["pyresnet", "torch"], "9.9ep")
