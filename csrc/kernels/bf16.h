@@ -13,6 +13,11 @@
 #include "kernels.h"
 
 /* (a select, not a branch, so that loops over it vectorize) */
+/* Element types of kernels instantiated for float32 and bfloat16 data
+ * (macros of T pasting elem_##T). */
+typedef float elem_f32;
+typedef uint16_t elem_bf16;
+
 static inline uint16_t pr_bf16_from_f32(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);

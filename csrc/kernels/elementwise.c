@@ -448,8 +448,6 @@ static inline float load_f32(const float *p, int64_t i) { return p[i]; }
 static inline float load_bf16(const uint16_t *p, int64_t i) { return pr_bf16_to_f32(p[i]); }
 static inline void store_f32(float *p, int64_t i, float v) { p[i] = v; }
 static inline void store_bf16(uint16_t *p, int64_t i, float v) { p[i] = pr_bf16_from_f32(v); }
-typedef float elem_f32;
-typedef uint16_t elem_bf16;
 
 /* y = gelu(x) (dy == NULL) or y = dy * gelu'(x), n elements. */
 #define GELU_RUN(T)                                                                          \

@@ -65,8 +65,6 @@ typedef unsigned v8u __attribute__((vector_size(32)));
 typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef uint16_t v8h_u __attribute__((vector_size(16), aligned(2), may_alias));
 
-typedef float elem_f32;
-typedef uint16_t elem_bf16;
 
 static inline float ld_f32(const float *p, int64_t i) { return p[i]; }
 #define ld8_f32(p) (*(const v8f_u *)(p))

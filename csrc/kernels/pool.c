@@ -22,8 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef float elem_f32;
-typedef uint16_t elem_bf16;
 static inline float ld_f32(const float *p) { return *p; }
 static inline float ld_bf16(const uint16_t *p) { return pr_bf16_to_f32(*p); }
 static inline float to_f32(float v) { return v; }
