@@ -95,6 +95,14 @@ REGNET_SHAPES = [
     ("regnet 152 g19 @4", (4, 4, 152), (3, 3, 152), 1, "same", 19),
     ("regnet 368 g46 @4 s2", (4, 4, 368), (3, 3, 368), 2, "same", 46),
     ("regnet 368 g46 @2", (2, 2, 368), (3, 3, 368), 1, "same", 46),
+    # and their 1x1 convolutions, the larger half of a RegNet step's time: each block's
+    # first (width in -> width) and second (width -> width) 1x1
+    ("regnet 1x1 32->24 @32", (32, 32, 32), (1, 1, 24), 1),
+    ("regnet 1x1 24->24 @16", (16, 16, 24), (1, 1, 24), 1),
+    ("regnet 1x1 56->152 @8", (8, 8, 56), (1, 1, 152), 1),
+    ("regnet 1x1 152->152 @4", (4, 4, 152), (1, 1, 152), 1),
+    ("regnet 1x1 152->368 @4", (4, 4, 152), (1, 1, 368), 1),
+    ("regnet 1x1 368->368 @2", (2, 2, 368), (1, 1, 368), 1),
 ]
 SHAPE_SETS = {"resnet": RESNET_SHAPES, "airbench": AIRBENCH_SHAPES, "regnet": REGNET_SHAPES}
 SHAPES = RESNET_SHAPES + AIRBENCH_SHAPES + REGNET_SHAPES

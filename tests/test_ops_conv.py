@@ -327,6 +327,7 @@ DIRECT_SHAPES = [
     ((1, 11, 14, 5), (7, 7, 5, 9), 1, True),
     ((2, 10, 10, 23), (5, 5, 23, 8), 3, True),
     ((1, 4, 4, 64), (1, 1, 64, 41), 1, True),
+    ((2, 7, 9, 33), (1, 1, 33, 17), 2, True),
     ((3, 1, 1, 9), (3, 3, 9, 15), 1, True),
     ((2, 5, 14, 1), (1, 3, 1, 16), (1, 2), True),
     ((1, 12, 6, 17), (3, 2, 17, 23), (3, 1), False),
@@ -346,7 +347,8 @@ def test_direct_variants_on_block_edges(variant, xs, ks, strides, same):
     """Each pass of a direct variant against the float64 NumPy references
     (the op table's shapes run every variant too, test_op_table.py); a pass
     it refuses (forward at horizontal stride 3, a 1x1 window's forward and
-    input gradient) runs the reference instead."""
+    input gradient, and in float32 a stride-1 1x1's filter gradient) runs the
+    reference instead."""
     from pyresnet import _C
     if refused_here(variant):
         return
@@ -368,7 +370,9 @@ def test_direct_variants_on_block_edges(variant, xs, ks, strides, same):
             continue
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-4, err_msg=f"{variant} {op}")
         ran.append(op)
-    assert "conv2d_backprop_filter" in ran  # every window and stride up to 4
+    # every window and stride up to 4, but float32's stride-1 1x1 (a GEMM)
+    pointwise = ks[:2] == (1, 1) and strides == 1
+    assert ("conv2d_backprop_filter" in ran) != pointwise, ran
 
 
 @pytest.mark.parametrize("strides", [1, 2])

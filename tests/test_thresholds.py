@@ -416,6 +416,15 @@ def conv_block_bytes(rng):
         _conv_all_passes(rng, (1, 1, width, 16), (3, 3, 16, 4), 1, True, f"width {width}")
 
 
+def conv_pointwise_rows(rng):
+    """conv.c PW_ROWS = 128: a pointwise (1x1, stride 1) conv whose
+    SMALL_MNK blocks would be shorter (96 x 96 channels: 108 rows) takes
+    blocks of 128 rows of the (n h w, c) matrix, across images; 127, 128,
+    129 and 257 rows."""
+    for n, w in ((1, 127), (2, 64), (1, 129), (1, 257)):
+        _conv_all_passes(rng, (n, 1, w, 96), (1, 1, 96, 96), 1, True, f"1x1 M={n * w}")
+
+
 def conv_direct_window_stride(rng):
     """conv_direct_geom.h MAX_WINDOW = 7 and MAX_STRIDE = 4: larger windows and
     strides go to the reference kernel."""
@@ -754,6 +763,7 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("kernels.h", "PR_MAX_DIMS"): max_dims,
     ("conv.c", "SMALL_MNK"): conv_small_mnk,
     ("conv.c", "BLOCK_BYTES"): conv_block_bytes,
+    ("conv.c", "PW_ROWS"): conv_pointwise_rows,
     ("conv_direct_geom.h", "MAX_WINDOW"): conv_direct_window_stride,
     ("conv_direct_geom.h", "MAX_STRIDE"): conv_direct_window_stride,
     ("conv_direct_tiles.h", "MAX_TILE"): conv_direct_tiles,

@@ -44,6 +44,7 @@
 #define BLOCK_BYTES ((size_t)128 << 10)
 #define SLOT_BUDGET ((size_t)32 << 20)   /* scratch for all slots together, roughly */
 #define MAX_SLOTS 16                     /* at most this many threads share one conv */
+#define PW_ROWS 128                      /* rows per block of a pointwise conv, at least */
 
 int64_t pr_window_out_size(int64_t in, int64_t k, int64_t s, int same, int64_t *pad_before) {
     if (same) {
@@ -62,11 +63,17 @@ static int is_pointwise(const pr_window *g) {
 
 static int64_t col_width(const pr_window *g) { return g->kh * g->kw * g->c; }
 
-/* Output rows per block (see SMALL_MNK), a multiple of 16 when possible. */
+/* Output rows per block (see SMALL_MNK), a multiple of 16 when possible.
+ * A pointwise conv's blocks are rows of x itself (no im2col buffer): at
+ * least PW_ROWS of them, since a product of wide channels (RegNet's 368 ->
+ * 368) would otherwise get blocks of a few rows, on which sgemm repacks the
+ * whole filter for every few pixels (2-3x slower, bench/conv.py --shapes
+ * "regnet 1x1"). */
 static int64_t block_rows(const pr_window *g) {
     int64_t k = col_width(g), r = SMALL_MNK / (k * g->o);
     int64_t by_bytes = (int64_t)(BLOCK_BYTES / (sizeof(float) * (size_t)k));
     if (r > by_bytes) r = by_bytes;
+    if (is_pointwise(g) && r < PW_ROWS) r = PW_ROWS;
     return r >= 32 ? r / 16 * 16 : (r > 0 ? r : 1);
 }
 
@@ -185,6 +192,15 @@ int pr_conv2d_backprop_input(const pr_window *g, const float *dy, const float *w
     float *wt = scratch, *slots = wt + K * O;
     for (int64_t i = 0; i < K; i++)
         for (int64_t o = 0; o < O; o++) wt[o * K + i] = w[i * O + o];
+    if (is_pointwise(g)) { /* dx = dy @ w^T in blocks of rows across the images */
+        const int64_t M = g->n * P, nb = count_blocks(g);
+#pragma omp parallel for schedule(static) num_threads(threads_for(count_slots(nb, 0)))
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t r0 = b * R, m = M - r0 < R ? M - r0 : R;
+            pr_sgemm(0, 0, m, K, O, 1.0f, dy + r0 * O, O, wt, K, 0.0f, dx + r0 * K, K);
+        }
+        return PR_OK;
+    }
 #pragma omp parallel num_threads(threads_for(count_slots(g->n, slot)))
     {
         float *dcol = slot ? slots + THREAD_ID() * slot : NULL;

@@ -47,16 +47,24 @@
 
 /* ---- geometry (portable; the rest in conv_direct_geom.h) ------------------ */
 
-int pr_conv_direct_supports(const pr_window *g, pr_conv_pass pass) {
+int pr_conv_direct_fits(const pr_window *g, pr_conv_pass pass) {
     /* forward tiles step through x by the stride: compiled for 1 and 2 */
     int64_t max_sw = pass == PR_CONV_FORWARD ? 2 : MAX_STRIDE;
-    /* A 1x1 window's forward and backprop_input are one GEMM over the pixels
-     * (or a quarter of them): the reference's sgemm on x in place is faster
-     * there (bench/conv.py); its filter gradient is faster here. */
-    if (g->kh * g->kw == 1 && pass != PR_CONV_BACKPROP_FILTER) return 0;
     return g->kh >= 1 && g->kw >= 1 && g->kh <= MAX_WINDOW && g->kw <= MAX_WINDOW &&
            g->sh >= 1 && g->sw >= 1 && g->sh <= MAX_STRIDE && g->sw <= max_sw && g->c >= 1 &&
            g->o >= 1 && g->ho >= 1 && g->wo >= 1;
+}
+
+int pr_conv_direct_supports(const pr_window *g, pr_conv_pass pass) {
+    /* A 1x1 window's forward and backprop_input are one GEMM over the pixels
+     * (or a quarter of them): the reference's sgemm on x in place is faster
+     * there (bench/conv.py); so is a stride-1 1x1's filter gradient, whose
+     * tiles here would be image rows of a few pixels (RegNet's 368 channels
+     * at 2x2: 9% of the AVX2 peak here, 58% by sgemm, on an AMD EPYC Zen 3;
+     * bench/conv.py --shapes "regnet 1x1").  A strided 1x1's filter gradient
+     * (ResNet's projection shortcuts) is faster here. */
+    if (g->kh * g->kw == 1 && (pass != PR_CONV_BACKPROP_FILTER || g->sh * g->sw == 1)) return 0;
+    return pr_conv_direct_fits(g, pass);
 }
 
 size_t pr_conv_direct_scratch_bytes(const pr_window *g, pr_conv_pass pass) {

@@ -8,9 +8,12 @@
 
 #include "conv.h"
 
-/* Whether the direct kernels run this pass and geometry: windows from 1x2
- * up to 7x7 (1x1 is a plain GEMM: the reference), strides up to 4 (forward:
- * horizontal stride 1 or 2).  CPU features are the caller's check. */
+/* Whether the direct kernels can run this pass and geometry: windows up to
+ * 7x7, strides up to 4 (forward: horizontal stride 1 or 2). */
+int pr_conv_direct_fits(const pr_window *g, pr_conv_pass pass);
+/* Whether the float32 direct kernels take it: pr_conv_direct_fits, except
+ * 1x1 windows (a plain GEMM: the reference) but for the filter gradient of
+ * a strided one.  CPU features are the caller's check. */
 int pr_conv_direct_supports(const pr_window *g, pr_conv_pass pass);
 /* Scratch bytes of a pass: repacked weights, per-slot padded images (and
  * per-stripe partial filter gradients), independent of the thread count. */

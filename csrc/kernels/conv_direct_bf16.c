@@ -409,6 +409,5 @@ size_t pr_conv_direct_bf16_scratch_bytes(const pr_window *g, pr_conv_pass pass) 
  * avx512_bf16 took 2-5x as long on ResNet's 1x1 stride-2 projections. */
 int pr_conv_direct_bf16_supports(const pr_window *g, pr_conv_pass pass) {
     return pr_conv_direct_supports(g, pass) ||
-           (g->kh == 1 && g->kw == 1 && pr_conv_direct_supports(g, PR_CONV_BACKPROP_FILTER) &&
-            (pass != PR_CONV_FORWARD || g->sw <= 2));
+           (g->kh == 1 && g->kw == 1 && pr_conv_direct_fits(g, pass));
 }
