@@ -536,17 +536,37 @@ DIRECT_VARIANT(avx2_direct, bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_avx2_bac
 DIRECT_VARIANT(avx2_direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_avx2_backprop_filter,
                pr_conv_direct_avx2_scratch_bytes)
 
-/* Grouped and depthwise AVX2 (kernels/conv_grouped_avx2.c): float32 calls
- * of more than one group (pr_conv_grouped_avx2_supports). */
+/* Grouped and depthwise AVX2 (kernels/conv_grouped_avx2.c): calls of more
+ * than one group (pr_conv_grouped_avx2_supports).  avx2_grouped takes the
+ * float32 calls; avx2_grouped_bf16 the bfloat16 ones (no bfloat16 kernel
+ * takes groups), on their operands rounded and widened to float32 after the
+ * kernel's scratch, a bfloat16 output staged in float32 and rounded once:
+ * the reference's arithmetic at the AVX2 kernel's speed. */
+typedef int grouped_kernel(const pr_window *g, int64_t groups, const float *a, const float *b,
+                           float *out, void *scratch);
+
 static int grouped_fits(const pr_window *g, const void *a) {
     return pr_conv_grouped_avx2_supports(g, ((const pr_conv_attrs *)a)->groups);
 }
+static size_t grouped_kernel_bytes(const pr_window *g, const void *a, pr_conv_pass pass) {
+    return align64(pr_conv_grouped_avx2_scratch_bytes(g, ((const pr_conv_attrs *)a)->groups, pass));
+}
+static int grouped_run(grouped_kernel *kernel, pr_conv_pass pass, const pr_window *g,
+                       const pr_view *in_given, pr_view *out, const void *a, void *ws0) {
+    pr_view in[2];
+    float *y = staged(out, ws0);
+    void *ws = after_staging(out, ws0);
+    widen_operands(in_given, ws, grouped_kernel_bytes(g, a, pass), in);
+    int64_t groups = ((const pr_conv_attrs *)a)->groups;
+    return unstage(kernel(g, groups, in[0].data, in[1].data, y, ws), out, ws0);
+}
 #define GROUPED_VARIANT(pass, PASS, kernel)                                                     \
     WINDOW_VARIANT(avx2_grouped, pass, grouped_fits(&g, a) && all_f32(in),                      \
-                   pr_conv_grouped_avx2_scratch_bytes(&g, ((const pr_conv_attrs *)a)->groups,  \
-                                                      PASS),                                    \
-                   kernel(&g, ((const pr_conv_attrs *)a)->groups, in[0].data, in[1].data,      \
-                          out->data, ws))
+                   grouped_kernel_bytes(&g, a, PASS),                                           \
+                   grouped_run(kernel, PASS, &g, in, out, a, ws))                               \
+    WINDOW_VARIANT(avx2_grouped_bf16, pass, grouped_fits(&g, a) && bf16_call(in),               \
+                   staging_bytes(out) + grouped_kernel_bytes(&g, a, PASS) + widened_bytes(in),  \
+                   grouped_run(kernel, PASS, &g, in, out, a, ws))
 
 GROUPED_VARIANT(fw, PR_CONV_FORWARD, pr_conv_grouped_avx2_forward)
 GROUPED_VARIANT(bpi, PR_CONV_BACKPROP_INPUT, pr_conv_grouped_avx2_backprop_input)
@@ -622,6 +642,8 @@ DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
          avx2_direct_scratch_##pass, avx2_direct_run_##pass},                                   \
         {"avx2_grouped", PR_CPU_AVX2 | PR_CPU_FMA, avx2_grouped_supports_##pass,                \
          avx2_grouped_scratch_##pass, avx2_grouped_run_##pass},                                 \
+        {"avx2_grouped_bf16", PR_CPU_AVX2 | PR_CPU_FMA, avx2_grouped_bf16_supports_##pass,      \
+         avx2_grouped_bf16_scratch_##pass, avx2_grouped_bf16_run_##pass},                       \
         {"amx_direct_bf16", PR_BF16_AMX_CPU, amx_direct_supports_##pass,                        \
          amx_direct_scratch_##pass, amx_direct_run_##pass},                                     \
         {"amx_bf16", PR_BF16_AMX_CPU, bf16_conv_supports, bf16_scratch_##pass, amx_run_##pass}, \
@@ -635,7 +657,7 @@ DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 CONV_VARIANTS(fw, fw_conv2d);
 CONV_VARIANTS(bpi, fw_conv2d_bpi);
 CONV_VARIANTS(bpf, fw_conv2d_bpf);
-#define N_CONV_VARIANTS 8
+#define N_CONV_VARIANTS 9
 
 /* The three ops are bilinear and adjoint to each other:
  * <dy, conv2d(x, w)> = <bpi(dy, w), x> = <bpf(x, dy), w>. */

@@ -47,9 +47,10 @@ def config():
         order (the reference kernel last; a call runs the first variant that
         runs on this CPU and supports its shapes), and ``kernels``: the
         convolution kernel this CPU gets for ``"float32"`` and for
-        ``"bfloat16"`` operands (variants named ``*_bf16`` take the
-        bfloat16 calls, the others the float32 ones; the reference,
-        ``im2col_blas``, takes both where nothing faster runs).
+        ``"bfloat16"`` operands of one group (variants named ``*_bf16``
+        take the bfloat16 calls, the others the float32 ones; those named
+        ``*_grouped*`` only grouped and depthwise calls; the reference,
+        ``im2col_blas``, takes all of them where nothing faster runs).
     """
     info = _C.cpu_info()
     variants = {name: _C.op_variants(name) for name in sorted(_C.op_names())
@@ -59,7 +60,7 @@ def config():
     def first(bf16):
         conv = variants["conv2d"]
         usable = [n for n, ok in conv[:-1]
-                  if ok and not reference_only and n.endswith("_bf16") == bf16]
+                  if ok and not reference_only and _takes(n, bf16)]
         return usable[0] if usable else conv[-1][0]
 
     return {"cpu": info["brand"], "features": info["features"],
@@ -68,6 +69,12 @@ def config():
             "threads": _C.get_num_threads(),
             "variants": variants,
             "kernels": {"float32": first(False), "bfloat16": first(True)}}
+
+
+def _takes(variant, bf16):
+    """Whether a convolution variant takes the calls of one group of this
+    dtype (bfloat16: ``*_bf16``; the ``*_grouped*`` ones take only groups)."""
+    return variant.endswith("_bf16") == bf16 and "_grouped" not in variant
 
 
 def kernel_notice(c=None):
@@ -84,7 +91,7 @@ def kernel_notice(c=None):
         if name != reference:
             parts.append(f"{dtype} {name}")
             continue
-        faster = [n for n, _ in conv[:-1] if n.endswith("_bf16") == bf16]
+        faster = [n for n, _ in conv[:-1] if _takes(n, bf16)]
         why = ("PYRESNET_KERNELS=reference" if c["reference_only"] else
                "this CPU runs none of " + ", ".join(faster))
         cost = (_REFERENCE_COST if not bf16 else

@@ -791,12 +791,15 @@ def _conv_cases(kind):
     return cases
 
 
-# the bfloat16 cases: the shapes of ResNet-20 and the awkward ones around them
+# the bfloat16 cases: the shapes of ResNet-20 and the awkward ones around them, and
+# grouped ones (RegNet's group width 8, a partial block, depthwise, a gradient case)
 CONV_BF16 = ("3x3 s1 same c3 o4 batch1 odd", "3x3 s2 same c15 o17 odd", "3x3 s1 same c16 o16",
              "3x3 s1 same c64 o64", "1x1 s2 same c64 o17 projection", "3x3 s2 same c64 o64 16x16",
              "3x3 s1 same c32 o32 batch 4 width 29", "5x5 s1 same c17 o48 width 23",
              "3x3 s1 same c16 o32 1x1 image", "3x3 s5 valid c16 o8 (stride > 4)",
-             "2x3 s(1,2) same c2 o2")
+             "2x3 s(1,2) same c2 o2", "3x3 s1 same c24 o24 groups 3 (gw 8)",
+             "3x3 s2 same c48 o48 groups 2 (gw 24)", "3x3 s1 valid c20 o30 groups 2 (gw 10 -> 15)",
+             "depthwise 3x3 s2 same c20", "3x3 s1 same c4 o6 groups 2")
 
 
 def _conv_cases_all(kind):

@@ -210,8 +210,9 @@ def test_which_bf16_kernels_ran(capsys):
     (this project's Sapphire Rapids machine) all three run unless
     PYRESNET_KERNELS=reference, and show_config lists them."""
     names = [v for v, _ in _C.op_variants("conv2d")]
-    assert names == ["avx512_direct", "avx2_direct", "avx2_grouped", "amx_direct_bf16",
-                     "amx_bf16", "avx512_direct_bf16", "avx512_bf16", "im2col_blas"]
+    assert names == ["avx512_direct", "avx2_direct", "avx2_grouped", "avx2_grouped_bf16",
+                     "amx_direct_bf16", "amx_bf16", "avx512_direct_bf16", "avx512_bf16",
+                     "im2col_blas"]
     assert [v for v, _ in _C.op_variants("matmul")] == ["amx_bf16", "avx512_bf16", "sgemm"]
     ran = [v for v in BF16_VARIANTS if expected_to_run(v)] + ["reference"]
     with capsys.disabled():

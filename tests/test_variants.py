@@ -37,8 +37,9 @@ def test_config_lists_the_conv_variants_reference_last():
     has = set(c["features"])
     for op in ("conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"):
         names = [n for n, _ in c["variants"][op]]
-        assert names == ["avx512_direct", "avx2_direct", "avx2_grouped", "amx_direct_bf16",
-                         "amx_bf16", "avx512_direct_bf16", "avx512_bf16", "im2col_blas"]
+        assert names == ["avx512_direct", "avx2_direct", "avx2_grouped", "avx2_grouped_bf16",
+                         "amx_direct_bf16", "amx_bf16", "avx512_direct_bf16", "avx512_bf16",
+                         "im2col_blas"]
         assert c["variants"][op][-1][1] is True   # the reference runs anywhere
         assert c["variants"][op][0][1] == ({"avx512f", "fma"} <= has)
         assert c["variants"][op][1][1] == ({"avx2", "fma"} <= has)
@@ -65,8 +66,10 @@ def test_kernel_notice_names_the_kernels_and_what_the_portable_ones_cost():
     assert notice == pr.config.kernel_notice(c)
     assert notice.startswith(f"convolution kernels: float32 {c['kernels']['float32']}")
     assert f"; bfloat16 {c['kernels']['bfloat16']}" in notice
-    conv = [("avx512_direct", True), ("amx_direct_bf16", False), ("amx_bf16", False),
-            ("avx512_bf16", False), ("im2col_blas", True)]
+    # the grouped variants take only grouped calls: never named as this CPU's kernels
+    conv = [("avx512_direct", True), ("avx2_grouped", True), ("avx2_grouped_bf16", True),
+            ("amx_direct_bf16", False), ("amx_bf16", False), ("avx512_bf16", False),
+            ("im2col_blas", True)]
     fast = dict(c, reference_only=False, variants={"conv2d": conv},
                 kernels={"float32": "avx512_direct", "bfloat16": "im2col_blas"})
     assert pr.config.kernel_notice(fast) == (
@@ -177,7 +180,7 @@ def test_conv_variants_do_not_depend_on_the_thread_count(op):
         for variant, ok in _C.op_variants(op):
             if not ok or (_C.cpu_info()["reference_only"] and variant != "im2col_blas"):
                 continue
-            if variant.endswith("_grouped"):  # one group here: test_grouped_variants_...
+            if "_grouped" in variant:  # one group here: test_grouped_variants_...
                 continue
             results = []
             a, b = args[0], args[1]
@@ -205,7 +208,7 @@ def test_conv_variants_on_small_images_do_not_depend_on_the_batch(op):
     dy = rng_array(19, 3, 3, 24, seed=2)
     before = pr.get_num_threads()
     for variant, ok in _C.op_variants(op):
-        if not ok or variant.endswith(("_bf16", "_grouped")) or (  # (grouped: groups > 1)
+        if not ok or variant.endswith("_bf16") or "_grouped" in variant or (  # (groups > 1)
                 _C.cpu_info()["reference_only"] and variant != "im2col_blas"):
             continue
 
@@ -229,30 +232,38 @@ def test_conv_variants_on_small_images_do_not_depend_on_the_batch(op):
 
 @pytest.mark.parametrize("op", ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"])
 @pytest.mark.parametrize("groups,cg", [(3, 8), (8, 2), (24, 1)])
-def test_grouped_variants_do_not_depend_on_the_thread_count(op, groups, cg):
+@pytest.mark.parametrize("variant", ["avx2_grouped", "avx2_grouped_bf16"])
+def test_grouped_variants_do_not_depend_on_the_thread_count(op, groups, cg, variant):
     """avx2_grouped splits the work into fixed stripes of images (and the
-    filter gradient sums them in stripe order): same bits for 1, 2, 3 threads."""
+    filter gradient sums them in stripe order): same bits for 1, 2, 3
+    threads; avx2_grouped_bf16 (bfloat16 operands, widened) as well, and
+    both agree with the reference."""
     c = groups * cg
     x, k = rng_array(13, 9, 7, c), rng_array(3, 3, cg, c, seed=1)
     dy = rng_array(13, 5, 4, c, seed=2)
     args = {"conv2d": (x, k, {}), "conv2d_backprop_input": (dy, k, {"shape": x.shape}),
             "conv2d_backprop_filter": (x, dy, {"shape": k.shape})}[op]
-    ok = dict(_C.op_variants(op))["avx2_grouped"]
+    a, b = args[0], args[1]
+    if variant.endswith("_bf16"):
+        a, b = a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
+    ok = dict(_C.op_variants(op))[variant]
     if not ok or _C.cpu_info()["reference_only"]:  # then it must refuse
         with pytest.raises(ValueError, match="cannot run"):
-            _C.run_variant(op, "avx2_grouped", args[0], args[1], strides=2, same=True,
-                           groups=groups, **args[2])
+            _C.run_variant(op, variant, a, b, strides=2, same=True, groups=groups, **args[2])
         return
     before, results = pr.get_num_threads(), []
     for threads in (1, 2, 3):
         pr.set_num_threads(threads)
         try:
-            results.append(_C.run_variant(op, "avx2_grouped", args[0], args[1], strides=2,
-                                          same=True, groups=groups, **args[2]).numpy())
+            results.append(_C.run_variant(op, variant, a, b, strides=2, same=True,
+                                          groups=groups, **args[2]).numpy())
         finally:
             pr.set_num_threads(before)
-    ref = _C.run_variant(op, "im2col_blas", args[0], args[1], strides=2, same=True,
-                         groups=groups, **args[2]).numpy()
-    np.testing.assert_allclose(results[0], ref, rtol=1e-4, atol=1e-4)
+    ref = _C.run_variant(op, "im2col_blas", a, b, strides=2, same=True, groups=groups,
+                         **args[2]).numpy()
+    assert results[0].dtype == ref.dtype
+    tol = 2 ** -7 if ref.dtype == ml_dtypes.bfloat16 else 1e-4  # a bfloat16 result rounded once
+    np.testing.assert_allclose(results[0].astype(np.float64), ref.astype(np.float64),
+                               rtol=tol, atol=tol)
     for r in results[1:]:
         np.testing.assert_array_equal(r, results[0])
