@@ -583,7 +583,7 @@ static PyObject *py_call(PyObject *self, PyObject *args, PyObject *kwargs) {
 
 static PyObject *py_op_names(PyObject *self, PyObject *noargs) { return PyDict_Keys(op_table); }
 
-/* cpu_info() -> dict: brand, features (list of names), reference_only, amx, kernels. */
+/* cpu_info() -> dict: brand, vendor, features (list of names), reference_only, amx, kernels. */
 static PyObject *py_cpu_info(PyObject *self, PyObject *noargs) {
     unsigned f = pr_cpu_features();
     PyObject *names = PyList_New(0);
@@ -594,9 +594,10 @@ static PyObject *py_cpu_info(PyObject *self, PyObject *noargs) {
         Py_XDECREF(s);
     }
     if (!names) return NULL;
-    return Py_BuildValue("{s:s,s:N,s:O,s:s,s:s}", "brand", pr_cpu_brand(), "features", names,
-                         "reference_only", pr_cpu_reference_only() ? Py_True : Py_False, "amx",
-                         pr_cpu_amx_status(), "kernels", pr_cpu_kernels_setting());
+    return Py_BuildValue("{s:s,s:s,s:N,s:O,s:s,s:s}", "brand", pr_cpu_brand(), "vendor",
+                         pr_cpu_vendor(), "features", names, "reference_only",
+                         pr_cpu_reference_only() ? Py_True : Py_False, "amx", pr_cpu_amx_status(),
+                         "kernels", pr_cpu_kernels_setting());
 }
 
 /* The op a Python name names, or NULL with KeyError. */
@@ -730,7 +731,8 @@ static PyMethodDef ops_methods[] = {
     {"op_names", py_op_names, METH_NOARGS, "Names of all registered ops."},
     {"op_info", py_op_info, METH_O, "op_info(name) -> dict describing a registered op."},
     {"cpu_info", py_cpu_info, METH_NOARGS,
-     "cpu_info() -> dict: brand, features, reference_only (PYRESNET_KERNELS=reference), amx "
+     "cpu_info() -> dict: brand, vendor (cpuid's: GenuineIntel, AuthenticAMD), features, "
+     "reference_only (PYRESNET_KERNELS=reference), amx "
      "(the tile-state request's outcome), kernels (the PYRESNET_KERNELS setting in effect)."},
     {"op_variants", py_op_variants, METH_O,
      "op_variants(name) -> [(kernel variant, runs on this CPU)] in priority order."},

@@ -147,22 +147,54 @@ def bfloat16_hardware():
     return [f for f in ("amx_bf16", "avx512_bf16") if f in info["features"]]
 
 
+def _cpu_vendor():
+    """cpuid's vendor string: ``"GenuineIntel"``, ``"AuthenticAMD"``, or ``""``."""
+    from ._loader import _C  # noqa: PLC0415
+
+    return _C.cpu_info().get("vendor", "")
+
+
 # Measured on an AMD EPYC (Zen 3 class: AVX2 + FMA, neither AVX512_BF16 nor
 # AMX), 2 threads, float32 running the avx2_direct convolutions: `python
 # bench/peers.py --modes pyresnet_compiled,pyresnet_bf16_compiled --tag
 # avx2_zen3_bf16check` (bench/results/peers_resnet20_b128_avx2_zen3_bf16check.md).
-_SLOW_BF16 = ("the ResNet-20 compiled training step ran 0.58x as fast as in float32 on an "
-              "AMD EPYC with AVX2 and neither (bench/results/"
+_SLOW_BF16 = ("it has neither AVX512_BF16 nor AMX (or PYRESNET_KERNELS=reference is set), so "
+              "bfloat16 convolutions and matmuls widen their operands to float32 before "
+              "multiplying; the ResNet-20 compiled training step ran 0.58x as fast as in "
+              "float32 on an AMD EPYC with AVX2 and neither (bench/results/"
               "peers_resnet20_b128_avx2_zen3_bf16check.md)")
+# Measured on an Intel Xeon (Sapphire Rapids class) with PYRESNET_KERNELS=no_amx,
+# 2 threads: `python bench/fma_peak.py` and `python bench/peers.py --modes
+# pyresnet_compiled,pyresnet_bf16_compiled,... --tag sapphire_rapids_no_amx_direct_bf16`.
+# AMD's Zen 4 runs VDPBF16PS at twice its float32 FMA rate (452 against 224
+# GFLOP/s), where mixed_bfloat16 ran 1.58x float32.
+_SLOW_INTEL_BF16 = ("it has AVX512_BF16 but no usable AMX, and an Intel core runs VDPBF16PS at "
+                    "half its float32 FMA rate (239 against 478 GFLOP/s on two cores of a "
+                    "Sapphire Rapids Xeon, bench/fma_peak.py); there the ResNet-20 compiled "
+                    "training step ran 0.74x as fast as in float32 (bench/results/"
+                    "peers_resnet20_b128_sapphire_rapids_no_amx_direct_bf16.md)")
 _warned = [False]
+
+
+def _slow_reason():
+    """Why bfloat16 is slower than float32 on this CPU, or None where it is
+    faster: no bfloat16 instructions at all, or AVX512_BF16 without AMX on
+    an Intel core."""
+    hardware = bfloat16_hardware()
+    if not hardware:
+        return _SLOW_BF16
+    if "amx_bf16" not in hardware and _cpu_vendor() == "GenuineIntel":
+        return _SLOW_INTEL_BF16
+    return None
 
 
 def _warn_if_slow(policy):
     """Warn once per process when ``policy`` computes in bfloat16 on a CPU
-    whose kernels have no bfloat16 instructions (every bfloat16 product is
-    then widened to float32 first, so the policy costs speed instead of
-    saving it)."""
-    if policy.compute_dtype != "bfloat16" or _warned[0] or bfloat16_hardware():
+    where that costs speed instead of saving it (:func:`_slow_reason`)."""
+    if policy.compute_dtype != "bfloat16" or _warned[0]:
+        return
+    reason = _slow_reason()
+    if reason is None:
         return
     _warned[0] = True
     from ._loader import _C  # noqa: PLC0415
@@ -170,11 +202,8 @@ def _warn_if_slow(policy):
     cpu = _C.cpu_info()["brand"].strip() or "this CPU"
     import warnings  # noqa: PLC0415
 
-    warnings.warn(f"mixed_bfloat16 is slower than float32 on {cpu}: it has neither AVX512_BF16 "
-                  f"nor AMX (or PYRESNET_KERNELS=reference is set), so bfloat16 convolutions "
-                  f"and matmuls widen their operands to float32 before multiplying; "
-                  f"{_SLOW_BF16}. Keep the float32 policy for speed.",
-                  RuntimeWarning, stacklevel=3)
+    warnings.warn(f"mixed_bfloat16 is slower than float32 on {cpu}: {reason}. Keep the "
+                  f"float32 policy for speed.", RuntimeWarning, stacklevel=3)
 
 
 def set_global_policy(policy):
@@ -182,8 +211,10 @@ def set_global_policy(policy):
     (``keras.mixed_precision.set_global_policy``).
 
     Warns (``RuntimeWarning``, once per process) when the policy computes in
-    bfloat16 on a CPU without AVX512_BF16 and AMX, where it is slower than
-    float32 (see :func:`bfloat16_hardware`).
+    bfloat16 on a CPU where that is slower than float32: one without
+    AVX512_BF16 and AMX (see :func:`bfloat16_hardware`), or an Intel CPU
+    with AVX512_BF16 but no usable AMX (its VDPBF16PS runs at half the
+    float32 FMA rate).
 
     Args:
         policy: a :class:`DTypePolicy`, ``"float32"``, ``"mixed_bfloat16"``

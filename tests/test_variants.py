@@ -6,6 +6,8 @@ thread count.  Values of every variant against NumPy are in test_op_table.py.
 import io
 import json
 import os
+import pathlib
+import platform
 import subprocess
 import sys
 import tempfile
@@ -58,6 +60,17 @@ def test_config_names_the_convolution_kernel_a_call_runs(dtype):
     f = pr.compile(lambda x: ops.conv2d(x, k, padding="same"))
     ran = [n["kernel"] for n in f.get_concrete_function(x).nodes if n["op"] == "conv2d"]
     assert ran == [pr.config.config()["kernels"][dtype]]
+
+
+def test_cpu_vendor_is_cpuids():
+    """cpu_info()["vendor"] is cpuid's vendor string (mixed_precision's warning
+    for Intel cores without AMX reads it), as Linux reports it."""
+    cpuinfo = pathlib.Path("/proc/cpuinfo")
+    if platform.machine() != "x86_64" or not cpuinfo.exists():
+        pytest.skip("the vendor comes from cpuid: x86-64 Linux only")
+    want = next(line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                if line.startswith("vendor_id"))
+    assert _C.cpu_info()["vendor"] == want
 
 
 def test_kernel_notice_names_the_kernels_and_what_the_portable_ones_cost():

@@ -1,4 +1,4 @@
-/* The CPU probe (cpu.h): cpuid leaves 1, 7 and 0x80000002-4, and XCR0 for
+/* The CPU probe (cpu.h): cpuid leaves 0, 1, 7 and 0x80000002-4, and XCR0 for
  * the register state the OS saves (Intel SDM vol. 1, 13.3 and 15.2: AVX-512
  * is usable only when XCR0 bits 1, 2, 5, 6 and 7 are set; AMX needs bits 17
  * and 18, and on Linux a per-process permission that bfloat16 kernels
@@ -25,8 +25,11 @@ static uint64_t xgetbv0(void) {
     return ((uint64_t)hi << 32) | lo;
 }
 
-static unsigned probe(char *brand) {
+static unsigned probe(char *brand, char *vendor) {
     unsigned a, b, c, d, f = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+    memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
+    vendor[12] = 0;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
     int osxsave = (c >> 27) & 1, fma = (c >> 12) & 1, avx = (c >> 28) & 1;
     uint64_t xcr0 = osxsave ? xgetbv0() : 0;
@@ -57,13 +60,13 @@ static unsigned probe(char *brand) {
     return f;
 }
 #else
-static unsigned probe(char *brand) { return 0; }
+static unsigned probe(char *brand, char *vendor) { return 0; }
 #endif
 
 static unsigned features;
 static int probed, reference_only;
 static const char *setting; /* PYRESNET_KERNELS when it is one of the known settings */
-static char brand[64], amx_status[128];
+static char brand[64], vendor[16], amx_status[128];
 
 /* Linux keeps the 8 KiB AMX tile data out of a process's signal frames
  * until the process asks for it (Documentation/arch/x86/xstate.rst):
@@ -100,7 +103,7 @@ static void ensure(void) {
         if (strcmp(env, known[i]) == 0) setting = known[i];
     reference_only = setting && strcmp(setting, "reference") == 0;
     int avx2 = setting && strcmp(setting, "avx2") == 0;
-    features = probe(brand);
+    features = probe(brand, vendor);
     if ((avx2 || (setting && strcmp(setting, "no_amx") == 0)) && (features & PR_CPU_AMX_BF16)) {
         /* no_amx: a CPU with AVX512_BF16 but no AMX (AMD Zen 4/5), on this one */
         features &= ~(unsigned)(PR_CPU_AMX_TILE | PR_CPU_AMX_BF16);
@@ -141,6 +144,11 @@ const char *pr_cpu_brand(void) {
     const char *s = brand;
     while (*s == ' ') s++;
     return s;
+}
+
+const char *pr_cpu_vendor(void) {
+    ensure();
+    return vendor;
 }
 
 const char *pr_cpu_amx_status(void) {

@@ -42,4 +42,7 @@ const char *pr_cpu_amx_status(void);
 /* The processor's brand string ("Intel(R) Xeon(R) ..."), or "". */
 const char *pr_cpu_brand(void);
 
+/* The vendor cpuid leaf 0 names ("GenuineIntel", "AuthenticAMD"), or "". */
+const char *pr_cpu_vendor(void);
+
 #endif
