@@ -158,12 +158,12 @@ NO_DECAY = ["gamma", "beta", "bias"]
 """Variable names the regnet recipe excludes from weight decay (batch norm, biases)."""
 
 
-def build_model(name, num_classes, shortcut=None, input_shape=(32, 32, 3)):
+def build_model(name, num_classes, shortcut=None, input_shape=(32, 32, 3), stem_strides=2):
     """The --model ``name`` for images of ``input_shape``, with logits out
-    (``shortcut`` applies to the ResNets)."""
+    (``shortcut`` applies to the ResNets, ``stem_strides`` to the RegNets)."""
     if name in REGNETS:
         return pr.applications.regnet(name, input_shape=input_shape, classes=num_classes,
-                                      classifier_activation=None)
+                                      classifier_activation=None, stem_strides=stem_strides)
     builder, depth = MODELS[name]
     return builder(depth, input_shape=input_shape, num_classes=num_classes, shortcut=shortcut)
 
@@ -178,6 +178,10 @@ def build_parser():
     p.add_argument("--shortcut", default=None, choices=["projection", "zero_pad"],
                    help="where a block changes shape: 1x1 conv + BN (option B, the recipes') "
                         "or the paper's zero-padded identity (option A); ResNets only")
+    p.add_argument("--stem-strides", type=int, default=2, choices=[1, 2],
+                   help="RegNets only: the stem convolution's stride (2, the paper's and "
+                        "Keras's; 1 keeps CIFAR's 32x32 maps through the stem, so the stages "
+                        "see 16x16 ... 2x2 as from a 64x64 input)")
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100"])
     p.add_argument("--recipe", default="cifar", choices=sorted(RECIPES),
                    help="the defaults of the options below (see the module docstring)")
@@ -246,13 +250,17 @@ RUNTIME_OPTIONS = ("data", "verbose", "log_dir", "resume", "if_no_backup",
 # the options of runs made before the recipes, for resuming them
 LEGACY = {"recipe": "cifar", "shortcut": "zero_pad", "optimizer": "sgd", "nesterov": False,
           "weight_decay_form": "decoupled", "schedule": "step", "warmup_epochs": 0.0,
-          "label_smoothing": 0.0, "mixup": 0.0, "area_factor": None, "pca": None}
+          "label_smoothing": 0.0, "mixup": 0.0, "area_factor": None, "pca": None,
+          "stem_strides": 2}
 
 
 def resolve_recipe(args, error):
     """Fill the options left None with the recipe's values and check them
     together; ``error(message)`` reports a bad combination (it raises)."""
     recipe = dict(RECIPES[args.recipe])
+    if args.stem_strides != 2 and (args.model not in REGNETS or args.recipe == "airbench94"):
+        error(f"--stem-strides applies to the RegNets, not --model "
+              f"{'airbench94' if args.recipe == 'airbench94' else args.model}")
     if args.batch_size is None:
         args.batch_size = 1024 if args.recipe == "airbench94" else 128
     if args.recipe == "airbench94":
@@ -411,7 +419,8 @@ def describe(args):
     extra = "".join([f", label smoothing {args.label_smoothing:g}" if args.label_smoothing
                      else "", f", mixup {args.mixup:g}" if args.mixup and not args.no_augment
                      else "", f", crop area [{args.area_factor:g}, 1], PCA {args.pca}"
-                     if args.recipe == "regnet" else ""])
+                     if args.recipe == "regnet" else "",
+                     f", stem stride {args.stem_strides}" if args.stem_strides != 2 else ""])
     return (f"recipe {args.recipe}: {args.optimizer} lr {args.lr:g}{mom}, {wd}, {args.schedule} "
             f"schedule, warmup {args.warmup_epochs:g} epochs, {args.shortcut} shortcuts{extra}")
 
@@ -556,7 +565,7 @@ def main(argv=None):
                                                whitening_images=whiten)
         else:
             model = build_model(args.model, num_classes, args.shortcut,
-                                tuple(x_train.shape[1:]))
+                                tuple(x_train.shape[1:]), args.stem_strides)
     finally:
         pr.mixed_precision.set_global_policy(before)
     steps_per_epoch = len(train)

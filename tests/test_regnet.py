@@ -166,6 +166,26 @@ def test_keras_arguments_pooling_and_name():
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
 
 
+def test_stem_strides_one_keeps_cifar_maps_with_the_same_weights():
+    """stem_strides=1 (a pyresnet option): the same layers and parameters,
+    the stages see 2x the size; the stride-2 'same' stem is the stride-1
+    one at the odd pixels (TF's 'same' pads 0 before and 1 after at stride
+    2 on 32 pixels, 1 and 1 at stride 1)."""
+    x = np.random.default_rng(2).standard_normal((2, 32, 32, 3)).astype(np.float32)
+    usual = pr.applications.regnet("regnetx002", include_top=False, input_shape=(32, 32, 3))
+    full = pr.applications.regnet("regnetx002", include_top=False, input_shape=(32, 32, 3),
+                                  stem_strides=1)
+    assert full.compute_output_shape((None, 32, 32, 3)) == (None, 2, 2, 368)
+    assert full.count_params() == usual.count_params()
+    full.set_weights(usual.get_weights())
+    s1 = full.get_layer("regnetx002_stem_conv")(x).numpy()
+    s2 = usual.get_layer("regnetx002_stem_conv")(x).numpy()
+    assert s1.shape == (2, 32, 32, 32) and s2.shape == (2, 16, 16, 32)
+    np.testing.assert_allclose(s2, s1[:, 1::2, 1::2], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="stem_strides must be 1 or 2, got 3"):
+        pr.applications.regnet("regnetx002", stem_strides=3)
+
+
 def test_design_space_and_argument_errors():
     with pytest.raises(ValueError, match="outside the design space"):
         regnet.regnet_stages(13, 24, 36.44, 1.0, 8)

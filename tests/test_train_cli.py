@@ -137,8 +137,9 @@ def test_every_model_choice_is_a_family_member_of_the_right_size():
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_train_each_family_one_epoch(family, env):
-    # a RegNet trains with its own recipe: --model regnety002 --recipe regnet
-    recipe = ["--recipe", "regnet"] if family == "regnet" else []
+    # a RegNet trains with its own recipe: --model regnety002 --recipe regnet, here with
+    # the stem at stride 1 (CIFAR's 32x32 maps through the stem)
+    recipe = ["--recipe", "regnet", "--stem-strides", "1"] if family == "regnet" else []
     status, lines, err = run(["--model", FAMILIES[family], *TINY, *recipe], env)
     # after 3 steps the BN moving statistics are still mostly their initial values: the
     # pre-activation trunk's unnormalised sum then gives large (finite) inference logits, and
@@ -146,6 +147,7 @@ def test_train_each_family_one_epoch(family, env):
     check_success(status, lines, err, 48, 40,
                   test_loss_below=np.inf if family == "regnet" else 1e4)
     assert f"; {FAMILIES[family]}, batch 16, 1 epoch," in lines[1]
+    assert ("stem stride 1" in lines[2]) == (family == "regnet"), lines[2]
 
 
 # ---- each recipe flag ------------------------------------------------------------------
@@ -168,7 +170,8 @@ RECIPE_RUNS = {
 # options every run gives, or that have their own test below
 COVERED_ELSEWHERE = {"-h", "--help", "--model", "--subset", "--test-subset", "--batch-size",
                      "--epochs", "--verbose", "--dataset", "--data", "--log-dir", "--resume",
-                     "--distributed", "--collective-timeout", "--if-no-backup"}
+                     "--distributed", "--collective-timeout", "--if-no-backup",
+                     "--stem-strides"}  # (RegNets only: test_train_each_family_one_epoch)
 
 
 def test_every_option_of_the_command_is_run():
@@ -367,6 +370,7 @@ def test_recipes_fill_the_unset_options_and_check_them():
     assert [float(lr(s)) for s in (0, 50, 100)] == pytest.approx([0.0, 0.05, 0.1])
     assert float(lr(100 + 3500 // 2)) == pytest.approx(0.05, rel=1e-4)
     assert float(lr(3600)) == 0.0
+    assert train.parse_args(["--model", "regnety002", "--stem-strides", "1"]).stem_strides == 1
     r = train.parse_args(["--recipe", "regnet"])
     assert (r.optimizer, r.lr, r.weight_decay, r.weight_decay_form, r.mixup, r.epochs,
             r.area_factor, r.pca) == ("adamw", 2e-3, 5e-5, "decoupled", 0.2, 15, 0.25, "train")
@@ -388,6 +392,8 @@ def test_recipes_fill_the_unset_options_and_check_them():
         (["--label-smoothing", "2"], "--label-smoothing must be in [0, 1], got 2.0"),
         (["--warmup-epochs", "50"], "--warmup-epochs must be in [0, --epochs = 36), got 50.0"),
         (["--recipe", "regnet", "--area-factor", "0"], "--area-factor must be in (0, 1]"),
+        (["--stem-strides", "1"], "--stem-strides applies to the RegNets, not --model resnet20"),
+        (["--model", "regnetx002", "--stem-strides", "3"], "invalid choice"),
     ]:
         with pytest.raises(SystemExit) as info:
             train.parse_args(args)

@@ -45,7 +45,8 @@ must be False; feed normalized float images, as the training command
 does); the defaults of both are therefore None and False where tf.keras has
 "imagenet" and True.  With ``input_shape=(32, 32, 3)`` the models run at
 CIFAR size (the four stride-2 stages after the stride-2 stem leave 1x1
-feature maps).
+feature maps; ``regnet(..., stem_strides=1)``, ``--stem-strides 1`` in the
+training command, keeps the stem at stride 1 so that they leave 2x2).
 """
 import math
 
@@ -154,7 +155,7 @@ def _block(x, filters_in, filters_out, group_width, stride, se, name):
 
 def regnet(model_name, include_top=True, include_preprocessing=False, weights=None,
            input_tensor=None, input_shape=None, pooling=None, classes=1000,
-           classifier_activation="softmax", name=None):
+           classifier_activation="softmax", name=None, stem_strides=2):
     """A RegNet of ``DESIGNS[model_name]`` (functional Model); the named
     constructors below call it.  Arguments as ``keras.applications.RegNetX002``.
 
@@ -175,12 +176,17 @@ def regnet(model_name, include_top=True, include_preprocessing=False, weights=No
             Keras; None for logits, as the training command uses).
         name (str): the model's name and its layers' prefix; default
             ``model_name`` (tf.keras's constructors call it ``model_name``).
+        stem_strides (int): the stem convolution's stride, 2 as in the paper
+            and tf.keras; 1 (a pyresnet option, not Keras's) keeps 32x32
+            CIFAR images at full size through the stem, so the four stages
+            see 16x16 ... 2x2 maps, as they do for a 64x64 input with the
+            usual stem (the same parameters either way).
     Returns:
         Model named ``name``; float32 ``(batch, H, W, 3)`` -> ``(batch,
         classes)`` with the top.
     Raises:
         ValueError: unknown name, pretrained weights, preprocessing, a bad
-            input shape, pooling mode or number of classes.
+            input shape, pooling mode, number of classes or stem stride.
     """
     if model_name not in DESIGNS:
         raise ValueError(f"regnet: unknown model {model_name!r}; known: {sorted(DESIGNS)}")
@@ -194,6 +200,8 @@ def regnet(model_name, include_top=True, include_preprocessing=False, weights=No
         raise ValueError(f"regnet: pooling must be None, 'avg' or 'max', got {pooling!r}")
     if isinstance(classes, bool) or not isinstance(classes, (int, np.integer)) or classes < 1:
         raise ValueError(f"regnet: classes must be a positive int, got {classes!r}")
+    if stem_strides not in (1, 2) or isinstance(stem_strides, bool):
+        raise ValueError(f"regnet: stem_strides must be 1 or 2, got {stem_strides!r}")
     name = model_name if name is None else name
     depth, w_0, w_a, w_m, group_width, se = DESIGNS[model_name]
     widths, depths, groups = regnet_stages(depth, w_0, w_a, w_m, group_width)
@@ -204,7 +212,8 @@ def regnet(model_name, include_top=True, include_preprocessing=False, weights=No
         inputs = Input(shape)
     else:
         inputs = input_tensor
-    x = Conv2D(32, 3, strides=2, padding="same", name=name + "_stem_conv", **_CONV)(inputs)
+    x = Conv2D(32, 3, strides=stem_strides, padding="same", name=name + "_stem_conv",
+               **_CONV)(inputs)
     x = BatchNormalization(name=name + "_stem_bn", **_BN)(x)
     x = ReLU(name=name + "_stem_relu")(x)
     filters_in = 32
