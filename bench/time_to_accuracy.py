@@ -58,12 +58,14 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run_dir")
     p.add_argument("--target", type=float, default=0.91)
-    p.add_argument("--out", default=None, help="folder for the .md (default: print only)")
+    p.add_argument("--out", default=None,
+                   help="folder for the .md, made if missing (default: print only)")
     args = p.parse_args(argv)
     text = report(args.run_dir, args.target)
     print(text, end="")
     if args.out:
         name = os.path.basename(os.path.normpath(args.run_dir)) + "_time_to_accuracy.md"
+        os.makedirs(args.out, exist_ok=True)
         write_text(os.path.join(args.out, name), text)
     return 0
 
