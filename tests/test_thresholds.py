@@ -611,6 +611,28 @@ def bf16_direct_filter_tiles(rng):
                                   "avx512_direct_bf16")
 
 
+def bf16_direct_filter_sets(rng):
+    """conv_direct_bf16.c FEW_ACC = 4 and SOME_ACC = 8 accumulators: weight-
+    gradient tiles of at most 4 (8) accumulators sum consecutive pixel pairs
+    into 4 (2) sets: input channels 3..5 and 7..9 at 16 output channels,
+    rows of 3..5 and 8..9 pairs (odd widths too), strides 1 and 2, the
+    output gradient in bfloat16 and in float32 (both pairing paths)."""
+    import ml_dtypes
+    for c in around(4) + around(8):
+        for width, strides in ((6, 1), (8, 1), (9, 1), (10, 1), (17, 1), (18, 2), (19, 2)):
+            what = f"c={c} width {width} stride {strides}"
+            _bf16_conv_all_passes(rng, (2, 3, width, c), (3, 3, c, 16), strides, True, what,
+                                  "avx512_direct_bf16")
+            x = randn(rng, 2, 3, width, c).astype(ml_dtypes.bfloat16)
+            ho, wo = -(-3 // strides), -(-width // strides)
+            dy = randn(rng, 2, ho, wo, 16).astype(ml_dtypes.bfloat16)
+            want = conv_bpf_ref(x.astype(np.float64), dy.astype(np.float64), (3, 3, c, 16),
+                                (strides, strides), True)
+            got = _C.call("conv2d_backprop_filter", x, dy, strides=strides, same=True,
+                          shape=[3, 3, c, 16])
+            close(got, want, rtol=1e-4, atol=2e-3, what=f"{what}, bfloat16 dy")
+
+
 def bf16_parallel(rng):
     """bf16.c PAR_MIN = 65536 elements: conversions split across threads
     from there; float32 -> bfloat16 against ml_dtypes (exact), and back, and
@@ -772,6 +794,8 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct_tiles.h", "MAX_NB3"): conv_direct_channel_blocks,
     ("conv_direct_tiles.h", "TILE_WEIGHT_BYTES"): conv_direct_weight_bytes,
     ("conv_direct_bf16.c", "STRIPE_BYTES"): bf16_direct_filter_stripes,
+    ("conv_direct_bf16.c", "FEW_ACC"): bf16_direct_filter_sets,
+    ("conv_direct_bf16.c", "SOME_ACC"): bf16_direct_filter_sets,
     ("conv_direct.c", "FT3_CT"): conv_direct_filter3_channels,
     ("conv_grouped_avx2.c", "CHUNK"): avx2_grouped_chunks,
     ("conv_grouped_avx2.c", "FT_W1"): avx2_grouped_chunks,

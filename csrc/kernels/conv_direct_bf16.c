@@ -192,6 +192,41 @@ static void pair_units(pr_operand v, const char *p0, const char *p1, int64_t ch,
     }
 }
 
+/* Two bfloat16 pixel rows of ch values (both inside the image) as units,
+ * 16 channels at a time: the two halves side by side in one register, one
+ * word permutation interleaves them (pair_units's values, a quarter of its
+ * instructions: the copies took half the 16-channel filter gradient). */
+ALWAYS_INLINE void pair_units_bf16(const uint16_t *p0, const uint16_t *p1, int64_t ch,
+                                   uint32_t *d) {
+    static const uint16_t order[32] = { /* word 2i: p0's channel i; 2i + 1: p1's */
+        0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i idx = _mm512_loadu_si512(order);
+    int64_t c0 = 0;
+    for (; c0 + 16 <= ch; c0 += 16) {
+        __m512i both = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p0 + c0))),
+            _mm256_loadu_si256((const __m256i *)(p1 + c0)), 1);
+        _mm512_storeu_si512(d + c0, _mm512_permutexvar_epi16(idx, both));
+    }
+    if (c0 < ch) {
+        const __mmask16 k = first_lanes(ch - c0);
+        __m512i both = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(k, p0 + c0)),
+            _mm256_maskz_loadu_epi16(k, p1 + c0), 1);
+        _mm512_mask_storeu_epi32(d + c0, k, _mm512_permutexvar_epi16(idx, both));
+    }
+}
+
+/* Two pixel rows as units: pair_units_bf16 where both are bfloat16 pixels. */
+ALWAYS_INLINE void pair_pixels(pr_operand v, const char *p0, const char *p1, int64_t ch,
+                               uint32_t *d) {
+    if (v.dtype == PR_BF16 && p0 && p1)
+        pair_units_bf16((const uint16_t *)p0, (const uint16_t *)p1, ch, d);
+    else
+        pair_units(v, p0, p1, ch, d);
+}
+
 /* Image n of x into xu (zeros outside the image written by `fresh` once). */
 static void filter_copy_x(const pr_window *g, fgeom f, pr_operand x, int64_t n, uint32_t *xu,
                           int fresh) {
@@ -208,7 +243,7 @@ static void filter_copy_x(const pr_window *g, fgeom f, pr_operand x, int64_t n, 
                     const int64_t q0 = (2 * p + a) * SW + r - g->pw, q1 = q0 + SW;
                     const int in0 = q0 >= 0 && q0 < W, in1 = q1 >= 0 && q1 < W;
                     if (!in0 && !in1) continue; /* zeros since `fresh` */
-                    pair_units(x, in0 ? row + (size_t)(q0 * C) * es : NULL,
+                    pair_pixels(x, in0 ? row + (size_t)(q0 * C) * es : NULL,
                                in1 ? row + (size_t)(q1 * C) * es : NULL, C,
                                xu + (((ih * SW + r) * 2 + a) * NP + p) * C);
                 }
@@ -226,7 +261,7 @@ static void filter_copy_dy(const pr_window *g, fgeom f, pr_operand dy, int64_t n
         for (int64_t m = 0; m < f.M; m++) {
             const char *p0 =
                 (const char *)dy.data + (size_t)(((n * g->ho + oh) * WO + 2 * m) * O) * es;
-            pair_units(dy, p0, 2 * m + 1 < WO ? p0 + (size_t)O * es : NULL, O,
+            pair_pixels(dy, p0, 2 * m + 1 < WO ? p0 + (size_t)O * es : NULL, O,
                        dyp + (oh * f.M + m) * f.OP);
         }
 }
@@ -255,16 +290,34 @@ ALWAYS_INLINE void fbtile_pair(__m512 acc[MAX_NB][MAX_TILE], const uint32_t *xp,
     }
 }
 
+/* A tile of few accumulators (the 3-channel stem's 3) would wait on each
+ * VDPBF16PS's latency: SETS accumulator sets take consecutive pairs in turn
+ * and are added at the end (a fixed order: results stay thread-independent). */
+#define FEW_ACC 4  /* tiles of at most FEW_ACC accumulators take 4 sets */
+#define SOME_ACC 8 /* at most SOME_ACC: 2 sets (VDPBF16PS: latency 6 cycles, 2 a cycle) */
+#define ACC_SETS(CT, NB) ((CT) * (NB) <= FEW_ACC ? 4 : (CT) * (NB) <= SOME_ACC ? 2 : 1)
+
 ALWAYS_INLINE void fbtile_body(const fbtile_args *A, const int CT, const int NB) {
-    __m512 acc[MAX_NB][MAX_TILE];
-    load_tile(acc, A->dw, A->dwc, A->mask, CT, NB); /* rows: input channels */
+    const int SETS = ACC_SETS(CT, NB);
+    __m512 acc[4][MAX_NB][MAX_TILE];
+    load_tile(acc[0], A->dw, A->dwc, A->mask, CT, NB); /* rows: input channels */
+    for (int s = 1; s < SETS; s++)
+        for (int b = 0; b < NB; b++)
+            for (int c = 0; c < CT; c++) acc[s][b][c] = _mm512_setzero_ps();
     for (int64_t r = 0; r < A->rows; r++) {
         const uint32_t *xr = A->x + r * A->xrs, *dr = A->dy + r * A->drs;
         int64_t m = 0;
-        for (; m < A->pairs; m++, xr += A->xps, dr += A->dps) fbtile_pair(acc, xr, dr, CT, NB, 0);
-        if (A->odd) fbtile_pair(acc, xr, dr, CT, NB, 1);
+        for (; m + SETS <= A->pairs; m += SETS, xr += SETS * A->xps, dr += SETS * A->dps)
+            for (int s = 0; s < SETS; s++)
+                fbtile_pair(acc[s], xr + s * A->xps, dr + s * A->dps, CT, NB, 0);
+        for (; m < A->pairs; m++, xr += A->xps, dr += A->dps)
+            fbtile_pair(acc[0], xr, dr, CT, NB, 0);
+        if (A->odd) fbtile_pair(acc[0], xr, dr, CT, NB, 1);
     }
-    store_tile(acc, A->dw, A->dwc, A->mask, CT, NB);
+    for (int s = 1; s < SETS; s++)
+        for (int b = 0; b < NB; b++)
+            for (int c = 0; c < CT; c++) acc[0][b][c] = _mm512_add_ps(acc[0][b][c], acc[s][b][c]);
+    store_tile(acc[0], A->dw, A->dwc, A->mask, CT, NB);
 }
 
 #define FBTILE(CT, NB) \
