@@ -218,15 +218,6 @@ ALWAYS_INLINE void pair_units_bf16(const uint16_t *p0, const uint16_t *p1, int64
     }
 }
 
-/* Two pixel rows as units: pair_units_bf16 where both are bfloat16 pixels. */
-ALWAYS_INLINE void pair_pixels(pr_operand v, const char *p0, const char *p1, int64_t ch,
-                               uint32_t *d) {
-    if (v.dtype == PR_BF16 && p0 && p1)
-        pair_units_bf16((const uint16_t *)p0, (const uint16_t *)p1, ch, d);
-    else
-        pair_units(v, p0, p1, ch, d);
-}
-
 /* Image n of x into xu (zeros outside the image written by `fresh` once). */
 static void filter_copy_x(const pr_window *g, fgeom f, pr_operand x, int64_t n, uint32_t *xu,
                           int fresh) {
@@ -238,15 +229,29 @@ static void filter_copy_x(const pr_window *g, fgeom f, pr_operand x, int64_t n, 
     for (int64_t ih = 0; ih < g->h; ih++) {
         const char *row = (const char *)x.data + (size_t)((n * g->h + ih) * W * C) * es;
         for (int64_t r = 0; r < SW; r++)
-            for (int64_t a = 0; a < 2; a++)
-                for (int64_t p = 0; p < NP && read[r][a]; p++) {
-                    const int64_t q0 = (2 * p + a) * SW + r - g->pw, q1 = q0 + SW;
+            for (int64_t a = 0; a < 2; a++) {
+                if (!read[r][a]) continue;
+                uint32_t *d = xu + ((ih * SW + r) * 2 + a) * NP * C;
+                const int64_t q = a * SW + r - g->pw; /* pair p's columns: q + 2p SW, + SW */
+                int64_t lo = 0, hi = 0;               /* pairs [lo, hi): both inside */
+                if (x.dtype == PR_BF16) {
+                    lo = q >= 0 ? 0 : (-q + 2 * SW - 1) / (2 * SW);
+                    hi = W - SW - q > 0 ? (W - SW - q - 1) / (2 * SW) + 1 : 0;
+                    hi = hi < NP ? hi : NP;
+                    const uint16_t *s0 = (const uint16_t *)row + (q + 2 * lo * SW) * C;
+                    for (int64_t p = lo; p < hi; p++, s0 += 2 * SW * C)
+                        pair_units_bf16(s0, s0 + SW * C, C, d + p * C);
+                }
+                for (int64_t p = 0; p < NP; p++) {
+                    if (p == lo && hi > lo) p = hi;
+                    if (p >= NP) break;
+                    const int64_t q0 = q + 2 * p * SW, q1 = q0 + SW;
                     const int in0 = q0 >= 0 && q0 < W, in1 = q1 >= 0 && q1 < W;
                     if (!in0 && !in1) continue; /* zeros since `fresh` */
-                    pair_pixels(x, in0 ? row + (size_t)(q0 * C) * es : NULL,
-                               in1 ? row + (size_t)(q1 * C) * es : NULL, C,
-                               xu + (((ih * SW + r) * 2 + a) * NP + p) * C);
+                    pair_units(x, in0 ? row + (size_t)(q0 * C) * es : NULL,
+                               in1 ? row + (size_t)(q1 * C) * es : NULL, C, d + p * C);
                 }
+            }
     }
 }
 
@@ -257,13 +262,18 @@ static void filter_copy_dy(const pr_window *g, fgeom f, pr_operand dy, int64_t n
     const int64_t O = g->o, WO = g->wo;
     const size_t es = pr_dtype_size(dy.dtype);
     if (fresh) memset(dyp, 0, sizeof(uint32_t) * (size_t)(g->ho * f.M * f.OP));
-    for (int64_t oh = 0; oh < g->ho; oh++)
-        for (int64_t m = 0; m < f.M; m++) {
-            const char *p0 =
-                (const char *)dy.data + (size_t)(((n * g->ho + oh) * WO + 2 * m) * O) * es;
-            pair_pixels(dy, p0, 2 * m + 1 < WO ? p0 + (size_t)O * es : NULL, O,
-                       dyp + (oh * f.M + m) * f.OP);
+    for (int64_t oh = 0; oh < g->ho; oh++) {
+        const char *row = (const char *)dy.data + (size_t)((n * g->ho + oh) * WO * O) * es;
+        uint32_t *d = dyp + oh * f.M * f.OP;
+        int64_t m = 0;
+        if (dy.dtype == PR_BF16)
+            for (const uint16_t *s0 = (const uint16_t *)row; m < WO / 2; m++, s0 += 2 * O)
+                pair_units_bf16(s0, s0 + O, O, d + m * f.OP);
+        for (; m < f.M; m++) {
+            const char *p0 = row + (size_t)(2 * m * O) * es;
+            pair_units(dy, p0, 2 * m + 1 < WO ? p0 + (size_t)O * es : NULL, O, d + m * f.OP);
         }
+    }
 }
 
 typedef struct {
