@@ -305,7 +305,7 @@ ALWAYS_INLINE void fbtile_pair(__m512 acc[MAX_NB][MAX_TILE], const uint32_t *xp,
  * VDPBF16PS's latency: SETS accumulator sets take consecutive pairs in turn
  * and are added at the end (a fixed order: results stay thread-independent). */
 #define FEW_ACC 4  /* tiles of at most FEW_ACC accumulators take 4 sets */
-#define SOME_ACC 8 /* at most SOME_ACC: 2 sets (VDPBF16PS: latency 6 cycles, 2 a cycle) */
+#define SOME_ACC 8 /* at most SOME_ACC: 2 sets (each VDPBF16PS waits several cycles for its sum) */
 #define ACC_SETS(CT, NB) ((CT) * (NB) <= FEW_ACC ? 4 : (CT) * (NB) <= SOME_ACC ? 2 : 1)
 
 ALWAYS_INLINE void fbtile_body(const fbtile_args *A, const int CT, const int NB) {
