@@ -432,13 +432,6 @@ static void row_finish(out_rows out, int64_t at, int64_t pixels, int64_t ch, int
     }
 }
 
-/* Zeros for a row of `pixels` pixels of ch channels, `step` elements apart. */
-static void row_zero(out_rows out, int64_t at, int64_t pixels, int64_t ch, int64_t step) {
-    const size_t es = pr_dtype_size(out.dtype);
-    for (int64_t j = 0; j < pixels; j++)
-        memset((char *)out.data + (size_t)(at + j * step) * es, 0, es * (size_t)ch);
-}
-
 static inline size_t direct_scratch_bytes(const pr_window *gu, pr_conv_pass pass) {
     int64_t slot = slot_units(gu, pass);
     return sizeof(DT) *
@@ -504,85 +497,100 @@ static void direct_forward(const pr_window *gu, pr_operand x, int64_t xc, const 
     }
 }
 
-/* The input gradient: dx (N, H, W, C) from dy (its O = `dyc` channels as
- * gu->o units) and the weights packed by input channel, wp. */
+/* One phase (rh, rw) of the input gradient: dx[i*sh + rh, j*sw + rw] reads
+ * dy[i + di, j + dj] at its taps (toff, wt; none: zeros), or, for windows
+ * three taps wide, tile3 over its tap rows (roff3, w3): each reads kc = 3
+ * (stride 1 across) or 2 adjacent dy columns, tap k at column offset v0 + k,
+ * its weights those of column kwmax - k*sw. */
+typedef struct {
+    int nt, use3, kc, nr;
+    int64_t cols, toff[MAX_WINDOW * MAX_WINDOW], roff3[MAX_WINDOW];
+    const DT *wt[MAX_WINDOW * MAX_WINDOW], *w3[3 * MAX_WINDOW];
+} bpi_phase;
+
+static void bpi_phase_setup(const pr_window *gu, const DT *wp, int64_t rh, int64_t rw,
+                            bpi_phase *P) {
+    const int64_t O = gu->o, DC = dypad_cols(gu);
+    P->nt = P->kc = P->nr = 0;
+    P->cols = (gu->w - rw + gu->sw - 1) / gu->sw;
+    for (int64_t kh = 0; kh < gu->kh; kh++) {
+        int64_t u = rh + gu->ph - kh;
+        if (((u % gu->sh) + gu->sh) % gu->sh) continue;
+        for (int64_t kw = 0; kw < gu->kw; kw++) {
+            int64_t v = rw + gu->pw - kw;
+            if (((v % gu->sw) + gu->sw) % gu->sw) continue;
+            P->toff[P->nt] = (u / gu->sh) * O * DC + v / gu->sw;
+            P->wt[P->nt++] = wp + (kh * gu->kw + kw) * O * 16;
+        }
+    }
+    int64_t kwmax = 0;
+    for (int64_t kw = 0; gu->kw == 3 && kw < 3; kw++)
+        if (((rw + gu->pw - kw) % gu->sw + gu->sw) % gu->sw == 0) P->kc++, kwmax = kw;
+    P->use3 = P->kc >= 2;
+    for (int64_t kh = 0; P->use3 && kh < gu->kh; kh++) {
+        int64_t u = rh + gu->ph - kh;
+        if (((u % gu->sh) + gu->sh) % gu->sh) continue;
+        P->roff3[P->nr] = (u / gu->sh) * O * DC + (rw + gu->pw - kwmax) / gu->sw;
+        for (int k = 0; k < P->kc; k++)
+            P->w3[P->kc * P->nr + k] = wp + (kh * 3 + kwmax - k * gu->sw) * O * 16;
+        P->nr++;
+    }
+}
+
+/* The input gradient: dx from dy (its O = `dyc` channels as gu->o units)
+ * and the packed weights, phase by phase (conv_direct.c).  A bfloat16 dx
+ * row gathers its sw phases in the row buffer and is rounded once, whole
+ * (its phases' pixels apart, each had written half of every cache line). */
 static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dyc, const DT *wp,
                                   out_rows dx, DT *pads) {
     const int64_t taps = gu->kh * gu->kw, C = gu->c, O = gu->o;
     const int64_t DR = dypad_rows(gu), DC = dypad_cols(gu);
     const int64_t dybytes = (int64_t)pr_dtype_size(dy.dtype) * gu->ho * gu->wo * dyc;
     const int64_t slots = count_slots(gu->n, slot_units(gu, PR_CONV_BACKPROP_INPUT));
+    const int64_t SW = gu->sw < gu->w ? gu->sw : gu->w; /* phases across with pixels */
+    const int bf = dx.dtype == PR_BF16;
 #pragma omp parallel num_threads(threads_for(slots))
     {
         const slot_bufs sb = thread_slot(pads, gu, PR_CONV_BACKPROP_INPUT);
         int fresh = 1;
+        bpi_phase ph[MAX_STRIDE];
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < gu->n; n++) {
             const char *next = n + 1 < gu->n ? (const char *)dy.data + (n + 1) * dybytes : NULL;
             pad_rows_cm(image_units(dy, n, gu->ho * gu->wo, dyc, sb.conv), gu->ho, gu->wo, O,
                         sb.pad, DR, DC, gu->kh, gu->kw, fresh);
             fresh = 0;
-            for (int64_t rh = 0; rh < gu->sh && rh < gu->h; rh++)
-                for (int64_t rw = 0; rw < gu->sw && rw < gu->w; rw++) {
-                    /* This phase's taps: dx[i*sh + rh, j*sw + rw] reads dy[i + di, j + dj]. */
-                    int64_t toff[MAX_WINDOW * MAX_WINDOW];
-                    const DT *wt[MAX_WINDOW * MAX_WINDOW];
-                    int nt = 0;
-                    for (int64_t kh = 0; kh < gu->kh; kh++) {
-                        int64_t u = rh + gu->ph - kh;
-                        if (((u % gu->sh) + gu->sh) % gu->sh) continue;
-                        for (int64_t kw = 0; kw < gu->kw; kw++) {
-                            int64_t v = rw + gu->pw - kw;
-                            if (((v % gu->sw) + gu->sw) % gu->sw) continue;
-                            toff[nt] = (u / gu->sh) * O * DC + v / gu->sw;
-                            wt[nt++] = wp + (kh * gu->kw + kw) * O * 16;
-                        }
-                    }
-                    /* Windows three taps wide: this phase's window rows each read
-                     * kc = 3 (stride 1 across) or 2 adjacent dy columns, tap k at
-                     * column offset v0 + k, its weights those of column kwmax - k*sw:
-                     * tile3 over each tap row. */
-                    int kc = 0, nr = 0;
-                    int64_t kwmax = 0;
-                    for (int64_t kw = 0; gu->kw == 3 && kw < 3; kw++)
-                        if (((rw + gu->pw - kw) % gu->sw + gu->sw) % gu->sw == 0) kc++, kwmax = kw;
-                    int use3 = kc >= 2;
-                    int64_t roff3[MAX_WINDOW];
-                    const DT *w3[3 * MAX_WINDOW];
-                    for (int64_t kh = 0; use3 && kh < gu->kh; kh++) {
-                        int64_t u = rh + gu->ph - kh;
-                        if (((u % gu->sh) + gu->sh) % gu->sh) continue;
-                        roff3[nr] = (u / gu->sh) * O * DC + (rw + gu->pw - kwmax) / gu->sw;
-                        for (int k = 0; k < kc; k++)
-                            w3[kc * nr + k] = wp + (kh * 3 + kwmax - k * gu->sw) * O * 16;
-                        nr++;
-                    }
-                    int64_t rows = (gu->h - rh + gu->sh - 1) / gu->sh;
-                    int64_t cols = (gu->w - rw + gu->sw - 1) / gu->sw;
-                    for (int64_t i = 0; i < rows; i++) {
-                        if (rh == 0 && rw == 0) prefetch_part(next, dybytes, i, rows);
-                        const int64_t at = ((n * gu->h + i * gu->sh + rh) * gu->w + rw) * C;
-                        if (nt == 0) { /* no tap reaches these pixels */
-                            row_zero(dx, at, cols, C, gu->sw * C);
+            for (int64_t rh = 0; rh < gu->sh && rh < gu->h; rh++) {
+                for (int64_t rw = 0; rw < SW; rw++) bpi_phase_setup(gu, wp, rh, rw, &ph[rw]);
+                const int64_t rows = (gu->h - rh + gu->sh - 1) / gu->sh;
+                for (int64_t i = 0; i < rows; i++) {
+                    if (rh == 0) prefetch_part(next, dybytes, i, rows);
+                    const int64_t at0 = (n * gu->h + i * gu->sh + rh) * gu->w * C;
+                    const DT *row = sb.pad + (i + gu->kh) * O * DC + gu->kw;
+                    for (int64_t rw = 0; rw < SW; rw++) {
+                        const bpi_phase *P = &ph[rw];
+                        const int64_t step = gu->sw * C;
+                        float *out = bf ? sb.row + rw * C : (float *)dx.data + at0 + rw * C;
+                        if (P->nt == 0) { /* no tap reaches these pixels */
+                            for (int64_t j = 0; j < P->cols; j++)
+                                memset(out + j * step, 0, sizeof(float) * (size_t)C);
                             continue;
                         }
-                        int64_t os;
-                        float *out = row_target(dx, at, C, gu->sw * C, sb.row, &os);
-                        const DT *row = sb.pad + (i + gu->kh) * O * DC + gu->kw;
-                        if (use3) {
+                        if (P->use3) {
                             tile3_args A3 = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
-                                             .os = os, .roff = roff3, .w = w3, .rows = nr,
-                                             .out = out};
-                            row_tiles3(A3, cols, C, 1, kc);
+                                             .os = step, .roff = P->roff3, .w = P->w3,
+                                             .rows = P->nr, .out = out};
+                            row_tiles3(A3, P->cols, C, 1, P->kc);
                         } else {
                             tile_args A = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
-                                           .os = os, .toff = toff, .w = wt, .taps = nt,
-                                           .out = out};
-                            row_tiles(A, cols, C, 1);
+                                           .os = step, .toff = P->toff, .w = P->wt,
+                                           .taps = P->nt, .out = out};
+                            row_tiles(A, P->cols, C, 1);
                         }
-                        row_finish(dx, at, cols, C, gu->sw * C, sb.row);
                     }
+                    if (bf) row_finish(dx, at0, gu->w, C, C, sb.row);
                 }
+            }
         }
     }
 }
