@@ -198,8 +198,8 @@ static void filter_image(const pr_window *g, const float *xn, const float *dyn, 
     for (int64_t kh = 0; kh < g->kh; kh++)
         for (int64_t kw = 0; kw < g->kw; kw++) {
             /* this tap's share of the next image, asked for by its first tile */
-            pf_span px = span_part(next_x, g->h * g->w * C, kh * g->kw + kw, g->kh * g->kw);
-            pf_span pdy = span_part(next_dy, g->ho * g->wo * O, kh * g->kw + kw, g->kh * g->kw);
+            pf_span px = span_part(next_x, 4 * g->h * g->w * C, kh * g->kw + kw, g->kh * g->kw);
+            pf_span pdy = span_part(next_dy, 4 * g->ho * g->wo * O, kh * g->kw + kw, g->kh * g->kw);
             int64_t r0, r1, q0, q1; /* output rows and columns whose tap is inside x */
             tap_range(g->h, g->ho, g->sh, g->ph, kh, &r0, &r1);
             tap_range(g->w, g->wo, g->sw, g->pw, kw, &q0, &q1);
@@ -341,8 +341,8 @@ static void filter_image3(const pr_window *g, const float *xn, const float *dyn,
                     .rows = r1 - r0, .groups = groups, .g_lo = g_lo, .g_hi = g_hi,
                     .dwt = C * O, .dwc = O, .dw = dw + (kh * 3 * C + c0) * O + ob * 16,
                     .mask = ob + 1 == blocks16(O) ? tail_mask(O) : (__mmask16)0xFFFF,
-                    .pf = {span_part(next_x, g->h * g->w * C, part, parts),
-                           span_part(next_dy, g->ho * g->wo * O, part, parts)}};
+                    .pf = {span_part(next_x, 4 * g->h * g->w * C, part, parts),
+                           span_part(next_dy, 4 * g->ho * g->wo * O, part, parts)}};
                 ftiles3_by_sw[g->sw - 1][ct - 1](&A);
             }
     }

@@ -499,7 +499,7 @@ int pr_conv_direct_avx2_forward(const pr_window *g, const float *x, const float 
                            .rows = rows, .out = y + n0 * g->ho * g->wo * O};
             row_set R = {.nimg = m, .nrows = g->ho, .iis = PF, .irs = g->sh * C * WP,
                          .ois = g->ho * g->wo * O, .ors = g->wo * O};
-            pf_span pf = span_part(next ? x + (n0 + m) * X : NULL, next * X, 0, 1);
+            pf_span pf = span_part(next ? x + (n0 + m) * X : NULL, 4 * next * X, 0, 1);
             plane_tiles(A, wob, R, g->wo, O, g->sw, P, pf);
         }
     }
@@ -591,7 +591,7 @@ int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, cons
                     row_set R = {.nimg = m, .nrows = rows, .iis = PF, .irs = O * DC, .ois = X,
                                  .ors = g->sh * g->w * C};
                     plane_tiles(A, wob, R, cols, C, 1, P,
-                                span_part(nx, next * DY, phase, phases));
+                                span_part(nx, 4 * next * DY, phase, phases));
                 }
         }
     }
@@ -775,8 +775,8 @@ static void filter_images(const pr_window *g, const float *xn, const float *dyn,
             .rows = r1 - r0, .cols = q1 - q0, .dps = dc, .drs = g->wo * dc, .dwc = O,
             .nimg = nimg, .xis = HW * xc, .dyis = P * dc,
             .dw = dw + (t * C + c0) * O + ob * 8, .lanes = block_lanes(ob + nb - 1, nob, O),
-            .pf = {span_part(next_x, next_n * X, tile, tiles),
-                   span_part(next_dy, next_n * DY, tile, tiles)}};
+            .pf = {span_part(next_x, 4 * next_n * X, tile, tiles),
+                   span_part(next_dy, 4 * next_n * DY, tile, tiles)}};
         ftiles[0][nb][ct - 1](&A);
     }
 }
@@ -814,8 +814,8 @@ static void filter_image_few(const pr_window *g, const float *xn, const float *d
                             .rows = g->ho, .cols = g->wo, .dps = O, .drs = g->wo * O, .dwc = O,
                             .nimg = 1, .off = off, .dw = dw + e0 * O + ob * 8,
                             .lanes = block_lanes(ob + nb - 1, nob, O),
-                            .pf = {span_part(next_x, g->h * g->w * C, tile, tiles),
-                                   span_part(next_dy, g->ho * g->wo * O, tile, tiles)}};
+                            .pf = {span_part(next_x, 4 * g->h * g->w * C, tile, tiles),
+                                   span_part(next_dy, 4 * g->ho * g->wo * O, tile, tiles)}};
             ftiles[1][nb][ct - 1](&A);
             e0 += ct;
         }
@@ -931,8 +931,8 @@ static void filter_image3(const pr_window *g, const float *xn, const float *dyn,
                     .rows = r1 - r0, .groups = groups, .g_lo = g_lo, .g_hi = g_hi,
                     .dwt = C * O, .dwc = O, .dw = dw + (kh * 3 * C + c0) * O + ob * 8,
                     .lanes = block_lanes(ob, nob, O),
-                    .pf = {span_part(next_x, g->h * g->w * C, part, parts),
-                           span_part(next_dy, g->ho * g->wo * O, part, parts)}};
+                    .pf = {span_part(next_x, 4 * g->h * g->w * C, part, parts),
+                           span_part(next_dy, 4 * g->ho * g->wo * O, part, parts)}};
                 ftiles3_by_sw[g->sw - 1][ct - 1](&A);
             }
     }

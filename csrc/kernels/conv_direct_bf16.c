@@ -371,8 +371,8 @@ static void filter_image(const pr_window *g, fgeom f, const uint32_t *xu, const 
         if (r1 == r0) continue;
         for (int64_t kw = 0; kw < g->kw; kw++) {
             const int64_t tap = kh * g->kw + kw, taps = g->kh * g->kw;
-            pf_span px = span_part((const float *)next[0].p, next[0].bytes / 4, tap, taps);
-            pf_span pdy = span_part((const float *)next[1].p, next[1].bytes / 4, tap, taps);
+            pf_span px = span_part(next[0].p, next[0].bytes, tap, taps);
+            pf_span pdy = span_part(next[1].p, next[1].bytes, tap, taps);
             const int64_t j = kw / f.sw; /* place of pair 0's first pixel in its phase */
             const uint32_t *x0 =
                 xu + (((r0 * g->sh - g->ph + kh) * f.sw + kw % f.sw) * 2 + j % 2) * f.NP * C +
@@ -406,6 +406,8 @@ static void direct_backprop_filter(const pr_window *g, pr_operand x, pr_operand 
     const int64_t K = g->kh * g->kw * g->c * g->o, slot = stripe_floats(g);
     const int64_t stripes = count_stripes(g);
     const fgeom f = filter_geom(g);
+    const int64_t xb = g->h * g->w * g->c * (int64_t)pr_dtype_size(x.dtype); /* an image's bytes */
+    const int64_t db = g->ho * g->wo * g->o * (int64_t)pr_dtype_size(dy.dtype);
     if (stripes == 0) { /* empty batch */
         memset(dw, 0, sizeof(float) * (size_t)K);
         return;
@@ -419,8 +421,6 @@ static void direct_backprop_filter(const pr_window *g, pr_operand x, pr_operand 
             uint32_t *dyp = xu + round16(xu_units(g, f));
             memset(part, 0, sizeof(float) * (size_t)K);
             for (int64_t n = s; n < g->n; n += stripes) {
-                const int64_t xb = g->h * g->w * g->c * (int64_t)pr_dtype_size(x.dtype);
-                const int64_t db = g->ho * g->wo * g->o * (int64_t)pr_dtype_size(dy.dtype);
                 const int more = n + stripes < g->n; /* the stripe's next image */
                 const pf_span next[2] = {
                     {more ? (const char *)x.data + (n + stripes) * xb : NULL, xb},

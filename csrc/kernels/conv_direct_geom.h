@@ -90,9 +90,9 @@ typedef struct {
     int64_t bytes;
 } pf_span;
 
-static inline pf_span span_part(const float *p, int64_t floats, int64_t i, int64_t parts) {
+static inline pf_span span_part(const void *p, int64_t bytes, int64_t i, int64_t parts) {
     if (!p) return (pf_span){NULL, 0};
-    int64_t lo = 4 * floats * i / parts & ~(int64_t)63, hi = 4 * floats * (i + 1) / parts;
+    int64_t lo = bytes * i / parts & ~(int64_t)63, hi = bytes * (i + 1) / parts;
     return (pf_span){(const char *)p + lo, hi - lo};
 }
 

@@ -549,11 +549,13 @@ static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dy
     const int64_t slots = count_slots(gu->n, slot_units(gu, PR_CONV_BACKPROP_INPUT));
     const int64_t SW = gu->sw < gu->w ? gu->sw : gu->w; /* phases across with pixels */
     const int bf = dx.dtype == PR_BF16;
+    bpi_phase phases[MAX_STRIDE][MAX_STRIDE]; /* [rh][rw]: the same for every image */
+    for (int64_t rh = 0; rh < gu->sh && rh < gu->h; rh++)
+        for (int64_t rw = 0; rw < SW; rw++) bpi_phase_setup(gu, wp, rh, rw, &phases[rh][rw]);
 #pragma omp parallel num_threads(threads_for(slots))
     {
         const slot_bufs sb = thread_slot(pads, gu, PR_CONV_BACKPROP_INPUT);
         int fresh = 1;
-        bpi_phase phases[MAX_STRIDE];
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < gu->n; n++) {
             const char *next = n + 1 < gu->n ? (const char *)dy.data + (n + 1) * dybytes : NULL;
@@ -561,14 +563,13 @@ static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dy
                         sb.pad, DR, DC, gu->kh, gu->kw, fresh);
             fresh = 0;
             for (int64_t rh = 0; rh < gu->sh && rh < gu->h; rh++) {
-                for (int64_t rw = 0; rw < SW; rw++) bpi_phase_setup(gu, wp, rh, rw, &phases[rw]);
                 const int64_t rows = (gu->h - rh + gu->sh - 1) / gu->sh;
                 for (int64_t i = 0; i < rows; i++) {
                     if (rh == 0) prefetch_part(next, dybytes, i, rows);
                     const int64_t at0 = (n * gu->h + i * gu->sh + rh) * gu->w * C;
                     const DT *row = sb.pad + (i + gu->kh) * O * DC + gu->kw;
                     for (int64_t rw = 0; rw < SW; rw++) {
-                        const bpi_phase *P = &phases[rw];
+                        const bpi_phase *P = &phases[rh][rw];
                         const int64_t step = gu->sw * C;
                         float *out = bf ? sb.row + rw * C : (float *)dx.data + at0 + rw * C;
                         if (P->nt == 0) { /* no tap reaches these pixels */
