@@ -27,7 +27,7 @@
 #include "kernels/conv_amx.h"
 #include "kernels/conv_bf16.h"
 #include "kernels/conv_direct.h"
-#include "kernels/conv_grouped_avx2.h"
+#include "kernels/conv_grouped_simd.h"
 #include "kernels/pool.h"
 #include "op_attrs.h"
 
@@ -536,41 +536,47 @@ DIRECT_VARIANT(avx2_direct, bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_avx2_bac
 DIRECT_VARIANT(avx2_direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_avx2_backprop_filter,
                pr_conv_direct_avx2_scratch_bytes)
 
-/* Grouped and depthwise AVX2 (kernels/conv_grouped_avx2.c): calls of more
- * than one group (pr_conv_grouped_avx2_supports).  avx2_grouped takes the
- * float32 calls; avx2_grouped_bf16 the bfloat16 ones (no bfloat16 kernel
- * takes groups), on their operands rounded and widened to float32 after the
- * kernel's scratch, a bfloat16 output staged in float32 and rounded once:
- * the reference's arithmetic at the AVX2 kernel's speed. */
-typedef int grouped_kernel(const pr_window *g, int64_t groups, const float *a, const float *b,
-                           float *out, void *scratch);
+/* Grouped convolutions in vector registers (kernels/conv_grouped_simd.c):
+ * calls of more than one group that the instruction set's kernels take
+ * (pr_conv_grouped_simd_supports: AVX-512 even group widths, AVX2 any,
+ * depthwise too).  avx512_grouped / avx2_grouped take the float32 calls;
+ * the _bf16 variants the bfloat16 ones (no bfloat16 kernel takes groups),
+ * on their operands rounded and widened to float32 after the kernel's
+ * scratch, a bfloat16 output staged in float32 and rounded once: the
+ * reference's arithmetic at the vector kernels' speed. */
+typedef int grouped_kernel(pr_grouped_isa isa, const pr_window *g, int64_t groups,
+                           const float *a, const float *b, float *out, void *scratch);
 
-static int grouped_fits(const pr_window *g, const void *a) {
-    return pr_conv_grouped_avx2_supports(g, ((const pr_conv_attrs *)a)->groups);
+static int grouped_fits(pr_grouped_isa isa, const pr_window *g, const void *a) {
+    return pr_conv_grouped_simd_supports(isa, g, ((const pr_conv_attrs *)a)->groups);
 }
 static size_t grouped_kernel_bytes(const pr_window *g, const void *a, pr_conv_pass pass) {
-    return align64(pr_conv_grouped_avx2_scratch_bytes(g, ((const pr_conv_attrs *)a)->groups, pass));
+    return align64(pr_conv_grouped_simd_scratch_bytes(g, ((const pr_conv_attrs *)a)->groups, pass));
 }
-static int grouped_run(grouped_kernel *kernel, pr_conv_pass pass, const pr_window *g,
-                       const pr_view *in_given, pr_view *out, const void *a, void *ws0) {
+static int grouped_run(pr_grouped_isa isa, grouped_kernel *kernel, pr_conv_pass pass,
+                       const pr_window *g, const pr_view *in_given, pr_view *out, const void *a,
+                       void *ws0) {
     pr_view in[2];
     float *y = staged(out, ws0);
     void *ws = after_staging(out, ws0);
     widen_operands(in_given, ws, grouped_kernel_bytes(g, a, pass), in);
     int64_t groups = ((const pr_conv_attrs *)a)->groups;
-    return unstage(kernel(g, groups, in[0].data, in[1].data, y, ws), out, ws0);
+    return unstage(kernel(isa, g, groups, in[0].data, in[1].data, y, ws), out, ws0);
 }
-#define GROUPED_VARIANT(pass, PASS, kernel)                                                     \
-    WINDOW_VARIANT(avx2_grouped, pass, grouped_fits(&g, a) && all_f32(in),                      \
+#define GROUPED_VARIANT(name, isa, pass, PASS, kernel)                                          \
+    WINDOW_VARIANT(name, pass, grouped_fits(isa, &g, a) && all_f32(in),                         \
                    grouped_kernel_bytes(&g, a, PASS),                                           \
-                   grouped_run(kernel, PASS, &g, in, out, a, ws))                               \
-    WINDOW_VARIANT(avx2_grouped_bf16, pass, grouped_fits(&g, a) && bf16_call(in),               \
+                   grouped_run(isa, kernel, PASS, &g, in, out, a, ws))                          \
+    WINDOW_VARIANT(name##_bf16, pass, grouped_fits(isa, &g, a) && bf16_call(in),                \
                    staging_bytes(out) + grouped_kernel_bytes(&g, a, PASS) + widened_bytes(in),  \
-                   grouped_run(kernel, PASS, &g, in, out, a, ws))
+                   grouped_run(isa, kernel, PASS, &g, in, out, a, ws))
+#define GROUPED_VARIANTS(name, isa)                                                             \
+    GROUPED_VARIANT(name, isa, fw, PR_CONV_FORWARD, pr_conv_grouped_simd_forward)               \
+    GROUPED_VARIANT(name, isa, bpi, PR_CONV_BACKPROP_INPUT, pr_conv_grouped_simd_backprop_input) \
+    GROUPED_VARIANT(name, isa, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_grouped_simd_backprop_filter)
 
-GROUPED_VARIANT(fw, PR_CONV_FORWARD, pr_conv_grouped_avx2_forward)
-GROUPED_VARIANT(bpi, PR_CONV_BACKPROP_INPUT, pr_conv_grouped_avx2_backprop_input)
-GROUPED_VARIANT(bpf, PR_CONV_BACKPROP_FILTER, pr_conv_grouped_avx2_backprop_filter)
+GROUPED_VARIANTS(avx512_grouped, PR_GROUPED_AVX512)
+GROUPED_VARIANTS(avx2_grouped, PR_GROUPED_AVX2)
 
 /* The bfloat16 variants (AMX, AVX512_BF16) take the calls with a bfloat16
  * operand, any window and stride (kernels/conv_bf16.c). */
@@ -640,6 +646,11 @@ DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
          direct_scratch_##pass, direct_run_##pass},                                             \
         {"avx2_direct", PR_CPU_AVX2 | PR_CPU_FMA, avx2_direct_supports_##pass,                  \
          avx2_direct_scratch_##pass, avx2_direct_run_##pass},                                   \
+        {"avx512_grouped", PR_CPU_AVX512F | PR_CPU_FMA, avx512_grouped_supports_##pass,         \
+         avx512_grouped_scratch_##pass, avx512_grouped_run_##pass},                             \
+        {"avx512_grouped_bf16", PR_CPU_AVX512F | PR_CPU_FMA,                                    \
+         avx512_grouped_bf16_supports_##pass, avx512_grouped_bf16_scratch_##pass,              \
+         avx512_grouped_bf16_run_##pass},                                                       \
         {"avx2_grouped", PR_CPU_AVX2 | PR_CPU_FMA, avx2_grouped_supports_##pass,                \
          avx2_grouped_scratch_##pass, avx2_grouped_run_##pass},                                 \
         {"avx2_grouped_bf16", PR_CPU_AVX2 | PR_CPU_FMA, avx2_grouped_bf16_supports_##pass,      \
@@ -657,7 +668,7 @@ DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 CONV_VARIANTS(fw, fw_conv2d);
 CONV_VARIANTS(bpi, fw_conv2d_bpi);
 CONV_VARIANTS(bpf, fw_conv2d_bpf);
-#define N_CONV_VARIANTS 9
+#define N_CONV_VARIANTS 11
 
 /* The three ops are bilinear and adjoint to each other:
  * <dy, conv2d(x, w)> = <bpi(dy, w), x> = <bpf(x, dy), w>. */

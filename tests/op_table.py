@@ -742,6 +742,10 @@ GROUPED_SHAPES = [
      (1, 1, 4, 8), [2], False, False, 2),
     ("3x3 s1 same c16 o16 groups 8 (gw 2, 180 pixels)", (2, 9, 10, 16), (3, 3, 2, 16), [1], True,
      False, 8),
+    # avx512_grouped's pair tiles: 10 channel pairs (past a tile's 8), 5 blocks of 8 output
+    # channels (tiles of 2, 2, 1), a group width not a multiple of 8, 84 pixels a chunk
+    ("3x3 s1 same c40 o80 groups 2 (gw 20 -> 40)", (2, 6, 7, 40), (3, 3, 20, 80), [1], True,
+     False, 2),
 ]
 
 
@@ -799,6 +803,7 @@ CONV_BF16 = ("3x3 s1 same c3 o4 batch1 odd", "3x3 s2 same c15 o17 odd", "3x3 s1 
              "3x3 s1 same c16 o32 1x1 image", "3x3 s5 valid c16 o8 (stride > 4)",
              "2x3 s(1,2) same c2 o2", "3x3 s1 same c24 o24 groups 3 (gw 8)",
              "3x3 s2 same c48 o48 groups 2 (gw 24)", "3x3 s1 valid c20 o30 groups 2 (gw 10 -> 15)",
+             "3x3 s2 same c32 o32 groups 2 (gw 16)", "3x3 s1 same c40 o80 groups 2 (gw 20 -> 40)",
              "depthwise 3x3 s2 same c20", "3x3 s1 same c4 o6 groups 2")
 
 

@@ -345,33 +345,36 @@ def max_dims(rng):
         _C.call("add", np.ones((1,) * 9, f32), np.ones((1,) * 9, f32))
 
 
-def avx2_grouped_chunks(rng):
-    """avx2_grouped: 119/120/121 output pixels (CHUNK 120 a table, tiles of
-    FT_W1 = 8 rows and their remainders) and 15/16/17 images (MAX_STRIPES
-    16), group width 8 at strides 1 and 2, the three passes against NumPy
-    per group."""
+def grouped_chunks(rng):
+    """avx512_grouped and avx2_grouped: 119/120/121 output pixels (CHUNK 120
+    a table; tiles of FT_W1 = 8 rows (AVX2) or PAIR_ACC = 24 (AVX-512) and
+    their remainders) and 15/16/17 images (MAX_STRIPES 16), group width 8
+    at strides 1 and 2, the three passes against NumPy per group."""
     from op_table import _grouped_bpf_ref, _grouped_bpi_ref, _grouped_conv_ref
-    runs = dict(_C.op_variants("conv2d"))["avx2_grouped"] and not _C.cpu_info()["reference_only"]
-    for xs, s in (((1, 7, 17, 16), 1), ((1, 10, 12, 16), 1), ((1, 11, 11, 16), 1),
-                  ((15, 2, 3, 16), 1), ((16, 3, 3, 16), 2), ((17, 2, 2, 16), 1)):
-        x, k = randn(rng, *xs), randn(rng, 3, 3, 8, 16)
-        attrs = {"strides": [s, s], "same": True, "groups": 2}
+    usable = dict(_C.op_variants("conv2d"))
+    for variant in ("avx512_grouped", "avx2_grouped"):
+        runs = usable[variant] and not _C.cpu_info()["reference_only"]
+        for xs, s in (((1, 7, 17, 16), 1), ((1, 10, 12, 16), 1), ((1, 11, 11, 16), 1),
+                      ((15, 2, 3, 16), 1), ((16, 3, 3, 16), 2), ((17, 2, 2, 16), 1),
+                      ((1, 5, 5, 16), 1), ((1, 5, 6, 16), 1)):
+            x, k = randn(rng, *xs), randn(rng, 3, 3, 8, 16)
+            attrs = {"strides": [s, s], "same": True, "groups": 2}
 
-        def call(op, a, b, **more):
-            if runs:
-                return _C.run_variant(op, "avx2_grouped", a, b, **attrs, **more)
-            return _C.call(op, a, b, **attrs, **more)
+            def call(op, a, b, **more):
+                if runs:
+                    return _C.run_variant(op, variant, a, b, **attrs, **more)
+                return _C.call(op, a, b, **attrs, **more)
 
-        y = _grouped_conv_ref(x.astype(np.float64), k.astype(np.float64), [s], True, 2)
-        close(call("conv2d", x, k), y, 1e-4, 1e-4, f"avx2_grouped conv2d {xs} s{s}")
-        dy = randn(rng, *y.shape)
-        close(call("conv2d_backprop_input", dy, k, shape=list(xs)),
-              _grouped_bpi_ref(dy.astype(np.float64), k.astype(np.float64), [s], True, xs, 2),
-              1e-4, 1e-4, f"avx2_grouped backprop_input {xs} s{s}")
-        close(call("conv2d_backprop_filter", x, dy, shape=[3, 3, 8, 16]),
-              _grouped_bpf_ref(x.astype(np.float64), dy.astype(np.float64), [s], True,
-                               [3, 3, 8, 16], 2),
-              1e-4, 2e-4, f"avx2_grouped backprop_filter {xs} s{s}")
+            y = _grouped_conv_ref(x.astype(np.float64), k.astype(np.float64), [s], True, 2)
+            close(call("conv2d", x, k), y, 1e-4, 1e-4, f"{variant} conv2d {xs} s{s}")
+            dy = randn(rng, *y.shape)
+            close(call("conv2d_backprop_input", dy, k, shape=list(xs)),
+                  _grouped_bpi_ref(dy.astype(np.float64), k.astype(np.float64), [s], True, xs, 2),
+                  1e-4, 1e-4, f"{variant} backprop_input {xs} s{s}")
+            close(call("conv2d_backprop_filter", x, dy, shape=[3, 3, 8, 16]),
+                  _grouped_bpf_ref(x.astype(np.float64), dy.astype(np.float64), [s], True,
+                                   [3, 3, 8, 16], 2),
+                  1e-4, 2e-4, f"{variant} backprop_filter {xs} s{s}")
 
 
 def _conv_all_passes(rng, xs, ks, strides, same, what, variant=None):
@@ -797,13 +800,14 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct_bf16.c", "FEW_ACC"): bf16_direct_filter_sets,
     ("conv_direct_bf16.c", "SOME_ACC"): bf16_direct_filter_sets,
     ("conv_direct.c", "FT3_CT"): conv_direct_filter3_channels,
-    ("conv_grouped_avx2.c", "CHUNK"): avx2_grouped_chunks,
-    ("conv_grouped_avx2.c", "FT_W1"): avx2_grouped_chunks,
-    ("conv_grouped_avx2.c", "MAX_STRIPES"): avx2_grouped_chunks,
-    ("conv_grouped_avx2.c", "MAX_PHASE_TAPS"): "the supports rule's bound on the taps of a "
+    ("conv_grouped_simd.c", "CHUNK"): grouped_chunks,
+    ("conv_grouped_simd.c", "FT_W1"): grouped_chunks,
+    ("conv_grouped_simd.c", "PAIR_ACC"): grouped_chunks,
+    ("conv_grouped_simd.c", "MAX_STRIPES"): grouped_chunks,
+    ("conv_grouped_simd.c", "MAX_PHASE_TAPS"): "the supports rule's bound on the taps of a "
                                                "sub-pixel phase (8x8 windows at stride 1); "
                                                "larger ones run the reference",
-    ("conv_grouped_avx2.c", "MAX_THREADS"): "per-thread scratch areas: more threads are not "
+    ("conv_grouped_simd.c", "MAX_THREADS"): "per-thread scratch areas: more threads are not "
                                             "started; the work split is by stripes, not threads",
     ("conv_direct_avx2.c", "MAX_TILE"): avx2_direct_tiles,
     ("conv_direct_avx2.c", "MAX_NB"): avx2_direct_channel_blocks,

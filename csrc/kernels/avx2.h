@@ -1,4 +1,4 @@
-/* What the AVX2 + FMA kernels (conv_direct_avx2.c, conv_grouped_avx2.c)
+/* What the AVX2 + FMA kernels (conv_direct_avx2.c, conv_grouped_simd.c)
  * share: function attributes that compile one function for AVX2 + FMA
  * (chosen at run time by the CPU probe, the file itself built for the
  * baseline), loads and stores of partial blocks of 8 channels, and full unrolling of loops with compile-time trip counts, so

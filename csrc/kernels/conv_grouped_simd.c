@@ -1,8 +1,8 @@
-/* Grouped and depthwise convolutions with AVX2 + FMA (conv_grouped_avx2.h):
- * the sums of conv_grouped.c on 8-wide ymm registers.  With cg = C / groups
- * input and og = O / groups output channels a group, T = KH*KW taps and a
- * chunk of P output pixels (flattened over images, so that the 2x2 and 4x4
- * maps of a RegNet's last stages still fill a tile):
+/* Grouped and depthwise convolutions with AVX2 + FMA or AVX-512
+ * (conv_grouped_simd.h): the sums of conv_grouped.c in vector registers.
+ * With cg = C / groups input and og = O / groups output channels a group,
+ * T = KH*KW taps and a chunk of P output pixels (flattened over images, so
+ * that the 2x2 and 4x4 maps of a RegNet's last stages still fill a tile):
  *
  *   forward          y[p, o]  = sum_(t, c) x[at(p, t), c] * w[t, c, o]
  *   backprop_input   dx[at(p, t), c] += sum_o dy[p, o] * w[t, c, o]
@@ -11,10 +11,11 @@
  * where at(p, t) is the input pixel tap t of output pixel p reads.  No
  * im2col: an indirection table (Dukhan 2019, "The Indirect Convolution
  * Algorithm") holds, per chunk, a pointer for every (pixel, tap) -- to x's
- * pixel, or to a block of zeros where the tap reads padding (the input
- * gradient: to a scratch block its sums are added into, never read).  The
- * tiles keep WT x NB accumulators in registers (NB*WT <= 12, + NB weight
- * vectors + one broadcast <= 16; Georganas et al., SC18, section 3):
+ * pixel, or to a block of zeros where the tap reads padding.  Output
+ * channels go in blocks of 8: a group of width 8 has one.
+ *
+ * AVX2 tiles keep WT x NB accumulators in ymm registers (NB*WT <= 12, + NB
+ * weight vectors + one broadcast <= 16; Georganas et al., SC18, section 3):
  *   - forward: WT pixels x NB blocks of 8 output channels of the group
  *     (group widths 8, 16, 24 fill one, two or three registers), summed
  *     over taps and input channels; each broadcast of x feeds NB FMAs;
@@ -25,10 +26,21 @@
  *   - backprop_filter: WT input channels of one tap x NB blocks of 8 output
  *     channels, summed over the chunk's pixels (dy repacked per chunk into
  *     zero-padded blocks), added into dw.
- * Weights are repacked per call into 8-channel blocks, zero-padded.
  *
- * Depthwise convolutions (cg = og = 1) are vectors over 8 channels instead
- * (no product to share): each pixel sums its taps inside the image.
+ * AVX-512 pair tiles fill 16 lanes with a block of 8 output channels: lane
+ * (o, j) of a zmm accumulator sums the products of input channels of parity
+ * j, so one 8-byte broadcast of two neighbouring channels of x feeds a
+ * 16-lane FMA with the weights of both (w packed pair-interleaved), and a
+ * group of width 8 runs at the full vector width; the two halves are added
+ * as the tile is stored.  The weight gradient uses the same lanes: (o, j)
+ * of dw's rows of input channels 2m + j, from x's pair broadcast times dy
+ * with each channel duplicated.  Forward and input gradient: WT pixels
+ * (up to 24) x NB blocks; weight gradient: TT taps x WT channel pairs x NB
+ * blocks (up to 24 accumulators).  Group widths must be even.
+ *
+ * Weights are repacked per call, zero-padded.  Depthwise convolutions (cg
+ * = og = 1, AVX2 only) are vectors over 8 channels instead (no product to
+ * share): each pixel sums its taps inside the image.
  *
  * Order of the sums: each output is summed in one tile in a fixed order,
  * the input gradient's contributions in pixel order and the filter
@@ -38,10 +50,10 @@
  * conv_grouped.c skips them, which differs only for an Inf or NaN weight
  * (forward) or dy (filter gradient) next to the padding.
  *
- * Compiled per function for "avx2,fma" and run only when the CPU probe
- * reports both (ops_conv.c's avx2_grouped variant); off x86-64 the entry
- * points are stubs. */
-#include "conv_grouped_avx2.h"
+ * Compiled per function for "avx2,fma" or "avx512f,fma" and run only when
+ * the CPU probe reports them (ops_conv.c's avx2_grouped and avx512_grouped
+ * variants); off x86-64 the entry points are stubs. */
+#include "conv_grouped_simd.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -90,10 +102,11 @@ static int64_t zeros_floats(const geo *q) {
 }
 
 /* Floats of one thread's area: the indirection table and tap offsets
- * (CHUNK x T, 8 bytes an entry), the row table (CHUNK), repacked dy, the
- * zeros and scratch blocks (C + 8 floats each). */
+ * (CHUNK x T, 8 bytes an entry), the row table (CHUNK), repacked dy (16
+ * floats a block of 8 channels: the pair tiles duplicate them), the zeros
+ * and scratch blocks (C + 8 floats each). */
 static int64_t thread_floats(const geo *q) {
-    return 2 * r16(2 * CHUNK * q->T) + r16(2 * CHUNK) + r16(CHUNK * q->nbo * 8) +
+    return 2 * r16(2 * CHUNK * q->T) + r16(2 * CHUNK) + r16(CHUNK * q->nbo * 16) +
            r16(zeros_floats(q));
 }
 
@@ -111,12 +124,15 @@ static int filter_partials(const geo *q) {
     return q->depthwise || (q->G < 8 && 4 * q->S * dw <= PARTIAL_BYTES);
 }
 
-int pr_conv_grouped_avx2_supports(const pr_window *g, int64_t groups) {
+int pr_conv_grouped_simd_supports(pr_grouped_isa isa, const pr_window *g, int64_t groups) {
+    if (groups < 2) return 0;
     int64_t taps = ((g->kh + g->sh - 1) / g->sh) * ((g->kw + g->sw - 1) / g->sw);
-    return groups > 1 && g->c / groups <= 512 && g->o / groups <= 512 && taps <= MAX_PHASE_TAPS;
+    int64_t cg = g->c / groups, og = g->o / groups;
+    int fits = cg <= 512 && og <= 512 && taps <= MAX_PHASE_TAPS;
+    return isa == PR_GROUPED_AVX512 ? fits && cg % 2 == 0 && og % 2 == 0 : fits;
 }
 
-size_t pr_conv_grouped_avx2_scratch_bytes(const pr_window *g, int64_t groups, pr_conv_pass pass) {
+size_t pr_conv_grouped_simd_scratch_bytes(const pr_window *g, int64_t groups, pr_conv_pass pass) {
     geo q;
     geo_init(&q, g, groups);
     int64_t f = packed_floats(&q, pass) + MAX_THREADS * thread_floats(&q);
@@ -194,16 +210,18 @@ ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const i
     }
 }
 
-/* Filter gradient: C(m, j) += sum_k A(m, k) B(k, j) for m < WT rows, j < NB
- * blocks; A(m, k) = ap[k*aps][aoff + m] (k < np), B(k, j) = the 8 floats at
- * b + k*bk + 8*j, C(m, j) = the jl[j] floats at c + m*ldc + 8*j. */
+/* Filter gradient of taps t < nt: C(t, m, j) += sum_k A(t, m, k) B(k, j)
+ * for m < WT rows, j < NB blocks; A(t, m, k) = ap[k*aps + t][aoff + m]
+ * (k < np), B(k, j) = the 8 floats at b + k*bk + 8*j, C(t, m, j) = the
+ * jl[j] floats at c + t*ldt + m*ldc + 8*j.  (The pair tiles below read B
+ * as 16 floats a block, at b + k*bk + 16*j.) */
 typedef struct {
     const float *const *ap;
-    int64_t aps, aoff, np;
+    int64_t aps, nt, aoff, np;
     const float *b;
     int64_t bk;
     float *c;
-    int64_t ldc;
+    int64_t ldt, ldc;
     const int *jl;
 } bt_args;
 
@@ -283,19 +301,215 @@ static void run_ft(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
     }
 }
 
-/* The filter-gradient tiles of one tap: rows [0, cg) of input channels
+/* The filter-gradient tiles, tap by tap: rows [0, cg) of input channels
  * (12 at a time), NB = min(3, 12 / rows, blocks left) blocks. */
-static void run_bt(const bt_args *t, int64_t cg, int64_t NJ) {
+static void run_bt(const bt_args *all, int64_t cg, int64_t NJ) {
+    for (int64_t tap = 0; tap < all->nt; tap++)
     for (int64_t m0 = 0; m0 < cg; m0 += 12) {
         int rows = cg - m0 < 12 ? (int)(cg - m0) : 12, most = 12 / rows < 3 ? 12 / rows : 3;
         for (int64_t j0 = 0; j0 < NJ; j0 += most) {
             int nb = NJ - j0 < most ? (int)(NJ - j0) : most;
-            bt_args A = *t;
+            bt_args A = *all;
+            A.ap += tap;
             A.aoff += m0;
             A.b += 8 * j0;
-            A.c += m0 * A.ldc + 8 * j0;
+            A.c += tap * A.ldt + m0 * A.ldc + 8 * j0;
             A.jl += j0;
             bt_fns[nb - 1][rows - 1](&A);
+        }
+    }
+}
+
+/* ---- AVX-512 pair tiles ---------------------------------------------------------- */
+
+#define AVX512_FN static __attribute__((target("avx512f,fma")))
+#define INLINE512 static inline __attribute__((always_inline, target("avx512f,fma")))
+#define PAIR_ACC 24 /* accumulators of a pair tile, at most (of 32 zmm registers) */
+
+/* Lane indices: the even lanes then the odd ones; each of 8 lanes twice. */
+static const int32_t evens_odds[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15};
+static const int32_t twice[16] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
+
+/* The two floats at p in every pair of lanes. */
+INLINE512 __m512 pair_broadcast(const float *p) {
+    double d;
+    memcpy(&d, p, sizeof d);
+    return _mm512_castpd_ps(_mm512_set1_pd(d));
+}
+
+/* Lanes 2i + 2i+1 summed, in lanes i < 8 (the rest: don't care). */
+INLINE512 __m512 pair_sums(__m512 v) {
+    __m512 s = _mm512_add_ps(v, _mm512_permute_ps(v, 0xB1)); /* swap neighbours */
+    return _mm512_permutexvar_ps(_mm512_loadu_si512(evens_odds), s);
+}
+
+/* Forward and input gradient, pair tiles: C(m, j) = sum_(t, c) A(m, t, c)
+ * B(t, c, j) for m < WT rows, j < NB blocks of 8 columns; A(m, t, c) =
+ * ap[m*aps + t][aoff + c] (t < nt, c < ck even, in steps of 2*KP); B of
+ * channels (c, c + 1) = the 16 floats at b + (c / 2)*bk + 16*j, lane 2o + i
+ * for channel c + i; C(m, j) = the 8 floats at cp[m] + coff + 8*j (`last`
+ * of them in block NB - 1). */
+INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int KP) {
+    __m512 acc[2][PAIR_ACC];
+    UNROLL
+    for (int j = 0; j < NB; j++)
+        UNROLL
+        for (int m = 0; m < WT; m++) acc[j][m] = _mm512_setzero_ps();
+    const float *b = A->b;
+    const int64_t bk = A->bk, ck = A->ck;
+    for (int64_t t = 0; t < A->nt; t++)
+        for (int64_t c = 0; c < ck; c += 2 * KP) {
+            __m512 wv[4][2];
+            UNROLL
+            for (int kk = 0; kk < KP; kk++)
+                UNROLL
+                for (int j = 0; j < NB; j++) wv[kk][j] = _mm512_loadu_ps(b + kk * bk + 16 * j);
+            b += KP * bk;
+            UNROLL
+            for (int m = 0; m < WT; m++) {
+                const float *r = A->ap[m * A->aps + t] + A->aoff + c;
+                UNROLL
+                for (int kk = 0; kk < KP; kk++) {
+                    __m512 xv = pair_broadcast(r + 2 * kk);
+                    UNROLL
+                    for (int j = 0; j < NB; j++)
+                        acc[j][m] = _mm512_fmadd_ps(xv, wv[kk][j], acc[j][m]);
+                }
+            }
+        }
+    const __mmask16 last = (__mmask16)((1u << A->last) - 1);
+    UNROLL
+    for (int m = 0; m < WT; m++) {
+        float *d = A->cp[m] + A->coff;
+        UNROLL
+        for (int j = 0; j < NB; j++)
+            _mm512_mask_storeu_ps(d + 8 * j, j < NB - 1 ? 0xFF : last, pair_sums(acc[j][m]));
+    }
+}
+
+/* Filter gradient, pair tiles: acc(t, m, j) lane 2o + i = the sum over the
+ * pixels of x's channel aoff + 2m + i at tap t times dy's channel 8j + o
+ * (bt_args; B holds dy duplicated: 16 floats a block), for t < TT taps,
+ * m < WT channel pairs, j < NB blocks; added into dw's rows 2m and 2m + 1. */
+INLINE512 void bp_body(const bt_args *A, const int TT, const int WT, const int NB) {
+    __m512 acc[3][8][2];
+    UNROLL
+    for (int t = 0; t < TT; t++)
+        UNROLL
+        for (int m = 0; m < WT; m++)
+            UNROLL
+            for (int j = 0; j < NB; j++) acc[t][m][j] = _mm512_setzero_ps();
+    const float *b = A->b;
+    const float *const *ap = A->ap;
+    const int64_t bk = A->bk, aps = A->aps, aoff = A->aoff;
+    for (int64_t k = 0; k < A->np; k++, b += bk, ap += aps) {
+        __m512 dv[2];
+        UNROLL
+        for (int j = 0; j < NB; j++) dv[j] = _mm512_loadu_ps(b + 16 * j);
+        UNROLL
+        for (int t = 0; t < TT; t++) {
+            const float *a = ap[t] + aoff;
+            UNROLL
+            for (int m = 0; m < WT; m++) {
+                __m512 xv = pair_broadcast(a + 2 * m);
+                UNROLL
+                for (int j = 0; j < NB; j++)
+                    acc[t][m][j] = _mm512_fmadd_ps(xv, dv[j], acc[t][m][j]);
+            }
+        }
+    }
+    const __m512i split = _mm512_loadu_si512(evens_odds);
+    UNROLL
+    for (int t = 0; t < TT; t++)
+        UNROLL
+        for (int m = 0; m < WT; m++)
+            UNROLL
+            for (int j = 0; j < NB; j++) {
+                __m512 v = _mm512_permutexvar_ps(split, acc[t][m][j]);
+                float *d = A->c + t * A->ldt + 2 * m * A->ldc + 8 * j;
+                int l = A->jl[j];
+                __m256 lo = _mm512_castps512_ps256(v);
+                __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+                store_block(d, _mm256_add_ps(lo, load_block(d, l)), l);
+                store_block(d + A->ldc, _mm256_add_ps(hi, load_block(d + A->ldc, l)), l);
+            }
+}
+
+#define FP(WT, NB, KP) \
+    AVX512_FN void fp_##WT##_##NB##_##KP(const ft_args *A) { fp_body(A, WT, NB, KP); }
+#define FP_TILES(KP)                                                                            \
+    FP(1, 1, KP) FP(2, 1, KP) FP(3, 1, KP) FP(4, 1, KP) FP(5, 1, KP) FP(6, 1, KP) FP(7, 1, KP)  \
+    FP(8, 1, KP) FP(9, 1, KP) FP(10, 1, KP) FP(11, 1, KP) FP(12, 1, KP) FP(13, 1, KP)           \
+    FP(14, 1, KP) FP(15, 1, KP) FP(16, 1, KP) FP(17, 1, KP) FP(18, 1, KP) FP(19, 1, KP)         \
+    FP(20, 1, KP) FP(21, 1, KP) FP(22, 1, KP) FP(23, 1, KP) FP(24, 1, KP) FP(1, 2, KP)          \
+    FP(2, 2, KP) FP(3, 2, KP) FP(4, 2, KP) FP(5, 2, KP) FP(6, 2, KP) FP(7, 2, KP) FP(8, 2, KP)   \
+    FP(9, 2, KP) FP(10, 2, KP) FP(11, 2, KP)
+FP_TILES(4)
+FP_TILES(1)
+#define FP_REFS(KP)                                                                             \
+    {{fp_1_1_##KP, fp_2_1_##KP, fp_3_1_##KP, fp_4_1_##KP, fp_5_1_##KP, fp_6_1_##KP,            \
+      fp_7_1_##KP, fp_8_1_##KP, fp_9_1_##KP, fp_10_1_##KP, fp_11_1_##KP, fp_12_1_##KP,         \
+      fp_13_1_##KP, fp_14_1_##KP, fp_15_1_##KP, fp_16_1_##KP, fp_17_1_##KP, fp_18_1_##KP,      \
+      fp_19_1_##KP, fp_20_1_##KP, fp_21_1_##KP, fp_22_1_##KP, fp_23_1_##KP, fp_24_1_##KP},     \
+     {fp_1_2_##KP, fp_2_2_##KP, fp_3_2_##KP, fp_4_2_##KP, fp_5_2_##KP, fp_6_2_##KP,            \
+      fp_7_2_##KP, fp_8_2_##KP, fp_9_2_##KP, fp_10_2_##KP, fp_11_2_##KP}}
+/* fp_fns[KP == 1][NB - 1][WT - 1] */
+static const ft_fn fp_fns[2][2][PAIR_ACC] = {FP_REFS(4), FP_REFS(1)};
+/* The widest forward tile of NB blocks: NB*WT accumulators + 4*NB weights <= 30. */
+static const int fp_width[3] = {0, PAIR_ACC, 11};
+
+#define BP(TT, WT, NB) \
+    AVX512_FN void bp_##TT##_##WT##_##NB(const bt_args *A) { bp_body(A, TT, WT, NB); }
+#define BP_TAPS(TT)                                                                             \
+    BP(TT, 1, 1) BP(TT, 2, 1) BP(TT, 3, 1) BP(TT, 4, 1) BP(TT, 5, 1) BP(TT, 6, 1) BP(TT, 7, 1)  \
+    BP(TT, 8, 1) BP(TT, 1, 2) BP(TT, 2, 2) BP(TT, 3, 2) BP(TT, 4, 2)
+BP_TAPS(1)
+BP_TAPS(2)
+BP_TAPS(3)
+#define BP_REFS(TT)                                                                             \
+    {{bp_##TT##_1_1, bp_##TT##_2_1, bp_##TT##_3_1, bp_##TT##_4_1, bp_##TT##_5_1, bp_##TT##_6_1, \
+      bp_##TT##_7_1, bp_##TT##_8_1},                                                            \
+     {bp_##TT##_1_2, bp_##TT##_2_2, bp_##TT##_3_2, bp_##TT##_4_2}}
+/* bp_fns[TT - 1][NB - 1][WT - 1] */
+static const bt_fn bp_fns[3][2][8] = {BP_REFS(1), BP_REFS(2), BP_REFS(3)};
+
+/* The forward / input-gradient pair tiles over M rows and NJ column blocks of
+ * `channels`: NB = min(2, blocks left) blocks x fp_width[NB] rows. */
+static void run_fp(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
+    int kp1 = t->ck % 8 != 0;
+    for (int64_t j0 = 0; j0 < NJ; j0 += 2) {
+        int nb = NJ - j0 < 2 ? (int)(NJ - j0) : 2, wt = fp_width[nb];
+        for (int64_t m0 = 0; m0 < M; m0 += wt) {
+            int rows = M - m0 < wt ? (int)(M - m0) : wt;
+            ft_args A = *t;
+            A.ap += m0 * A.aps;
+            A.b += 16 * j0;
+            A.cp += m0;
+            A.coff += 8 * j0;
+            A.last = lanes_of(j0 + nb - 1, channels);
+            fp_fns[kp1][nb - 1][rows - 1](&A);
+        }
+    }
+}
+
+/* The filter-gradient pair tiles: NB = min(2, blocks left) blocks x WT =
+ * min(8 / NB, pairs left) channel pairs x TT = min(3, taps left) taps. */
+static void run_bp(const bt_args *all, int64_t cg, int64_t NJ) {
+    const int64_t pairs = cg / 2;
+    for (int64_t j0 = 0; j0 < NJ; j0 += 2) {
+        int nb = NJ - j0 < 2 ? (int)(NJ - j0) : 2;
+        for (int64_t m0 = 0; m0 < pairs; m0 += 8 / nb) {
+            int wt = pairs - m0 < 8 / nb ? (int)(pairs - m0) : 8 / nb;
+            for (int64_t t0 = 0; t0 < all->nt; t0 += 3) {
+                int tt = all->nt - t0 < 3 ? (int)(all->nt - t0) : 3;
+                bt_args A = *all;
+                A.ap += t0;
+                A.aoff += 2 * m0;
+                A.b += 16 * j0;
+                A.c += t0 * A.ldt + 2 * m0 * A.ldc + 8 * j0;
+                A.jl += j0;
+                bp_fns[tt - 1][nb - 1][wt - 1](&A);
+            }
         }
     }
 }
@@ -320,7 +534,7 @@ static area thread_area(const geo *q, float *base, int tid) {
     r.rows = (const float **)f;
     f += r16(2 * CHUNK);
     r.dyb = f;
-    f += r16(CHUNK * q->nbo * 8);
+    f += r16(CHUNK * q->nbo * 16);
     r.zeros = f;
     memset(r.zeros, 0, sizeof(float) * (size_t)zeros_floats(q));
     return r;
@@ -365,14 +579,57 @@ static void tap_offsets(const geo *q, int64_t pix, int64_t *off) {
 }
 
 /* dy of group gi, pixels q0 .. q0 + np, as rows of nbo blocks of 8 (zero-padded). */
-AVX2_FN void pack_dy(const geo *q, const float *dy, int64_t q0, int64_t np, int64_t gi,
-                     float *dyb) {
+AVX2_FN void pack_dy_avx2(const geo *q, const float *dy, int64_t q0, int64_t np, int64_t gi,
+                          float *dyb) {
     const int64_t O = q->g->o;
     for (int64_t p = 0; p < np; p++) {
         const float *s = dy + (q0 + p) * O + gi * q->og;
         for (int64_t b = 0; b < q->nbo; b++)
             _mm256_storeu_ps(dyb + (p * q->nbo + b) * 8, load_block(s + 8 * b, lanes_of(b, q->og)));
     }
+}
+
+/* The same rows in blocks of 16 floats, each channel twice (the pair tiles' B). */
+AVX512_FN void pack_dy_pair(const geo *q, const float *dy, int64_t q0, int64_t np, int64_t gi,
+                            float *dyb) {
+    const int64_t O = q->g->o;
+    const __m512i dup = _mm512_loadu_si512(twice);
+    for (int64_t p = 0; p < np; p++) {
+        const float *s = dy + (q0 + p) * O + gi * q->og;
+        for (int64_t b = 0; b < q->nbo; b++) {
+            __m256 v = load_block(s + 8 * b, lanes_of(b, q->og));
+            _mm512_storeu_ps(dyb + (p * q->nbo + b) * 16,
+                             _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(v)));
+        }
+    }
+}
+
+/* What differs between the instruction sets: the tiles, and how weights
+ * and dy are packed for them.  pair: weights in blocks of 16 floats a pair
+ * of channels (lane 2 * lane + parity), dy duplicated; else blocks of 8 a
+ * channel. */
+typedef struct {
+    int pair;
+    void (*run_ft)(const ft_args *t, int64_t M, int64_t NJ, int64_t channels);
+    void (*run_bt)(const bt_args *all, int64_t cg, int64_t NJ);
+    void (*pack_dy)(const geo *q, const float *dy, int64_t q0, int64_t np, int64_t gi,
+                    float *dyb);
+} tiles;
+
+static const tiles avx2_tiles = {0, run_ft, run_bt, pack_dy_avx2};
+static const tiles pair_tiles = {1, run_fp, run_bp, pack_dy_pair};
+
+static const tiles *tiles_of(pr_grouped_isa isa) {
+    return isa == PR_GROUPED_AVX512 ? &pair_tiles : &avx2_tiles;
+}
+
+/* Where weight (c, o) of a block of 8 columns o < 8 goes in a row of blocks:
+ * the tile reads rows of channels c (8 floats a block) or of pairs of them
+ * (16 floats a block, channel c's lane 2o + c % 2). */
+static int64_t packed_at(const tiles *ts, int64_t c, int64_t row_floats, int64_t block,
+                         int64_t o) {
+    return ts->pair ? c / 2 * 2 * row_floats + block * 16 + 2 * o + c % 2
+                    : c * row_floats + block * 8 + o;
 }
 
 static int threads_for(int64_t units) {
@@ -394,48 +651,52 @@ AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, f
                                 void *scratch);
 
 typedef void dw_pass(const geo *q, const float *in, const float *w, float *out, void *scratch);
-typedef void pack_pass(const geo *q, const float *w, float *wp);
+typedef void pack_pass(const tiles *ts, const geo *q, const float *w, float *wp);
 
 /* The start of the forward and input-gradient passes: q for (g, groups); a
  * depthwise convolution runs whole in dw (PR_OK, *areas NULL); else w packed
  * by pack at the start of scratch and *areas the per-thread areas after it
  * (PR_OK), or PR_ERR_INTERNAL for a geometry the variant does not take. */
-static int begin_pass(geo *q, const pr_window *g, int64_t groups, pr_conv_pass pass,
-                      dw_pass *dw, pack_pass *pack, const float *in, const float *w, float *out,
-                      void *scratch, float **areas) {
+static int begin_pass(pr_grouped_isa isa, geo *q, const pr_window *g, int64_t groups,
+                      pr_conv_pass pass, dw_pass *dw, pack_pass *pack, const float *in,
+                      const float *w, float *out, void *scratch, float **areas) {
     geo_init(q, g, groups);
     *areas = NULL;
+    if (!pr_conv_grouped_simd_supports(isa, g, groups)) return PR_ERR_INTERNAL;
     if (q->depthwise) {
         dw(q, in, w, out, scratch);
         return PR_OK;
     }
-    if (!pr_conv_grouped_avx2_supports(g, groups)) return PR_ERR_INTERNAL;
     float *wp = scratch;
     *areas = wp + packed_floats(q, pass);
-    pack(q, w, wp);
+    pack(tiles_of(isa), q, w, wp);
     return PR_OK;
 }
 
 /* ---- forward ---------------------------------------------------------------------- */
 
-/* wp[gi][t][c][ob][8] = w[t, c, gi * og + 8 * ob + lane], zeros past og. */
-static void pack_forward(const geo *q, const float *w, float *wp) {
+/* wp[gi][t] = rows (packed_at) of w[t, c, gi * og + 8 * ob + lane], zeros past og. */
+static void pack_forward(const tiles *ts, const geo *q, const float *w, float *wp) {
     const int64_t O = q->g->o, nbo8 = q->nbo * 8;
-    for (int64_t gi = 0; gi < q->G; gi++)
-        for (int64_t tc = 0; tc < q->T * q->cg; tc++) {
-            float *d = wp + (gi * q->T * q->cg + tc) * nbo8;
-            const float *s = w + tc * O + gi * q->og;
-            for (int64_t o = 0; o < nbo8; o++) d[o] = o < q->og ? s[o] : 0.0f;
+    for (int64_t gt = 0; gt < q->G * q->T; gt++) {
+        int64_t gi = gt / q->T, t = gt % q->T;
+        float *d = wp + gt * q->cg * nbo8;
+        for (int64_t c = 0; c < q->cg; c++) {
+            const float *s = w + (t * q->cg + c) * O + gi * q->og;
+            for (int64_t o = 0; o < nbo8; o++)
+                d[packed_at(ts, c, nbo8, o / 8, o % 8)] = o < q->og ? s[o] : 0.0f;
         }
+    }
 }
 
-int pr_conv_grouped_avx2_forward(const pr_window *g, int64_t groups, const float *x,
-                                 const float *w, float *y, void *scratch) {
+int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t groups,
+                                 const float *x, const float *w, float *y, void *scratch) {
     geo q;
     float *wp = scratch, *areas;
-    int rc = begin_pass(&q, g, groups, PR_CONV_FORWARD, dw_forward, pack_forward, x, w, y,
+    int rc = begin_pass(isa, &q, g, groups, PR_CONV_FORWARD, dw_forward, pack_forward, x, w, y,
                         scratch, &areas);
     if (rc != PR_OK || !areas) return rc;
+    const tiles *ts = tiles_of(isa);
 #pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
     for (int64_t s = 0; s < q.S; s++) {
         area ar = thread_area(&q, areas, THREAD_ID());
@@ -447,9 +708,9 @@ int pr_conv_grouped_avx2_forward(const pr_window *g, int64_t groups, const float
             for (int64_t p = 0; p < np; p++) ar.rows[p] = y + (q0 + p) * g->o;
             for (int64_t gi = 0; gi < q.G; gi++) {
                 ft_args t = {ar.ptab, q.T, gi * q.cg, q.T, q.cg,
-                             wp + gi * q.T * q.cg * q.nbo * 8, q.nbo * 8,
+                             wp + gi * q.T * q.cg * q.nbo * 8, (ts->pair ? 16 : 8) * q.nbo,
                              (float *const *)ar.rows, gi * q.og, 8};
-                run_ft(&t, np, q.nbo, q.og);
+                ts->run_ft(&t, np, q.nbo, q.og);
             }
         }
     }
@@ -490,21 +751,22 @@ static void phase_of(const pr_window *g, int64_t i, phase *f) {
 }
 
 
-/* wp, phase by phase: [gi][i][o][cb][8] = w[tap i of the phase, 8 * cb + lane,
- * gi * og + o], zeros past cg. */
-static void pack_backprop_input(const geo *q, const float *w, float *wp) {
+/* wp, phase by phase: [gi][i] = rows (packed_at) over o of w[tap i of the
+ * phase, 8 * cb + lane, gi * og + o], zeros past cg. */
+static void pack_backprop_input(const tiles *ts, const geo *q, const float *w, float *wp) {
     const pr_window *g = q->g;
     const int64_t O = g->o, nbc8 = q->nbc * 8;
     for (int64_t pi = 0; pi < g->sh * g->sw; pi++) {
         phase f;
         phase_of(g, pi, &f);
         for (int64_t gi = 0; gi < q->G; gi++)
-            for (int64_t i = 0; i < f.nt; i++)
-                for (int64_t o = 0; o < q->og; o++, wp += nbc8) {
-                    int64_t t = f.kh[i] * g->kw + f.kw[i];
+            for (int64_t i = 0; i < f.nt; i++, wp += q->og * nbc8) {
+                int64_t t = f.kh[i] * g->kw + f.kw[i];
+                for (int64_t o = 0; o < q->og; o++)
                     for (int64_t c = 0; c < nbc8; c++)
-                        wp[c] = c < q->cg ? w[(t * q->cg + c) * O + gi * q->og + o] : 0.0f;
-                }
+                        wp[packed_at(ts, o, nbc8, c / 8, c % 8)] =
+                            c < q->cg ? w[(t * q->cg + c) * O + gi * q->og + o] : 0.0f;
+            }
     }
 }
 
@@ -540,13 +802,15 @@ static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, i
     }
 }
 
-int pr_conv_grouped_avx2_backprop_input(const pr_window *g, int64_t groups, const float *dy,
-                                        const float *w, float *dx, void *scratch) {
+int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, int64_t groups,
+                                        const float *dy, const float *w, float *dx,
+                                        void *scratch) {
     geo q;
     float *wp = scratch, *areas;
-    int rc = begin_pass(&q, g, groups, PR_CONV_BACKPROP_INPUT, dw_backprop_input,
+    int rc = begin_pass(isa, &q, g, groups, PR_CONV_BACKPROP_INPUT, dw_backprop_input,
                         pack_backprop_input, dy, w, dx, scratch, &areas);
     if (rc != PR_OK || !areas) return rc;
+    const tiles *ts = tiles_of(isa);
     const int64_t phases = g->sh * g->sw, block = q.og * q.nbc * 8;
 #pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
     for (int64_t s = 0; s < q.S; s++) {
@@ -562,8 +826,9 @@ int pr_conv_grouped_avx2_backprop_input(const pr_window *g, int64_t groups, cons
                 phase_tables(&q, &f, n0, u0, np, dy, dx, ar.zeros, ar.ptab, ar.rows);
                 for (int64_t gi = 0; gi < q.G; gi++) {
                     ft_args t = {ar.ptab, f.nt, gi * q.og, f.nt, q.og, wph + gi * f.nt * block,
-                                 q.nbc * 8, (float *const *)ar.rows, gi * q.cg, 8};
-                    run_ft(&t, np, q.nbc, q.cg);
+                                 (ts->pair ? 16 : 8) * q.nbc, (float *const *)ar.rows,
+                                 gi * q.cg, 8};
+                    ts->run_ft(&t, np, q.nbc, q.cg);
                 }
             }
             wph += q.G * f.nt * block;
@@ -575,27 +840,29 @@ int pr_conv_grouped_avx2_backprop_input(const pr_window *g, int64_t groups, cons
 /* ---- backprop_filter ----------------------------------------------------------------- */
 
 /* dst (T, cg, O) += the sums over pixels [p0, p1) of groups g0, g0 + gs, ... < G. */
-AVX2_FN void filter_groups(const geo *q, const float *x, const float *dy, int64_t g0, int64_t gs,
-                           int64_t p0, int64_t p1, float *dst, const area *ar, const int *jl) {
+static void filter_groups(const tiles *ts, const geo *q, const float *x, const float *dy,
+                          int64_t g0, int64_t gs, int64_t p0, int64_t p1, float *dst,
+                          const area *ar, const int *jl) {
     const int64_t O = q->g->o;
     for (int64_t q0 = p0; q0 < p1; q0 += CHUNK) {
         int64_t np = p1 - q0 < CHUNK ? p1 - q0 : CHUNK;
         indirection(q, q0, np, x, ar->zeros, ar->ptab);
         for (int64_t gi = g0; gi < q->G; gi += gs) {
-            pack_dy(q, dy, q0, np, gi, ar->dyb);
-            for (int64_t t = 0; t < q->T; t++) {
-                bt_args a = {ar->ptab + t, q->T, gi * q->cg, np, ar->dyb, q->nbo * 8,
-                             dst + t * q->cg * O + gi * q->og, O, jl};
-                run_bt(&a, q->cg, q->nbo);
-            }
+            ts->pack_dy(q, dy, q0, np, gi, ar->dyb);
+            bt_args a = {ar->ptab, q->T, q->T, gi * q->cg, np, ar->dyb,
+                         (ts->pair ? 16 : 8) * q->nbo, dst + gi * q->og, q->cg * O, O, jl};
+            ts->run_bt(&a, q->cg, q->nbo);
         }
     }
 }
 
-int pr_conv_grouped_avx2_backprop_filter(const pr_window *g, int64_t groups, const float *x,
-                                         const float *dy, float *dw, void *scratch) {
+int pr_conv_grouped_simd_backprop_filter(pr_grouped_isa isa, const pr_window *g, int64_t groups,
+                                         const float *x, const float *dy, float *dw,
+                                         void *scratch) {
     geo q;
     geo_init(&q, g, groups);
+    if (!pr_conv_grouped_simd_supports(isa, g, groups)) return PR_ERR_INTERNAL;
+    const tiles *ts = tiles_of(isa);
     if (g->n * q.hw == 0) { /* no pixel: a zero gradient */
         memset(dw, 0, sizeof(float) * (size_t)(q.T * q.cg * g->o));
         return PR_OK;
@@ -604,7 +871,6 @@ int pr_conv_grouped_avx2_backprop_filter(const pr_window *g, int64_t groups, con
         dw_backprop_filter(&q, x, dy, dw, scratch);
         return PR_OK;
     }
-    if (!pr_conv_grouped_avx2_supports(g, groups)) return PR_ERR_INTERNAL;
     int jl[64];
     for (int64_t b = 0; b < q.nbo; b++) jl[b] = lanes_of(b, q.og);
     float *areas = scratch;
@@ -621,7 +887,7 @@ int pr_conv_grouped_avx2_backprop_filter(const pr_window *g, int64_t groups, con
 #else
             int nt = 1;
 #endif
-            filter_groups(&q, x, dy, tid, nt, 0, g->n * q.hw, dw, &ar, jl);
+            filter_groups(ts, &q, x, dy, tid, nt, 0, g->n * q.hw, dw, &ar, jl);
         }
         return PR_OK;
     }
@@ -636,7 +902,7 @@ int pr_conv_grouped_avx2_backprop_filter(const pr_window *g, int64_t groups, con
             int64_t s0, s1;
             stripe_pixels(&q, s, &s0, &s1);
             memset(part, 0, sizeof(float) * (size_t)K);
-            filter_groups(&q, x, dy, 0, 1, s0, s1, part, &ar, jl);
+            filter_groups(ts, &q, x, dy, 0, 1, s0, s1, part, &ar, jl);
         }
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < K; i++) {
@@ -748,18 +1014,20 @@ AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, f
     }
 }
 
-#else /* not x86-64: no AVX2; the variant's CPU check never lets these run */
+#else /* not x86-64: no AVX2 or AVX-512; the variants' CPU check never lets these run */
 
-int pr_conv_grouped_avx2_forward(const pr_window *g, int64_t groups, const float *x,
-                                 const float *w, float *y, void *scratch) {
+int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t groups,
+                                 const float *x, const float *w, float *y, void *scratch) {
     return PR_ERR_INTERNAL;
 }
-int pr_conv_grouped_avx2_backprop_input(const pr_window *g, int64_t groups, const float *dy,
-                                        const float *w, float *dx, void *scratch) {
+int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, int64_t groups,
+                                        const float *dy, const float *w, float *dx,
+                                        void *scratch) {
     return PR_ERR_INTERNAL;
 }
-int pr_conv_grouped_avx2_backprop_filter(const pr_window *g, int64_t groups, const float *x,
-                                         const float *dy, float *dw, void *scratch) {
+int pr_conv_grouped_simd_backprop_filter(pr_grouped_isa isa, const pr_window *g, int64_t groups,
+                                         const float *x, const float *dy, float *dw,
+                                         void *scratch) {
     return PR_ERR_INTERNAL;
 }
 

@@ -1,0 +1,39 @@
+/* Grouped and depthwise convolutions with vector instructions
+ * (conv_grouped_simd.c): the fast variants of conv_grouped.c's direct loops
+ * (same layouts: x NHWC, w (KH, KW, C / groups, O), y NHWC; g->c is the
+ * input's C), in two instruction sets the caller picks by the CPU probe:
+ *   - PR_GROUPED_AVX2 (AVX2 + FMA): any window, stride, padding and group
+ *     width, depthwise too;
+ *   - PR_GROUPED_AVX512 (AVX-512F + FMA): group widths of an even number of
+ *     input and output channels (every RegNet's), no depthwise.
+ * Tested against the reference kernels and NumPy (tests/op_table.py's
+ * grouped shapes).  The work split is fixed by the shapes (stripes of
+ * images), so results do not depend on the thread count. */
+#ifndef PR_K_CONV_GROUPED_SIMD_H
+#define PR_K_CONV_GROUPED_SIMD_H
+
+#include "conv.h"
+
+typedef enum { PR_GROUPED_AVX2, PR_GROUPED_AVX512 } pr_grouped_isa;
+
+/* Whether the kernels of isa take this geometry: more than one group, up
+ * to 512 input and output channels a group, windows of up to 64 taps a
+ * sub-pixel phase of the stride (8x8 at stride 1); with AVX-512, an even
+ * number of input and output channels a group. */
+int pr_conv_grouped_simd_supports(pr_grouped_isa isa, const pr_window *g, int64_t groups);
+
+/* Scratch bytes of a pass (packed weights, per-thread panels, the filter
+ * gradient's per-stripe partial sums), independent of the thread count. */
+size_t pr_conv_grouped_simd_scratch_bytes(const pr_window *g, int64_t groups, pr_conv_pass pass);
+
+/* The passes; PR_ERR_INTERNAL for a geometry isa does not take. */
+int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t groups,
+                                 const float *x, const float *w, float *y, void *scratch);
+int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, int64_t groups,
+                                        const float *dy, const float *w, float *dx,
+                                        void *scratch);
+int pr_conv_grouped_simd_backprop_filter(pr_grouped_isa isa, const pr_window *g, int64_t groups,
+                                         const float *x, const float *dy, float *dw,
+                                         void *scratch);
+
+#endif
