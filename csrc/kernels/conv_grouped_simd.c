@@ -159,12 +159,12 @@ ALWAYS_INLINE void zero_acc(__m256 acc[3][12], const int WT, const int NB) {
 }
 
 /* Forward and input gradient: C(m, j) = sum_(t, c) A(m, t, c) B(t*ck + c, j)
- * for m < WT rows, j < NB blocks of 8 columns; A(m, t, c) = ap[m*aps + t][aoff + c]
+ * for m < WT rows, j < NB blocks of 8 columns; A(m, t, c) = ap[m*nt + t][aoff + c]
  * (t < nt, c < ck, a multiple of KI); B(k, j) = the 8 floats at b + k*bk + 8*j;
  * C(m, j) = the 8 floats at cp[m] + coff + 8*j (`last` of them in block NB - 1). */
 typedef struct {
     const float *const *ap;
-    int64_t aps, aoff, nt, ck;
+    int64_t aoff, nt, ck;
     const float *b;
     int64_t bk;
     float *const *cp;
@@ -180,7 +180,7 @@ ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const i
     for (int64_t t = 0; t < A->nt; t++) {
         const float *r[12];
         UNROLL
-        for (int m = 0; m < WT; m++) r[m] = A->ap[m * A->aps + t] + A->aoff;
+        for (int m = 0; m < WT; m++) r[m] = A->ap[m * A->nt + t] + A->aoff;
         for (int64_t c = 0; c < ck; c += KI) {
             UNROLL
             for (int kk = 0; kk < KI; kk++) {
@@ -291,7 +291,7 @@ static void run_ft(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
         for (int64_t m0 = 0; m0 < M; m0 += wt) {
             int rows = M - m0 < wt ? (int)(M - m0) : wt;
             ft_args A = *t;
-            A.ap += m0 * A.aps;
+            A.ap += m0 * A.nt;
             A.b += 8 * j0;
             A.cp += m0;
             A.coff += 8 * j0;
@@ -329,6 +329,12 @@ static void run_bt(const bt_args *all, int64_t cg, int64_t NJ) {
 /* Lane indices: the even lanes then the odd ones; each of 8 lanes twice. */
 static const int32_t evens_odds[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15};
 static const int32_t twice[16] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
+/* The even lanes of a then of b (16 + i); the odd ones. */
+static const int32_t two_rows[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20,
+                                     22, 24, 26, 28, 30, 1,  3,  5,  7,  9,  11,
+                                     13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+/* Lanes 0-7 of a and of b (16 + i) interleaved. */
+static const int32_t interleave[16] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
 
 /* The two floats at p in every pair of lanes. */
 INLINE512 __m512 pair_broadcast(const float *p) {
@@ -345,11 +351,12 @@ INLINE512 __m512 pair_sums(__m512 v) {
 
 /* Forward and input gradient, pair tiles: C(m, j) = sum_(t, c) A(m, t, c)
  * B(t, c, j) for m < WT rows, j < NB blocks of 8 columns; A(m, t, c) =
- * ap[m*aps + t][aoff + c] (t < nt, c < ck even, in steps of 2*KP); B of
+ * ap[m*nt + t][aoff + c] (t < nt, c < ck even, in steps of 2*KP); B of
  * channels (c, c + 1) = the 16 floats at b + (c / 2)*bk + 16*j, lane 2o + i
  * for channel c + i; C(m, j) = the 8 floats at cp[m] + coff + 8*j (`last`
  * of them in block NB - 1). */
-INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int KP) {
+INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int KP,
+                       const int ONE, const int NT) {
     __m512 acc[2][PAIR_ACC];
     UNROLL
     for (int j = 0; j < NB; j++)
@@ -357,8 +364,9 @@ INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int K
         for (int m = 0; m < WT; m++) acc[j][m] = _mm512_setzero_ps();
     const float *b = A->b;
     const int64_t bk = A->bk, ck = A->ck;
-    for (int64_t t = 0; t < A->nt; t++)
-        for (int64_t c = 0; c < ck; c += 2 * KP) {
+    const int64_t nt = NT ? NT : A->nt; /* NT: nt known (9: a 3x3 window) */
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t c = 0; c < (ONE ? 2 * KP : ck); c += 2 * KP) { /* ONE: ck == 2*KP */
             __m512 wv[4][2];
             UNROLL
             for (int kk = 0; kk < KP; kk++)
@@ -367,7 +375,7 @@ INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int K
             b += KP * bk;
             UNROLL
             for (int m = 0; m < WT; m++) {
-                const float *r = A->ap[m * A->aps + t] + A->aoff + c;
+                const float *r = A->ap[m * nt + t] + A->aoff + c;
                 UNROLL
                 for (int kk = 0; kk < KP; kk++) {
                     __m512 xv = pair_broadcast(r + 2 * kk);
@@ -377,19 +385,30 @@ INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int K
                 }
             }
         }
+    /* rows in twos: the pairs' sums of rows m and m + 1 in lanes 0-7 and 8-15 */
     const __mmask16 last = (__mmask16)((1u << A->last) - 1);
+    const __m512i evens = _mm512_loadu_si512(two_rows), odds = _mm512_loadu_si512(two_rows + 16);
     UNROLL
-    for (int m = 0; m < WT; m++) {
-        float *d = A->cp[m] + A->coff;
+    for (int m = 0; m < WT; m += 2) {
+        float *d = A->cp[m] + A->coff, *e = m + 1 < WT ? A->cp[m + 1] + A->coff : NULL;
         UNROLL
-        for (int j = 0; j < NB; j++)
-            _mm512_mask_storeu_ps(d + 8 * j, j < NB - 1 ? 0xFF : last, pair_sums(acc[j][m]));
+        for (int j = 0; j < NB; j++) {
+            __mmask16 k = j < NB - 1 ? 0xFF : last;
+            if (m + 1 == WT) {
+                _mm512_mask_storeu_ps(d + 8 * j, k, pair_sums(acc[j][m]));
+                continue;
+            }
+            __m512 v = _mm512_add_ps(_mm512_permutex2var_ps(acc[j][m], evens, acc[j][m + 1]),
+                                     _mm512_permutex2var_ps(acc[j][m], odds, acc[j][m + 1]));
+            _mm512_mask_storeu_ps(d + 8 * j, k, v);
+            _mm512_mask_storeu_ps(e + 8 * j, k, _mm512_shuffle_f32x4(v, v, 0xEE));
+        }
     }
 }
 
 /* Filter gradient, pair tiles: acc(t, m, j) lane 2o + i = the sum over the
  * pixels of x's channel aoff + 2m + i at tap t times dy's channel 8j + o
- * (bt_args; B holds dy duplicated: 16 floats a block), for t < TT taps,
+ * (bt_args; B is dy itself, each channel loaded twice), for t < TT taps,
  * m < WT channel pairs, j < NB blocks; added into dw's rows 2m and 2m + 1. */
 INLINE512 void bp_body(const bt_args *A, const int TT, const int WT, const int NB) {
     __m512 acc[3][8][2];
@@ -402,10 +421,15 @@ INLINE512 void bp_body(const bt_args *A, const int TT, const int WT, const int N
     const float *b = A->b;
     const float *const *ap = A->ap;
     const int64_t bk = A->bk, aps = A->aps, aoff = A->aoff;
+    const __m512i dup = _mm512_loadu_si512(twice);
+    __mmask16 lanes[2];
+    UNROLL
+    for (int j = 0; j < NB; j++) lanes[j] = (__mmask16)((1u << A->jl[j]) - 1);
     for (int64_t k = 0; k < A->np; k++, b += bk, ap += aps) {
-        __m512 dv[2];
+        __m512 dv[2]; /* dy's 8 channels of block j, each twice */
         UNROLL
-        for (int j = 0; j < NB; j++) dv[j] = _mm512_loadu_ps(b + 16 * j);
+        for (int j = 0; j < NB; j++)
+            dv[j] = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(lanes[j], b + 8 * j));
         UNROLL
         for (int t = 0; t < TT; t++) {
             const float *a = ap[t] + aoff;
@@ -435,26 +459,48 @@ INLINE512 void bp_body(const bt_args *A, const int TT, const int WT, const int N
             }
 }
 
-#define FP(WT, NB, KP) \
-    AVX512_FN void fp_##WT##_##NB##_##KP(const ft_args *A) { fp_body(A, WT, NB, KP); }
-#define FP_TILES(KP)                                                                            \
-    FP(1, 1, KP) FP(2, 1, KP) FP(3, 1, KP) FP(4, 1, KP) FP(5, 1, KP) FP(6, 1, KP) FP(7, 1, KP)  \
-    FP(8, 1, KP) FP(9, 1, KP) FP(10, 1, KP) FP(11, 1, KP) FP(12, 1, KP) FP(13, 1, KP)           \
-    FP(14, 1, KP) FP(15, 1, KP) FP(16, 1, KP) FP(17, 1, KP) FP(18, 1, KP) FP(19, 1, KP)         \
-    FP(20, 1, KP) FP(21, 1, KP) FP(22, 1, KP) FP(23, 1, KP) FP(24, 1, KP) FP(1, 2, KP)          \
-    FP(2, 2, KP) FP(3, 2, KP) FP(4, 2, KP) FP(5, 2, KP) FP(6, 2, KP) FP(7, 2, KP) FP(8, 2, KP)   \
-    FP(9, 2, KP) FP(10, 2, KP) FP(11, 2, KP)
-FP_TILES(4)
+/* The kinds of forward tile: (KP, ONE, NT) of fp_body.  ck == 8 (one step of 4 pairs, no
+ * channel loop: the RegNets' group width) with the 9 taps of a 3x3 window or the 4, 2, 1 of
+ * its stride-2 input gradient's phases, or any; ck a multiple of 8; other even ck. */
+#define KIND0 4, 1, 9
+#define KIND1 4, 1, 4
+#define KIND2 4, 1, 2
+#define KIND3 4, 1, 1
+#define KIND4 4, 1, 0
+#define KIND5 4, 0, 0
+#define KIND6 1, 0, 0
+#define FP(WT, NB, K) \
+    AVX512_FN void fp_##WT##_##NB##_##K(const ft_args *A) { fp_body(A, WT, NB, KIND##K); }
+#define FP_TILES(K)                                                                             \
+    FP(1, 1, K) FP(2, 1, K) FP(3, 1, K) FP(4, 1, K) FP(5, 1, K) FP(6, 1, K) FP(7, 1, K)         \
+    FP(8, 1, K) FP(9, 1, K) FP(10, 1, K) FP(11, 1, K) FP(12, 1, K) FP(13, 1, K) FP(14, 1, K)    \
+    FP(15, 1, K) FP(16, 1, K) FP(17, 1, K) FP(18, 1, K) FP(19, 1, K) FP(20, 1, K)              \
+    FP(21, 1, K) FP(22, 1, K) FP(23, 1, K) FP(24, 1, K) FP(1, 2, K) FP(2, 2, K) FP(3, 2, K)     \
+    FP(4, 2, K) FP(5, 2, K) FP(6, 2, K) FP(7, 2, K) FP(8, 2, K) FP(9, 2, K) FP(10, 2, K)        \
+    FP(11, 2, K)
+FP_TILES(0)
 FP_TILES(1)
-#define FP_REFS(KP)                                                                             \
-    {{fp_1_1_##KP, fp_2_1_##KP, fp_3_1_##KP, fp_4_1_##KP, fp_5_1_##KP, fp_6_1_##KP,            \
-      fp_7_1_##KP, fp_8_1_##KP, fp_9_1_##KP, fp_10_1_##KP, fp_11_1_##KP, fp_12_1_##KP,         \
-      fp_13_1_##KP, fp_14_1_##KP, fp_15_1_##KP, fp_16_1_##KP, fp_17_1_##KP, fp_18_1_##KP,      \
-      fp_19_1_##KP, fp_20_1_##KP, fp_21_1_##KP, fp_22_1_##KP, fp_23_1_##KP, fp_24_1_##KP},     \
-     {fp_1_2_##KP, fp_2_2_##KP, fp_3_2_##KP, fp_4_2_##KP, fp_5_2_##KP, fp_6_2_##KP,            \
-      fp_7_2_##KP, fp_8_2_##KP, fp_9_2_##KP, fp_10_2_##KP, fp_11_2_##KP}}
-/* fp_fns[KP == 1][NB - 1][WT - 1] */
-static const ft_fn fp_fns[2][2][PAIR_ACC] = {FP_REFS(4), FP_REFS(1)};
+FP_TILES(2)
+FP_TILES(3)
+FP_TILES(4)
+FP_TILES(5)
+FP_TILES(6)
+#define FP_REFS(K)                                                                              \
+    {{fp_1_1_##K, fp_2_1_##K, fp_3_1_##K, fp_4_1_##K, fp_5_1_##K, fp_6_1_##K, fp_7_1_##K,      \
+      fp_8_1_##K, fp_9_1_##K, fp_10_1_##K, fp_11_1_##K, fp_12_1_##K, fp_13_1_##K, fp_14_1_##K, \
+      fp_15_1_##K, fp_16_1_##K, fp_17_1_##K, fp_18_1_##K, fp_19_1_##K, fp_20_1_##K,            \
+      fp_21_1_##K, fp_22_1_##K, fp_23_1_##K, fp_24_1_##K},                                     \
+     {fp_1_2_##K, fp_2_2_##K, fp_3_2_##K, fp_4_2_##K, fp_5_2_##K, fp_6_2_##K, fp_7_2_##K,      \
+      fp_8_2_##K, fp_9_2_##K, fp_10_2_##K, fp_11_2_##K}}
+/* fp_fns[kind][NB - 1][WT - 1] */
+static const ft_fn fp_fns[7][2][PAIR_ACC] = {FP_REFS(0), FP_REFS(1), FP_REFS(2), FP_REFS(3),
+                                               FP_REFS(4), FP_REFS(5), FP_REFS(6)};
+
+/* The kind of tile for t's ck and nt. */
+static int fp_kind(const ft_args *t) {
+    if (t->ck != 8) return t->ck % 8 == 0 ? 5 : 6;
+    return t->nt == 9 ? 0 : t->nt == 4 ? 1 : t->nt == 2 ? 2 : t->nt == 1 ? 3 : 4;
+}
 /* The widest forward tile of NB blocks: NB*WT accumulators + 4*NB weights <= 30. */
 static const int fp_width[3] = {0, PAIR_ACC, 11};
 
@@ -476,18 +522,18 @@ static const bt_fn bp_fns[3][2][8] = {BP_REFS(1), BP_REFS(2), BP_REFS(3)};
 /* The forward / input-gradient pair tiles over M rows and NJ column blocks of
  * `channels`: NB = min(2, blocks left) blocks x fp_width[NB] rows. */
 static void run_fp(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
-    int kp1 = t->ck % 8 != 0;
+    int kind = fp_kind(t);
     for (int64_t j0 = 0; j0 < NJ; j0 += 2) {
         int nb = NJ - j0 < 2 ? (int)(NJ - j0) : 2, wt = fp_width[nb];
         for (int64_t m0 = 0; m0 < M; m0 += wt) {
             int rows = M - m0 < wt ? (int)(M - m0) : wt;
             ft_args A = *t;
-            A.ap += m0 * A.aps;
+            A.ap += m0 * A.nt;
             A.b += 16 * j0;
             A.cp += m0;
             A.coff += 8 * j0;
             A.last = lanes_of(j0 + nb - 1, channels);
-            fp_fns[kp1][nb - 1][rows - 1](&A);
+            fp_fns[kind][nb - 1][rows - 1](&A);
         }
     }
 }
@@ -505,7 +551,7 @@ static void run_bp(const bt_args *all, int64_t cg, int64_t NJ) {
                 bt_args A = *all;
                 A.ap += t0;
                 A.aoff += 2 * m0;
-                A.b += 16 * j0;
+                A.b += 8 * j0;
                 A.c += t0 * A.ldt + 2 * m0 * A.ldc + 8 * j0;
                 A.jl += j0;
                 bp_fns[tt - 1][nb - 1][wt - 1](&A);
@@ -545,18 +591,33 @@ static area thread_area(const geo *q, float *base, int tid) {
 static void indirection(const geo *q, int64_t q0, int64_t np, const float *x, const float *zeros,
                         const float **ptab) {
     const pr_window *g = q->g;
+    const int64_t T = q->T, step = g->sw * g->c;
+    /* output columns whose window lies inside the image's columns */
+    const int64_t ow_lo = (g->pw + g->sw - 1) / g->sw, ow_hi = (g->w - g->kw + g->pw) / g->sw;
+    int64_t off[MAX_PHASE_TAPS]; /* tap offsets from the window's corner (up to 64 taps) */
+    int fast = T <= MAX_PHASE_TAPS;
+    for (int64_t t = 0; fast && t < T; t++) off[t] = (t / g->kw * g->w + t % g->kw) * g->c;
     int64_t n = q0 / q->hw, r = q0 % q->hw, oh = r / g->wo, ow = r % g->wo;
-    for (int64_t p = 0; p < np; p++) {
-        const float **e = ptab + p * q->T;
-        int64_t ih0 = oh * g->sh - g->ph, iw0 = ow * g->sw - g->pw;
-        const float *base = x + ((n * g->h + ih0) * g->w + iw0) * g->c;
-        for (int64_t kh = 0; kh < g->kh; kh++) {
-            int rin = ih0 + kh >= 0 && ih0 + kh < g->h;
-            const float *row = base + kh * g->w * g->c;
-            for (int64_t kw = 0; kw < g->kw; kw++)
-                *e++ = rin && iw0 + kw >= 0 && iw0 + kw < g->w ? row + kw * g->c : zeros;
+    for (int64_t p = 0; p < np;) {
+        /* a run of pixels along output row oh of image n: the corner moves by step */
+        int64_t ih0 = oh * g->sh - g->ph, run = g->wo - ow < np - p ? g->wo - ow : np - p;
+        int rows_in = fast && ih0 >= 0 && ih0 + g->kh <= g->h;
+        const float *base = x + ((n * g->h + ih0) * g->w + ow * g->sw - g->pw) * g->c;
+        for (int64_t k = 0; k < run; k++, p++, ow++, base += step) {
+            const float **e = ptab + p * T;
+            if (rows_in && ow >= ow_lo && ow <= ow_hi) { /* every tap inside: no tests */
+                for (int64_t t = 0; t < T; t++) e[t] = base + off[t];
+                continue;
+            }
+            int64_t iw0 = ow * g->sw - g->pw;
+            for (int64_t kh = 0; kh < g->kh; kh++) {
+                int rin = ih0 + kh >= 0 && ih0 + kh < g->h;
+                const float *row = base + kh * g->w * g->c;
+                for (int64_t kw = 0; kw < g->kw; kw++)
+                    *e++ = rin && iw0 + kw >= 0 && iw0 + kw < g->w ? row + kw * g->c : zeros;
+            }
         }
-        if (++ow == g->wo) {
+        if (ow == g->wo) {
             ow = 0;
             if (++oh == g->ho) oh = 0, n++;
         }
@@ -589,47 +650,31 @@ AVX2_FN void pack_dy_avx2(const geo *q, const float *dy, int64_t q0, int64_t np,
     }
 }
 
-/* The same rows in blocks of 16 floats, each channel twice (the pair tiles' B). */
-AVX512_FN void pack_dy_pair(const geo *q, const float *dy, int64_t q0, int64_t np, int64_t gi,
-                            float *dyb) {
-    const int64_t O = q->g->o;
-    const __m512i dup = _mm512_loadu_si512(twice);
-    for (int64_t p = 0; p < np; p++) {
-        const float *s = dy + (q0 + p) * O + gi * q->og;
-        for (int64_t b = 0; b < q->nbo; b++) {
-            __m256 v = load_block(s + 8 * b, lanes_of(b, q->og));
-            _mm512_storeu_ps(dyb + (p * q->nbo + b) * 16,
-                             _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(v)));
-        }
-    }
-}
+typedef void pack_pass(const geo *q, const float *w, float *wp);
+static pack_pass pack_forward_avx2, pack_backprop_input_avx2;
+AVX512_FN void pack_forward_pair(const geo *q, const float *w, float *wp);
+AVX512_FN void pack_backprop_input_pair(const geo *q, const float *w, float *wp);
 
 /* What differs between the instruction sets: the tiles, and how weights
  * and dy are packed for them.  pair: weights in blocks of 16 floats a pair
- * of channels (lane 2 * lane + parity), dy duplicated; else blocks of 8 a
- * channel. */
+ * of channels (lane 2 * lane + parity), dy read in place (pack_dy NULL);
+ * else blocks of 8 a channel, dy packed per chunk. */
 typedef struct {
     int pair;
     void (*run_ft)(const ft_args *t, int64_t M, int64_t NJ, int64_t channels);
     void (*run_bt)(const bt_args *all, int64_t cg, int64_t NJ);
     void (*pack_dy)(const geo *q, const float *dy, int64_t q0, int64_t np, int64_t gi,
                     float *dyb);
+    pack_pass *pack_forward, *pack_backprop_input;
 } tiles;
 
-static const tiles avx2_tiles = {0, run_ft, run_bt, pack_dy_avx2};
-static const tiles pair_tiles = {1, run_fp, run_bp, pack_dy_pair};
+static const tiles avx2_tiles = {0, run_ft, run_bt, pack_dy_avx2, pack_forward_avx2,
+                                 pack_backprop_input_avx2};
+static const tiles pair_tiles = {1, run_fp, run_bp, NULL, pack_forward_pair,
+                                 pack_backprop_input_pair};
 
 static const tiles *tiles_of(pr_grouped_isa isa) {
     return isa == PR_GROUPED_AVX512 ? &pair_tiles : &avx2_tiles;
-}
-
-/* Where weight (c, o) of a block of 8 columns o < 8 goes in a row of blocks:
- * the tile reads rows of channels c (8 floats a block) or of pairs of them
- * (16 floats a block, channel c's lane 2o + c % 2). */
-static int64_t packed_at(const tiles *ts, int64_t c, int64_t row_floats, int64_t block,
-                         int64_t o) {
-    return ts->pair ? c / 2 * 2 * row_floats + block * 16 + 2 * o + c % 2
-                    : c * row_floats + block * 8 + o;
 }
 
 static int threads_for(int64_t units) {
@@ -651,15 +696,14 @@ AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, f
                                 void *scratch);
 
 typedef void dw_pass(const geo *q, const float *in, const float *w, float *out, void *scratch);
-typedef void pack_pass(const tiles *ts, const geo *q, const float *w, float *wp);
 
 /* The start of the forward and input-gradient passes: q for (g, groups); a
  * depthwise convolution runs whole in dw (PR_OK, *areas NULL); else w packed
- * by pack at the start of scratch and *areas the per-thread areas after it
- * (PR_OK), or PR_ERR_INTERNAL for a geometry the variant does not take. */
+ * for isa's tiles at the start of scratch and *areas the per-thread areas
+ * after it (PR_OK), or PR_ERR_INTERNAL for a geometry isa does not take. */
 static int begin_pass(pr_grouped_isa isa, geo *q, const pr_window *g, int64_t groups,
-                      pr_conv_pass pass, dw_pass *dw, pack_pass *pack, const float *in,
-                      const float *w, float *out, void *scratch, float **areas) {
+                      pr_conv_pass pass, dw_pass *dw, const float *in, const float *w,
+                      float *out, void *scratch, float **areas) {
     geo_init(q, g, groups);
     *areas = NULL;
     if (!pr_conv_grouped_simd_supports(isa, g, groups)) return PR_ERR_INTERNAL;
@@ -669,32 +713,47 @@ static int begin_pass(pr_grouped_isa isa, geo *q, const pr_window *g, int64_t gr
     }
     float *wp = scratch;
     *areas = wp + packed_floats(q, pass);
-    pack(tiles_of(isa), q, w, wp);
+    const tiles *ts = tiles_of(isa);
+    (pass == PR_CONV_FORWARD ? ts->pack_forward : ts->pack_backprop_input)(q, w, wp);
     return PR_OK;
 }
 
 /* ---- forward ---------------------------------------------------------------------- */
 
-/* wp[gi][t] = rows (packed_at) of w[t, c, gi * og + 8 * ob + lane], zeros past og. */
-static void pack_forward(const tiles *ts, const geo *q, const float *w, float *wp) {
+/* AVX2: wp[gi][t][c][ob][8] = w[t, c, gi * og + 8 * ob + lane], zeros past og. */
+static void pack_forward_avx2(const geo *q, const float *w, float *wp) {
     const int64_t O = q->g->o, nbo8 = q->nbo * 8;
-    for (int64_t gt = 0; gt < q->G * q->T; gt++) {
-        int64_t gi = gt / q->T, t = gt % q->T;
-        float *d = wp + gt * q->cg * nbo8;
-        for (int64_t c = 0; c < q->cg; c++) {
-            const float *s = w + (t * q->cg + c) * O + gi * q->og;
-            for (int64_t o = 0; o < nbo8; o++)
-                d[packed_at(ts, c, nbo8, o / 8, o % 8)] = o < q->og ? s[o] : 0.0f;
+    for (int64_t gi = 0; gi < q->G; gi++)
+        for (int64_t tc = 0; tc < q->T * q->cg; tc++) {
+            float *d = wp + (gi * q->T * q->cg + tc) * nbo8;
+            const float *s = w + tc * O + gi * q->og;
+            for (int64_t o = 0; o < nbo8; o++) d[o] = o < q->og ? s[o] : 0.0f;
         }
-    }
+}
+
+/* Pair tiles: wp[gi][t][c / 2][ob][16], lane 2 * lane + i = w[t, c + i, gi * og
+ * + 8 * ob + lane] (c even), zeros past og. */
+AVX512_FN void pack_forward_pair(const geo *q, const float *w, float *wp) {
+    const int64_t O = q->g->o;
+    const __m512i mix = _mm512_loadu_si512(interleave);
+    for (int64_t gi = 0; gi < q->G; gi++)
+        for (int64_t tc = 0; tc < q->T * q->cg; tc += 2) {
+            const float *s = w + tc * O + gi * q->og;
+            for (int64_t ob = 0; ob < q->nbo; ob++, wp += 16) {
+                int l = lanes_of(ob, q->og);
+                __m512 a = _mm512_castps256_ps512(load_block(s + 8 * ob, l));
+                __m512 b = _mm512_castps256_ps512(load_block(s + O + 8 * ob, l));
+                _mm512_storeu_ps(wp, _mm512_permutex2var_ps(a, mix, b));
+            }
+        }
 }
 
 int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t groups,
                                  const float *x, const float *w, float *y, void *scratch) {
     geo q;
     float *wp = scratch, *areas;
-    int rc = begin_pass(isa, &q, g, groups, PR_CONV_FORWARD, dw_forward, pack_forward, x, w, y,
-                        scratch, &areas);
+    int rc = begin_pass(isa, &q, g, groups, PR_CONV_FORWARD, dw_forward, x, w, y, scratch,
+                        &areas);
     if (rc != PR_OK || !areas) return rc;
     const tiles *ts = tiles_of(isa);
 #pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
@@ -707,7 +766,7 @@ int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t
             indirection(&q, q0, np, x, ar.zeros, ar.ptab);
             for (int64_t p = 0; p < np; p++) ar.rows[p] = y + (q0 + p) * g->o;
             for (int64_t gi = 0; gi < q.G; gi++) {
-                ft_args t = {ar.ptab, q.T, gi * q.cg, q.T, q.cg,
+                ft_args t = {ar.ptab, gi * q.cg, q.T, q.cg,
                              wp + gi * q.T * q.cg * q.nbo * 8, (ts->pair ? 16 : 8) * q.nbo,
                              (float *const *)ar.rows, gi * q.og, 8};
                 ts->run_ft(&t, np, q.nbo, q.og);
@@ -751,21 +810,46 @@ static void phase_of(const pr_window *g, int64_t i, phase *f) {
 }
 
 
-/* wp, phase by phase: [gi][i] = rows (packed_at) over o of w[tap i of the
- * phase, 8 * cb + lane, gi * og + o], zeros past cg. */
-static void pack_backprop_input(const tiles *ts, const geo *q, const float *w, float *wp) {
+/* AVX2, phase by phase: wp[gi][i][o][cb][8] = w[tap i of the phase, 8 * cb +
+ * lane, gi * og + o], zeros past cg. */
+static void pack_backprop_input_avx2(const geo *q, const float *w, float *wp) {
     const pr_window *g = q->g;
     const int64_t O = g->o, nbc8 = q->nbc * 8;
     for (int64_t pi = 0; pi < g->sh * g->sw; pi++) {
         phase f;
         phase_of(g, pi, &f);
         for (int64_t gi = 0; gi < q->G; gi++)
-            for (int64_t i = 0; i < f.nt; i++, wp += q->og * nbc8) {
-                int64_t t = f.kh[i] * g->kw + f.kw[i];
-                for (int64_t o = 0; o < q->og; o++)
+            for (int64_t i = 0; i < f.nt; i++)
+                for (int64_t o = 0; o < q->og; o++, wp += nbc8) {
+                    int64_t t = f.kh[i] * g->kw + f.kw[i];
                     for (int64_t c = 0; c < nbc8; c++)
-                        wp[packed_at(ts, o, nbc8, c / 8, c % 8)] =
-                            c < q->cg ? w[(t * q->cg + c) * O + gi * q->og + o] : 0.0f;
+                        wp[c] = c < q->cg ? w[(t * q->cg + c) * O + gi * q->og + o] : 0.0f;
+                }
+    }
+}
+
+/* Pair tiles, phase by phase: wp[gi][i][o / 2][cb][16], lane 2 * lane + j =
+ * w[tap i of the phase, 8 * cb + lane, gi * og + o + j] (o even), zeros past
+ * cg: each block a gather of 8 pairs of floats, one a row of w. */
+AVX512_FN void pack_backprop_input_pair(const geo *q, const float *w, float *wp) {
+    const pr_window *g = q->g;
+    const int64_t O = g->o;
+    int64_t rows[8];
+    for (int c = 0; c < 8; c++) rows[c] = c * O * (int64_t)sizeof(float);
+    const __m512i at = _mm512_loadu_si512(rows);
+    for (int64_t pi = 0; pi < g->sh * g->sw; pi++) {
+        phase f;
+        phase_of(g, pi, &f);
+        for (int64_t gi = 0; gi < q->G; gi++)
+            for (int64_t i = 0; i < f.nt; i++) {
+                const float *wt = w + (f.kh[i] * g->kw + f.kw[i]) * q->cg * O + gi * q->og;
+                for (int64_t o = 0; o < q->og; o += 2)
+                    for (int64_t cb = 0; cb < q->nbc; cb++, wp += 16) {
+                        __mmask8 m = (__mmask8)((1u << lanes_of(cb, q->cg)) - 1);
+                        __m512d v = _mm512_mask_i64gather_pd(_mm512_setzero_pd(), m, at,
+                                                             wt + 8 * cb * O + o, 1);
+                        _mm512_storeu_ps(wp, _mm512_castpd_ps(v));
+                    }
             }
     }
 }
@@ -779,23 +863,39 @@ static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, i
                          const float **rows) {
     const pr_window *g = q->g;
     const int64_t per = f->nh * f->nw;
-    int64_t dh[MAX_PHASE_TAPS], dw[MAX_PHASE_TAPS];
+    int64_t dh[MAX_PHASE_TAPS], dw[MAX_PHASE_TAPS], at[MAX_PHASE_TAPS];
+    int64_t h0 = 0, h1 = 0, w0 = 0, w1 = 0; /* the taps' least and greatest dh, dw */
     for (int64_t i = 0; i < f->nt; i++) {
         dh[i] = (f->ih0 + g->ph - f->kh[i]) / g->sh;
         dw[i] = (f->iw0 + g->pw - f->kw[i]) / g->sw;
+        at[i] = (dh[i] * g->wo + dw[i]) * g->o;
+        h0 = i == 0 || dh[i] < h0 ? dh[i] : h0;
+        h1 = i == 0 || dh[i] > h1 ? dh[i] : h1;
+        w0 = i == 0 || dw[i] < w0 ? dw[i] : w0;
+        w1 = i == 0 || dw[i] > w1 ? dw[i] : w1;
     }
     int64_t n = n0 + u0 / per, a = u0 % per / f->nw, b = u0 % per % f->nw;
-    for (int64_t p = 0; p < np; p++) {
-        int64_t ih = f->ih0 + a * g->sh, iw = f->iw0 + b * g->sw;
-        rows[p] = dx + ((n * g->h + ih) * g->w + iw) * g->c;
-        const float *img = dy + n * g->ho * g->wo * g->o;
-        for (int64_t i = 0; i < f->nt; i++) {
-            int64_t oh = a + dh[i], ow = b + dw[i];
-            ptab[p * f->nt + i] = oh >= 0 && oh < g->ho && ow >= 0 && ow < g->wo
-                                      ? img + (oh * g->wo + ow) * g->o
-                                      : zeros;
+    for (int64_t p = 0; p < np;) {
+        /* a run along the phase's row a of image n: dx moves by sw pixels, dy by one */
+        int64_t run = f->nw - b < np - p ? f->nw - b : np - p;
+        int rows_in = a + h0 >= 0 && a + h1 < g->ho;
+        float *d = dx + ((n * g->h + f->ih0 + a * g->sh) * g->w + f->iw0 + b * g->sw) * g->c;
+        const float *img = dy + n * g->ho * g->wo * g->o, *here = img + (a * g->wo + b) * g->o;
+        for (int64_t k = 0; k < run; k++, p++, b++, d += g->sw * g->c, here += g->o) {
+            const float **e = ptab + p * f->nt;
+            rows[p] = d;
+            if (rows_in && b + w0 >= 0 && b + w1 < g->wo) { /* every tap inside: no tests */
+                for (int64_t i = 0; i < f->nt; i++) e[i] = here + at[i];
+                continue;
+            }
+            for (int64_t i = 0; i < f->nt; i++) {
+                int64_t oh = a + dh[i], ow = b + dw[i];
+                e[i] = oh >= 0 && oh < g->ho && ow >= 0 && ow < g->wo
+                           ? img + (oh * g->wo + ow) * g->o
+                           : zeros;
+            }
         }
-        if (++b == f->nw) {
+        if (b == f->nw) {
             b = 0;
             if (++a == f->nh) a = 0, n++;
         }
@@ -807,8 +907,8 @@ int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, 
                                         void *scratch) {
     geo q;
     float *wp = scratch, *areas;
-    int rc = begin_pass(isa, &q, g, groups, PR_CONV_BACKPROP_INPUT, dw_backprop_input,
-                        pack_backprop_input, dy, w, dx, scratch, &areas);
+    int rc = begin_pass(isa, &q, g, groups, PR_CONV_BACKPROP_INPUT, dw_backprop_input, dy, w, dx,
+                        scratch, &areas);
     if (rc != PR_OK || !areas) return rc;
     const tiles *ts = tiles_of(isa);
     const int64_t phases = g->sh * g->sw, block = q.og * q.nbc * 8;
@@ -825,7 +925,7 @@ int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, 
                 int64_t np = count - u0 < CHUNK ? count - u0 : CHUNK;
                 phase_tables(&q, &f, n0, u0, np, dy, dx, ar.zeros, ar.ptab, ar.rows);
                 for (int64_t gi = 0; gi < q.G; gi++) {
-                    ft_args t = {ar.ptab, f.nt, gi * q.og, f.nt, q.og, wph + gi * f.nt * block,
+                    ft_args t = {ar.ptab, gi * q.og, f.nt, q.og, wph + gi * f.nt * block,
                                  (ts->pair ? 16 : 8) * q.nbc, (float *const *)ar.rows,
                                  gi * q.cg, 8};
                     ts->run_ft(&t, np, q.nbc, q.cg);
@@ -848,9 +948,10 @@ static void filter_groups(const tiles *ts, const geo *q, const float *x, const f
         int64_t np = p1 - q0 < CHUNK ? p1 - q0 : CHUNK;
         indirection(q, q0, np, x, ar->zeros, ar->ptab);
         for (int64_t gi = g0; gi < q->G; gi += gs) {
-            ts->pack_dy(q, dy, q0, np, gi, ar->dyb);
-            bt_args a = {ar->ptab, q->T, q->T, gi * q->cg, np, ar->dyb,
-                         (ts->pair ? 16 : 8) * q->nbo, dst + gi * q->og, q->cg * O, O, jl};
+            const float *b = dy + q0 * O + gi * q->og; /* the pair tiles read dy in place */
+            if (ts->pack_dy) ts->pack_dy(q, dy, q0, np, gi, ar->dyb), b = ar->dyb;
+            bt_args a = {ar->ptab, q->T, q->T, gi * q->cg, np, b, ts->pack_dy ? 8 * q->nbo : O,
+                         dst + gi * q->og, q->cg * O, O, jl};
             ts->run_bt(&a, q->cg, q->nbo);
         }
     }
