@@ -377,6 +377,36 @@ def grouped_chunks(rng):
                   1e-4, 2e-4, f"{variant} backprop_filter {xs} s{s}")
 
 
+def grouped_tile_kinds(rng):
+    """avx512_grouped's forward / input-gradient tile kinds (KIND0-KIND6: 8
+    channels a group with 9 taps, with the 4, 2 and 1 taps of a stride-2
+    3x3 input gradient's phases, with 25 taps (5x5); 16 and 12 channels a
+    group), the three passes against NumPy per group."""
+    from op_table import _grouped_bpf_ref, _grouped_bpi_ref, _grouped_conv_ref
+    runs = dict(_C.op_variants("conv2d"))["avx512_grouped"] and not _C.cpu_info()["reference_only"]
+    for cg, k, s in ((8, 3, 1), (8, 3, 2), (8, 5, 1), (16, 3, 2), (12, 3, 1), (12, 3, 2)):
+        xs, ks = (2, 7, 9, 2 * cg), (k, k, cg, 2 * cg)
+        x, w = randn(rng, *xs), randn(rng, *ks)
+        attrs = {"strides": [s, s], "same": True, "groups": 2}
+
+        def call(op, a, b, **more):
+            if runs:
+                return _C.run_variant(op, "avx512_grouped", a, b, **attrs, **more)
+            return _C.call(op, a, b, **attrs, **more)
+
+        what = f"avx512_grouped cg {cg} {k}x{k} s{s}"
+        y = _grouped_conv_ref(x.astype(np.float64), w.astype(np.float64), [s], True, 2)
+        close(call("conv2d", x, w), y, 1e-4, 1e-4, f"{what} conv2d")
+        dy = randn(rng, *y.shape)
+        close(call("conv2d_backprop_input", dy, w, shape=list(xs)),
+              _grouped_bpi_ref(dy.astype(np.float64), w.astype(np.float64), [s], True, xs, 2),
+              1e-4, 1e-4, f"{what} backprop_input")
+        close(call("conv2d_backprop_filter", x, dy, shape=list(ks)),
+              _grouped_bpf_ref(x.astype(np.float64), dy.astype(np.float64), [s], True,
+                               list(ks), 2),
+              1e-4, 2e-4, f"{what} backprop_filter")
+
+
 def _conv_all_passes(rng, xs, ks, strides, same, what, variant=None):
     """The three passes against NumPy, through the default kernels, or
     through `variant` where this CPU runs it (avx2_direct: any CPU with AVX2
@@ -803,6 +833,13 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_grouped_simd.c", "CHUNK"): grouped_chunks,
     ("conv_grouped_simd.c", "FT_W1"): grouped_chunks,
     ("conv_grouped_simd.c", "PAIR_ACC"): grouped_chunks,
+    ("conv_grouped_simd.c", "KIND0"): grouped_tile_kinds,
+    ("conv_grouped_simd.c", "KIND1"): grouped_tile_kinds,
+    ("conv_grouped_simd.c", "KIND2"): grouped_tile_kinds,
+    ("conv_grouped_simd.c", "KIND3"): grouped_tile_kinds,
+    ("conv_grouped_simd.c", "KIND4"): grouped_tile_kinds,
+    ("conv_grouped_simd.c", "KIND5"): grouped_tile_kinds,
+    ("conv_grouped_simd.c", "KIND6"): grouped_tile_kinds,
     ("conv_grouped_simd.c", "MAX_STRIPES"): grouped_chunks,
     ("conv_grouped_simd.c", "MAX_PHASE_TAPS"): "the supports rule's bound on the taps of a "
                                                "sub-pixel phase (8x8 windows at stride 1); "
