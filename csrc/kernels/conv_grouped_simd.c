@@ -161,7 +161,8 @@ ALWAYS_INLINE void zero_acc(__m256 acc[3][12], const int WT, const int NB) {
 /* Forward and input gradient: C(m, j) = sum_(t, c) A(m, t, c) B(t*ck + c, j)
  * for m < WT rows, j < NB blocks of 8 columns; A(m, t, c) = ap[m*nt + t][aoff + c]
  * (t < nt, c < ck, a multiple of KI); B(k, j) = the 8 floats at b + k*bk + 8*j;
- * C(m, j) = the 8 floats at cp[m] + coff + 8*j (`last` of them in block NB - 1). */
+ * C(m, j) = the 8 floats at cp[m] + coff + 8*j (`last` of them in block NB - 1);
+ * and the same for ng groups, group i's aoff, b and coff moved by i*ga, i*gb, i*gc. */
 typedef struct {
     const float *const *ap;
     int64_t aoff, nt, ck;
@@ -170,6 +171,7 @@ typedef struct {
     float *const *cp;
     int64_t coff;
     int last;
+    int64_t ng, ga, gb, gc;
 } ft_args;
 
 ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const int KI) {
@@ -284,17 +286,19 @@ static const int ft_width[4] = {0, FT_W1, 6, 4};
 /* The forward / input-gradient tiles over M rows and NJ column blocks of
  * `channels`: NB = min(3, blocks left) blocks x ft_width[NB] rows.  t: row 0,
  * block 0. */
-static void run_ft(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
-    int ki1 = t->ck % 8 != 0;
+static void run_ft(const ft_args *all, int64_t M, int64_t NJ, int64_t channels) {
+    int ki1 = all->ck % 8 != 0;
+    for (int64_t gi = 0; gi < all->ng; gi++)
     for (int64_t j0 = 0; j0 < NJ; j0 += 3) {
         int nb = NJ - j0 < 3 ? (int)(NJ - j0) : 3, wt = ft_width[nb];
         for (int64_t m0 = 0; m0 < M; m0 += wt) {
             int rows = M - m0 < wt ? (int)(M - m0) : wt;
-            ft_args A = *t;
+            ft_args A = *all;
             A.ap += m0 * A.nt;
-            A.b += 8 * j0;
+            A.aoff += gi * A.ga;
+            A.b += gi * A.gb + 8 * j0;
             A.cp += m0;
-            A.coff += 8 * j0;
+            A.coff += gi * A.gc + 8 * j0;
             A.last = lanes_of(j0 + nb - 1, channels);
             ft_fns[ki1][nb - 1][rows - 1](&A);
         }
@@ -357,13 +361,15 @@ INLINE512 __m512 pair_sums(__m512 v) {
  * of them in block NB - 1). */
 INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int KP,
                        const int ONE, const int NT) {
+    const int64_t bk = A->bk, ck = A->ck;
+    for (int64_t gi = 0; gi < A->ng; gi++) { /* the groups, one after another */
     __m512 acc[2][PAIR_ACC];
     UNROLL
     for (int j = 0; j < NB; j++)
         UNROLL
         for (int m = 0; m < WT; m++) acc[j][m] = _mm512_setzero_ps();
-    const float *b = A->b;
-    const int64_t bk = A->bk, ck = A->ck;
+    const float *b = A->b + gi * A->gb;
+    const int64_t aoff = A->aoff + gi * A->ga, coff = A->coff + gi * A->gc;
     const int64_t nt = NT ? NT : A->nt; /* NT: nt known (9: a 3x3 window) */
     for (int64_t t = 0; t < nt; t++)
         for (int64_t c = 0; c < (ONE ? 2 * KP : ck); c += 2 * KP) { /* ONE: ck == 2*KP */
@@ -375,7 +381,7 @@ INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int K
             b += KP * bk;
             UNROLL
             for (int m = 0; m < WT; m++) {
-                const float *r = A->ap[m * nt + t] + A->aoff + c;
+                const float *r = A->ap[m * nt + t] + aoff + c;
                 UNROLL
                 for (int kk = 0; kk < KP; kk++) {
                     __m512 xv = pair_broadcast(r + 2 * kk);
@@ -390,7 +396,7 @@ INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int K
     const __m512i evens = _mm512_loadu_si512(two_rows), odds = _mm512_loadu_si512(two_rows + 16);
     UNROLL
     for (int m = 0; m < WT; m += 2) {
-        float *d = A->cp[m] + A->coff, *e = m + 1 < WT ? A->cp[m + 1] + A->coff : NULL;
+        float *d = A->cp[m] + coff, *e = m + 1 < WT ? A->cp[m + 1] + coff : NULL;
         UNROLL
         for (int j = 0; j < NB; j++) {
             __mmask16 k = j < NB - 1 ? 0xFF : last;
@@ -404,6 +410,7 @@ INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int K
             _mm512_mask_storeu_ps(e + 8 * j, k, _mm512_shuffle_f32x4(v, v, 0xEE));
         }
     }
+    }
 }
 
 /* Filter gradient, pair tiles: acc(t, m, j) lane 2o + i = the sum over the
@@ -411,7 +418,7 @@ INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int K
  * (bt_args; B is dy itself, each channel loaded twice), for t < TT taps,
  * m < WT channel pairs, j < NB blocks; added into dw's rows 2m and 2m + 1. */
 INLINE512 void bp_body(const bt_args *A, const int TT, const int WT, const int NB) {
-    __m512 acc[3][8][2];
+    __m512 acc[6][8][2];
     UNROLL
     for (int t = 0; t < TT; t++)
         UNROLL
@@ -512,12 +519,16 @@ static const int fp_width[3] = {0, PAIR_ACC, 11};
 BP_TAPS(1)
 BP_TAPS(2)
 BP_TAPS(3)
+BP_TAPS(4)
+BP_TAPS(5)
+BP_TAPS(6)
 #define BP_REFS(TT)                                                                             \
     {{bp_##TT##_1_1, bp_##TT##_2_1, bp_##TT##_3_1, bp_##TT##_4_1, bp_##TT##_5_1, bp_##TT##_6_1, \
       bp_##TT##_7_1, bp_##TT##_8_1},                                                            \
      {bp_##TT##_1_2, bp_##TT##_2_2, bp_##TT##_3_2, bp_##TT##_4_2}}
 /* bp_fns[TT - 1][NB - 1][WT - 1] */
-static const bt_fn bp_fns[3][2][8] = {BP_REFS(1), BP_REFS(2), BP_REFS(3)};
+static const bt_fn bp_fns[6][2][8] = {BP_REFS(1), BP_REFS(2), BP_REFS(3),
+                                      BP_REFS(4), BP_REFS(5), BP_REFS(6)};
 
 /* The forward / input-gradient pair tiles over M rows and NJ column blocks of
  * `channels`: NB = min(2, blocks left) blocks x fp_width[NB] rows. */
@@ -539,15 +550,16 @@ static void run_fp(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
 }
 
 /* The filter-gradient pair tiles: NB = min(2, blocks left) blocks x WT =
- * min(8 / NB, pairs left) channel pairs x TT = min(3, taps left) taps. */
+ * min(8 / NB, pairs left) channel pairs x TT = min(PAIR_ACC / (NB * WT), 6, taps left) taps. */
 static void run_bp(const bt_args *all, int64_t cg, int64_t NJ) {
     const int64_t pairs = cg / 2;
     for (int64_t j0 = 0; j0 < NJ; j0 += 2) {
         int nb = NJ - j0 < 2 ? (int)(NJ - j0) : 2;
         for (int64_t m0 = 0; m0 < pairs; m0 += 8 / nb) {
             int wt = pairs - m0 < 8 / nb ? (int)(pairs - m0) : 8 / nb;
-            for (int64_t t0 = 0; t0 < all->nt; t0 += 3) {
-                int tt = all->nt - t0 < 3 ? (int)(all->nt - t0) : 3;
+            int most = PAIR_ACC / (wt * nb) < 6 ? PAIR_ACC / (wt * nb) : 6;
+            for (int64_t t0 = 0; t0 < all->nt; t0 += most) {
+                int tt = all->nt - t0 < most ? (int)(all->nt - t0) : most;
                 bt_args A = *all;
                 A.ap += t0;
                 A.aoff += 2 * m0;
@@ -765,12 +777,9 @@ int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t
             int64_t np = s1 - q0 < CHUNK ? s1 - q0 : CHUNK;
             indirection(&q, q0, np, x, ar.zeros, ar.ptab);
             for (int64_t p = 0; p < np; p++) ar.rows[p] = y + (q0 + p) * g->o;
-            for (int64_t gi = 0; gi < q.G; gi++) {
-                ft_args t = {ar.ptab, gi * q.cg, q.T, q.cg,
-                             wp + gi * q.T * q.cg * q.nbo * 8, (ts->pair ? 16 : 8) * q.nbo,
-                             (float *const *)ar.rows, gi * q.og, 8};
-                ts->run_ft(&t, np, q.nbo, q.og);
-            }
+            ft_args t = {ar.ptab, 0, q.T, q.cg, wp, (ts->pair ? 16 : 8) * q.nbo,
+                         (float *const *)ar.rows, 0, 8, q.G, q.cg, q.T * q.cg * q.nbo * 8, q.og};
+            ts->run_ft(&t, np, q.nbo, q.og);
         }
     }
     return PR_OK;
@@ -924,12 +933,9 @@ int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, 
             for (int64_t u0 = 0; u0 < count; u0 += CHUNK) {
                 int64_t np = count - u0 < CHUNK ? count - u0 : CHUNK;
                 phase_tables(&q, &f, n0, u0, np, dy, dx, ar.zeros, ar.ptab, ar.rows);
-                for (int64_t gi = 0; gi < q.G; gi++) {
-                    ft_args t = {ar.ptab, gi * q.og, f.nt, q.og, wph + gi * f.nt * block,
-                                 (ts->pair ? 16 : 8) * q.nbc, (float *const *)ar.rows,
-                                 gi * q.cg, 8};
-                    ts->run_ft(&t, np, q.nbc, q.cg);
-                }
+                ft_args t = {ar.ptab, 0, f.nt, q.og, wph, (ts->pair ? 16 : 8) * q.nbc,
+                             (float *const *)ar.rows, 0, 8, q.G, q.og, f.nt * block, q.cg};
+                ts->run_ft(&t, np, q.nbc, q.cg);
             }
             wph += q.G * f.nt * block;
         }
