@@ -159,13 +159,13 @@ ALWAYS_INLINE void zero_acc(__m256 acc[3][12], const int WT, const int NB) {
 }
 
 /* Forward and input gradient: C(m, j) = sum_(t, c) A(m, t, c) B(t*ck + c, j)
- * for m < WT rows, j < NB blocks of 8 columns; A(m, t, c) = ap[m*nt + t][aoff + c]
+ * for m < WT rows, j < NB blocks of 8 columns; A(m, t, c) = ap[t*np + m][aoff + c]
  * (t < nt, c < ck, a multiple of KI); B(k, j) = the 8 floats at b + k*bk + 8*j;
  * C(m, j) = the 8 floats at cp[m] + coff + 8*j (`last` of them in block NB - 1);
  * and the same for ng groups, group i's aoff, b and coff moved by i*ga, i*gb, i*gc. */
 typedef struct {
-    const float *const *ap;
-    int64_t aoff, nt, ck;
+    const float *const *ap; /* the table: tap t of row m at ap[t*np + m] */
+    int64_t np, aoff, nt, ck;
     const float *b;
     int64_t bk;
     float *const *cp;
@@ -182,7 +182,7 @@ ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const i
     for (int64_t t = 0; t < A->nt; t++) {
         const float *r[12];
         UNROLL
-        for (int m = 0; m < WT; m++) r[m] = A->ap[m * A->nt + t] + A->aoff;
+        for (int m = 0; m < WT; m++) r[m] = A->ap[t * A->np + m] + A->aoff;
         for (int64_t c = 0; c < ck; c += KI) {
             UNROLL
             for (int kk = 0; kk < KI; kk++) {
@@ -213,13 +213,12 @@ ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const i
 }
 
 /* Filter gradient of taps t < nt: C(t, m, j) += sum_k A(t, m, k) B(k, j)
- * for m < WT rows, j < NB blocks; A(t, m, k) = ap[k*aps + t][aoff + m]
+ * for m < WT rows, j < NB blocks; A(t, m, k) = ap[t*np + k][aoff + m]
  * (k < np), B(k, j) = the 8 floats at b + k*bk + 8*j, C(t, m, j) = the
- * jl[j] floats at c + t*ldt + m*ldc + 8*j.  (The pair tiles below read B
- * as 16 floats a block, at b + k*bk + 16*j.) */
+ * jl[j] floats at c + t*ldt + m*ldc + 8*j. */
 typedef struct {
     const float *const *ap;
-    int64_t aps, nt, aoff, np;
+    int64_t nt, aoff, np;
     const float *b;
     int64_t bk;
     float *c;
@@ -232,8 +231,8 @@ ALWAYS_INLINE void bt_body(const bt_args *A, const int WT, const int NB) {
     zero_acc(acc, WT, NB);
     const float *b = A->b;
     const float *const *ap = A->ap;
-    const int64_t bk = A->bk, aps = A->aps, aoff = A->aoff;
-    for (int64_t k = 0; k < A->np; k++, b += bk, ap += aps) {
+    const int64_t bk = A->bk, aoff = A->aoff;
+    for (int64_t k = 0; k < A->np; k++, b += bk, ap++) {
         const float *a = *ap + aoff;
         __m256 wv[3];
         UNROLL
@@ -294,7 +293,7 @@ static void run_ft(const ft_args *all, int64_t M, int64_t NJ, int64_t channels) 
         for (int64_t m0 = 0; m0 < M; m0 += wt) {
             int rows = M - m0 < wt ? (int)(M - m0) : wt;
             ft_args A = *all;
-            A.ap += m0 * A.nt;
+            A.ap += m0;
             A.aoff += gi * A.ga;
             A.b += gi * A.gb + 8 * j0;
             A.cp += m0;
@@ -314,7 +313,7 @@ static void run_bt(const bt_args *all, int64_t cg, int64_t NJ) {
         for (int64_t j0 = 0; j0 < NJ; j0 += most) {
             int nb = NJ - j0 < most ? (int)(NJ - j0) : most;
             bt_args A = *all;
-            A.ap += tap;
+            A.ap += tap * A.np;
             A.aoff += m0;
             A.b += 8 * j0;
             A.c += tap * A.ldt + m0 * A.ldc + 8 * j0;
@@ -355,7 +354,7 @@ INLINE512 __m512 pair_sums(__m512 v) {
 
 /* Forward and input gradient, pair tiles: C(m, j) = sum_(t, c) A(m, t, c)
  * B(t, c, j) for m < WT rows, j < NB blocks of 8 columns; A(m, t, c) =
- * ap[m*nt + t][aoff + c] (t < nt, c < ck even, in steps of 2*KP); B of
+ * ap[t*np + m][aoff + c] (t < nt, c < ck even, in steps of 2*KP); B of
  * channels (c, c + 1) = the 16 floats at b + (c / 2)*bk + 16*j, lane 2o + i
  * for channel c + i; C(m, j) = the 8 floats at cp[m] + coff + 8*j (`last`
  * of them in block NB - 1). */
@@ -381,7 +380,7 @@ INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int K
             b += KP * bk;
             UNROLL
             for (int m = 0; m < WT; m++) {
-                const float *r = A->ap[m * nt + t] + aoff + c;
+                const float *r = A->ap[t * A->np + m] + aoff + c;
                 UNROLL
                 for (int kk = 0; kk < KP; kk++) {
                     __m512 xv = pair_broadcast(r + 2 * kk);
@@ -427,19 +426,19 @@ INLINE512 void bp_body(const bt_args *A, const int TT, const int WT, const int N
             for (int j = 0; j < NB; j++) acc[t][m][j] = _mm512_setzero_ps();
     const float *b = A->b;
     const float *const *ap = A->ap;
-    const int64_t bk = A->bk, aps = A->aps, aoff = A->aoff;
+    const int64_t bk = A->bk, np = A->np, aoff = A->aoff;
     const __m512i dup = _mm512_loadu_si512(twice);
     __mmask16 lanes[2];
     UNROLL
     for (int j = 0; j < NB; j++) lanes[j] = (__mmask16)((1u << A->jl[j]) - 1);
-    for (int64_t k = 0; k < A->np; k++, b += bk, ap += aps) {
+    for (int64_t k = 0; k < np; k++, b += bk, ap++) {
         __m512 dv[2]; /* dy's 8 channels of block j, each twice */
         UNROLL
         for (int j = 0; j < NB; j++)
             dv[j] = _mm512_permutexvar_ps(dup, _mm512_maskz_loadu_ps(lanes[j], b + 8 * j));
         UNROLL
         for (int t = 0; t < TT; t++) {
-            const float *a = ap[t] + aoff;
+            const float *a = ap[t * np] + aoff;
             UNROLL
             for (int m = 0; m < WT; m++) {
                 __m512 xv = pair_broadcast(a + 2 * m);
@@ -539,7 +538,7 @@ static void run_fp(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
         for (int64_t m0 = 0; m0 < M; m0 += wt) {
             int rows = M - m0 < wt ? (int)(M - m0) : wt;
             ft_args A = *t;
-            A.ap += m0 * A.nt;
+            A.ap += m0;
             A.b += 16 * j0;
             A.cp += m0;
             A.coff += 8 * j0;
@@ -561,7 +560,7 @@ static void run_bp(const bt_args *all, int64_t cg, int64_t NJ) {
             for (int64_t t0 = 0; t0 < all->nt; t0 += most) {
                 int tt = all->nt - t0 < most ? (int)(all->nt - t0) : most;
                 bt_args A = *all;
-                A.ap += t0;
+                A.ap += t0 * A.np;
                 A.aoff += 2 * m0;
                 A.b += 8 * j0;
                 A.c += t0 * A.ldt + 2 * m0 * A.ldc + 8 * j0;
@@ -576,7 +575,7 @@ static void run_bp(const bt_args *all, int64_t cg, int64_t NJ) {
 
 /* Per-thread area (thread_floats). */
 typedef struct {
-    const float **ptab; /* [p * T + t] */
+    const float **ptab; /* [t * np + p], np pixels */
     int64_t *off;       /* [p * T + t] */
     const float **rows; /* [p] */
     float *dyb, *zeros;
@@ -598,37 +597,46 @@ static area thread_area(const geo *q, float *base, int tid) {
     return r;
 }
 
-/* The indirection table of output pixels q0 .. q0 + np: ptab[p * T + t] =
- * x's pixel that tap t of pixel q0 + p reads, or `zeros` for padding. */
+/* The indirection table of output pixels q0 .. q0 + np: ptab[t * np + p] =
+ * x's pixel that tap t of pixel q0 + p reads, or `zeros` for padding.  Along
+ * a row of output pixels whose windows lie inside the image, each tap's
+ * entries are an arithmetic progression (stored in one vectorisable loop);
+ * the pixels near the image's edges are tested tap by tap. */
 static void indirection(const geo *q, int64_t q0, int64_t np, const float *x, const float *zeros,
                         const float **ptab) {
     const pr_window *g = q->g;
-    const int64_t T = q->T, step = g->sw * g->c;
+    const int64_t step = g->sw * g->c;
     /* output columns whose window lies inside the image's columns */
     const int64_t ow_lo = (g->pw + g->sw - 1) / g->sw, ow_hi = (g->w - g->kw + g->pw) / g->sw;
-    int64_t off[MAX_PHASE_TAPS]; /* tap offsets from the window's corner (up to 64 taps) */
-    int fast = T <= MAX_PHASE_TAPS;
-    for (int64_t t = 0; fast && t < T; t++) off[t] = (t / g->kw * g->w + t % g->kw) * g->c;
     int64_t n = q0 / q->hw, r = q0 % q->hw, oh = r / g->wo, ow = r % g->wo;
     for (int64_t p = 0; p < np;) {
         /* a run of pixels along output row oh of image n: the corner moves by step */
         int64_t ih0 = oh * g->sh - g->ph, run = g->wo - ow < np - p ? g->wo - ow : np - p;
-        int rows_in = fast && ih0 >= 0 && ih0 + g->kh <= g->h;
         const float *base = x + ((n * g->h + ih0) * g->w + ow * g->sw - g->pw) * g->c;
-        for (int64_t k = 0; k < run; k++, p++, ow++, base += step) {
-            const float **e = ptab + p * T;
-            if (rows_in && ow >= ow_lo && ow <= ow_hi) { /* every tap inside: no tests */
-                for (int64_t t = 0; t < T; t++) e[t] = base + off[t];
-                continue;
-            }
-            int64_t iw0 = ow * g->sw - g->pw;
+        int64_t k0 = 0, k1 = 0; /* the run's pixels [k0, k1) have every tap inside */
+        if (ih0 >= 0 && ih0 + g->kh <= g->h) {
+            k0 = ow_lo - ow > 0 ? ow_lo - ow : 0;
+            k1 = ow_hi + 1 - ow < run ? ow_hi + 1 - ow : run;
+            if (k1 <= k0) k0 = k1 = 0;
+        }
+        for (int64_t t = 0; t < q->T; t++) {
+            const float *v = base + (t / g->kw * g->w + t % g->kw) * g->c, **e = ptab + t * np + p;
+            for (int64_t k = k0; k < k1; k++) e[k] = v + k * step;
+        }
+        for (int64_t k = 0; k < run; k++) {
+            if (k == k0 && k1 > k0) k = k1;
+            if (k == run) break;
+            int64_t iw0 = (ow + k) * g->sw - g->pw;
             for (int64_t kh = 0; kh < g->kh; kh++) {
                 int rin = ih0 + kh >= 0 && ih0 + kh < g->h;
-                const float *row = base + kh * g->w * g->c;
+                const float *row = base + k * step + kh * g->w * g->c;
                 for (int64_t kw = 0; kw < g->kw; kw++)
-                    *e++ = rin && iw0 + kw >= 0 && iw0 + kw < g->w ? row + kw * g->c : zeros;
+                    ptab[(kh * g->kw + kw) * np + p + k] =
+                        rin && iw0 + kw >= 0 && iw0 + kw < g->w ? row + kw * g->c : zeros;
             }
         }
+        p += run;
+        ow += run;
         if (ow == g->wo) {
             ow = 0;
             if (++oh == g->ho) oh = 0, n++;
@@ -777,7 +785,7 @@ int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t
             int64_t np = s1 - q0 < CHUNK ? s1 - q0 : CHUNK;
             indirection(&q, q0, np, x, ar.zeros, ar.ptab);
             for (int64_t p = 0; p < np; p++) ar.rows[p] = y + (q0 + p) * g->o;
-            ft_args t = {ar.ptab, 0, q.T, q.cg, wp, (ts->pair ? 16 : 8) * q.nbo,
+            ft_args t = {ar.ptab, np, 0, q.T, q.cg, wp, (ts->pair ? 16 : 8) * q.nbo,
                          (float *const *)ar.rows, 0, 8, q.G, q.cg, q.T * q.cg * q.nbo * 8, q.og};
             ts->run_ft(&t, np, q.nbo, q.og);
         }
@@ -864,17 +872,19 @@ AVX512_FN void pack_backprop_input_pair(const geo *q, const float *w, float *wp)
 }
 
 /* Chunk [u0, u0 + np) of phase f's pixels of images n0...: the rows of dx
- * (rows) and the dy pixel of each tap (ptab[p * nt + i], zeros outside dy).
+ * (rows) and the dy pixel of each tap (ptab[i * np + p], zeros outside dy).
  * Pixel (a, b) of the phase, (ih0 + a*sh, iw0 + b*sw), takes dy pixel
- * (a + dh_i, b + dw_i) through tap i (exact: ih0 + ph = kh_i mod sh). */
+ * (a + dh_i, b + dw_i) through tap i (exact: ih0 + ph = kh_i mod sh).  As
+ * in `indirection`, runs of pixels with every tap inside dy are stored tap
+ * by tap as arithmetic progressions. */
 static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, int64_t np,
                          const float *dy, float *dx, const float *zeros, const float **ptab,
                          const float **rows) {
     const pr_window *g = q->g;
-    const int64_t per = f->nh * f->nw;
+    const int64_t per = f->nh * f->nw, nt = f->nt, step = g->sw * g->c, o = g->o;
     int64_t dh[MAX_PHASE_TAPS], dw[MAX_PHASE_TAPS], at[MAX_PHASE_TAPS];
     int64_t h0 = 0, h1 = 0, w0 = 0, w1 = 0; /* the taps' least and greatest dh, dw */
-    for (int64_t i = 0; i < f->nt; i++) {
+    for (int64_t i = 0; i < nt; i++) {
         dh[i] = (f->ih0 + g->ph - f->kh[i]) / g->sh;
         dw[i] = (f->iw0 + g->pw - f->kw[i]) / g->sw;
         at[i] = (dh[i] * g->wo + dw[i]) * g->o;
@@ -887,23 +897,31 @@ static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, i
     for (int64_t p = 0; p < np;) {
         /* a run along the phase's row a of image n: dx moves by sw pixels, dy by one */
         int64_t run = f->nw - b < np - p ? f->nw - b : np - p;
-        int rows_in = a + h0 >= 0 && a + h1 < g->ho;
         float *d = dx + ((n * g->h + f->ih0 + a * g->sh) * g->w + f->iw0 + b * g->sw) * g->c;
         const float *img = dy + n * g->ho * g->wo * g->o, *here = img + (a * g->wo + b) * g->o;
-        for (int64_t k = 0; k < run; k++, p++, b++, d += g->sw * g->c, here += g->o) {
-            const float **e = ptab + p * f->nt;
-            rows[p] = d;
-            if (rows_in && b + w0 >= 0 && b + w1 < g->wo) { /* every tap inside: no tests */
-                for (int64_t i = 0; i < f->nt; i++) e[i] = here + at[i];
-                continue;
-            }
-            for (int64_t i = 0; i < f->nt; i++) {
-                int64_t oh = a + dh[i], ow = b + dw[i];
-                e[i] = oh >= 0 && oh < g->ho && ow >= 0 && ow < g->wo
-                           ? img + (oh * g->wo + ow) * g->o
-                           : zeros;
+        for (int64_t k = 0; k < run; k++) rows[p + k] = d + k * step;
+        int64_t k0 = 0, k1 = 0; /* the run's pixels [k0, k1) have every tap inside dy */
+        if (nt > 0 && a + h0 >= 0 && a + h1 < g->ho) {
+            k0 = -w0 - b > 0 ? -w0 - b : 0;
+            k1 = g->wo - w1 - b < run ? g->wo - w1 - b : run;
+            if (k1 <= k0) k0 = k1 = 0;
+        }
+        for (int64_t i = 0; i < nt; i++) {
+            const float *v = here + at[i], **e = ptab + i * np + p;
+            for (int64_t k = k0; k < k1; k++) e[k] = v + k * o;
+        }
+        for (int64_t k = 0; k < run && nt > 0; k++) {
+            if (k == k0 && k1 > k0) k = k1;
+            if (k == run) break;
+            for (int64_t i = 0; i < nt; i++) {
+                int64_t oh = a + dh[i], ow = b + k + dw[i];
+                ptab[i * np + p + k] = oh >= 0 && oh < g->ho && ow >= 0 && ow < g->wo
+                                           ? img + (oh * g->wo + ow) * g->o
+                                           : zeros;
             }
         }
+        p += run;
+        b += run;
         if (b == f->nw) {
             b = 0;
             if (++a == f->nh) a = 0, n++;
@@ -933,7 +951,7 @@ int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, 
             for (int64_t u0 = 0; u0 < count; u0 += CHUNK) {
                 int64_t np = count - u0 < CHUNK ? count - u0 : CHUNK;
                 phase_tables(&q, &f, n0, u0, np, dy, dx, ar.zeros, ar.ptab, ar.rows);
-                ft_args t = {ar.ptab, 0, f.nt, q.og, wph, (ts->pair ? 16 : 8) * q.nbc,
+                ft_args t = {ar.ptab, np, 0, f.nt, q.og, wph, (ts->pair ? 16 : 8) * q.nbc,
                              (float *const *)ar.rows, 0, 8, q.G, q.og, f.nt * block, q.cg};
                 ts->run_ft(&t, np, q.nbc, q.cg);
             }
@@ -956,7 +974,7 @@ static void filter_groups(const tiles *ts, const geo *q, const float *x, const f
         for (int64_t gi = g0; gi < q->G; gi += gs) {
             const float *b = dy + q0 * O + gi * q->og; /* the pair tiles read dy in place */
             if (ts->pack_dy) ts->pack_dy(q, dy, q0, np, gi, ar->dyb), b = ar->dyb;
-            bt_args a = {ar->ptab, q->T, q->T, gi * q->cg, np, b, ts->pack_dy ? 8 * q->nbo : O,
+            bt_args a = {ar->ptab, q->T, gi * q->cg, np, b, ts->pack_dy ? 8 * q->nbo : O,
                          dst + gi * q->og, q->cg * O, O, jl};
             ts->run_bt(&a, q->cg, q->nbo);
         }
