@@ -963,15 +963,15 @@ int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, 
 
 /* ---- backprop_filter ----------------------------------------------------------------- */
 
-/* dst (T, cg, O) += the sums over pixels [p0, p1) of groups g0, g0 + gs, ... < G. */
+/* dst (T, cg, O) += the sums over pixels [p0, p1) of groups [g0, g1). */
 static void filter_groups(const tiles *ts, const geo *q, const float *x, const float *dy,
-                          int64_t g0, int64_t gs, int64_t p0, int64_t p1, float *dst,
+                          int64_t g0, int64_t g1, int64_t p0, int64_t p1, float *dst,
                           const area *ar, const int *jl) {
     const int64_t O = q->g->o;
     for (int64_t q0 = p0; q0 < p1; q0 += CHUNK) {
         int64_t np = p1 - q0 < CHUNK ? p1 - q0 : CHUNK;
         indirection(q, q0, np, x, ar->zeros, ar->ptab);
-        for (int64_t gi = g0; gi < q->G; gi += gs) {
+        for (int64_t gi = g0; gi < g1; gi++) {
             const float *b = dy + q0 * O + gi * q->og; /* the pair tiles read dy in place */
             if (ts->pack_dy) ts->pack_dy(q, dy, q0, np, gi, ar->dyb), b = ar->dyb;
             bt_args a = {ar->ptab, q->T, gi * q->cg, np, b, ts->pack_dy ? 8 * q->nbo : O,
@@ -1001,7 +1001,8 @@ int pr_conv_grouped_simd_backprop_filter(pr_grouped_isa isa, const pr_window *g,
     float *areas = scratch;
     const int64_t K = q.T * q.cg * g->o;
     if (!filter_partials(&q)) {
-        /* thread i of nt: groups i, i + nt, ... over every image, straight into dw */
+        /* thread i of nt: groups [G i / nt, G (i + 1) / nt) over every image, straight into
+         * dw (neighbouring groups share cache lines of x and dw: kept on one thread) */
         memset(dw, 0, sizeof(float) * (size_t)K);
 #pragma omp parallel num_threads(threads_for(q.G))
         {
@@ -1012,7 +1013,8 @@ int pr_conv_grouped_simd_backprop_filter(pr_grouped_isa isa, const pr_window *g,
 #else
             int nt = 1;
 #endif
-            filter_groups(ts, &q, x, dy, tid, nt, 0, g->n * q.hw, dw, &ar, jl);
+            filter_groups(ts, &q, x, dy, q.G * tid / nt, q.G * (tid + 1) / nt, 0, g->n * q.hw,
+                          dw, &ar, jl);
         }
         return PR_OK;
     }
@@ -1027,7 +1029,7 @@ int pr_conv_grouped_simd_backprop_filter(pr_grouped_isa isa, const pr_window *g,
             int64_t s0, s1;
             stripe_pixels(&q, s, &s0, &s1);
             memset(part, 0, sizeof(float) * (size_t)K);
-            filter_groups(ts, &q, x, dy, 0, 1, s0, s1, part, &ar, jl);
+            filter_groups(ts, &q, x, dy, 0, q.G, s0, s1, part, &ar, jl);
         }
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < K; i++) {
