@@ -345,36 +345,40 @@ def max_dims(rng):
         _C.call("add", np.ones((1,) * 9, f32), np.ones((1,) * 9, f32))
 
 
+def _grouped_passes(rng, variant, xs, ks, s, what):
+    """The three passes of a 2-group convolution ('same', stride s) against
+    NumPy per group, through `variant` where this CPU runs it."""
+    from op_table import _grouped_bpf_ref, _grouped_bpi_ref, _grouped_conv_ref
+    runs = dict(_C.op_variants("conv2d"))[variant] and not _C.cpu_info()["reference_only"]
+    x, w = randn(rng, *xs), randn(rng, *ks)
+    attrs = {"strides": [s, s], "same": True, "groups": 2}
+
+    def call(op, a, b, **more):
+        if runs:
+            return _C.run_variant(op, variant, a, b, **attrs, **more)
+        return _C.call(op, a, b, **attrs, **more)
+
+    y = _grouped_conv_ref(x.astype(np.float64), w.astype(np.float64), [s], True, 2)
+    close(call("conv2d", x, w), y, 1e-4, 1e-4, f"{what} conv2d")
+    dy = randn(rng, *y.shape)
+    close(call("conv2d_backprop_input", dy, w, shape=list(xs)),
+          _grouped_bpi_ref(dy.astype(np.float64), w.astype(np.float64), [s], True, xs, 2),
+          1e-4, 1e-4, f"{what} backprop_input")
+    close(call("conv2d_backprop_filter", x, dy, shape=list(ks)),
+          _grouped_bpf_ref(x.astype(np.float64), dy.astype(np.float64), [s], True, list(ks), 2),
+          1e-4, 2e-4, f"{what} backprop_filter")
+
+
 def grouped_chunks(rng):
     """avx512_grouped and avx2_grouped: 119/120/121 output pixels (CHUNK 120
     a table; tiles of FT_W1 = 8 rows (AVX2) or PAIR_ACC = 24 (AVX-512) and
     their remainders) and 15/16/17 images (MAX_STRIPES 16), group width 8
     at strides 1 and 2, the three passes against NumPy per group."""
-    from op_table import _grouped_bpf_ref, _grouped_bpi_ref, _grouped_conv_ref
-    usable = dict(_C.op_variants("conv2d"))
     for variant in ("avx512_grouped", "avx2_grouped"):
-        runs = usable[variant] and not _C.cpu_info()["reference_only"]
         for xs, s in (((1, 7, 17, 16), 1), ((1, 10, 12, 16), 1), ((1, 11, 11, 16), 1),
                       ((15, 2, 3, 16), 1), ((16, 3, 3, 16), 2), ((17, 2, 2, 16), 1),
                       ((1, 5, 5, 16), 1), ((1, 5, 6, 16), 1)):
-            x, k = randn(rng, *xs), randn(rng, 3, 3, 8, 16)
-            attrs = {"strides": [s, s], "same": True, "groups": 2}
-
-            def call(op, a, b, **more):
-                if runs:
-                    return _C.run_variant(op, variant, a, b, **attrs, **more)
-                return _C.call(op, a, b, **attrs, **more)
-
-            y = _grouped_conv_ref(x.astype(np.float64), k.astype(np.float64), [s], True, 2)
-            close(call("conv2d", x, k), y, 1e-4, 1e-4, f"{variant} conv2d {xs} s{s}")
-            dy = randn(rng, *y.shape)
-            close(call("conv2d_backprop_input", dy, k, shape=list(xs)),
-                  _grouped_bpi_ref(dy.astype(np.float64), k.astype(np.float64), [s], True, xs, 2),
-                  1e-4, 1e-4, f"{variant} backprop_input {xs} s{s}")
-            close(call("conv2d_backprop_filter", x, dy, shape=[3, 3, 8, 16]),
-                  _grouped_bpf_ref(x.astype(np.float64), dy.astype(np.float64), [s], True,
-                                   [3, 3, 8, 16], 2),
-                  1e-4, 2e-4, f"{variant} backprop_filter {xs} s{s}")
+            _grouped_passes(rng, variant, xs, (3, 3, 8, 16), s, f"{variant} {xs} s{s}")
 
 
 def grouped_tile_kinds(rng):
@@ -382,29 +386,9 @@ def grouped_tile_kinds(rng):
     channels a group with 9 taps, with the 4, 2 and 1 taps of a stride-2
     3x3 input gradient's phases, with 25 taps (5x5); 16 and 12 channels a
     group), the three passes against NumPy per group."""
-    from op_table import _grouped_bpf_ref, _grouped_bpi_ref, _grouped_conv_ref
-    runs = dict(_C.op_variants("conv2d"))["avx512_grouped"] and not _C.cpu_info()["reference_only"]
     for cg, k, s in ((8, 3, 1), (8, 3, 2), (8, 5, 1), (16, 3, 2), (12, 3, 1), (12, 3, 2)):
-        xs, ks = (2, 7, 9, 2 * cg), (k, k, cg, 2 * cg)
-        x, w = randn(rng, *xs), randn(rng, *ks)
-        attrs = {"strides": [s, s], "same": True, "groups": 2}
-
-        def call(op, a, b, **more):
-            if runs:
-                return _C.run_variant(op, "avx512_grouped", a, b, **attrs, **more)
-            return _C.call(op, a, b, **attrs, **more)
-
-        what = f"avx512_grouped cg {cg} {k}x{k} s{s}"
-        y = _grouped_conv_ref(x.astype(np.float64), w.astype(np.float64), [s], True, 2)
-        close(call("conv2d", x, w), y, 1e-4, 1e-4, f"{what} conv2d")
-        dy = randn(rng, *y.shape)
-        close(call("conv2d_backprop_input", dy, w, shape=list(xs)),
-              _grouped_bpi_ref(dy.astype(np.float64), w.astype(np.float64), [s], True, xs, 2),
-              1e-4, 1e-4, f"{what} backprop_input")
-        close(call("conv2d_backprop_filter", x, dy, shape=list(ks)),
-              _grouped_bpf_ref(x.astype(np.float64), dy.astype(np.float64), [s], True,
-                               list(ks), 2),
-              1e-4, 2e-4, f"{what} backprop_filter")
+        _grouped_passes(rng, "avx512_grouped", (2, 7, 9, 2 * cg), (k, k, cg, 2 * cg), s,
+                        f"avx512_grouped cg {cg} {k}x{k} s{s}")
 
 
 def _conv_all_passes(rng, xs, ks, strides, same, what, variant=None):

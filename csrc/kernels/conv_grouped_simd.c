@@ -283,8 +283,8 @@ static const bt_fn bt_fns[3][12] = REFS(bt, 0);
 static const int ft_width[4] = {0, FT_W1, 6, 4};
 
 /* The forward / input-gradient tiles over M rows and NJ column blocks of
- * `channels`: NB = min(3, blocks left) blocks x ft_width[NB] rows.  t: row 0,
- * block 0. */
+ * `channels`: NB = min(3, blocks left) blocks x ft_width[NB] rows, group by
+ * group.  all: row 0, block 0, group 0. */
 static void run_ft(const ft_args *all, int64_t M, int64_t NJ, int64_t channels) {
     int ki1 = all->ck % 8 != 0;
     for (int64_t gi = 0; gi < all->ng; gi++)
@@ -530,7 +530,8 @@ static const bt_fn bp_fns[6][2][8] = {BP_REFS(1), BP_REFS(2), BP_REFS(3),
                                       BP_REFS(4), BP_REFS(5), BP_REFS(6)};
 
 /* The forward / input-gradient pair tiles over M rows and NJ column blocks of
- * `channels`: NB = min(2, blocks left) blocks x fp_width[NB] rows. */
+ * `channels`: NB = min(2, blocks left) blocks x fp_width[NB] rows, each tile
+ * over all t->ng groups. */
 static void run_fp(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
     int kind = fp_kind(t);
     for (int64_t j0 = 0; j0 < NJ; j0 += 2) {
