@@ -357,11 +357,10 @@ INLINE512 __m512 pair_sums(__m512 v) {
  * ap[t*np + m][aoff + c] (t < nt, c < ck even, in steps of 2*KP); B of
  * channels (c, c + 1) = the 16 floats at b + (c / 2)*bk + 16*j, lane 2o + i
  * for channel c + i; C(m, j) = the 8 floats at cp[m] + coff + 8*j (`last`
- * of them in block NB - 1). */
-INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int KP,
-                       const int ONE, const int NT) {
+ * of them in block NB - 1); of group gi (ft_args). */
+INLINE512 void fp_group(const ft_args *A, int64_t gi, const int WT, const int NB, const int KP,
+                        const int ONE, const int NT) {
     const int64_t bk = A->bk, ck = A->ck;
-    for (int64_t gi = 0; gi < A->ng; gi++) { /* the groups, one after another */
     __m512 acc[2][PAIR_ACC];
     UNROLL
     for (int j = 0; j < NB; j++)
@@ -409,7 +408,12 @@ INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int K
             _mm512_mask_storeu_ps(e + 8 * j, k, _mm512_shuffle_f32x4(v, v, 0xEE));
         }
     }
-    }
+}
+
+/* fp_group for the groups gi < ng, one after another. */
+INLINE512 void fp_body(const ft_args *A, const int WT, const int NB, const int KP,
+                       const int ONE, const int NT) {
+    for (int64_t gi = 0; gi < A->ng; gi++) fp_group(A, gi, WT, NB, KP, ONE, NT);
 }
 
 /* Filter gradient, pair tiles: acc(t, m, j) lane 2o + i = the sum over the
