@@ -102,11 +102,11 @@ static int64_t zeros_floats(const geo *q) {
 }
 
 /* Floats of one thread's area: the indirection table and tap offsets
- * (CHUNK x T, 8 bytes an entry), the row table (CHUNK), repacked dy (16
- * floats a block of 8 channels: the pair tiles duplicate them), the zeros
- * and scratch blocks (C + 8 floats each). */
+ * (CHUNK x T, 8 bytes an entry), the row table (CHUNK), dy repacked for the
+ * AVX2 tiles (the pair tiles read it in place), the zeros and scratch
+ * blocks (C + 8 floats each). */
 static int64_t thread_floats(const geo *q) {
-    return 2 * r16(2 * CHUNK * q->T) + r16(2 * CHUNK) + r16(CHUNK * q->nbo * 16) +
+    return 2 * r16(2 * CHUNK * q->T) + r16(2 * CHUNK) + r16(CHUNK * q->nbo * 8) +
            r16(zeros_floats(q));
 }
 
@@ -596,7 +596,7 @@ static area thread_area(const geo *q, float *base, int tid) {
     r.rows = (const float **)f;
     f += r16(2 * CHUNK);
     r.dyb = f;
-    f += r16(CHUNK * q->nbo * 16);
+    f += r16(CHUNK * q->nbo * 8);
     r.zeros = f;
     memset(r.zeros, 0, sizeof(float) * (size_t)zeros_floats(q));
     return r;
