@@ -586,10 +586,12 @@ def main(argv=None):
     verbose = args.verbose if args.verbose == "auto" else int(args.verbose)
     metrics = MetricsCSV(os.path.join(run_dir, "metrics.csv"))
     best = BestCheckpoint(os.path.join(run_dir, "best.keras"), metrics)
-    callbacks = [pr.callbacks.BackupAndRestore(os.path.join(run_dir, "backup"),
-                                               delete_checkpoint=False),
-                 pr.callbacks.ProgbarLogger(),  # closes its bar before the epoch line
+    # the backup after metrics.csv and best.keras at each epoch's end: a run killed between
+    # them resumes at the epoch before and writes its row again (none is lost)
+    callbacks = [pr.callbacks.ProgbarLogger(),  # closes its bar before the epoch line
                  EpochLogger(len(x_train), say), metrics, best,
+                 pr.callbacks.BackupAndRestore(os.path.join(run_dir, "backup"),
+                                               delete_checkpoint=False),
                  pr.callbacks.TerminateOnNaN()] + extra_callbacks
     if rank != 0:  # the others only check the loss (DataParallel drops the file writers)
         callbacks = [cb for cb in callbacks
@@ -658,11 +660,15 @@ class MetricsCSV(pr.callbacks.Callback):
 
     def __init__(self, path):
         super().__init__()
-        self.path, self.rows = path, []
+        self.path, self.rows = path, None
 
     def on_train_begin(self, logs=None):
-        resumed_at = self.model._fit_progress.epoch  # (after BackupAndRestore restored it)
-        self.rows = [r for r in read_metrics(self.path) if r["epoch"] <= resumed_at]
+        self.rows = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.rows is None:  # the first epoch: BackupAndRestore has restored the progress
+            resumed_at = self.model._fit_progress.epoch
+            self.rows = [r for r in read_metrics(self.path) if r["epoch"] <= resumed_at]
 
     def on_epoch_end(self, epoch, logs=None):
         from .utils.atomic import write_text  # noqa: PLC0415
@@ -685,8 +691,14 @@ class BestCheckpoint(pr.callbacks.ModelCheckpoint):
         self.metrics = metrics
 
     def on_train_begin(self, logs=None):
-        done = [r["val_accuracy"] for r in self.metrics.rows]
-        self.best = max(done) if done else -math.inf
+        self.started = False
+
+    def on_epoch_begin(self, epoch, logs=None):
+        super().on_epoch_begin(epoch, logs)
+        if not self.started:  # after metrics.on_epoch_begin read the kept rows
+            done = [r["val_accuracy"] for r in self.metrics.rows]
+            self.best = max(done) if done else -math.inf
+            self.started = True
 
 
 class EpochLogger(pr.callbacks.Callback):
