@@ -238,3 +238,59 @@ def test_stop_at_step_counts_optimizer_steps():
     history = model.fit(x, y, batch_size=4, epochs=3, verbose=0,
                         callbacks=[airbench.StopAtStep(23)])
     assert int(model.optimizer.iterations) == 23 and len(history.history["loss"]) == 3
+
+
+class _ZeroRateAfter(pr.callbacks.Callback):
+    """The freeze FreezeAfter replaced: a zero learning-rate multiplier and a
+    zeroed velocity from ``epoch`` on, in the same compiled step."""
+
+    def __init__(self, variable, multiplier, epoch):
+        super().__init__()
+        self.variable, self.multiplier, self.epoch = variable, multiplier, epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.multiplier.assign(np.float32(0.0 if epoch >= self.epoch else 1.0))
+        if epoch >= self.epoch:
+            for name, var, slot in self.model.optimizer.slot_variables():
+                if name == "velocity" and var is self.variable:
+                    slot.assign(np.zeros(slot.shape, np.float32))
+
+
+def _frozen_run(freeze):
+    pr.utils.set_random_seed(3)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((24, 32, 32, 3)).astype(np.float32)
+    y = rng.integers(0, 10, 24).astype(np.int32)
+    model = airbench.airbench94(widths=(4, 8, 8), whitening_images=x)
+    setup = airbench.training_setup(model, 3, train_epochs=4)
+    bias = model.get_layer("whiten").bias
+    if freeze == "trainable":
+        callbacks = [airbench.FreezeAfter([bias], 2)]
+    else:
+        multiplier = Variable(np.float32(1.0), trainable=False)
+        setup["optimizer"].set_lr_multiplier(multiplier, var_list=[bias])
+        callbacks = [_ZeroRateAfter(bias, multiplier, 2)]
+    model.compile(optimizer=setup["optimizer"], loss=setup["loss"])
+    ops = []
+
+    class Ops(pr.callbacks.Callback):  # the step each epoch runs: its conv input gradients
+        def on_epoch_end(self, epoch, logs=None):
+            nodes = self.model.train_function.get_concrete_function((x[:8], y[:8])).nodes
+            ops.append(sum(n["op"] == "conv2d_backprop_input" for n in nodes))
+
+    model.fit(x, y, batch_size=8, epochs=4, shuffle=False, verbose=0,
+              callbacks=callbacks + [Ops()])
+    return model, ops
+
+
+def test_freeze_after_retraces_without_the_frozen_gradients():
+    """FreezeAfter's step without the whitening bias gives bit for bit the
+    weights of a zero-rate freeze inside the same step (Lookahead still
+    averages the bias) and no longer runs the 24->64 input gradient, which
+    only the bias needed."""
+    frozen, ops = _frozen_run("trainable")
+    zero_rate, ops_before = _frozen_run("zero rate")
+    assert ops_before == [6] * 4 and ops == [6, 6, 5, 5]
+    assert not frozen.get_layer("whiten").bias.trainable
+    for a, b in zip(frozen.weights, zero_rate.weights):
+        np.testing.assert_array_equal(np.array(a), np.array(b), err_msg=a.path)

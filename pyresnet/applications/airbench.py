@@ -42,7 +42,6 @@ from ..layers import (Activation, BatchNormalization, Conv2D, Dense, Flatten, In
 from ..models import Model
 from ..optimizers import SGD, Lookahead
 from ..optimizers.schedules import LearningRateSchedule, OneCycle
-from ..tensor import Variable
 
 HYPERPARAMETERS = {
     "train_epochs": 9.9, "batch_size": 1024, "lr": 11.5, "momentum": 0.85,
@@ -185,29 +184,32 @@ class LookaheadDecay(LearningRateSchedule):
 
 
 class FreezeAfter(Callback):
-    """Freeze Variables from epoch ``epoch`` on, inside a compiled training
-    step: their learning-rate multiplier (a scalar Variable given to the
-    optimizer with ``set_lr_multiplier``) becomes 0 and their velocity
-    slots 0, so they do not move again (airbench trains the whitening
-    bias for the first 3 epochs only; PyTorch's ``requires_grad = False``).
+    """Freeze Variables from epoch ``epoch`` on: at that epoch's start their
+    ``trainable`` becomes False and ``model.train_function`` is reset, so
+    ``fit`` traces the step again without them (PyTorch's
+    ``requires_grad_(False)``, as airbench does for the whitening bias after
+    3 epochs).  The new step no longer computes their gradients, nor the
+    gradients that only they needed: for airbench94 the 24->64
+    convolution's input gradient and the GELU backward on the whitening
+    output (about 5% of a step).  Lookahead still averages them, as
+    airbench's, whose slow copy covers the whole ``state_dict``.  An epoch
+    before ``epoch`` (a resumed run, say) makes them trainable again.
 
     Args:
         variables: the Variables to freeze.
-        multiplier: their scalar float32 learning-rate multiplier Variable.
         epoch (int): the first frozen epoch (0-based).
     """
 
-    def __init__(self, variables, multiplier, epoch):
+    def __init__(self, variables, epoch):
         super().__init__()
-        self.variables, self.multiplier, self.epoch = list(variables), multiplier, int(epoch)
+        self.variables, self.epoch = list(variables), int(epoch)
 
     def on_epoch_begin(self, epoch, logs=None):
-        frozen = epoch >= self.epoch
-        self.multiplier.assign(np.float32(0.0 if frozen else 1.0))
-        if frozen:
-            for name, var, slot in self.model.optimizer.slot_variables():
-                if name == "velocity" and any(var is v for v in self.variables):
-                    slot.assign(np.zeros(slot.shape, np.float32))
+        trainable = epoch < self.epoch
+        if any(v.trainable != trainable for v in self.variables):
+            for v in self.variables:
+                v.trainable = trainable
+            self.model.train_function = None  # fit makes the step again
 
 
 class StopAtStep(Callback):
@@ -268,12 +270,9 @@ def training_setup(model, steps_per_epoch, train_epochs=None):
     lookahead = Lookahead(h["lookahead_every"], LookaheadDecay(total, h["lookahead_base"]))
     optimizer = SGD(schedule, momentum=h["momentum"], nesterov=True, lookahead=lookahead,
                     lr_multipliers={r"norm\d/beta": h["bias_scaler"]})
-    whiten_bias = model.get_layer("whiten").bias
-    multiplier = Variable(np.float32(1.0), trainable=False, name="whiten_bias_lr_multiplier")
-    optimizer.set_lr_multiplier(multiplier, var_list=[whiten_bias])
     from ..losses import SparseCategoricalCrossentropy  # noqa: PLC0415
     loss = SparseCategoricalCrossentropy(from_logits=True, label_smoothing=h["label_smoothing"])
-    callbacks = [FreezeAfter([whiten_bias], multiplier, h["whiten_bias_epochs"]),
+    callbacks = [FreezeAfter([model.get_layer("whiten").bias], h["whiten_bias_epochs"]),
                  StopAtStep(total)]
     return {"optimizer": optimizer, "loss": loss, "callbacks": callbacks,
             "epochs": math.ceil(train_epochs), "total_steps": total}

@@ -635,7 +635,11 @@ class Trainer:
                 ``epochs - 1``).
             verbose: ``"auto"`` (= 1), 0 silent, 1 progress bar, 2 a line per
                 epoch.
-            callbacks: list of :class:`pyresnet.callbacks.Callback`.
+            callbacks: list of :class:`pyresnet.callbacks.Callback`.  One
+                that changes what trains (a Variable's ``trainable``) sets
+                ``model.train_function = None`` in ``on_epoch_begin``: the
+                step is traced again for that epoch (Keras needs another
+                ``compile()``).
             validation_split (float): fraction in [0, 1) of the array samples,
                 the last ones before shuffling, held out for validation.
             validation_data: ``(x_val, y_val)`` or ``(x_val, y_val,
@@ -731,6 +735,11 @@ class Trainer:
                 trained = True
                 progress.start_epoch(epoch)
                 cbs.on_epoch_begin(epoch)
+                if self.train_function is None:  # a callback changed what trains: trace again
+                    self._group_functions = {k: v for k, v in self._group_functions.items()
+                                             if k[0] != "train"}
+                    train_function = self.make_train_function()
+                    epoch_iterator = self._epoch_iterator(data, "train", train_function)
                 logs = self._run(epoch_iterator, cbs, "train", model=self, progress=progress,
                                  averaged=averaged)
                 strategy._epoch_end(self)
