@@ -215,6 +215,9 @@ def build_parser():
     p.add_argument("--test-subset", type=int, default=None, metavar="N",
                    help="evaluate on the first N test images (default: all)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--validation-freq", type=int, default=1, metavar="N",
+                   help="evaluate the test set after every N-th epoch (Keras's "
+                        "validation_freq; default 1); the final accuracy is measured anyway")
     p.add_argument("--data", default=None,
                    help="folder holding cifar-10-batches-py/ or cifar-100-python/ "
                         "(default: $PYRESNET_DATA, then ~/.pyresnet/datasets, else download)")
@@ -251,7 +254,7 @@ RUNTIME_OPTIONS = ("data", "verbose", "log_dir", "resume", "if_no_backup",
 LEGACY = {"recipe": "cifar", "shortcut": "zero_pad", "optimizer": "sgd", "nesterov": False,
           "weight_decay_form": "decoupled", "schedule": "step", "warmup_epochs": 0.0,
           "label_smoothing": 0.0, "mixup": 0.0, "area_factor": None, "pca": None,
-          "stem_strides": 2}
+          "stem_strides": 2, "validation_freq": 1}
 
 
 def resolve_recipe(args, error):
@@ -261,6 +264,8 @@ def resolve_recipe(args, error):
     if args.stem_strides != 2 and (args.model not in REGNETS or args.recipe == "airbench94"):
         error(f"--stem-strides applies to the RegNets, not --model "
               f"{'airbench94' if args.recipe == 'airbench94' else args.model}")
+    if args.validation_freq < 1:
+        error(f"--validation-freq must be >= 1, got {args.validation_freq}")
     if args.batch_size is None:
         args.batch_size = 1024 if args.recipe == "airbench94" else 128
     if args.recipe == "airbench94":
@@ -603,10 +608,14 @@ def main(argv=None):
         pass
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
         history = model.fit(train, epochs=fit_epochs, validation_data=test,
-                            callbacks=callbacks, verbose=verbose)
+                            callbacks=callbacks, verbose=verbose,
+                            validation_freq=args.validation_freq)
     if rank == 0:
         model.save(os.path.join(run_dir, "model.keras"))
-    final = history.history["val_accuracy"][-1]
+    last_validated = history.epoch and (history.epoch[-1] + 1) % args.validation_freq == 0
+    if not airbench:  # the last epoch's test accuracy (measured now if it was skipped)
+        final = history.history["val_accuracy"][-1] if last_validated else \
+            model.evaluate(test, verbose=0, return_dict=True)["accuracy"]
     tta_note = ""
     if airbench:  # the final (Lookahead) weights, with test-time augmentation
         tta = pr.models.TestTimeAugmentation(model, flip=True, translate=1)
@@ -696,9 +705,14 @@ class BestCheckpoint(pr.callbacks.ModelCheckpoint):
     def on_epoch_begin(self, epoch, logs=None):
         super().on_epoch_begin(epoch, logs)
         if not self.started:  # after metrics.on_epoch_begin read the kept rows
-            done = [r["val_accuracy"] for r in self.metrics.rows]
+            done = [r["val_accuracy"] for r in self.metrics.rows
+                    if math.isfinite(r["val_accuracy"])]
             self.best = max(done) if done else -math.inf
             self.started = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs and "val_accuracy" in logs:  # (an epoch --validation-freq skips: no model)
+            super().on_epoch_end(epoch, logs)
 
 
 class EpochLogger(pr.callbacks.Callback):
@@ -728,11 +742,11 @@ class EpochLogger(pr.callbacks.Callback):
         # for the callbacks after this one (metrics.csv)
         logs.update(learning_rate=float(self.model.optimizer.learning_rate),
                     images_per_s=self.n / train_time, seconds=seconds)
+        test = (f"test loss {logs['val_loss']:.4f}  test accuracy "
+                f"{logs.get('val_accuracy', float('nan')):.4f}  ") if "val_loss" in logs else ""
         self.say(f"epoch {epoch + 1}: loss {logs['loss']:.4f}  accuracy "
-              f"{logs.get('accuracy', float('nan')):.4f}  test loss "
-              f"{logs.get('val_loss', float('nan')):.4f}  test accuracy "
-              f"{logs.get('val_accuracy', float('nan')):.4f}  {self.n / train_time:.0f} images/s  "
-              f"{seconds:.1f} s", flush=True)
+                 f"{logs.get('accuracy', float('nan')):.4f}  {test}"
+                 f"{self.n / train_time:.0f} images/s  {seconds:.1f} s", flush=True)
 
 
 def cli(argv=None):

@@ -10,6 +10,7 @@ cache is a private folder.
 The README's shell blocks are checked by tests/test_readme.py.
 """
 import json
+import math
 import os
 import pickle
 import re
@@ -171,7 +172,8 @@ RECIPE_RUNS = {
 COVERED_ELSEWHERE = {"-h", "--help", "--model", "--subset", "--test-subset", "--batch-size",
                      "--epochs", "--verbose", "--dataset", "--data", "--log-dir", "--resume",
                      "--distributed", "--collective-timeout", "--if-no-backup",
-                     "--stem-strides"}  # (RegNets only: test_train_each_family_one_epoch)
+                     "--stem-strides",  # (RegNets only: test_train_each_family_one_epoch)
+                     "--validation-freq"}
 
 
 def test_every_option_of_the_command_is_run():
@@ -186,6 +188,32 @@ def test_every_option_of_the_command_is_run():
 def test_train_each_recipe_flag(recipe, env):
     status, lines, err = run(["--model", "resnet8", *TINY, *RECIPE_RUNS[recipe]], env)
     check_success(status, lines, err, 48, 40)
+
+
+def test_validation_freq_skips_test_passes(env, tmp_path):
+    """``--validation-freq 2`` over 3 epochs: the test set is evaluated after
+    epoch 2 only (the other lines and metrics.csv rows have none, best.keras
+    is that epoch's model); the final line gives the trained model's test
+    accuracy, measured at the end; a value below 1 is refused."""
+    logs = tmp_path / "logs"
+    args = ["--model", "resnet8", *TINY[:-4], "--epochs", "3", "--verbose", "0",
+            "--validation-freq", "2", "--log-dir", str(logs)]
+    status, lines, err = run(args, env)
+    assert status == 0, err
+    epoch_lines = [line for line in lines if line.startswith("epoch ")]
+    assert [("test accuracy" in line) for line in epoch_lines] == [False, True, False], lines
+    plain = re.compile(r"epoch (\d+): loss (\S+)  accuracy (\S+)  (\d+) images/s  (\d+\.\d) s")
+    assert plain.fullmatch(epoch_lines[0]) and plain.fullmatch(epoch_lines[2]), epoch_lines
+    run_dir, = _run_dirs(logs)
+    rows = train.read_metrics(run_dir / "metrics.csv")
+    assert [math.isnan(r["val_accuracy"]) for r in rows] == [True, False, True]
+    model = pr.models.load_model(run_dir / "model.keras")
+    _, (x, y) = pr.datasets.cifar10.load_data(path=str(data_root()))
+    want = model.evaluate(pr.data.recipes.eval_dataset(x[:40], y[:40]), verbose=0,
+                          return_dict=True)["accuracy"]
+    assert float(FINAL.fullmatch(lines[-1])[1]) == pytest.approx(want, abs=1e-4)
+    status, _, err = run(args[:-4] + ["--validation-freq", "0"], env)
+    assert status == 2 and "--validation-freq must be >= 1, got 0" in err
 
 
 def test_same_seed_same_run_and_python_dash_m_pyresnet(env):

@@ -240,6 +240,33 @@ def test_history_validation_evaluate_and_predict():
     assert isinstance(model.evaluate(X, Y, verbose=0), float)  # no metrics: the loss alone
 
 
+@pytest.mark.parametrize("freq, validated", [(2, [2, 4]), ([1, 4], [1, 4]), (5, [])])
+def test_validation_freq(freq, validated):
+    """Keras's ``validation_freq``: validation after the epochs it names
+    (1-based), the others' logs without ``val_*``; bad values raise before
+    any update."""
+    model = _conv_model()
+    seen = []
+
+    class Epochs(pr.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            seen.append((epoch + 1, "val_loss" in logs))
+
+    history = model.fit(X, Y, batch_size=4, epochs=4, validation_data=(X[:4], Y[:4]),
+                        validation_freq=freq, verbose=0, callbacks=[Epochs()])
+    assert seen == [(e, e in validated) for e in (1, 2, 3, 4)]
+    assert len(history.history.get("val_loss", [])) == len(validated)
+    if 4 in validated:  # the last validation: the trained model's loss on those samples
+        assert history.history["val_loss"][-1] == pytest.approx(
+            model.evaluate(X[:4], Y[:4], verbose=0)[0], rel=1e-6)
+    before = [np.array(w) for w in model.weights]
+    for bad in (0, -1, 1.5, True, "2", [0, 2], [1.0]):
+        with pytest.raises(ValueError, match="validation_freq must be an int >= 1"):
+            model.fit(X, Y, epochs=1, validation_data=(X, Y), validation_freq=bad, verbose=0)
+    for w, b in zip(model.weights, before):
+        np.testing.assert_array_equal(np.array(w), b)
+
+
 def test_uint8_images_are_converted_as_given_and_runs_are_reproducible():
     images = np.random.default_rng(5).integers(0, 256, (8, 6, 6, 3), dtype=np.uint8)
     results = []

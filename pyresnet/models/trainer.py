@@ -73,6 +73,21 @@ def _verbosity(verbose):
     return verbose
 
 
+def _validation_epochs(freq):
+    """``fit``'s ``validation_freq`` as a test of a 1-based epoch number.
+    Raises ValueError for anything but an int >= 1 or a list/tuple/set of
+    ints >= 1 (Keras: ``Trainer._should_eval``)."""
+    def positive(n):
+        return isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1
+    if positive(freq):
+        return lambda epoch: epoch % int(freq) == 0
+    if isinstance(freq, (list, tuple, set, frozenset)) and all(positive(n) for n in freq):
+        epochs = {int(n) for n in freq}
+        return lambda epoch: epoch in epochs
+    raise ValueError(f"validation_freq must be an int >= 1 or a list of epoch numbers >= 1, "
+                     f"got {freq!r}")
+
+
 def _per_output(model_name, value, names, what):
     """A dict keyed by output name -> a list with one entry per output."""
     unknown = set(value) - set(names)
@@ -613,7 +628,7 @@ class Trainer:
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
             sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
-            validation_batch_size=None):
+            validation_batch_size=None, validation_freq=1):
         """Train the model, as ``keras.Model.fit``.
 
         Args:
@@ -644,8 +659,9 @@ class Trainer:
                 the last ones before shuffling, held out for validation.
             validation_data: ``(x_val, y_val)`` or ``(x_val, y_val,
                 sample_weight_val)`` arrays, or a dataset; takes precedence
-                over ``validation_split``.  Evaluated after every epoch in
-                inference mode (callbacks see ``on_test_*``).
+                over ``validation_split``.  Evaluated after the epochs
+                ``validation_freq`` names, in inference mode (callbacks see
+                ``on_test_*``).
             shuffle (bool): reshuffle array samples every epoch (a dataset
                 shuffles itself).
             class_weight (dict): class index -> weight; each sample's loss
@@ -662,6 +678,10 @@ class Trainer:
                 evaluation (the first ones of each pass).
             validation_batch_size (int): batch size of validation arrays
                 (default ``batch_size``).
+            validation_freq: an int N: validate after every N-th epoch
+                (epochs counted from 1: N, 2N, ...); or a list of the 1-based
+                epochs to validate after (Keras's rule).  The logs and the
+                history of the other epochs have no ``val_*`` entries.
         Returns:
             :class:`pyresnet.callbacks.History`: ``history.history`` holds per
             epoch ``loss``, the metrics, ``val_loss`` and ``val_<metric>``.
@@ -682,6 +702,7 @@ class Trainer:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
                 raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        should_validate = _validation_epochs(validation_freq)
         val = None
         val_batch_size = validation_batch_size or batch_size
         if data_adapter.is_dataset(x, steps_per_epoch is not None):
@@ -743,7 +764,7 @@ class Trainer:
                 logs = self._run(epoch_iterator, cbs, "train", model=self, progress=progress,
                                  averaged=averaged)
                 strategy._epoch_end(self)
-                if val is not None:
+                if val is not None and should_validate(epoch + 1):
                     val_logs = self._evaluate_batches(val, cbs)
                     logs.update({f"val_{k}": v for k, v in val_logs.items()})
                 progress.end_epoch(logs)
