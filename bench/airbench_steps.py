@@ -1,7 +1,7 @@
 """Time airbench94's compiled training step and extrapolate the recipe's
 training time (Jordan 2024; pyresnet.applications.airbench).
 
-    python bench/airbench_steps.py --steps 20 [--mixed-precision]
+    python bench/airbench_steps.py --steps 20 [--mixed-precision] [--frozen-bias]
 
 Builds the network, compiles it with the recipe's optimizer and loss, runs
 2 warm-up steps (tracing, memory plans), then times ``--steps`` steps of
@@ -31,6 +31,8 @@ def main():
     p.add_argument("--batch", type=int, default=1024, help="images per step (the recipe's 1024)")
     p.add_argument("--widths", default="64,256,256", help="the groups' widths (smoke runs)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    p.add_argument("--frozen-bias", action="store_true",
+                   help="the step of epochs 4 on, the whitening bias frozen (FreezeAfter)")
     args = p.parse_args()
     (x, y), (xt, yt) = pr.datasets.cifar10.load_data()
     r = pr.data.recipes
@@ -45,6 +47,8 @@ def main():
     train = airbench_datasets(x, y, args.batch, seed=0)
     setup = airbench.training_setup(model, 48)  # (the recipe's schedule and step count)
     model.compile(optimizer=setup["optimizer"], loss=setup["loss"], metrics=["accuracy"])
+    if args.frozen_bias:
+        model.get_layer("whiten").bias.trainable = False
     step = model.make_train_function()
     it = iter(train)
     for _ in range(args.warmup):
