@@ -650,6 +650,21 @@ def bf16_direct_filter_sets(rng):
             close(got, want, rtol=1e-4, atol=2e-3, what=f"{what}, bfloat16 dy")
 
 
+def bf16_direct_filter_groups(rng):
+    """conv_direct_bf16.c TILE_PAIRS = 48 and MAX_GROUP = 16: the weight
+    gradient sums ceil(48 / pixel pairs of an image) images per tile call,
+    at most 16: images of 47, 48 and 49 pairs (groups of 2, 1, 1), of 4, 3
+    and 2 pairs (12, 16, and 24 capped at 16), 6 pairs (8) and 1 pair (48,
+    capped), at batches with more groups than stripes and a short last
+    group, odd widths and stride 2 too."""
+    for (n, h, w), strides in (((5, 1, 94), 1), ((5, 6, 16), 1), ((5, 7, 14), 1),
+                               ((40, 1, 8), 1), ((40, 1, 6), 1), ((40, 1, 4), 1),
+                               ((37, 3, 3), 1), ((70, 1, 2), 1), ((37, 5, 5), 2)):
+        c = 5 if n > 5 else 17
+        _bf16_conv_all_passes(rng, (n, h, w, c), (3, 3, c, 20), strides, True,
+                              f"{n} images of {h}x{w} stride {strides}", "avx512_direct_bf16")
+
+
 def bf16_parallel(rng):
     """bf16.c PAR_MIN = 65536 elements: conversions split across threads
     from there; float32 -> bfloat16 against ml_dtypes (exact), and back, and
@@ -813,6 +828,8 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct_bf16.c", "STRIPE_BYTES"): bf16_direct_filter_stripes,
     ("conv_direct_bf16.c", "FEW_ACC"): bf16_direct_filter_sets,
     ("conv_direct_bf16.c", "SOME_ACC"): bf16_direct_filter_sets,
+    ("conv_direct_bf16.c", "TILE_PAIRS"): bf16_direct_filter_groups,
+    ("conv_direct_bf16.c", "MAX_GROUP"): bf16_direct_filter_groups,
     ("conv_direct.c", "FT3_CT"): conv_direct_filter3_channels,
     ("conv_grouped_simd.c", "CHUNK"): grouped_chunks,
     ("conv_grouped_simd.c", "FT_W1"): grouped_chunks,
