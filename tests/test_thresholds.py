@@ -650,19 +650,23 @@ def bf16_direct_filter_sets(rng):
             close(got, want, rtol=1e-4, atol=2e-3, what=f"{what}, bfloat16 dy")
 
 
-def bf16_direct_filter_groups(rng):
-    """conv_direct_bf16.c TILE_PAIRS = 48 and MAX_GROUP = 16: the weight
-    gradient sums ceil(48 / pixel pairs of an image) images per tile call,
-    at most 16: images of 47, 48 and 49 pairs (groups of 2, 1, 1), of 4, 3
-    and 2 pairs (12, 16, and 24 capped at 16), 6 pairs (8) and 1 pair (48,
-    capped), at batches with more groups than stripes and a short last
-    group, odd widths and stride 2 too."""
-    for (n, h, w), strides in (((5, 1, 94), 1), ((5, 6, 16), 1), ((5, 7, 14), 1),
-                               ((40, 1, 8), 1), ((40, 1, 6), 1), ((40, 1, 4), 1),
-                               ((37, 3, 3), 1), ((70, 1, 2), 1), ((37, 5, 5), 2)):
+def conv_direct_filter_groups(rng):
+    """conv_direct_geom.h TILE_PIXELS = 96 and MAX_GROUP = 16: the AVX-512
+    weight gradients (avx512_direct past 16 output channels, and
+    avx512_direct_bf16) sum ceil(96 / output pixels of an image) images per
+    tile call, at most 16: images of 95, 96 and 97 pixels (groups of 2, 1,
+    1), of 7, 6 and 5 pixels (14, 16, and 20 capped at 16) and of 1 pixel
+    (96, capped), 3x3 images at strides 1 and 2 (11), at batches with more
+    groups than stripes and a short last group."""
+    for (n, h, w), strides in (((5, 1, 95), 1), ((5, 8, 12), 1), ((5, 1, 97), 1),
+                               ((40, 1, 7), 1), ((40, 1, 6), 1), ((40, 1, 5), 1),
+                               ((70, 1, 1), 1), ((37, 3, 3), 1), ((37, 5, 5), 2)):
         c = 5 if n > 5 else 17
-        _bf16_conv_all_passes(rng, (n, h, w, c), (3, 3, c, 20), strides, True,
-                              f"{n} images of {h}x{w} stride {strides}", "avx512_direct_bf16")
+        what = f"{n} images of {h}x{w} stride {strides}"
+        _conv_all_passes(rng, (n, h, w, c), (3, 3, c, 20), strides, True, what,
+                         "avx512_direct")
+        _bf16_conv_all_passes(rng, (n, h, w, c), (3, 3, c, 20), strides, True, what,
+                              "avx512_direct_bf16")
 
 
 def bf16_parallel(rng):
@@ -828,8 +832,8 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct_bf16.c", "STRIPE_BYTES"): bf16_direct_filter_stripes,
     ("conv_direct_bf16.c", "FEW_ACC"): bf16_direct_filter_sets,
     ("conv_direct_bf16.c", "SOME_ACC"): bf16_direct_filter_sets,
-    ("conv_direct_bf16.c", "TILE_PAIRS"): bf16_direct_filter_groups,
-    ("conv_direct_bf16.c", "MAX_GROUP"): bf16_direct_filter_groups,
+    ("conv_direct_geom.h", "TILE_PIXELS"): conv_direct_filter_groups,
+    ("conv_direct_geom.h", "MAX_GROUP"): conv_direct_filter_groups,
     ("conv_direct.c", "FT3_CT"): conv_direct_filter3_channels,
     ("conv_grouped_simd.c", "CHUNK"): grouped_chunks,
     ("conv_grouped_simd.c", "FT_W1"): grouped_chunks,

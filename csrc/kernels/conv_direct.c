@@ -137,6 +137,7 @@ int pr_conv_direct_backprop_input(const pr_window *g, const float *dy, const flo
 typedef struct {
     const float *x, *dy;
     int64_t ps, rs, rows, cols, dps, drs, dwc;
+    int64_t images, xis, dis; /* images summed (filter_group_images), floats between them */
     float *dw;
     __mmask16 mask;
     pf_span pf[2]; /* of the next image's x and dy, spread over the rows */
@@ -145,10 +146,12 @@ typedef struct {
 ALWAYS_INLINE void ftile_body(const ftile_args *A, const int CT, const int NB) {
     __m512 acc[MAX_NB][MAX_TILE];
     load_tile(acc, A->dw, A->dwc, A->mask, CT, NB); /* rows: input channels */
-    for (int64_t r = 0; r < A->rows; r++) {
-        prefetch_part(A->pf[0].p, A->pf[0].bytes, r, A->rows);
-        prefetch_part(A->pf[1].p, A->pf[1].bytes, r, A->rows);
-        const float *xp = A->x + r * A->rs, *dyp = A->dy + r * A->drs;
+    const int64_t rows = A->images * A->rows;
+    for (int64_t ir = 0; ir < rows; ir++) {
+        prefetch_part(A->pf[0].p, A->pf[0].bytes, ir, rows);
+        prefetch_part(A->pf[1].p, A->pf[1].bytes, ir, rows);
+        const int64_t i = ir / A->rows, r = ir % A->rows;
+        const float *xp = A->x + i * A->xis + r * A->rs, *dyp = A->dy + i * A->dis + r * A->drs;
         for (int64_t q = 0; q < A->cols; q++, xp += A->ps, dyp += A->dps) {
             __m512 dv[MAX_NB];
 #pragma GCC unroll 4
@@ -189,17 +192,21 @@ static const ftile_fn ftiles3[8] = {ftile_1_3, ftile_2_3, ftile_3_3, ftile_4_3,
 static const ftile_fn ftiles4[6] = {ftile_1_4, ftile_2_4, ftile_3_4, ftile_4_4, ftile_5_4, ftile_6_4};
 static const ftile_fn *const ftiles[MAX_NB + 1] = {NULL, ftiles1, ftiles2, ftiles3, ftiles4};
 
-/* Add one image's contribution to the partial gradient dw (T, C, O).  Tap
- * (kh, kw) sums over the output pixels whose input pixel is inside the
- * image (the others read padding, zeros), so x is read in place. */
-static void filter_image(const pr_window *g, const float *xn, const float *dyn, float *dw,
-                         const float *next_x, const float *next_dy) {
+/* Add the contribution of `images` consecutive images (filter_group_images)
+ * to the partial gradient dw (T, C, O).  Tap (kh, kw) sums over the output
+ * pixels whose input pixel is inside the image (the others read padding,
+ * zeros), so x is read in place.  next_x, next_dy: the stripe's next group
+ * (`next` images; NULL: none). */
+static void filter_group(const pr_window *g, const float *xn, const float *dyn, int64_t images,
+                         float *dw, const float *next_x, const float *next_dy, int64_t next) {
     const int64_t C = g->c, O = g->o, nob = blocks16(O);
     for (int64_t kh = 0; kh < g->kh; kh++)
         for (int64_t kw = 0; kw < g->kw; kw++) {
             /* this tap's share of the next image, asked for by its first tile */
-            pf_span px = span_part(next_x, 4 * g->h * g->w * C, kh * g->kw + kw, g->kh * g->kw);
-            pf_span pdy = span_part(next_dy, 4 * g->ho * g->wo * O, kh * g->kw + kw, g->kh * g->kw);
+            pf_span px = span_part(next_x, 4 * next * g->h * g->w * C, kh * g->kw + kw,
+                                   g->kh * g->kw);
+            pf_span pdy = span_part(next_dy, 4 * next * g->ho * g->wo * O, kh * g->kw + kw,
+                                    g->kh * g->kw);
             int64_t r0, r1, q0, q1; /* output rows and columns whose tap is inside x */
             tap_range(g->h, g->ho, g->sh, g->ph, kh, &r0, &r1);
             tap_range(g->w, g->wo, g->sw, g->pw, kw, &q0, &q1);
@@ -213,6 +220,8 @@ static void filter_image(const pr_window *g, const float *xn, const float *dyn, 
                     ftile_args A = {.x = x0 + c0, .dy = dyn + (r0 * g->wo + q0) * O + ob * 16,
                                     .ps = g->sw * C, .rs = g->sh * g->w * C, .rows = r1 - r0,
                                     .cols = q1 - q0, .dps = O, .drs = g->wo * O, .dwc = O,
+                                    .images = images, .xis = g->h * g->w * C,
+                                    .dis = g->ho * g->wo * O,
                                     .dw = dwt + c0 * O + ob * 16,
                                     .mask = ob + nb == nob ? tail_mask(O) : (__mmask16)0xFFFF,
                                     .pf = {px, pdy}};
@@ -314,7 +323,7 @@ FTILES3(2)
     ftile3_6_##SW, ftile3_7_##SW, ftile3_8_##SW}
 static const ftile3_fn ftiles3_by_sw[2][FT3_CT] = {FREF3(1), FREF3(2)};
 
-/* filter_image for windows three taps wide and horizontal strides 1 and 2. */
+/* filter_group for windows three taps wide (one image) and horizontal strides 1 and 2. */
 static void filter_image3(const pr_window *g, const float *xn, const float *dyn, float *dw,
                           const float *next_x, const float *next_dy) {
     const int64_t C = g->c, O = g->o, SW = g->sw, jmax = 2 / SW;
@@ -352,30 +361,34 @@ int pr_conv_direct_backprop_filter(const pr_window *g, const float *x, const flo
                                    void *scratch) {
     const int64_t C = g->c, O = g->o, K = g->kh * g->kw * C * O;
     const int64_t slot = slot_floats(g, PR_CONV_BACKPROP_FILTER);
-    const int64_t stripes = count_slots(g->n, slot);
+    /* groups of B images (filter_image3 takes them one by one) */
+    const int three = g->kw == 3 && g->sw <= 2 && g->o <= 16;
+    const int64_t B = three ? 1 : filter_group_images(g), groups = (g->n + B - 1) / B;
+    const int64_t stripes = count_slots(groups, slot);
     if (stripes == 0) { /* empty batch */
         memset(dw, 0, sizeof(float) * (size_t)K);
         return PR_OK;
     }
     float *parts = (float *)scratch + round16(packed_floats(g, PR_CONV_BACKPROP_FILTER));
     /* filter_image3 where its three-FMA broadcasts pay: one block of output
-     * channels (with two or more, filter_image's tiles already share each
+     * channels (with two or more, filter_group's tiles already share each
      * broadcast among the blocks and skip filter_image3's edge checks;
-     * 32 and 64 channels ran 1-14% slower in filter_image3) */
-    const int three = g->kw == 3 && g->sw <= 2 && g->o <= 16;
+     * 32 and 64 channels ran 1-14% slower in filter_image3): `three` above */
 #pragma omp parallel num_threads(threads_for(stripes))
     {
 #pragma omp for schedule(static)
         for (int64_t s = 0; s < stripes; s++) {
             float *part = parts + s * slot;
             memset(part, 0, sizeof(float) * (size_t)K);
-            for (int64_t n = s; n < g->n; n += stripes) {
+            for (int64_t q = s; q < groups; q += stripes) { /* group q: images qB, ... */
+                const int64_t n = q * B, images = g->n - n < B ? g->n - n : B;
                 const float *xn = x + n * g->h * g->w * C, *dyn = dy + n * g->ho * g->wo * O;
-                const int64_t m = n + stripes; /* this stripe's next image */
-                const float *nx = m < g->n ? xn + stripes * g->h * g->w * C : NULL;
-                const float *ndy = m < g->n ? dyn + stripes * g->ho * g->wo * O : NULL;
+                const int64_t m = n + stripes * B; /* this stripe's next group */
+                const int64_t next = m < g->n ? (g->n - m < B ? g->n - m : B) : 0;
+                const float *nx = next ? x + m * g->h * g->w * C : NULL;
+                const float *ndy = next ? dy + m * g->ho * g->wo * O : NULL;
                 if (three) filter_image3(g, xn, dyn, part, nx, ndy);
-                else filter_image(g, xn, dyn, part, nx, ndy);
+                else filter_group(g, xn, dyn, images, part, nx, ndy, next);
             }
         }
 #pragma omp for schedule(static)

@@ -176,24 +176,11 @@ static fgeom filter_geom(const pr_window *g) {
 static int64_t xu_units(const pr_window *g, fgeom f) { return g->h * f.sw * 2 * f.NP * g->c; }
 static int64_t dyp_units(const pr_window *g, fgeom f) { return g->ho * f.M * f.OP; }
 
-/* Images a tile call sums: a tile loads and stores its accumulators once
- * per call, so small images go several to a call until it sums at least
- * TILE_PAIRS pixel pairs (3x3 images have 6: the 256-channel weight
- * gradient of 3x3 images ran at 39% of the VDPBF16PS peak, its tiles'
- * loads and stores beside 6 pairs of products), at most MAX_GROUP.  From the
- * shapes only (the order of the sums does not depend on the threads). */
-#define TILE_PAIRS 48
-#define MAX_GROUP 16
-static int64_t group_images(const pr_window *g) {
-    const int64_t pairs = g->ho * ((g->wo + 1) / 2), b = (TILE_PAIRS + pairs - 1) / pairs;
-    return b < 1 ? 1 : b < MAX_GROUP ? b : MAX_GROUP;
-}
-
 /* A stripe's floats: its partial dw (taps, C, O), then a group's xu and dyp. */
 static int64_t stripe_floats(const pr_window *g) {
     fgeom f = filter_geom(g);
     return round16(g->kh * g->kw * g->c * g->o) +
-           group_images(g) * (round16(xu_units(g, f)) + round16(dyp_units(g, f)));
+           filter_group_images(g) * (round16(xu_units(g, f)) + round16(dyp_units(g, f)));
 }
 
 /* Up to 16 values of a row (`mask` of them, the others zero) as float32
@@ -218,7 +205,7 @@ static __mmask16 first_lanes(int64_t k) {
  * shapes only, so results do not depend on the thread count. */
 #define STRIPE_BYTES (1 << 20)
 static int64_t count_stripes(const pr_window *g) {
-    const int64_t groups = (g->n + group_images(g) - 1) / group_images(g);
+    const int64_t groups = (g->n + filter_group_images(g) - 1) / filter_group_images(g);
     int64_t slots = count_slots(groups, stripe_floats(g));
     int64_t fit = STRIPE_BYTES / (4 * g->kh * g->kw * g->c * g->o + 1);
     int64_t s = fit < 4 ? 4 : fit;
@@ -411,7 +398,7 @@ static const fbtile_fn fbtiles[MAX_NB][MAX_TILE] = {
 };
 
 /* A group of `images` images' contribution to the partial gradient dw
- * (taps, C, O), their copies in xu and dyp (group_images); the next group's
+ * (taps, C, O), their copies in xu and dyp (filter_group_images); the next group's
  * x and dy (next[0], next[1], NULL: none) are asked into L2 meanwhile, a
  * share per tap, so its copies do not wait on memory (in a training step
  * they come from DRAM: the pass took 1.2-2.5x as long there). */
@@ -453,7 +440,7 @@ static void filter_group(const pr_window *g, fgeom f, const uint32_t *xu, const 
     }
 }
 
-/* Groups of images (group_images) dealt round-robin to stripes (from the
+/* Groups of images (filter_group_images) dealt round-robin to stripes (from the
  * shapes only), each summed into its own partial, the partials added in
  * stripe order: results do not depend on the thread count. */
 static void direct_backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, float *dw,
@@ -463,7 +450,7 @@ static void direct_backprop_filter(const pr_window *g, pr_operand x, pr_operand 
     const fgeom f = filter_geom(g);
     const int64_t xb = g->h * g->w * g->c * (int64_t)pr_dtype_size(x.dtype); /* an image's bytes */
     const int64_t db = g->ho * g->wo * g->o * (int64_t)pr_dtype_size(dy.dtype);
-    const int64_t B = group_images(g), xis = round16(xu_units(g, f)),
+    const int64_t B = filter_group_images(g), xis = round16(xu_units(g, f)),
                   dis = round16(dyp_units(g, f));
     if (stripes == 0) { /* empty batch */
         memset(dw, 0, sizeof(float) * (size_t)K);
