@@ -545,7 +545,7 @@ DIRECT_VARIANT(avx2_direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_avx2_ba
  * scratch, a bfloat16 output staged in float32 and rounded once: the
  * reference's arithmetic at the vector kernels' speed. */
 typedef int grouped_kernel(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                           const float *a, const float *b, float *out, void *scratch);
+                           const void *a, const void *b, float *out, void *scratch);
 
 static int grouped_fits(pr_grouped_isa isa, const pr_window *g, const void *a) {
     return pr_conv_grouped_simd_supports(isa, g, ((const pr_conv_attrs *)a)->groups);
@@ -577,6 +577,51 @@ static int grouped_run(pr_grouped_isa isa, grouped_kernel *kernel, pr_conv_pass 
 
 GROUPED_VARIANTS(avx512_grouped, PR_GROUPED_AVX512)
 GROUPED_VARIANTS(avx2_grouped, PR_GROUPED_AVX2)
+
+/* Grouped convolutions in bfloat16 arithmetic (AVX512_BF16, VDPBF16PS):
+ * the bfloat16 calls of group widths of a multiple of 4 channels, forward
+ * and input gradient (the filter gradient stays on avx512_grouped_bf16's
+ * widened kernels).  The operands are read as bfloat16 in place; a float32
+ * operand is rounded once into scratch after the kernel's; the float32
+ * sums are staged and a bfloat16 output rounded once, as the _bf16
+ * variants above do. */
+static size_t narrowed_bytes(const pr_view *in) {
+    size_t b = 0;
+    for (int i = 0; i < 2; i++)
+        if (in[i].dtype == PR_F32 && !pr_dim_is_sym(in[i].size))
+            b += align64(sizeof(uint16_t) * (size_t)in[i].size);
+    return b;
+}
+static int grouped_dp_run(grouped_kernel *kernel, pr_conv_pass pass, const pr_window *g,
+                          const pr_view *in, pr_view *out, const void *a, void *ws0) {
+    float *y = staged(out, ws0);
+    void *ws = after_staging(out, ws0);
+    char *p = (char *)ws + grouped_kernel_bytes(g, a, pass);
+    const void *op[2];
+    for (int i = 0; i < 2; i++) {
+        op[i] = in[i].data;
+        if (in[i].dtype != PR_F32) continue;
+        pr_f32_to_bf16(in[i].data, (uint16_t *)p, in[i].size);
+        op[i] = p;
+        p += align64(sizeof(uint16_t) * (size_t)in[i].size);
+    }
+    int64_t groups = ((const pr_conv_attrs *)a)->groups;
+    return unstage(kernel(PR_GROUPED_AVX512_BF16, g, groups, op[0], op[1], y, ws), out, ws0);
+}
+#define GROUPED_DP_VARIANT(pass, PASS, kernel)                                                  \
+    WINDOW_VARIANT(avx512_grouped_dpbf16, pass,                                                 \
+                   bf16_call(in) && grouped_fits(PR_GROUPED_AVX512_BF16, &g, a),                \
+                   staging_bytes(out) + grouped_kernel_bytes(&g, a, PASS) + narrowed_bytes(in), \
+                   grouped_dp_run(kernel, PASS, &g, in, out, a, ws))
+GROUPED_DP_VARIANT(fw, PR_CONV_FORWARD, pr_conv_grouped_simd_forward)
+GROUPED_DP_VARIANT(bpi, PR_CONV_BACKPROP_INPUT, pr_conv_grouped_simd_backprop_input)
+/* no bfloat16 filter-gradient tiles: that pass keeps avx512_grouped_bf16 */
+static int avx512_grouped_dpbf16_supports_bpf(const pr_view *in, int n, const pr_view *out,
+                                              const void *a) {
+    return 0;
+}
+#define avx512_grouped_dpbf16_scratch_bpf NULL
+#define avx512_grouped_dpbf16_run_bpf fw_conv2d_bpf
 
 /* The bfloat16 variants (AMX, AVX512_BF16) take the calls with a bfloat16
  * operand, any window and stride (kernels/conv_bf16.c). */
@@ -648,6 +693,9 @@ DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
          avx2_direct_scratch_##pass, avx2_direct_run_##pass},                                   \
         {"avx512_grouped", PR_CPU_AVX512F | PR_CPU_FMA, avx512_grouped_supports_##pass,         \
          avx512_grouped_scratch_##pass, avx512_grouped_run_##pass},                             \
+        {"avx512_grouped_dpbf16", PR_BF16_CPU | PR_CPU_FMA,                                     \
+         avx512_grouped_dpbf16_supports_##pass, avx512_grouped_dpbf16_scratch_##pass,          \
+         avx512_grouped_dpbf16_run_##pass},                                                     \
         {"avx512_grouped_bf16", PR_CPU_AVX512F | PR_CPU_FMA,                                    \
          avx512_grouped_bf16_supports_##pass, avx512_grouped_bf16_scratch_##pass,              \
          avx512_grouped_bf16_run_##pass},                                                       \
@@ -668,7 +716,7 @@ DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 CONV_VARIANTS(fw, fw_conv2d);
 CONV_VARIANTS(bpi, fw_conv2d_bpi);
 CONV_VARIANTS(bpf, fw_conv2d_bpf);
-#define N_CONV_VARIANTS 11
+#define N_CONV_VARIANTS 12
 
 /* The three ops are bilinear and adjoint to each other:
  * <dy, conv2d(x, w)> = <bpi(dy, w), x> = <bpf(x, dy), w>. */
