@@ -545,7 +545,14 @@ DIRECT_VARIANT(avx2_direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_avx2_ba
  * scratch, a bfloat16 output staged in float32 and rounded once: the
  * reference's arithmetic at the vector kernels' speed. */
 typedef int grouped_kernel(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                           const void *a, const void *b, float *out, void *scratch);
+                           const void *a, const void *b, void *out, pr_dtype out_dtype,
+                           void *scratch);
+
+/* The filter gradient as a grouped_kernel (its output is float32). */
+static int grouped_filter(pr_grouped_isa isa, const pr_window *g, int64_t groups, const void *a,
+                          const void *b, void *out, pr_dtype out_dtype, void *scratch) {
+    return pr_conv_grouped_simd_backprop_filter(isa, g, groups, a, b, out, scratch);
+}
 
 static int grouped_fits(pr_grouped_isa isa, const pr_window *g, const void *a) {
     return pr_conv_grouped_simd_supports(isa, g, ((const pr_conv_attrs *)a)->groups);
@@ -561,7 +568,7 @@ static int grouped_run(pr_grouped_isa isa, grouped_kernel *kernel, pr_conv_pass 
     void *ws = after_staging(out, ws0);
     widen_operands(in_given, ws, grouped_kernel_bytes(g, a, pass), in);
     int64_t groups = ((const pr_conv_attrs *)a)->groups;
-    return unstage(kernel(isa, g, groups, in[0].data, in[1].data, y, ws), out, ws0);
+    return unstage(kernel(isa, g, groups, in[0].data, in[1].data, y, PR_F32, ws), out, ws0);
 }
 #define GROUPED_VARIANT(name, isa, pass, PASS, kernel)                                          \
     WINDOW_VARIANT(name, pass, grouped_fits(isa, &g, a) && all_f32(in),                         \
@@ -573,7 +580,7 @@ static int grouped_run(pr_grouped_isa isa, grouped_kernel *kernel, pr_conv_pass 
 #define GROUPED_VARIANTS(name, isa)                                                             \
     GROUPED_VARIANT(name, isa, fw, PR_CONV_FORWARD, pr_conv_grouped_simd_forward)               \
     GROUPED_VARIANT(name, isa, bpi, PR_CONV_BACKPROP_INPUT, pr_conv_grouped_simd_backprop_input) \
-    GROUPED_VARIANT(name, isa, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_grouped_simd_backprop_filter)
+    GROUPED_VARIANT(name, isa, bpf, PR_CONV_BACKPROP_FILTER, grouped_filter)
 
 GROUPED_VARIANTS(avx512_grouped, PR_GROUPED_AVX512)
 GROUPED_VARIANTS(avx2_grouped, PR_GROUPED_AVX2)
@@ -582,9 +589,9 @@ GROUPED_VARIANTS(avx2_grouped, PR_GROUPED_AVX2)
  * the bfloat16 calls of group widths of a multiple of 4 channels, forward
  * and input gradient (the filter gradient stays on avx512_grouped_bf16's
  * widened kernels).  The operands are read as bfloat16 in place; a float32
- * operand is rounded once into scratch after the kernel's; the float32
- * sums are staged and a bfloat16 output rounded once, as the _bf16
- * variants above do. */
+ * operand is rounded once into scratch after the kernel's; the sums are
+ * float32 and a bfloat16 output is rounded once as the tiles store it
+ * (the rounding of pr_f32_to_bf16, so no staging). */
 static size_t narrowed_bytes(const pr_view *in) {
     size_t b = 0;
     for (int i = 0; i < 2; i++)
@@ -593,9 +600,7 @@ static size_t narrowed_bytes(const pr_view *in) {
     return b;
 }
 static int grouped_dp_run(grouped_kernel *kernel, pr_conv_pass pass, const pr_window *g,
-                          const pr_view *in, pr_view *out, const void *a, void *ws0) {
-    float *y = staged(out, ws0);
-    void *ws = after_staging(out, ws0);
+                          const pr_view *in, pr_view *out, const void *a, void *ws) {
     char *p = (char *)ws + grouped_kernel_bytes(g, a, pass);
     const void *op[2];
     for (int i = 0; i < 2; i++) {
@@ -606,12 +611,12 @@ static int grouped_dp_run(grouped_kernel *kernel, pr_conv_pass pass, const pr_wi
         p += align64(sizeof(uint16_t) * (size_t)in[i].size);
     }
     int64_t groups = ((const pr_conv_attrs *)a)->groups;
-    return unstage(kernel(PR_GROUPED_AVX512_BF16, g, groups, op[0], op[1], y, ws), out, ws0);
+    return kernel(PR_GROUPED_AVX512_BF16, g, groups, op[0], op[1], out->data, out->dtype, ws);
 }
 #define GROUPED_DP_VARIANT(pass, PASS, kernel)                                                  \
     WINDOW_VARIANT(avx512_grouped_dpbf16, pass,                                                 \
                    bf16_call(in) && grouped_fits(PR_GROUPED_AVX512_BF16, &g, a),                \
-                   staging_bytes(out) + grouped_kernel_bytes(&g, a, PASS) + narrowed_bytes(in), \
+                   grouped_kernel_bytes(&g, a, PASS) + narrowed_bytes(in),                      \
                    grouped_dp_run(kernel, PASS, &g, in, out, a, ws))
 GROUPED_DP_VARIANT(fw, PR_CONV_FORWARD, pr_conv_grouped_simd_forward)
 GROUPED_DP_VARIANT(bpi, PR_CONV_BACKPROP_INPUT, pr_conv_grouped_simd_backprop_input)

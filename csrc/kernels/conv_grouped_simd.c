@@ -80,6 +80,7 @@ typedef struct {
     int64_t hw, S;                  /* pixels an image, stripes */
     int depthwise;                  /* cg == og == 1 */
     int64_t es;                     /* bytes of an operand's element (x, dy) */
+    int64_t os;                     /* bytes of an output's element (y, dx) */
 } geo;
 
 static void geo_init(geo *q, const pr_window *g, int64_t groups) {
@@ -93,7 +94,7 @@ static void geo_init(geo *q, const pr_window *g, int64_t groups) {
     q->hw = g->ho * g->wo;
     q->S = g->n < MAX_STRIPES ? g->n : MAX_STRIPES;
     q->depthwise = q->cg == 1 && q->og == 1;
-    q->es = sizeof(float); /* begin_pass: the isa's */
+    q->es = q->os = sizeof(float); /* begin_pass: the isa's, the output's */
 }
 
 static int64_t r16(int64_t n) { return (n + 15) & ~(int64_t)15; }
@@ -147,6 +148,7 @@ size_t pr_conv_grouped_simd_scratch_bytes(const pr_window *g, int64_t groups, pr
 #if defined(__x86_64__)
 
 #include "avx2.h"
+#include "bf16.h"
 
 /* Channels of block b of n channels in blocks of 8 (8 but in the last). */
 static int lanes_of(int64_t b, int64_t n) { return n - 8 * b >= 8 ? 8 : (int)(n - 8 * b); }
@@ -175,6 +177,7 @@ typedef struct {
     int64_t coff;
     int last;
     int64_t ng, ga, gb, gc;
+    int bf16out; /* (bfloat16 tiles) C is bfloat16, rounded as it is stored */
 } ft_args;
 
 ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const int KI) {
@@ -641,23 +644,33 @@ INLINE_DP void dp_group(const ft_args *A, int64_t gi, const int WT, const int NB
                 }
             }
         }
-    /* rows in twos, as fp_group stores them */
+    /* rows in twos, as fp_group stores them; a bfloat16 C: both rows rounded at once
+     * (pr_bf16_round16: round to nearest even, NaN quieted, as pr_f32_to_bf16) */
     const __mmask16 last = (__mmask16)((1u << A->last) - 1);
     const __m512i evens = _mm512_loadu_si512(two_rows), odds = _mm512_loadu_si512(two_rows + 16);
+    const int bf16out = A->bf16out;
     UNROLL
     for (int m = 0; m < WT; m += 2) {
-        float *d = A->cp[m] + coff, *e = m + 1 < WT ? A->cp[m + 1] + coff : NULL;
+        float *d = A->cp[m], *e = m + 1 < WT ? A->cp[m + 1] : NULL;
         UNROLL
         for (int j = 0; j < NB; j++) {
             __mmask16 k = j < NB - 1 ? 0xFF : last;
-            if (m + 1 == WT) {
-                _mm512_mask_storeu_ps(d + 8 * j, k, pair_sums(acc[j][m]));
+            __m512 v = m + 1 == WT ? pair_sums(acc[j][m])
+                                   : _mm512_add_ps(
+                                         _mm512_permutex2var_ps(acc[j][m], evens, acc[j][m + 1]),
+                                         _mm512_permutex2var_ps(acc[j][m], odds, acc[j][m + 1]));
+            if (bf16out) {
+                __m256i h = pr_bf16_round16(v);
+                _mm_mask_storeu_epi16((uint16_t *)d + coff + 8 * j, (__mmask8)k,
+                                      _mm256_castsi256_si128(h));
+                if (m + 1 < WT)
+                    _mm_mask_storeu_epi16((uint16_t *)e + coff + 8 * j, (__mmask8)k,
+                                          _mm256_extracti128_si256(h, 1));
                 continue;
             }
-            __m512 v = _mm512_add_ps(_mm512_permutex2var_ps(acc[j][m], evens, acc[j][m + 1]),
-                                     _mm512_permutex2var_ps(acc[j][m], odds, acc[j][m + 1]));
-            _mm512_mask_storeu_ps(d + 8 * j, k, v);
-            _mm512_mask_storeu_ps(e + 8 * j, k, _mm512_shuffle_f32x4(v, v, 0xEE));
+            _mm512_mask_storeu_ps(d + coff + 8 * j, k, v);
+            if (m + 1 < WT)
+                _mm512_mask_storeu_ps(e + coff + 8 * j, k, _mm512_shuffle_f32x4(v, v, 0xEE));
         }
     }
 }
@@ -884,14 +897,18 @@ typedef void dw_pass(const geo *q, const float *in, const float *w, float *out, 
 /* The start of the forward and input-gradient passes: q for (g, groups); a
  * depthwise convolution runs whole in dw (PR_OK, *areas NULL); else w packed
  * for isa's tiles at the start of scratch and *areas the per-thread areas
- * after it (PR_OK), or PR_ERR_INTERNAL for a geometry isa does not take. */
+ * after it (PR_OK), or PR_ERR_INTERNAL for a geometry isa does not take (or
+ * a bfloat16 output but for the bfloat16 tiles). */
 static int begin_pass(pr_grouped_isa isa, geo *q, const pr_window *g, int64_t groups,
                       pr_conv_pass pass, dw_pass *dw, const void *in, const void *w,
-                      float *out, void *scratch, float **areas) {
+                      void *out, pr_dtype out_dtype, void *scratch, float **areas) {
     geo_init(q, g, groups);
     q->es = tiles_of(isa)->es;
+    q->os = pr_dtype_size(out_dtype);
     *areas = NULL;
-    if (!pr_conv_grouped_simd_supports(isa, g, groups)) return PR_ERR_INTERNAL;
+    if (!pr_conv_grouped_simd_supports(isa, g, groups) ||
+        (out_dtype != PR_F32 && (isa != PR_GROUPED_AVX512_BF16 || out_dtype != PR_BF16)))
+        return PR_ERR_INTERNAL;
     if (q->depthwise) { /* float32 only: the bfloat16 tiles refuse it */
         dw(q, in, w, out, scratch);
         return PR_OK;
@@ -936,11 +953,12 @@ AVX512_FN void pack_forward_pair(const geo *q, const void *wv, float *wp) {
 }
 
 int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                                 const void *x, const void *w, float *y, void *scratch) {
+                                 const void *x, const void *w, void *y, pr_dtype y_dtype,
+                                 void *scratch) {
     geo q;
     float *wp = scratch, *areas;
-    int rc = begin_pass(isa, &q, g, groups, PR_CONV_FORWARD, dw_forward, x, w, y, scratch,
-                        &areas);
+    int rc = begin_pass(isa, &q, g, groups, PR_CONV_FORWARD, dw_forward, x, w, y, y_dtype,
+                        scratch, &areas);
     if (rc != PR_OK || !areas) return rc;
     const tiles *ts = tiles_of(isa);
 #pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
@@ -951,10 +969,11 @@ int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t
         for (int64_t q0 = s0; q0 < s1; q0 += CHUNK) {
             int64_t np = s1 - q0 < CHUNK ? s1 - q0 : CHUNK;
             indirection(&q, q0, np, x, ar.zeros, ar.ptab);
-            for (int64_t p = 0; p < np; p++) ar.rows[p] = y + (q0 + p) * g->o;
+            for (int64_t p = 0; p < np; p++)
+                ar.rows[p] = (const float *)((char *)y + (q0 + p) * g->o * q.os);
             ft_args t = {ar.ptab, np, 0, q.T, q.cg, wp, (ts->pair ? 16 : 8) * q.nbo,
                          (float *const *)ar.rows, 0, 8, q.G, q.cg,
-                         q.T * q.cg * q.nbo * 8 / ts->wdiv, q.og};
+                         q.T * q.cg * q.nbo * 8 / ts->wdiv, q.og, y_dtype == PR_BF16};
             ts->run_ft(&t, np, q.nbo, q.og);
         }
     }
@@ -1096,7 +1115,7 @@ static void pack_backprop_input_dp(const geo *q, const void *wv, float *wpf) {
  * in `indirection`, runs of pixels with every tap inside dy are stored tap
  * by tap as arithmetic progressions. */
 static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, int64_t np,
-                         const void *dy, float *dx, const float *zeros, const float **ptab,
+                         const void *dy, void *dx, const float *zeros, const float **ptab,
                          const float **rows) {
     const pr_window *g = q->g;
     /* o, at[]: dy's pixel and taps' offsets in bytes */
@@ -1116,10 +1135,11 @@ static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, i
     for (int64_t p = 0; p < np;) {
         /* a run along the phase's row a of image n: dx moves by sw pixels, dy by one */
         int64_t run = f->nw - b < np - p ? f->nw - b : np - p;
-        float *d = dx + ((n * g->h + f->ih0 + a * g->sh) * g->w + f->iw0 + b * g->sw) * g->c;
+        char *d = (char *)dx +
+                  ((n * g->h + f->ih0 + a * g->sh) * g->w + f->iw0 + b * g->sw) * g->c * q->os;
         const char *img = (const char *)dy + n * g->ho * g->wo * o,
                    *here = img + (a * g->wo + b) * o;
-        for (int64_t k = 0; k < run; k++) rows[p + k] = d + k * step;
+        for (int64_t k = 0; k < run; k++) rows[p + k] = (const float *)(d + k * step * q->os);
         int64_t k0 = 0, k1 = 0; /* the run's pixels [k0, k1) have every tap inside dy */
         if (nt > 0 && a + h0 >= 0 && a + h1 < g->ho) {
             k0 = -w0 - b > 0 ? -w0 - b : 0;
@@ -1151,12 +1171,12 @@ static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, i
 }
 
 int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                                        const void *dy, const void *w, float *dx,
-                                        void *scratch) {
+                                        const void *dy, const void *w, void *dx,
+                                        pr_dtype dx_dtype, void *scratch) {
     geo q;
     float *wp = scratch, *areas;
     int rc = begin_pass(isa, &q, g, groups, PR_CONV_BACKPROP_INPUT, dw_backprop_input, dy, w, dx,
-                        scratch, &areas);
+                        dx_dtype, scratch, &areas);
     if (rc != PR_OK || !areas) return rc;
     const tiles *ts = tiles_of(isa);
     const int64_t phases = g->sh * g->sw, block = q.og * q.nbc * 8 / ts->wdiv;
@@ -1173,7 +1193,8 @@ int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, 
                 int64_t np = count - u0 < CHUNK ? count - u0 : CHUNK;
                 phase_tables(&q, &f, n0, u0, np, dy, dx, ar.zeros, ar.ptab, ar.rows);
                 ft_args t = {ar.ptab, np, 0, f.nt, q.og, wph, (ts->pair ? 16 : 8) * q.nbc,
-                             (float *const *)ar.rows, 0, 8, q.G, q.og, f.nt * block, q.cg};
+                             (float *const *)ar.rows, 0, 8, q.G, q.og, f.nt * block, q.cg,
+                             dx_dtype == PR_BF16};
                 ts->run_ft(&t, np, q.nbc, q.cg);
             }
             wph += q.G * f.nt * block;
@@ -1366,12 +1387,13 @@ AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, f
 #else /* not x86-64: no AVX2 or AVX-512; the variants' CPU check never lets these run */
 
 int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                                 const void *x, const void *w, float *y, void *scratch) {
+                                 const void *x, const void *w, void *y, pr_dtype y_dtype,
+                                 void *scratch) {
     return PR_ERR_INTERNAL;
 }
 int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                                        const void *dy, const void *w, float *dx,
-                                        void *scratch) {
+                                        const void *dy, const void *w, void *dx,
+                                        pr_dtype dx_dtype, void *scratch) {
     return PR_ERR_INTERNAL;
 }
 int pr_conv_grouped_simd_backprop_filter(pr_grouped_isa isa, const pr_window *g, int64_t groups,

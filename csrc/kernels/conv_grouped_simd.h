@@ -34,12 +34,15 @@ size_t pr_conv_grouped_simd_scratch_bytes(const pr_window *g, int64_t groups, pr
 
 /* The passes; PR_ERR_INTERNAL for a geometry isa does not take.  The
  * operands x, dy, w are float32, or bfloat16 (uint16_t) for
- * PR_GROUPED_AVX512_BF16; y, dx and dw are float32. */
+ * PR_GROUPED_AVX512_BF16; dw is float32, y and dx float32 or (the
+ * bfloat16 tiles only: y_dtype, dx_dtype PR_BF16) bfloat16, each output
+ * rounded once from its float32 sum. */
 int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                                 const void *x, const void *w, float *y, void *scratch);
+                                 const void *x, const void *w, void *y, pr_dtype y_dtype,
+                                 void *scratch);
 int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                                        const void *dy, const void *w, float *dx,
-                                        void *scratch);
+                                        const void *dy, const void *w, void *dx,
+                                        pr_dtype dx_dtype, void *scratch);
 int pr_conv_grouped_simd_backprop_filter(pr_grouped_isa isa, const pr_window *g, int64_t groups,
                                          const void *x, const void *dy, float *dw,
                                          void *scratch);
