@@ -614,19 +614,12 @@ static int grouped_dp_run(grouped_kernel *kernel, pr_conv_pass pass, const pr_wi
     return kernel(PR_GROUPED_AVX512_BF16, g, groups, op[0], op[1], out->data, out->dtype, ws);
 }
 #define GROUPED_DP_VARIANT(pass, PASS, kernel)                                                  \
-    WINDOW_VARIANT(avx512_grouped_dpbf16, pass,                                                 \
+    WINDOW_VARIANT(avx512_grouped_dp_bf16, pass,                                                 \
                    bf16_call(in) && grouped_fits(PR_GROUPED_AVX512_BF16, &g, a),                \
                    grouped_kernel_bytes(&g, a, PASS) + narrowed_bytes(in),                      \
                    grouped_dp_run(kernel, PASS, &g, in, out, a, ws))
 GROUPED_DP_VARIANT(fw, PR_CONV_FORWARD, pr_conv_grouped_simd_forward)
 GROUPED_DP_VARIANT(bpi, PR_CONV_BACKPROP_INPUT, pr_conv_grouped_simd_backprop_input)
-/* no bfloat16 filter-gradient tiles: that pass keeps avx512_grouped_bf16 */
-static int avx512_grouped_dpbf16_supports_bpf(const pr_view *in, int n, const pr_view *out,
-                                              const void *a) {
-    return 0;
-}
-#define avx512_grouped_dpbf16_scratch_bpf NULL
-#define avx512_grouped_dpbf16_run_bpf fw_conv2d_bpf
 
 /* The bfloat16 variants (AMX, AVX512_BF16) take the calls with a bfloat16
  * operand, any window and stride (kernels/conv_bf16.c). */
@@ -690,7 +683,12 @@ DIRECT_BF16_VARIANT(fw, PR_CONV_FORWARD)
 DIRECT_BF16_VARIANT(bpi, PR_CONV_BACKPROP_INPUT)
 DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 
-#define CONV_VARIANTS(pass, reference)                                                          \
+/* The row of avx512_grouped_dp_bf16 (forward and input gradient only). */
+#define DP_BF16_ROW(pass)                                                                       \
+    {"avx512_grouped_dp_bf16", PR_BF16_CPU | PR_CPU_FMA, avx512_grouped_dp_bf16_supports_##pass, \
+     avx512_grouped_dp_bf16_scratch_##pass, avx512_grouped_dp_bf16_run_##pass},
+
+#define CONV_VARIANTS(pass, reference, dp_bf16_row)                                             \
     static const pr_variant variants_##pass[] = {                                               \
         {"avx512_direct", PR_CPU_AVX512F | PR_CPU_FMA, direct_supports_##pass,                  \
          direct_scratch_##pass, direct_run_##pass},                                             \
@@ -698,9 +696,7 @@ DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
          avx2_direct_scratch_##pass, avx2_direct_run_##pass},                                   \
         {"avx512_grouped", PR_CPU_AVX512F | PR_CPU_FMA, avx512_grouped_supports_##pass,         \
          avx512_grouped_scratch_##pass, avx512_grouped_run_##pass},                             \
-        {"avx512_grouped_dpbf16", PR_BF16_CPU | PR_CPU_FMA,                                     \
-         avx512_grouped_dpbf16_supports_##pass, avx512_grouped_dpbf16_scratch_##pass,          \
-         avx512_grouped_dpbf16_run_##pass},                                                     \
+        dp_bf16_row                                                                             \
         {"avx512_grouped_bf16", PR_CPU_AVX512F | PR_CPU_FMA,                                    \
          avx512_grouped_bf16_supports_##pass, avx512_grouped_bf16_scratch_##pass,              \
          avx512_grouped_bf16_run_##pass},                                                       \
@@ -718,10 +714,10 @@ DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
         {"im2col_blas", 0, NULL, NULL, reference},                                              \
     }
 
-CONV_VARIANTS(fw, fw_conv2d);
-CONV_VARIANTS(bpi, fw_conv2d_bpi);
-CONV_VARIANTS(bpf, fw_conv2d_bpf);
-#define N_CONV_VARIANTS 12
+CONV_VARIANTS(fw, fw_conv2d, DP_BF16_ROW(fw));
+CONV_VARIANTS(bpi, fw_conv2d_bpi, DP_BF16_ROW(bpi));
+CONV_VARIANTS(bpf, fw_conv2d_bpf, ); /* no bfloat16 filter-gradient tiles */
+#define N_VARIANTS(pass) (int)(sizeof variants_##pass / sizeof variants_##pass[0])
 
 /* The three ops are bilinear and adjoint to each other:
  * <dy, conv2d(x, w)> = <bpi(dy, w), x> = <bpf(x, dy), w>. */
@@ -997,7 +993,7 @@ const pr_op pr_op_conv2d = {
     .name = "conv2d", .n_in = 2, .n_out = 1, .flags = PR_OP_BF16, .attrs = conv_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d, .forward = fw_conv2d,
     .gradient = gr_conv2d, .flops = flops_conv, .variants = variants_fw,
-    .n_variants = N_CONV_VARIANTS,
+    .n_variants = N_VARIANTS(fw),
     .doc = "conv2d(x (N, H, W, C), kernel (KH, KW, C, O)) -> (N, HO, WO, O); strides: 1 or 2 "
            "ints; same: TensorFlow 'same' padding, else 'valid'.  Direct AVX-512 kernel where the "
            "CPU has it, else im2col + sgemm.  float32 or bfloat16 operands: with a bfloat16 one, "
@@ -1008,7 +1004,7 @@ const pr_op pr_op_conv2d_backprop_input = {
     .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpi, .forward = fw_conv2d_bpi,
     .gradient = gr_conv2d_bpi, .flops = flops_conv_bpi, .variants = variants_bpi,
-    .n_variants = N_CONV_VARIANTS,
+    .n_variants = N_VARIANTS(bpi),
     .doc = "conv2d_backprop_input(dy, kernel; strides, same, shape=x's shape) -> dx, the "
            "gradient of conv2d wrt x."};
 
@@ -1017,7 +1013,7 @@ const pr_op pr_op_conv2d_backprop_filter = {
     .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpf, .forward = fw_conv2d_bpf,
     .gradient = gr_conv2d_bpf, .flops = flops_conv_bpf, .variants = variants_bpf,
-    .n_variants = N_CONV_VARIANTS,
+    .n_variants = N_VARIANTS(bpf),
     .doc = "conv2d_backprop_filter(x, dy; strides, same, shape=kernel's shape) -> dkernel, "
            "the gradient of conv2d wrt the kernel."};
 

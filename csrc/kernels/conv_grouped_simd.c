@@ -38,6 +38,15 @@
  * (up to 24) x NB blocks; weight gradient: TT taps x WT channel pairs x NB
  * blocks (up to 24 accumulators).  Group widths must be even.
  *
+ * AVX512_BF16 pair tiles (PR_GROUPED_AVX512_BF16, forward and input
+ * gradient only): the same lanes in bfloat16 arithmetic, a VDPBF16PS for
+ * each FMA; lane (o, j) sums the pair of input channels (c + 2j, c + 2j +
+ * 1) of each step of 4, one 8-byte broadcast of 4 bfloat16 channels feeding
+ * 32 products.  x and dy are read as bfloat16 in place through the same
+ * indirection tables (their pointer arithmetic in bytes, geo.es); the sums
+ * are float32; a bfloat16 output is rounded once as it is stored (geo.os).
+ * Group widths must be multiples of 4.
+ *
  * Weights are repacked per call, zero-padded.  Depthwise convolutions (cg
  * = og = 1, AVX2 only) are vectors over 8 channels instead (no product to
  * share): each pixel sums its taps inside the image.
@@ -50,9 +59,10 @@
  * conv_grouped.c skips them, which differs only for an Inf or NaN weight
  * (forward) or dy (filter gradient) next to the padding.
  *
- * Compiled per function for "avx2,fma" or "avx512f,fma" and run only when
- * the CPU probe reports them (ops_conv.c's avx2_grouped and avx512_grouped
- * variants); off x86-64 the entry points are stubs. */
+ * Compiled per function for "avx2,fma", "avx512f,fma" or (the bfloat16
+ * tiles) "avx512f,avx512bw,avx512vl,avx512bf16,fma" and run only when the
+ * CPU probe reports them (ops_conv.c's avx2_grouped, avx512_grouped and
+ * avx512_grouped_dp_bf16 variants); off x86-64 the entry points are stubs. */
 #include "conv_grouped_simd.h"
 
 #include <stdlib.h>
