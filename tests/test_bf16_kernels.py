@@ -494,3 +494,36 @@ def test_grouped_dp_bf16_refuses_what_it_has_no_tiles_for(rng):
         eager = _C.call("conv2d", bx, k, same=True, groups=3).numpy()
         np.testing.assert_array_equal(
             eager, _C.run_variant("conv2d", DP, bx, k, same=True, groups=3).numpy())
+
+
+def test_grouped_dp_bf16_rounds_a_subnormal_sum_as_the_reference(rng):
+    """The two halves of a lane pair are added as the tile is stored, and
+    their sum can be a float32 subnormal (1.5 * 2^-126 - 1.25 * 2^-126 =
+    2^-128) that VCVTNEPS2BF16 would flush to zero: the stored bfloat16 is
+    the reference's 2^-128 (pr_f32_to_bf16's rounding), in the forward pass
+    and the input gradient."""
+    x = np.zeros((1, 2, 3, 8), f32)
+    k = np.zeros((1, 1, 4, 8), f32)
+    x[..., 0], x[..., 2] = 1.5 * 2.0 ** -63, 2.0 ** -63   # channels 0, 2: lanes j = 0, 1
+    k[0, 0, 0, :4], k[0, 0, 2, :4] = 2.0 ** -63, -1.25 * 2.0 ** -63
+    attrs = {"strides": 1, "same": True, "groups": 2}
+    want = np.zeros((1, 2, 3, 8))
+    want[..., :4] = 2.0 ** -128
+    if not _dp_runs():
+        with pytest.raises(ValueError, match=f"kernel variant '{DP}' cannot run"):
+            _C.run_variant("conv2d", DP, x.astype(bf16), k.astype(bf16), **attrs)
+        return
+    for v in (DP, "im2col_blas"):
+        got = _C.run_variant("conv2d", v, x.astype(bf16), k.astype(bf16), **attrs).numpy()
+        np.testing.assert_array_equal(got.astype(np.float64), want, err_msg=v)
+    # input gradient: dx[c] = sum_o dy[o] k[c, o]; pair (o 0, 1) and (o 2, 3) of channel c 0
+    dy = np.zeros((1, 2, 3, 8), f32)
+    dy[..., 0], dy[..., 2] = 1.5 * 2.0 ** -63, 2.0 ** -63
+    k2 = np.zeros((1, 1, 4, 8), f32)
+    k2[0, 0, 0, 0], k2[0, 0, 0, 2] = 2.0 ** -63, -1.25 * 2.0 ** -63
+    want_dx = np.zeros((1, 2, 3, 8))
+    want_dx[..., 0] = 2.0 ** -128
+    for v in (DP, "im2col_blas"):
+        got = _C.run_variant("conv2d_backprop_input", v, dy.astype(bf16), k2.astype(bf16),
+                             shape=[1, 2, 3, 8], **attrs).numpy()
+        np.testing.assert_array_equal(got.astype(np.float64), want_dx, err_msg=v)

@@ -617,6 +617,18 @@ INLINE_DP __m512 quad_broadcast(const uint16_t *p) {
     return _mm512_castpd_ps(_mm512_set1_pd(d));
 }
 
+/* v rounded to 16 bfloat16 values exactly as pr_bf16_round16 rounds it (to nearest even,
+ * NaN quieted): VCVTNEPS2BF16 does the same but flushes a subnormal float32 to zero, so
+ * lanes with one (a sum of two halves can be) take pr_bf16_round16. */
+INLINE_DP __m256i round_bf16(__m512 v) {
+    const __m512 a = _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
+    __mmask16 tiny = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0x1p-126f), _CMP_LT_OQ);
+    if (_mm512_mask_cmp_ps_mask(tiny, a, _mm512_setzero_ps(), _CMP_NEQ_OQ))
+        return pr_bf16_round16(v);
+    return (__m256i)_mm512_cvtneps_pbh(v);
+}
+
 /* Forward and input gradient in bfloat16: fp_group's C(m, j) with A(m, t,
  * c) = the bfloat16 ap[t*np + m][aoff + c] (t < nt, c < ck a multiple of
  * 4, in steps of 4*KQ); B of channels c..c+3 = the 16 32-bit lanes at b +
@@ -655,7 +667,7 @@ INLINE_DP void dp_group(const ft_args *A, int64_t gi, const int WT, const int NB
             }
         }
     /* rows in twos, as fp_group stores them; a bfloat16 C: both rows rounded at once
-     * (pr_bf16_round16: round to nearest even, NaN quieted, as pr_f32_to_bf16) */
+     * (round_bf16: to nearest even, NaN quieted, as pr_f32_to_bf16) */
     const __mmask16 last = (__mmask16)((1u << A->last) - 1);
     const __m512i evens = _mm512_loadu_si512(two_rows), odds = _mm512_loadu_si512(two_rows + 16);
     const int bf16out = A->bf16out;
@@ -670,7 +682,7 @@ INLINE_DP void dp_group(const ft_args *A, int64_t gi, const int WT, const int NB
                                          _mm512_permutex2var_ps(acc[j][m], evens, acc[j][m + 1]),
                                          _mm512_permutex2var_ps(acc[j][m], odds, acc[j][m + 1]));
             if (bf16out) {
-                __m256i h = pr_bf16_round16(v);
+                __m256i h = round_bf16(v);
                 _mm_mask_storeu_epi16((uint16_t *)d + coff + 8 * j, (__mmask8)k,
                                       _mm256_castsi256_si128(h));
                 if (m + 1 < WT)
