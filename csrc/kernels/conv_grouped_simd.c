@@ -619,13 +619,17 @@ INLINE_DP __m512 quad_broadcast(const uint16_t *p) {
 
 /* v rounded to 16 bfloat16 values exactly as pr_bf16_round16 rounds it (to nearest even,
  * NaN quieted): VCVTNEPS2BF16 does the same but flushes a subnormal float32 to zero, so
- * lanes with one (a sum of two halves can be) take pr_bf16_round16. */
-INLINE_DP __m256i round_bf16(__m512 v) {
-    const __m512 a = _mm512_castsi512_ps(
-        _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
-    __mmask16 tiny = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0x1p-126f), _CMP_LT_OQ);
+ * lanes with one (a sum of two halves can be) take pr_bf16_round16.  magnitude: 16 x
+ * 0x7fffffff; smallest_normal: 16 x 2^-126. */
+/* (not inlined: its constants would be hoisted into the tiles' registers) */
+DP_FN __attribute__((noinline)) __m256i round_bf16_exactly(__m512 v) {
+    return pr_bf16_round16(v);
+}
+INLINE_DP __m256i round_bf16(__m512 v, __m512i magnitude, __m512 smallest_normal) {
+    const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), magnitude));
+    __mmask16 tiny = _mm512_cmp_ps_mask(a, smallest_normal, _CMP_LT_OQ);
     if (_mm512_mask_cmp_ps_mask(tiny, a, _mm512_setzero_ps(), _CMP_NEQ_OQ))
-        return pr_bf16_round16(v);
+        return round_bf16_exactly(v);
     return (__m256i)_mm512_cvtneps_pbh(v);
 }
 
@@ -667,9 +671,17 @@ INLINE_DP void dp_group(const ft_args *A, int64_t gi, const int WT, const int NB
             }
         }
     /* rows in twos, as fp_group stores them; a bfloat16 C: both rows rounded at once
-     * (round_bf16: to nearest even, NaN quieted, as pr_f32_to_bf16) */
+     * (round_bf16: to nearest even, NaN quieted, as pr_f32_to_bf16).  The store's
+     * constants are read through pointers an empty asm launders after the sums, so that
+     * they are made here rather than kept in registers the accumulators need (GCC hoisted
+     * them above the loop and spilled an accumulator in the 24-row tiles). */
+    static const int32_t bits[2] = {0x7fffffff, 0x00800000}; /* |x| mask, 2^-126 */
+    const int32_t *perm = two_rows, *cb = bits;
+    __asm__("" : "+r"(perm), "+r"(cb) : "v"(acc[0][0])); /* after the sums are done */
     const __mmask16 last = (__mmask16)((1u << A->last) - 1);
-    const __m512i evens = _mm512_loadu_si512(two_rows), odds = _mm512_loadu_si512(two_rows + 16);
+    const __m512i evens = _mm512_loadu_si512(perm), odds = _mm512_loadu_si512(perm + 16);
+    const __m512i magnitude = _mm512_set1_epi32(cb[0]);
+    const __m512 smallest_normal = _mm512_castsi512_ps(_mm512_set1_epi32(cb[1]));
     const int bf16out = A->bf16out;
     UNROLL
     for (int m = 0; m < WT; m += 2) {
@@ -682,7 +694,7 @@ INLINE_DP void dp_group(const ft_args *A, int64_t gi, const int WT, const int NB
                                          _mm512_permutex2var_ps(acc[j][m], evens, acc[j][m + 1]),
                                          _mm512_permutex2var_ps(acc[j][m], odds, acc[j][m + 1]));
             if (bf16out) {
-                __m256i h = round_bf16(v);
+                __m256i h = round_bf16(v, magnitude, smallest_normal);
                 _mm_mask_storeu_epi16((uint16_t *)d + coff + 8 * j, (__mmask8)k,
                                       _mm256_castsi256_si128(h));
                 if (m + 1 < WT)
