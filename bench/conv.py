@@ -34,11 +34,12 @@ FLOPs of a pass: 2 * N * HO * WO * KH * KW * (C / groups) * O.
 --dtype bfloat16 times the passes as a mixed_bfloat16 training step runs
 them: x, the kernel and dy in bfloat16, bfloat16 results for the forward
 and input-gradient passes, a float32 weight gradient; the variants that take bfloat16 operands
-(amx_direct_bf16, amx_bf16, avx512_direct_bf16, avx512_bf16 and the reference im2col_blas on rounded
+(amx_direct_bf16, amx_bf16, avx512_direct_bf16, avx512_grouped_dp_bf16, avx512_bf16, the
+widened _grouped_bf16 ones and the reference im2col_blas on rounded
 operands; a variant that refuses a dtype or shape shows '-')
 and PyTorch with bfloat16 tensors (what its autocast runs).  Percentages
 are of the fp32 FMA peak, except on a CPU with AVX512_BF16, where
-avx512_direct_bf16, avx512_bf16 and PyTorch are given as percentages of the
+avx512_direct_bf16, avx512_grouped_dp_bf16, avx512_bf16 and PyTorch are given as percentages of the
 VDPBF16PS peak measured in the same run (bench/fma_peak.py, ``avx512_bf16``:
 about twice the fp32 peak).  PyTorch runs in a
 separate interpreter (--torch-python, default: this one if it imports
@@ -143,10 +144,12 @@ print(json.dumps({"torch": torch.__version__, "times": out}))
 
 # the kernel variants' ISAs; any other variant (the reference) and PyTorch: the run's widest
 VARIANT_ISA = {"avx2_direct": "avx2", "avx512_direct": "avx512", "amx_direct_bf16": "avx512",
-               "amx_bf16": "avx512", "avx512_bf16": "avx512", "avx512_direct_bf16": "avx512"}
+               "amx_bf16": "avx512", "avx512_bf16": "avx512", "avx512_direct_bf16": "avx512",
+               "avx512_grouped_dp_bf16": "avx512"}
 # with --dtype bfloat16 on an AVX512_BF16 CPU these (and torch's bfloat16 convolutions) are
 # measured against the VDPBF16PS peak
-BF16_VARIANTS = ("avx512_direct_bf16", "avx512_bf16", "torch channels_last")
+BF16_VARIANTS = ("avx512_direct_bf16", "avx512_grouped_dp_bf16", "avx512_bf16",
+                 "torch channels_last")
 
 
 CLOCK = [time.perf_counter]  # --cpu-time: time.process_time

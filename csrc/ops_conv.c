@@ -545,7 +545,14 @@ DIRECT_VARIANT(avx2_direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_avx2_ba
  * scratch, a bfloat16 output staged in float32 and rounded once: the
  * reference's arithmetic at the vector kernels' speed. */
 typedef int grouped_kernel(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                           const float *a, const float *b, float *out, void *scratch);
+                           const void *a, const void *b, void *out, pr_dtype out_dtype,
+                           void *scratch);
+
+/* The filter gradient as a grouped_kernel (its output is float32). */
+static int grouped_filter(pr_grouped_isa isa, const pr_window *g, int64_t groups, const void *a,
+                          const void *b, void *out, pr_dtype out_dtype, void *scratch) {
+    return pr_conv_grouped_simd_backprop_filter(isa, g, groups, a, b, out, scratch);
+}
 
 static int grouped_fits(pr_grouped_isa isa, const pr_window *g, const void *a) {
     return pr_conv_grouped_simd_supports(isa, g, ((const pr_conv_attrs *)a)->groups);
@@ -561,7 +568,7 @@ static int grouped_run(pr_grouped_isa isa, grouped_kernel *kernel, pr_conv_pass 
     void *ws = after_staging(out, ws0);
     widen_operands(in_given, ws, grouped_kernel_bytes(g, a, pass), in);
     int64_t groups = ((const pr_conv_attrs *)a)->groups;
-    return unstage(kernel(isa, g, groups, in[0].data, in[1].data, y, ws), out, ws0);
+    return unstage(kernel(isa, g, groups, in[0].data, in[1].data, y, PR_F32, ws), out, ws0);
 }
 #define GROUPED_VARIANT(name, isa, pass, PASS, kernel)                                          \
     WINDOW_VARIANT(name, pass, grouped_fits(isa, &g, a) && all_f32(in),                         \
@@ -573,10 +580,46 @@ static int grouped_run(pr_grouped_isa isa, grouped_kernel *kernel, pr_conv_pass 
 #define GROUPED_VARIANTS(name, isa)                                                             \
     GROUPED_VARIANT(name, isa, fw, PR_CONV_FORWARD, pr_conv_grouped_simd_forward)               \
     GROUPED_VARIANT(name, isa, bpi, PR_CONV_BACKPROP_INPUT, pr_conv_grouped_simd_backprop_input) \
-    GROUPED_VARIANT(name, isa, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_grouped_simd_backprop_filter)
+    GROUPED_VARIANT(name, isa, bpf, PR_CONV_BACKPROP_FILTER, grouped_filter)
 
 GROUPED_VARIANTS(avx512_grouped, PR_GROUPED_AVX512)
 GROUPED_VARIANTS(avx2_grouped, PR_GROUPED_AVX2)
+
+/* Grouped convolutions in bfloat16 arithmetic (AVX512_BF16, VDPBF16PS):
+ * the bfloat16 calls of group widths of a multiple of 4 channels, forward
+ * and input gradient (the filter gradient stays on avx512_grouped_bf16's
+ * widened kernels).  The operands are read as bfloat16 in place; a float32
+ * operand is rounded once into scratch after the kernel's; the sums are
+ * float32 and a bfloat16 output is rounded once as the tiles store it
+ * (the rounding of pr_f32_to_bf16, so no staging). */
+static size_t narrowed_bytes(const pr_view *in) {
+    size_t b = 0;
+    for (int i = 0; i < 2; i++)
+        if (in[i].dtype == PR_F32 && !pr_dim_is_sym(in[i].size))
+            b += align64(sizeof(uint16_t) * (size_t)in[i].size);
+    return b;
+}
+static int grouped_dp_run(grouped_kernel *kernel, pr_conv_pass pass, const pr_window *g,
+                          const pr_view *in, pr_view *out, const void *a, void *ws) {
+    char *p = (char *)ws + grouped_kernel_bytes(g, a, pass);
+    const void *op[2];
+    for (int i = 0; i < 2; i++) {
+        op[i] = in[i].data;
+        if (in[i].dtype != PR_F32) continue;
+        pr_f32_to_bf16(in[i].data, (uint16_t *)p, in[i].size);
+        op[i] = p;
+        p += align64(sizeof(uint16_t) * (size_t)in[i].size);
+    }
+    int64_t groups = ((const pr_conv_attrs *)a)->groups;
+    return kernel(PR_GROUPED_AVX512_BF16, g, groups, op[0], op[1], out->data, out->dtype, ws);
+}
+#define GROUPED_DP_VARIANT(pass, PASS, kernel)                                                  \
+    WINDOW_VARIANT(avx512_grouped_dp_bf16, pass,                                                 \
+                   bf16_call(in) && grouped_fits(PR_GROUPED_AVX512_BF16, &g, a),                \
+                   grouped_kernel_bytes(&g, a, PASS) + narrowed_bytes(in),                      \
+                   grouped_dp_run(kernel, PASS, &g, in, out, a, ws))
+GROUPED_DP_VARIANT(fw, PR_CONV_FORWARD, pr_conv_grouped_simd_forward)
+GROUPED_DP_VARIANT(bpi, PR_CONV_BACKPROP_INPUT, pr_conv_grouped_simd_backprop_input)
 
 /* The bfloat16 variants (AMX, AVX512_BF16) take the calls with a bfloat16
  * operand, any window and stride (kernels/conv_bf16.c). */
@@ -640,7 +683,12 @@ DIRECT_BF16_VARIANT(fw, PR_CONV_FORWARD)
 DIRECT_BF16_VARIANT(bpi, PR_CONV_BACKPROP_INPUT)
 DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
 
-#define CONV_VARIANTS(pass, reference)                                                          \
+/* The row of avx512_grouped_dp_bf16 (forward and input gradient only). */
+#define DP_BF16_ROW(pass)                                                                       \
+    {"avx512_grouped_dp_bf16", PR_BF16_CPU | PR_CPU_FMA, avx512_grouped_dp_bf16_supports_##pass, \
+     avx512_grouped_dp_bf16_scratch_##pass, avx512_grouped_dp_bf16_run_##pass},
+
+#define CONV_VARIANTS(pass, reference, dp_bf16_row)                                             \
     static const pr_variant variants_##pass[] = {                                               \
         {"avx512_direct", PR_CPU_AVX512F | PR_CPU_FMA, direct_supports_##pass,                  \
          direct_scratch_##pass, direct_run_##pass},                                             \
@@ -648,6 +696,7 @@ DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
          avx2_direct_scratch_##pass, avx2_direct_run_##pass},                                   \
         {"avx512_grouped", PR_CPU_AVX512F | PR_CPU_FMA, avx512_grouped_supports_##pass,         \
          avx512_grouped_scratch_##pass, avx512_grouped_run_##pass},                             \
+        dp_bf16_row                                                                             \
         {"avx512_grouped_bf16", PR_CPU_AVX512F | PR_CPU_FMA,                                    \
          avx512_grouped_bf16_supports_##pass, avx512_grouped_bf16_scratch_##pass,              \
          avx512_grouped_bf16_run_##pass},                                                       \
@@ -665,10 +714,10 @@ DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
         {"im2col_blas", 0, NULL, NULL, reference},                                              \
     }
 
-CONV_VARIANTS(fw, fw_conv2d);
-CONV_VARIANTS(bpi, fw_conv2d_bpi);
-CONV_VARIANTS(bpf, fw_conv2d_bpf);
-#define N_CONV_VARIANTS 11
+CONV_VARIANTS(fw, fw_conv2d, DP_BF16_ROW(fw));
+CONV_VARIANTS(bpi, fw_conv2d_bpi, DP_BF16_ROW(bpi));
+CONV_VARIANTS(bpf, fw_conv2d_bpf, ); /* no bfloat16 filter-gradient tiles */
+#define N_VARIANTS(pass) (int)(sizeof variants_##pass / sizeof variants_##pass[0])
 
 /* The three ops are bilinear and adjoint to each other:
  * <dy, conv2d(x, w)> = <bpi(dy, w), x> = <bpf(x, dy), w>. */
@@ -944,7 +993,7 @@ const pr_op pr_op_conv2d = {
     .name = "conv2d", .n_in = 2, .n_out = 1, .flags = PR_OP_BF16, .attrs = conv_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d, .forward = fw_conv2d,
     .gradient = gr_conv2d, .flops = flops_conv, .variants = variants_fw,
-    .n_variants = N_CONV_VARIANTS,
+    .n_variants = N_VARIANTS(fw),
     .doc = "conv2d(x (N, H, W, C), kernel (KH, KW, C, O)) -> (N, HO, WO, O); strides: 1 or 2 "
            "ints; same: TensorFlow 'same' padding, else 'valid'.  Direct AVX-512 kernel where the "
            "CPU has it, else im2col + sgemm.  float32 or bfloat16 operands: with a bfloat16 one, "
@@ -955,7 +1004,7 @@ const pr_op pr_op_conv2d_backprop_input = {
     .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpi, .forward = fw_conv2d_bpi,
     .gradient = gr_conv2d_bpi, .flops = flops_conv_bpi, .variants = variants_bpi,
-    .n_variants = N_CONV_VARIANTS,
+    .n_variants = N_VARIANTS(bpi),
     .doc = "conv2d_backprop_input(dy, kernel; strides, same, shape=x's shape) -> dx, the "
            "gradient of conv2d wrt x."};
 
@@ -964,7 +1013,7 @@ const pr_op pr_op_conv2d_backprop_filter = {
     .attrs = conv_bp_attrs,
     .attr_size = sizeof(pr_conv_attrs), .infer = infer_conv2d_bpf, .forward = fw_conv2d_bpf,
     .gradient = gr_conv2d_bpf, .flops = flops_conv_bpf, .variants = variants_bpf,
-    .n_variants = N_CONV_VARIANTS,
+    .n_variants = N_VARIANTS(bpf),
     .doc = "conv2d_backprop_filter(x, dy; strides, same, shape=kernel's shape) -> dkernel, "
            "the gradient of conv2d wrt the kernel."};
 

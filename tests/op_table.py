@@ -746,6 +746,15 @@ GROUPED_SHAPES = [
     # channels (tiles of 2, 2, 1), a group width not a multiple of 8, 84 pixels a chunk
     ("3x3 s1 same c40 o80 groups 2 (gw 20 -> 40)", (2, 6, 7, 40), (3, 3, 20, 80), [1], True,
      False, 2),
+    # avx512_grouped_dp_bf16's bfloat16 tiles (4 channels a step): a group width of 12 (steps
+    # of 4, a partial block of 8) at stride 2; 8 -> 20 (two blocks, a partial one) over 25
+    # pixels (a tile of 11 rows twice and one row); 4 -> 4 (one step, half a block)
+    ("3x3 s2 same c24 o24 groups 2 (gw 12)", (3, 7, 7, 24), (3, 3, 12, 24), [2], True, False,
+     2),
+    ("3x3 s1 same c16 o40 groups 2 (gw 8 -> 20, 25 pixels)", (1, 5, 5, 16), (3, 3, 8, 40), [1],
+     True, False, 2),
+    ("3x3 s1 valid c12 o12 groups 3 (gw 4)", (2, 6, 7, 12), (3, 3, 4, 12), [1], False, False,
+     3),
 ]
 
 
@@ -804,7 +813,10 @@ CONV_BF16 = ("3x3 s1 same c3 o4 batch1 odd", "3x3 s2 same c15 o17 odd", "3x3 s1 
              "2x3 s(1,2) same c2 o2", "3x3 s1 same c24 o24 groups 3 (gw 8)",
              "3x3 s2 same c48 o48 groups 2 (gw 24)", "3x3 s1 valid c20 o30 groups 2 (gw 10 -> 15)",
              "3x3 s2 same c32 o32 groups 2 (gw 16)", "3x3 s1 same c40 o80 groups 2 (gw 20 -> 40)",
-             "depthwise 3x3 s2 same c20", "3x3 s1 same c4 o6 groups 2")
+             "depthwise 3x3 s2 same c20", "3x3 s1 same c4 o6 groups 2",
+             "3x3 s2 same c24 o24 groups 2 (gw 12)",
+             "3x3 s1 same c16 o40 groups 2 (gw 8 -> 20, 25 pixels)",
+             "3x3 s1 valid c12 o12 groups 3 (gw 4)")
 
 
 def _conv_cases_all(kind):

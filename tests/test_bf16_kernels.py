@@ -38,8 +38,8 @@ CONV_ONLY = {"amx_direct_bf16", "avx512_direct_bf16"}  # variants that matmul do
 # conv variants that take float32 only
 F32_ONLY = ("avx512_direct", "avx2_direct", "avx512_grouped", "avx2_grouped")
 # one group here: the _grouped_bf16 variants take only groups > 1 (tested in test_variants,
-# test_op_table)
-SKIP = F32_ONLY + ("avx512_grouped_bf16", "avx2_grouped_bf16")
+# test_op_table, and avx512_grouped_dp_bf16 below)
+SKIP = F32_ONLY + ("avx512_grouped_dp_bf16", "avx512_grouped_bf16", "avx2_grouped_bf16")
 
 
 def gamma(k):
@@ -214,8 +214,8 @@ def test_which_bf16_kernels_ran(capsys):
     (this project's Sapphire Rapids machine) all three run unless
     PYRESNET_KERNELS=reference, and show_config lists them."""
     names = [v for v, _ in _C.op_variants("conv2d")]
-    assert names == ["avx512_direct", "avx2_direct", "avx512_grouped", "avx512_grouped_bf16",
-                     "avx2_grouped", "avx2_grouped_bf16",
+    assert names == ["avx512_direct", "avx2_direct", "avx512_grouped", "avx512_grouped_dp_bf16",
+                     "avx512_grouped_bf16", "avx2_grouped", "avx2_grouped_bf16",
                      "amx_direct_bf16", "amx_bf16", "avx512_direct_bf16", "avx512_bf16",
                      "im2col_blas"]
     assert [v for v, _ in _C.op_variants("matmul")] == ["amx_bf16", "avx512_bf16", "sgemm"]
@@ -317,3 +317,213 @@ def test_direct_bf16_filter_gradient_takes_no_product_past_the_last_pixel(stride
     want = conv_bpf_ref(r64(x), r64(dy), (3, 3, 16, 16), (strides,) * 2, True)
     assert not np.isfinite(want).all() and np.isfinite(want).any()
     assert np.array_equal(np.isfinite(dw), np.isfinite(want))
+
+
+# ---- avx512_grouped_dp_bf16: grouped convolutions on VDPBF16PS -------------------------------
+
+DP = "avx512_grouped_dp_bf16"
+
+
+def _dp_runs():
+    """Whether avx512_grouped_dp_bf16 runs here (AVX512_BF16, not reference-only)."""
+    return dict(_C.op_variants("conv2d"))[DP] and not CPU["reference_only"]
+
+
+def _grouped(fn, a, b, groups):
+    """fn on each group's channel slices of a and b, joined on the channel axis."""
+    ca, cb = a.shape[3] // groups, b.shape[3] // groups
+    return np.concatenate([fn(a[..., i * ca:(i + 1) * ca], b[..., i * cb:(i + 1) * cb])
+                           for i in range(groups)], 3)
+
+
+# (label, x shape, group width in, out, groups, strides): the tile kinds (cg 8 with the 9
+# taps of a 3x3 window and the 4, 2, 1 of its stride-2 input gradient's phases; cg 16 in
+# steps of 8; cg 4 and 12 in steps of 4), one and two blocks of 8 output channels a tile
+# with partial last blocks (og 4, 12, 20, 28), tiles of 24 (one block) and 11 (two) rows
+# and their remainders (25, 23, 12 pixels), chunks of 120 pixels +- 1 across images
+DP_SHAPES = [
+    ("RegNet gw 8, 3 groups", (2, 6, 7, 24), (8, 8), 3, 1),
+    ("gw 8 s2 (phases of 4, 2, 2, 1 taps)", (3, 9, 7, 16), (8, 8), 2, 2),
+    ("gw 16 -> 16 (two steps of 8)", (2, 5, 5, 32), (16, 16), 2, 1),
+    ("gw 12 -> 12 (steps of 4, partial block)", (1, 5, 5, 24), (12, 12), 2, 2),
+    ("gw 4 -> 20 (two blocks, the last partial)", (2, 4, 6, 8), (4, 20), 2, 1),
+    ("gw 20 -> 28 s2", (1, 7, 7, 40), (20, 28), 2, 2),
+    ("24 / 25 pixels, gw 8 -> 4", (1, 5, 5, 16), (8, 4), 2, 1),
+    ("23 pixels 8 -> 12", (1, 1, 23, 16), (8, 12), 2, 1),
+    ("11 / 12 pixels, two blocks", (1, 3, 4, 16), (8, 16), 2, 1),
+    ("119 pixels", (1, 7, 17, 16), (8, 8), 2, 1),
+    ("120 pixels over 4 images", (4, 5, 6, 16), (8, 8), 2, 1),
+    ("121 pixels over 11 images", (11, 1, 11, 16), (8, 8), 2, 1),
+    ("1x1 images of 6 groups", (5, 1, 1, 48), (8, 8), 6, 1),
+]
+
+
+def _dp_case(label, rng):
+    label, xs, (cg, og), groups, s = next(c for c in DP_SHAPES if c[0] == label)
+    x = rng.standard_normal(xs).astype(f32)
+    k = rng.standard_normal((3, 3, cg, og * groups)).astype(f32)
+    st = (s, s)
+    ho, wo = conv_ref(np.zeros(xs[:3] + (1,)), np.zeros((3, 3, 1, 1)), st, True).shape[1:3]
+    dy = rng.standard_normal((xs[0], ho, wo, og * groups)).astype(f32)
+    return x, k, dy, groups, st
+
+
+def _dp_check(op, inputs, attrs, ref, K):
+    """avx512_grouped_dp_bf16 within gamma_K of the float64 result on the
+    rounded operands (and the reference variant too); a bfloat16 output (two
+    bfloat16 operands) within that plus its one rounding (2^-8 relative)."""
+    a, b = (r64(t) for t in inputs)
+    want, scale = ref(a, b), ref(np.abs(a), np.abs(b))
+    bound = gamma(K) * scale
+    if not _dp_runs():
+        with pytest.raises(ValueError, match=f"kernel variant '{DP}' cannot run"):
+            _C.run_variant(op, DP, *inputs, **attrs)
+        return
+    got = _C.run_variant(op, DP, *inputs, **attrs).numpy()
+    assert got.shape == want.shape
+    bf16_out = all(np.asarray(t).dtype == bf16 for t in inputs)
+    assert got.dtype == (bf16 if bf16_out else f32)
+    err = np.abs(got.astype(np.float64) - want)
+    allowed = bound + (2 ** -8 * np.abs(want) * (1 + 2 ** -7) if bf16_out else 0)
+    worst = np.unravel_index(np.argmax(err - allowed), err.shape)
+    assert np.all(err <= allowed), (f"{op} {DP}: error {err[worst]:.3g} > bound "
+                                    f"{allowed[worst]:.3g} at {worst}")
+    other = _C.run_variant(op, "im2col_blas", *inputs, **attrs).numpy()
+    assert np.all(np.abs(got.astype(np.float64) - other.astype(np.float64)) <= 2 * allowed)
+
+
+@pytest.mark.parametrize("label", [c[0] for c in DP_SHAPES])
+@pytest.mark.parametrize("dtypes", ["bf16 bf16", "f32 bf16", "bf16 f32"])
+def test_grouped_dp_bf16_against_float64(label, dtypes, rng):
+    """The forward pass and the input gradient of avx512_grouped_dp_bf16
+    against float64 on the same rounded operands, with either operand float32
+    (rounded once by the variant: float32 output) or both bfloat16 (bfloat16
+    output, rounded once)."""
+    x, k, dy, groups, st = _dp_case(label, rng)
+    ta, tb = (bf16 if t == "bf16" else f32 for t in dtypes.split())
+    kh, kw, cg, o = k.shape
+    attrs = {"strides": list(st), "same": True, "groups": groups}
+    _dp_check("conv2d", (x.astype(ta), k.astype(tb)), attrs,
+              lambda a, b: _grouped(lambda p, q: conv_ref(p, q, st, True), a, b, groups),
+              kh * kw * cg)
+    xg = x.shape[:3] + (cg,)
+    _dp_check("conv2d_backprop_input", (dy.astype(ta), k.astype(tb)),
+              {**attrs, "shape": list(x.shape)},
+              lambda a, b: _grouped(lambda p, q: conv_bpi_ref(p, q, xg, st, True), a, b,
+                                    groups), kh * kw * o // groups)
+
+
+@pytest.mark.parametrize("strides", [1, 2])
+def test_grouped_dp_bf16_is_exact_on_exact_sums(strides, rng):
+    """Small integers, every sum exact in float32: avx512_grouped_dp_bf16
+    gives the exact result bit for bit, float32 with a float32 operand,
+    rounded once to bfloat16 (to nearest even) with two bfloat16 operands."""
+    x = rng.integers(-4, 5, (2, 9, 9, 32)).astype(bf16)
+    k = rng.integers(-4, 5, (3, 3, 16, 32)).astype(bf16)
+    st, attrs = (strides, strides), {"strides": strides, "same": True, "groups": 2}
+    want = _grouped(lambda p, q: conv_ref(p, q, st, True), x.astype(np.float64),
+                    k.astype(np.float64), 2)
+    assert np.abs(want).max() > 256  # above 256 bfloat16 drops integers: rounding is tested
+    dy = want.astype(bf16)
+    want_dx = _grouped(lambda p, q: conv_bpi_ref(p, q, (2, 9, 9, 16), st, True),
+                       dy.astype(np.float64), k.astype(np.float64), 2)
+    if not _dp_runs():
+        with pytest.raises(ValueError, match=f"kernel variant '{DP}' cannot run"):
+            _C.run_variant("conv2d", DP, x, k, **attrs)
+        return
+    got = _C.run_variant("conv2d", DP, x, k.astype(f32), **attrs).numpy()
+    np.testing.assert_array_equal(got, want.astype(f32))
+    got = _C.run_variant("conv2d", DP, x, k, **attrs).numpy()
+    assert got.dtype == bf16
+    np.testing.assert_array_equal(got, want.astype(bf16))
+    got = _C.run_variant("conv2d_backprop_input", DP, dy, k, shape=x.shape, **attrs).numpy()
+    assert got.dtype == bf16
+    np.testing.assert_array_equal(got, want_dx.astype(bf16))
+
+
+@pytest.mark.parametrize("strides", [1, 2])
+def test_grouped_dp_bf16_nan_reaches_exactly_the_windows_that_hold_it(strides, rng):
+    """Each group reads only its own channels (4 at a time, never across a
+    group), padding taps read zeros and the input gradient's phases skip the
+    taps that miss a pixel: a NaN or an infinity in x (dy) reaches exactly
+    the outputs of its group whose windows hold it."""
+    groups, cg = 3, 8
+    x = rng.standard_normal((2, 9, 11, groups * cg)).astype(f32)
+    k = rng.standard_normal((3, 3, cg, groups * cg)).astype(bf16)
+    attrs = {"strides": strides, "same": True, "groups": groups}
+    if not _dp_runs():
+        with pytest.raises(ValueError, match=f"kernel variant '{DP}' cannot run"):
+            _C.run_variant("conv2d", DP, x, k, **attrs)
+        return
+    x[1, 4, 6, 3], x[0, 0, 10, 17], x[0, 8, 0, 20] = np.nan, np.inf, -np.inf
+    got = _C.run_variant("conv2d", DP, x.astype(bf16), k, **attrs).numpy().astype(f32)
+    ones = np.ones((3, 3, cg, 1))
+    for g in range(groups):
+        holds = np.where(np.isfinite(x[..., g * cg:(g + 1) * cg]), 0.0, 1.0)
+        bad = conv_ref(holds, ones, (strides,) * 2, True)[..., 0] > 0
+        part = got[..., g * cg:(g + 1) * cg]
+        assert np.array_equal(~np.isfinite(part).all(axis=-1), bad), g
+        assert np.array_equal(~np.isfinite(part).any(axis=-1), bad), g
+    dy = rng.standard_normal(got.shape).astype(f32)
+    dy[0, 2, 3, 5], dy[1, 0, 0, 22] = np.nan, np.inf
+    dx = _C.run_variant("conv2d_backprop_input", DP, dy.astype(bf16), k,
+                        shape=list(x.shape), **attrs).numpy().astype(f32)
+    for g in range(groups):
+        holds = (~np.isfinite(dy[..., g * cg:(g + 1) * cg]).all(axis=-1, keepdims=True))
+        reach = conv_bpi_ref(holds.astype(np.float64), np.ones((3, 3, 1, 1)), (2, 9, 11, 1),
+                             (strides,) * 2, True)[..., 0] > 0
+        assert np.array_equal(~np.isfinite(dx[..., g * cg:(g + 1) * cg]).all(axis=-1), reach), g
+
+
+def test_grouped_dp_bf16_refuses_what_it_has_no_tiles_for(rng):
+    """Group widths not a multiple of 4 (in or out), depthwise and one group
+    go to the other variants; float32 calls too; it is no variant of the
+    filter gradient.  Where it runs, a RegNet call (group width 8) runs it
+    first, eagerly."""
+    bx = rng.standard_normal((2, 6, 6, 24)).astype(bf16)
+    for k_shape, groups in (((3, 3, 6, 24), 4), ((3, 3, 8, 6), 3), ((3, 3, 1, 24), 24),
+                            ((3, 3, 24, 24), 1), ((3, 3, 8, 18), 3), ((3, 3, 2, 24), 12)):
+        with pytest.raises(ValueError, match=f"kernel variant '{DP}' cannot run"):
+            _C.run_variant("conv2d", DP, bx, rng.standard_normal(k_shape).astype(bf16),
+                           same=True, groups=groups)
+    k = rng.standard_normal((3, 3, 8, 24)).astype(bf16)
+    with pytest.raises(ValueError, match=f"kernel variant '{DP}' cannot run"):
+        _C.run_variant("conv2d", DP, bx.astype(f32), k.astype(f32), same=True, groups=3)
+    assert DP not in dict(_C.op_variants("conv2d_backprop_filter"))
+    if _dp_runs():
+        eager = _C.call("conv2d", bx, k, same=True, groups=3).numpy()
+        np.testing.assert_array_equal(
+            eager, _C.run_variant("conv2d", DP, bx, k, same=True, groups=3).numpy())
+
+
+def test_grouped_dp_bf16_rounds_a_subnormal_sum_as_the_reference(rng):
+    """The two halves of a lane pair are added as the tile is stored, and
+    their sum can be a float32 subnormal (1.5 * 2^-126 - 1.25 * 2^-126 =
+    2^-128) that VCVTNEPS2BF16 would flush to zero: the stored bfloat16 is
+    the reference's 2^-128 (pr_f32_to_bf16's rounding), in the forward pass
+    and the input gradient."""
+    x = np.zeros((1, 2, 3, 8), f32)
+    k = np.zeros((1, 1, 4, 8), f32)
+    x[..., 0], x[..., 2] = 1.5 * 2.0 ** -63, 2.0 ** -63   # channels 0, 2: lanes j = 0, 1
+    k[0, 0, 0, :4], k[0, 0, 2, :4] = 2.0 ** -63, -1.25 * 2.0 ** -63
+    attrs = {"strides": 1, "same": True, "groups": 2}
+    want = np.zeros((1, 2, 3, 8))
+    want[..., :4] = 2.0 ** -128
+    if not _dp_runs():
+        with pytest.raises(ValueError, match=f"kernel variant '{DP}' cannot run"):
+            _C.run_variant("conv2d", DP, x.astype(bf16), k.astype(bf16), **attrs)
+        return
+    for v in (DP, "im2col_blas"):
+        got = _C.run_variant("conv2d", v, x.astype(bf16), k.astype(bf16), **attrs).numpy()
+        np.testing.assert_array_equal(got.astype(np.float64), want, err_msg=v)
+    # input gradient: dx[c] = sum_o dy[o] k[c, o]; pair (o 0, 1) and (o 2, 3) of channel c 0
+    dy = np.zeros((1, 2, 3, 8), f32)
+    dy[..., 0], dy[..., 2] = 1.5 * 2.0 ** -63, 2.0 ** -63
+    k2 = np.zeros((1, 1, 4, 8), f32)
+    k2[0, 0, 0, 0], k2[0, 0, 0, 2] = 2.0 ** -63, -1.25 * 2.0 ** -63
+    want_dx = np.zeros((1, 2, 3, 8))
+    want_dx[..., 0] = 2.0 ** -128
+    for v in (DP, "im2col_blas"):
+        got = _C.run_variant("conv2d_backprop_input", v, dy.astype(bf16), k2.astype(bf16),
+                             shape=[1, 2, 3, 8], **attrs).numpy()
+        np.testing.assert_array_equal(got.astype(np.float64), want_dx, err_msg=v)

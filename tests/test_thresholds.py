@@ -391,6 +391,52 @@ def grouped_tile_kinds(rng):
                         f"avx512_grouped cg {cg} {k}x{k} s{s}")
 
 
+def _grouped_dp_bf16_passes(rng, xs, ks, s, groups, what):
+    """avx512_grouped_dp_bf16's forward and input gradient (bfloat16 operands
+    and outputs) against NumPy per group on the rounded operands: within
+    float32 summation plus the output's one rounding (2^-8 relative); where
+    the CPU lacks AVX512_BF16 (or kernels are reference-only) the variant
+    must say it cannot run."""
+    import ml_dtypes
+    from op_table import _grouped_bpi_ref, _grouped_conv_ref
+    bf16, v = ml_dtypes.bfloat16, "avx512_grouped_dp_bf16"
+    runs = dict(_C.op_variants("conv2d"))[v] and not _C.cpu_info()["reference_only"]
+    x, w = randn(rng, *xs).astype(bf16), randn(rng, *ks).astype(bf16)
+    attrs = {"strides": [s, s], "same": True, "groups": groups}
+    if not runs:
+        with pytest.raises(ValueError, match=f"kernel variant '{v}' cannot run"):
+            _C.run_variant("conv2d", v, x, w, **attrs)
+        return
+    y = _grouped_conv_ref(x.astype(np.float64), w.astype(np.float64), [s], True, groups)
+    got = _C.run_variant("conv2d", v, x, w, **attrs).numpy()
+    assert got.dtype == bf16
+    close(got.astype(np.float64), y, 2 ** -8, 1e-3, f"{what} conv2d")
+    dy = randn(rng, *y.shape).astype(bf16)
+    got = _C.run_variant("conv2d_backprop_input", v, dy, w, shape=list(xs), **attrs).numpy()
+    close(got.astype(np.float64),
+          _grouped_bpi_ref(dy.astype(np.float64), w.astype(np.float64), [s], True, xs, groups),
+          2 ** -8, 1e-3, f"{what} backprop_input")
+
+
+def grouped_dp_bf16_tile_kinds(rng):
+    """avx512_grouped_dp_bf16's tile kinds (DKIND0-DKIND6: 8 channels a group
+    in two steps of 4 with 9 taps, with the 4, 2 and 1 taps of a stride-2 3x3
+    input gradient's phases, with 25 taps (5x5); 16 channels (steps of 8);
+    4, 12 and 20 (steps of 4)), the row tiles of PAIR_ACC = 24 pixels (one
+    block of 8 output channels) and 11 (two) around their edges, and CHUNK
+    120 +- 1 pixels, forward and input gradient against NumPy per group."""
+    cases = [((2, 7, 9, 16), (3, 3, 8, 16), 1), ((2, 7, 9, 16), (3, 3, 8, 16), 2),
+             ((2, 7, 9, 16), (5, 5, 8, 16), 1), ((2, 7, 9, 32), (3, 3, 16, 32), 2),
+             ((2, 7, 9, 24), (3, 3, 12, 24), 1), ((2, 7, 9, 8), (3, 3, 4, 24), 2),
+             ((1, 5, 5, 40), (3, 3, 20, 8), 1), ((1, 1, 24, 16), (3, 3, 8, 8), 1),
+             ((1, 1, 25, 16), (3, 3, 8, 8), 1), ((1, 1, 23, 16), (3, 3, 8, 24), 1),
+             ((1, 1, 11, 16), (3, 3, 8, 32), 1), ((1, 1, 12, 16), (3, 3, 8, 32), 1),
+             ((1, 7, 17, 16), (3, 3, 8, 16), 1), ((1, 10, 12, 16), (3, 3, 8, 16), 1),
+             ((11, 1, 11, 16), (3, 3, 8, 16), 1)]
+    for xs, ks, s in cases:
+        _grouped_dp_bf16_passes(rng, xs, ks, s, 2, f"avx512_grouped_dp_bf16 {xs} {ks} s{s}")
+
+
 def _conv_all_passes(rng, xs, ks, strides, same, what, variant=None):
     """The three passes against NumPy, through the default kernels, or
     through `variant` where this CPU runs it (avx2_direct: any CPU with AVX2
@@ -845,6 +891,13 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_grouped_simd.c", "KIND4"): grouped_tile_kinds,
     ("conv_grouped_simd.c", "KIND5"): grouped_tile_kinds,
     ("conv_grouped_simd.c", "KIND6"): grouped_tile_kinds,
+    ("conv_grouped_simd.c", "DKIND0"): grouped_dp_bf16_tile_kinds,
+    ("conv_grouped_simd.c", "DKIND1"): grouped_dp_bf16_tile_kinds,
+    ("conv_grouped_simd.c", "DKIND2"): grouped_dp_bf16_tile_kinds,
+    ("conv_grouped_simd.c", "DKIND3"): grouped_dp_bf16_tile_kinds,
+    ("conv_grouped_simd.c", "DKIND4"): grouped_dp_bf16_tile_kinds,
+    ("conv_grouped_simd.c", "DKIND5"): grouped_dp_bf16_tile_kinds,
+    ("conv_grouped_simd.c", "DKIND6"): grouped_dp_bf16_tile_kinds,
     ("conv_grouped_simd.c", "MAX_STRIPES"): grouped_chunks,
     ("conv_grouped_simd.c", "MAX_PHASE_TAPS"): "the supports rule's bound on the taps of a "
                                                "sub-pixel phase (8x8 windows at stride 1); "

@@ -39,13 +39,18 @@ def test_config_lists_the_conv_variants_reference_last():
     has = set(c["features"])
     for op in ("conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"):
         names = [n for n, _ in c["variants"][op]]
-        assert names == ["avx512_direct", "avx2_direct", "avx512_grouped",
+        # avx512_grouped_dp_bf16 has no filter-gradient tiles: not a variant of that op
+        dp = [] if op == "conv2d_backprop_filter" else ["avx512_grouped_dp_bf16"]
+        assert names == ["avx512_direct", "avx2_direct", "avx512_grouped", *dp,
                          "avx512_grouped_bf16", "avx2_grouped", "avx2_grouped_bf16",
                          "amx_direct_bf16", "amx_bf16", "avx512_direct_bf16", "avx512_bf16",
                          "im2col_blas"]
         assert c["variants"][op][-1][1] is True   # the reference runs anywhere
         assert c["variants"][op][0][1] == ({"avx512f", "fma"} <= has)
         assert c["variants"][op][1][1] == ({"avx2", "fma"} <= has)
+        if dp:  # AVX512_BF16 (AVX-512 F, BW, VL) and FMA, as avx512_direct_bf16
+            bf16_cpu = {"avx512f", "avx512bw", "avx512vl", "avx512_bf16", "fma"} <= has
+            assert dict(c["variants"][op])["avx512_grouped_dp_bf16"] == bf16_cpu
     out = io.StringIO()
     pr.show_config(file=out)
     text = out.getvalue()
@@ -246,14 +251,16 @@ def test_conv_variants_on_small_images_do_not_depend_on_the_batch(op):
 
 @pytest.mark.parametrize("op", ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"])
 @pytest.mark.parametrize("groups,cg", [(3, 8), (8, 2), (24, 1)])
-@pytest.mark.parametrize("variant", ["avx512_grouped", "avx512_grouped_bf16", "avx2_grouped",
-                                     "avx2_grouped_bf16"])
+@pytest.mark.parametrize("variant", ["avx512_grouped", "avx512_grouped_dp_bf16",
+                                     "avx512_grouped_bf16", "avx2_grouped", "avx2_grouped_bf16"])
 def test_grouped_variants_do_not_depend_on_the_thread_count(op, groups, cg, variant):
     """The grouped variants split the work into fixed stripes of images (and
     the filter gradient sums them in stripe order): same bits for 1, 2, 3
     threads; their _bf16 twins (bfloat16 operands, widened) as well, and
     all agree with the reference.  The AVX-512 ones refuse odd group widths
-    (depthwise here)."""
+    (depthwise here); avx512_grouped_dp_bf16 (VDPBF16PS) group widths that
+    are not a multiple of 4 (2 here) and is no variant of the filter
+    gradient; without AVX512_BF16 it says it cannot run."""
     c = groups * cg
     x, k = rng_array(13, 9, 7, c), rng_array(3, 3, cg, c, seed=1)
     dy = rng_array(13, 5, 4, c, seed=2)
@@ -262,7 +269,13 @@ def test_grouped_variants_do_not_depend_on_the_thread_count(op, groups, cg, vari
     a, b = args[0], args[1]
     if variant.endswith("_bf16"):
         a, b = a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
+    if variant == "avx512_grouped_dp_bf16" and op == "conv2d_backprop_filter":
+        assert variant not in dict(_C.op_variants(op))
+        with pytest.raises(ValueError, match="variant"):
+            _C.run_variant(op, variant, a, b, strides=2, same=True, groups=groups, **args[2])
+        return
     ok = dict(_C.op_variants(op))[variant] and not (variant.startswith("avx512") and cg % 2)
+    ok = ok and not (variant == "avx512_grouped_dp_bf16" and cg % 4)
     if not ok or _C.cpu_info()["reference_only"]:  # then it must refuse
         with pytest.raises(ValueError, match="cannot run"):
             _C.run_variant(op, variant, a, b, strides=2, same=True, groups=groups, **args[2])

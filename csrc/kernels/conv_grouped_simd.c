@@ -38,6 +38,15 @@
  * (up to 24) x NB blocks; weight gradient: TT taps x WT channel pairs x NB
  * blocks (up to 24 accumulators).  Group widths must be even.
  *
+ * AVX512_BF16 pair tiles (PR_GROUPED_AVX512_BF16, forward and input
+ * gradient only): the same lanes in bfloat16 arithmetic, a VDPBF16PS for
+ * each FMA; lane (o, j) sums the pair of input channels (c + 2j, c + 2j +
+ * 1) of each step of 4, one 8-byte broadcast of 4 bfloat16 channels feeding
+ * 32 products.  x and dy are read as bfloat16 in place through the same
+ * indirection tables (their pointer arithmetic in bytes, geo.es); the sums
+ * are float32; a bfloat16 output is rounded once as it is stored (geo.os).
+ * Group widths must be multiples of 4.
+ *
  * Weights are repacked per call, zero-padded.  Depthwise convolutions (cg
  * = og = 1, AVX2 only) are vectors over 8 channels instead (no product to
  * share): each pixel sums its taps inside the image.
@@ -50,9 +59,10 @@
  * conv_grouped.c skips them, which differs only for an Inf or NaN weight
  * (forward) or dy (filter gradient) next to the padding.
  *
- * Compiled per function for "avx2,fma" or "avx512f,fma" and run only when
- * the CPU probe reports them (ops_conv.c's avx2_grouped and avx512_grouped
- * variants); off x86-64 the entry points are stubs. */
+ * Compiled per function for "avx2,fma", "avx512f,fma" or (the bfloat16
+ * tiles) "avx512f,avx512bw,avx512vl,avx512bf16,fma" and run only when the
+ * CPU probe reports them (ops_conv.c's avx2_grouped, avx512_grouped and
+ * avx512_grouped_dp_bf16 variants); off x86-64 the entry points are stubs. */
 #include "conv_grouped_simd.h"
 
 #include <stdlib.h>
@@ -79,6 +89,8 @@ typedef struct {
     int64_t G, cg, og, T, nbc, nbo; /* nbc, nbo: blocks of 8 of cg, og */
     int64_t hw, S;                  /* pixels an image, stripes */
     int depthwise;                  /* cg == og == 1 */
+    int64_t es;                     /* bytes of an operand's element (x, dy) */
+    int64_t os;                     /* bytes of an output's element (y, dx) */
 } geo;
 
 static void geo_init(geo *q, const pr_window *g, int64_t groups) {
@@ -92,6 +104,7 @@ static void geo_init(geo *q, const pr_window *g, int64_t groups) {
     q->hw = g->ho * g->wo;
     q->S = g->n < MAX_STRIPES ? g->n : MAX_STRIPES;
     q->depthwise = q->cg == 1 && q->og == 1;
+    q->es = q->os = sizeof(float); /* begin_pass: the isa's, the output's */
 }
 
 static int64_t r16(int64_t n) { return (n + 15) & ~(int64_t)15; }
@@ -129,6 +142,7 @@ int pr_conv_grouped_simd_supports(pr_grouped_isa isa, const pr_window *g, int64_
     int64_t taps = ((g->kh + g->sh - 1) / g->sh) * ((g->kw + g->sw - 1) / g->sw);
     int64_t cg = g->c / groups, og = g->o / groups;
     int fits = cg <= 512 && og <= 512 && taps <= MAX_PHASE_TAPS;
+    if (isa == PR_GROUPED_AVX512_BF16) return fits && cg % 4 == 0 && og % 4 == 0;
     return isa == PR_GROUPED_AVX512 ? fits && cg % 2 == 0 && og % 2 == 0 : fits;
 }
 
@@ -144,6 +158,7 @@ size_t pr_conv_grouped_simd_scratch_bytes(const pr_window *g, int64_t groups, pr
 #if defined(__x86_64__)
 
 #include "avx2.h"
+#include "bf16.h"
 
 /* Channels of block b of n channels in blocks of 8 (8 but in the last). */
 static int lanes_of(int64_t b, int64_t n) { return n - 8 * b >= 8 ? 8 : (int)(n - 8 * b); }
@@ -172,6 +187,7 @@ typedef struct {
     int64_t coff;
     int last;
     int64_t ng, ga, gb, gc;
+    int bf16out; /* (bfloat16 tiles) C is bfloat16, rounded as it is stored */
 } ft_args;
 
 ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const int KI) {
@@ -576,6 +592,184 @@ static void run_bp(const bt_args *all, int64_t cg, int64_t NJ) {
     }
 }
 
+/* ---- AVX512_BF16 pair tiles ------------------------------------------------------
+ * The pair tiles in bfloat16: VDPBF16PS adds to each float32 lane the two
+ * products of a pair of bfloat16 values (low and high halves of the
+ * 32-bit lane), so lane (o, j) = 2o + j of an accumulator sums, for each
+ * step of 4 reduced channels c..c+3, x[c + 2j] w[c + 2j][o] + x[c + 2j + 1]
+ * w[c + 2j + 1][o]: one 8-byte broadcast of x's 4 channels (a 32-bit pair
+ * in the even lanes, the next pair in the odd ones) feeds 32 products, the
+ * weights packed as pairs of channels, pair-interleaved (pack_forward_dp,
+ * pack_backprop_input_dp).  The lanes and the store are fp_group's: the
+ * two halves of (o, 0) and (o, 1) added as the tile is stored, in float32.
+ * Each product of two bfloat16 values is exact in float32; VDPBF16PS reads
+ * a bfloat16 subnormal as zero and flushes a subnormal sum to zero (Intel
+ * SDM, VDPBF16PS), which the tests' tolerances cover. */
+
+#define DP_TARGET "avx512f,avx512bw,avx512vl,avx512bf16,fma"
+#define DP_FN static __attribute__((target(DP_TARGET)))
+#define INLINE_DP static inline __attribute__((always_inline, target(DP_TARGET)))
+
+/* The four bfloat16 values at p (8 bytes) in every pair of 32-bit lanes. */
+INLINE_DP __m512 quad_broadcast(const uint16_t *p) {
+    double d;
+    memcpy(&d, p, sizeof d);
+    return _mm512_castpd_ps(_mm512_set1_pd(d));
+}
+
+/* v rounded to 16 bfloat16 values exactly as pr_bf16_round16 rounds it (to nearest even,
+ * NaN quieted): VCVTNEPS2BF16 does the same but flushes a subnormal float32 to zero, so
+ * lanes with one (a sum of two halves can be) take pr_bf16_round16.  magnitude: 16 x
+ * 0x7fffffff; smallest_normal: 16 x 2^-126. */
+/* (not inlined: its constants would be hoisted into the tiles' registers) */
+DP_FN __attribute__((noinline)) __m256i round_bf16_exactly(__m512 v) {
+    return pr_bf16_round16(v);
+}
+INLINE_DP __m256i round_bf16(__m512 v, __m512i magnitude, __m512 smallest_normal) {
+    const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), magnitude));
+    __mmask16 tiny = _mm512_cmp_ps_mask(a, smallest_normal, _CMP_LT_OQ);
+    if (_mm512_mask_cmp_ps_mask(tiny, a, _mm512_setzero_ps(), _CMP_NEQ_OQ))
+        return round_bf16_exactly(v);
+    return (__m256i)_mm512_cvtneps_pbh(v);
+}
+
+/* Forward and input gradient in bfloat16: fp_group's C(m, j) with A(m, t,
+ * c) = the bfloat16 ap[t*np + m][aoff + c] (t < nt, c < ck a multiple of
+ * 4, in steps of 4*KQ); B of channels c..c+3 = the 16 32-bit lanes at b +
+ * (c / 4)*bk + 16*j, lane 2o + i the bfloat16 pair of channels (c + 2i,
+ * c + 2i + 1) for output o.  KQ: steps of 4 channels a weight load; ONE:
+ * ck == 4*KQ; NT: nt known (0: any). */
+INLINE_DP void dp_group(const ft_args *A, int64_t gi, const int WT, const int NB, const int KQ,
+                        const int ONE, const int NT) {
+    const int64_t bk = A->bk, ck = A->ck;
+    __m512 acc[2][PAIR_ACC];
+    UNROLL
+    for (int j = 0; j < NB; j++)
+        UNROLL
+        for (int m = 0; m < WT; m++) acc[j][m] = _mm512_setzero_ps();
+    const float *b = A->b + gi * A->gb;
+    const int64_t aoff = A->aoff + gi * A->ga, coff = A->coff + gi * A->gc;
+    const int64_t nt = NT ? NT : A->nt;
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t c = 0; c < (ONE ? 4 * KQ : ck); c += 4 * KQ) {
+            __m512 wv[2][2];
+            UNROLL
+            for (int kk = 0; kk < KQ; kk++)
+                UNROLL
+                for (int j = 0; j < NB; j++) wv[kk][j] = _mm512_loadu_ps(b + kk * bk + 16 * j);
+            b += KQ * bk;
+            UNROLL
+            for (int m = 0; m < WT; m++) {
+                const uint16_t *r = (const uint16_t *)A->ap[t * A->np + m] + aoff + c;
+                UNROLL
+                for (int kk = 0; kk < KQ; kk++) {
+                    __m512 xv = quad_broadcast(r + 4 * kk);
+                    UNROLL
+                    for (int j = 0; j < NB; j++)
+                        acc[j][m] = _mm512_dpbf16_ps(acc[j][m], (__m512bh)xv, (__m512bh)wv[kk][j]);
+                }
+            }
+        }
+    /* rows in twos, as fp_group stores them; a bfloat16 C: both rows rounded at once
+     * (round_bf16: to nearest even, NaN quieted, as pr_f32_to_bf16).  The store's
+     * constants are read through pointers an empty asm launders after the sums, so that
+     * they are made here rather than kept in registers the accumulators need (GCC hoisted
+     * them above the loop and spilled an accumulator in the 24-row tiles). */
+    static const int32_t bits[2] = {0x7fffffff, 0x00800000}; /* |x| mask, 2^-126 */
+    const int32_t *perm = two_rows, *cb = bits;
+    __asm__("" : "+r"(perm), "+r"(cb) : "v"(acc[0][0])); /* after the sums are done */
+    const __mmask16 last = (__mmask16)((1u << A->last) - 1);
+    const __m512i evens = _mm512_loadu_si512(perm), odds = _mm512_loadu_si512(perm + 16);
+    const __m512i magnitude = _mm512_set1_epi32(cb[0]);
+    const __m512 smallest_normal = _mm512_castsi512_ps(_mm512_set1_epi32(cb[1]));
+    const int bf16out = A->bf16out;
+    UNROLL
+    for (int m = 0; m < WT; m += 2) {
+        float *d = A->cp[m], *e = m + 1 < WT ? A->cp[m + 1] : NULL;
+        UNROLL
+        for (int j = 0; j < NB; j++) {
+            __mmask16 k = j < NB - 1 ? 0xFF : last;
+            __m512 v = m + 1 == WT ? pair_sums(acc[j][m])
+                                   : _mm512_add_ps(
+                                         _mm512_permutex2var_ps(acc[j][m], evens, acc[j][m + 1]),
+                                         _mm512_permutex2var_ps(acc[j][m], odds, acc[j][m + 1]));
+            if (bf16out) {
+                __m256i h = round_bf16(v, magnitude, smallest_normal);
+                _mm_mask_storeu_epi16((uint16_t *)d + coff + 8 * j, (__mmask8)k,
+                                      _mm256_castsi256_si128(h));
+                if (m + 1 < WT)
+                    _mm_mask_storeu_epi16((uint16_t *)e + coff + 8 * j, (__mmask8)k,
+                                          _mm256_extracti128_si256(h, 1));
+                continue;
+            }
+            _mm512_mask_storeu_ps(d + coff + 8 * j, k, v);
+            if (m + 1 < WT)
+                _mm512_mask_storeu_ps(e + coff + 8 * j, k, _mm512_shuffle_f32x4(v, v, 0xEE));
+        }
+    }
+}
+
+/* dp_group for the groups gi < ng, one after another. */
+INLINE_DP void dp_body(const ft_args *A, const int WT, const int NB, const int KQ,
+                       const int ONE, const int NT) {
+    for (int64_t gi = 0; gi < A->ng; gi++) dp_group(A, gi, WT, NB, KQ, ONE, NT);
+}
+
+/* The kinds of bfloat16 tile, fp_kind's numbering: (KQ, ONE, NT) of dp_body.  ck == 8 (two
+ * steps of 4 channels, no channel loop) with 9, 4, 2, 1 or any taps; ck a multiple of 8;
+ * other multiples of 4. */
+#define DKIND0 2, 1, 9
+#define DKIND1 2, 1, 4
+#define DKIND2 2, 1, 2
+#define DKIND3 2, 1, 1
+#define DKIND4 2, 1, 0
+#define DKIND5 2, 0, 0
+#define DKIND6 1, 0, 0
+#define DP(WT, NB, K) \
+    DP_FN void dp_##WT##_##NB##_##K(const ft_args *A) { dp_body(A, WT, NB, DKIND##K); }
+#define DP_TILES(K)                                                                             \
+    DP(1, 1, K) DP(2, 1, K) DP(3, 1, K) DP(4, 1, K) DP(5, 1, K) DP(6, 1, K) DP(7, 1, K)         \
+    DP(8, 1, K) DP(9, 1, K) DP(10, 1, K) DP(11, 1, K) DP(12, 1, K) DP(13, 1, K) DP(14, 1, K)    \
+    DP(15, 1, K) DP(16, 1, K) DP(17, 1, K) DP(18, 1, K) DP(19, 1, K) DP(20, 1, K)              \
+    DP(21, 1, K) DP(22, 1, K) DP(23, 1, K) DP(24, 1, K) DP(1, 2, K) DP(2, 2, K) DP(3, 2, K)     \
+    DP(4, 2, K) DP(5, 2, K) DP(6, 2, K) DP(7, 2, K) DP(8, 2, K) DP(9, 2, K) DP(10, 2, K)        \
+    DP(11, 2, K)
+DP_TILES(0)
+DP_TILES(1)
+DP_TILES(2)
+DP_TILES(3)
+DP_TILES(4)
+DP_TILES(5)
+DP_TILES(6)
+#define DP_REFS(K)                                                                              \
+    {{dp_1_1_##K, dp_2_1_##K, dp_3_1_##K, dp_4_1_##K, dp_5_1_##K, dp_6_1_##K, dp_7_1_##K,      \
+      dp_8_1_##K, dp_9_1_##K, dp_10_1_##K, dp_11_1_##K, dp_12_1_##K, dp_13_1_##K, dp_14_1_##K, \
+      dp_15_1_##K, dp_16_1_##K, dp_17_1_##K, dp_18_1_##K, dp_19_1_##K, dp_20_1_##K,            \
+      dp_21_1_##K, dp_22_1_##K, dp_23_1_##K, dp_24_1_##K},                                     \
+     {dp_1_2_##K, dp_2_2_##K, dp_3_2_##K, dp_4_2_##K, dp_5_2_##K, dp_6_2_##K, dp_7_2_##K,      \
+      dp_8_2_##K, dp_9_2_##K, dp_10_2_##K, dp_11_2_##K}}
+/* dp_fns[kind][NB - 1][WT - 1] */
+static const ft_fn dp_fns[7][2][PAIR_ACC] = {DP_REFS(0), DP_REFS(1), DP_REFS(2), DP_REFS(3),
+                                               DP_REFS(4), DP_REFS(5), DP_REFS(6)};
+
+/* run_fp with the bfloat16 tiles (the same widths: NB*WT accumulators + 2*NB weights). */
+static void run_dp(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
+    int kind = fp_kind(t);
+    for (int64_t j0 = 0; j0 < NJ; j0 += 2) {
+        int nb = NJ - j0 < 2 ? (int)(NJ - j0) : 2, wt = fp_width[nb];
+        for (int64_t m0 = 0; m0 < M; m0 += wt) {
+            int rows = M - m0 < wt ? (int)(M - m0) : wt;
+            ft_args A = *t;
+            A.ap += m0;
+            A.b += 16 * j0;
+            A.cp += m0;
+            A.coff += 8 * j0;
+            A.last = lanes_of(j0 + nb - 1, channels);
+            dp_fns[kind][nb - 1][rows - 1](&A);
+        }
+    }
+}
+
 /* ---- operands ------------------------------------------------------------------- */
 
 /* Per-thread area (thread_floats). */
@@ -607,17 +801,18 @@ static area thread_area(const geo *q, float *base, int tid) {
  * a row of output pixels whose windows lie inside the image, each tap's
  * entries are an arithmetic progression (stored in one vectorisable loop);
  * the pixels near the image's edges are tested tap by tap. */
-static void indirection(const geo *q, int64_t q0, int64_t np, const float *x, const float *zeros,
+static void indirection(const geo *q, int64_t q0, int64_t np, const void *x, const float *zeros,
                         const float **ptab) {
     const pr_window *g = q->g;
-    const int64_t step = g->sw * g->c;
+    const int64_t es = q->es, step = g->sw * g->c * es; /* bytes */
     /* output columns whose window lies inside the image's columns */
     const int64_t ow_lo = (g->pw + g->sw - 1) / g->sw, ow_hi = (g->w - g->kw + g->pw) / g->sw;
     int64_t n = q0 / q->hw, r = q0 % q->hw, oh = r / g->wo, ow = r % g->wo;
     for (int64_t p = 0; p < np;) {
         /* a run of pixels along output row oh of image n: the corner moves by step */
         int64_t ih0 = oh * g->sh - g->ph, run = g->wo - ow < np - p ? g->wo - ow : np - p;
-        const float *base = x + ((n * g->h + ih0) * g->w + ow * g->sw - g->pw) * g->c;
+        const char *base =
+            (const char *)x + ((n * g->h + ih0) * g->w + ow * g->sw - g->pw) * g->c * es;
         int64_t k0 = 0, k1 = 0; /* the run's pixels [k0, k1) have every tap inside */
         if (ih0 >= 0 && ih0 + g->kh <= g->h) {
             k0 = ow_lo - ow > 0 ? ow_lo - ow : 0;
@@ -625,8 +820,9 @@ static void indirection(const geo *q, int64_t q0, int64_t np, const float *x, co
             if (k1 <= k0) k0 = k1 = 0;
         }
         for (int64_t t = 0; t < q->T; t++) {
-            const float *v = base + (t / g->kw * g->w + t % g->kw) * g->c, **e = ptab + t * np + p;
-            for (int64_t k = k0; k < k1; k++) e[k] = v + k * step;
+            const char *v = base + (t / g->kw * g->w + t % g->kw) * g->c * es;
+            const float **e = ptab + t * np + p;
+            for (int64_t k = k0; k < k1; k++) e[k] = (const float *)(v + k * step);
         }
         for (int64_t k = 0; k < run; k++) {
             if (k == k0 && k1 > k0) k = k1;
@@ -634,10 +830,12 @@ static void indirection(const geo *q, int64_t q0, int64_t np, const float *x, co
             int64_t iw0 = (ow + k) * g->sw - g->pw;
             for (int64_t kh = 0; kh < g->kh; kh++) {
                 int rin = ih0 + kh >= 0 && ih0 + kh < g->h;
-                const float *row = base + k * step + kh * g->w * g->c;
+                const char *row = base + k * step + kh * g->w * g->c * es;
                 for (int64_t kw = 0; kw < g->kw; kw++)
                     ptab[(kh * g->kw + kw) * np + p + k] =
-                        rin && iw0 + kw >= 0 && iw0 + kw < g->w ? row + kw * g->c : zeros;
+                        rin && iw0 + kw >= 0 && iw0 + kw < g->w
+                            ? (const float *)(row + kw * g->c * es)
+                            : zeros;
             }
         }
         p += run;
@@ -675,15 +873,18 @@ AVX2_FN void pack_dy_avx2(const geo *q, const float *dy, int64_t q0, int64_t np,
     }
 }
 
-typedef void pack_pass(const geo *q, const float *w, float *wp);
+typedef void pack_pass(const geo *q, const void *w, float *wp);
 static pack_pass pack_forward_avx2, pack_backprop_input_avx2;
-AVX512_FN void pack_forward_pair(const geo *q, const float *w, float *wp);
-AVX512_FN void pack_backprop_input_pair(const geo *q, const float *w, float *wp);
+AVX512_FN void pack_forward_pair(const geo *q, const void *w, float *wp);
+AVX512_FN void pack_backprop_input_pair(const geo *q, const void *w, float *wp);
+static pack_pass pack_forward_dp, pack_backprop_input_dp;
 
 /* What differs between the instruction sets: the tiles, and how weights
- * and dy are packed for them.  pair: weights in blocks of 16 floats a pair
- * of channels (lane 2 * lane + parity), dy read in place (pack_dy NULL);
- * else blocks of 8 a channel, dy packed per chunk. */
+ * and dy are packed for them.  pair: weights in blocks of 16 32-bit lanes
+ * (lane 2 * lane + parity) a pair of float32 channels or (bfloat16, wdiv
+ * 2) two pairs of channels, dy read in place (pack_dy NULL); else blocks
+ * of 8 floats a channel, dy packed per chunk.  es: bytes of an operand's
+ * element; wdiv: reduced channels a 32-bit weight lane holds. */
 typedef struct {
     int pair;
     void (*run_ft)(const ft_args *t, int64_t M, int64_t NJ, int64_t channels);
@@ -691,14 +892,19 @@ typedef struct {
     void (*pack_dy)(const geo *q, const float *dy, int64_t q0, int64_t np, int64_t gi,
                     float *dyb);
     pack_pass *pack_forward, *pack_backprop_input;
+    int64_t es, wdiv;
 } tiles;
 
 static const tiles avx2_tiles = {0, run_ft, run_bt, pack_dy_avx2, pack_forward_avx2,
-                                 pack_backprop_input_avx2};
+                                 pack_backprop_input_avx2, 4, 1};
 static const tiles pair_tiles = {1, run_fp, run_bp, NULL, pack_forward_pair,
-                                 pack_backprop_input_pair};
+                                 pack_backprop_input_pair, 4, 1};
+/* bfloat16: no filter-gradient tiles (that pass is refused) */
+static const tiles dp_tiles = {1, run_dp, NULL, NULL, pack_forward_dp, pack_backprop_input_dp,
+                               2, 2};
 
 static const tiles *tiles_of(pr_grouped_isa isa) {
+    if (isa == PR_GROUPED_AVX512_BF16) return &dp_tiles;
     return isa == PR_GROUPED_AVX512 ? &pair_tiles : &avx2_tiles;
 }
 
@@ -725,14 +931,19 @@ typedef void dw_pass(const geo *q, const float *in, const float *w, float *out, 
 /* The start of the forward and input-gradient passes: q for (g, groups); a
  * depthwise convolution runs whole in dw (PR_OK, *areas NULL); else w packed
  * for isa's tiles at the start of scratch and *areas the per-thread areas
- * after it (PR_OK), or PR_ERR_INTERNAL for a geometry isa does not take. */
+ * after it (PR_OK), or PR_ERR_INTERNAL for a geometry isa does not take (or
+ * a bfloat16 output but for the bfloat16 tiles). */
 static int begin_pass(pr_grouped_isa isa, geo *q, const pr_window *g, int64_t groups,
-                      pr_conv_pass pass, dw_pass *dw, const float *in, const float *w,
-                      float *out, void *scratch, float **areas) {
+                      pr_conv_pass pass, dw_pass *dw, const void *in, const void *w,
+                      void *out, pr_dtype out_dtype, void *scratch, float **areas) {
     geo_init(q, g, groups);
+    q->es = tiles_of(isa)->es;
+    q->os = pr_dtype_size(out_dtype);
     *areas = NULL;
-    if (!pr_conv_grouped_simd_supports(isa, g, groups)) return PR_ERR_INTERNAL;
-    if (q->depthwise) {
+    if (!pr_conv_grouped_simd_supports(isa, g, groups) ||
+        (out_dtype != PR_F32 && (isa != PR_GROUPED_AVX512_BF16 || out_dtype != PR_BF16)))
+        return PR_ERR_INTERNAL;
+    if (q->depthwise) { /* float32 only: the bfloat16 tiles refuse it */
         dw(q, in, w, out, scratch);
         return PR_OK;
     }
@@ -746,7 +957,8 @@ static int begin_pass(pr_grouped_isa isa, geo *q, const pr_window *g, int64_t gr
 /* ---- forward ---------------------------------------------------------------------- */
 
 /* AVX2: wp[gi][t][c][ob][8] = w[t, c, gi * og + 8 * ob + lane], zeros past og. */
-static void pack_forward_avx2(const geo *q, const float *w, float *wp) {
+static void pack_forward_avx2(const geo *q, const void *wv, float *wp) {
+    const float *w = wv;
     const int64_t O = q->g->o, nbo8 = q->nbo * 8;
     for (int64_t gi = 0; gi < q->G; gi++)
         for (int64_t tc = 0; tc < q->T * q->cg; tc++) {
@@ -758,7 +970,8 @@ static void pack_forward_avx2(const geo *q, const float *w, float *wp) {
 
 /* Pair tiles: wp[gi][t][c / 2][ob][16], lane 2 * lane + i = w[t, c + i, gi * og
  * + 8 * ob + lane] (c even), zeros past og. */
-AVX512_FN void pack_forward_pair(const geo *q, const float *w, float *wp) {
+AVX512_FN void pack_forward_pair(const geo *q, const void *wv, float *wp) {
+    const float *w = wv;
     const int64_t O = q->g->o;
     const __m512i mix = _mm512_loadu_si512(interleave);
     for (int64_t gi = 0; gi < q->G; gi++)
@@ -774,11 +987,12 @@ AVX512_FN void pack_forward_pair(const geo *q, const float *w, float *wp) {
 }
 
 int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                                 const float *x, const float *w, float *y, void *scratch) {
+                                 const void *x, const void *w, void *y, pr_dtype y_dtype,
+                                 void *scratch) {
     geo q;
     float *wp = scratch, *areas;
-    int rc = begin_pass(isa, &q, g, groups, PR_CONV_FORWARD, dw_forward, x, w, y, scratch,
-                        &areas);
+    int rc = begin_pass(isa, &q, g, groups, PR_CONV_FORWARD, dw_forward, x, w, y, y_dtype,
+                        scratch, &areas);
     if (rc != PR_OK || !areas) return rc;
     const tiles *ts = tiles_of(isa);
 #pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
@@ -789,9 +1003,11 @@ int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t
         for (int64_t q0 = s0; q0 < s1; q0 += CHUNK) {
             int64_t np = s1 - q0 < CHUNK ? s1 - q0 : CHUNK;
             indirection(&q, q0, np, x, ar.zeros, ar.ptab);
-            for (int64_t p = 0; p < np; p++) ar.rows[p] = y + (q0 + p) * g->o;
+            for (int64_t p = 0; p < np; p++)
+                ar.rows[p] = (const float *)((char *)y + (q0 + p) * g->o * q.os);
             ft_args t = {ar.ptab, np, 0, q.T, q.cg, wp, (ts->pair ? 16 : 8) * q.nbo,
-                         (float *const *)ar.rows, 0, 8, q.G, q.cg, q.T * q.cg * q.nbo * 8, q.og};
+                         (float *const *)ar.rows, 0, 8, q.G, q.cg,
+                         q.T * q.cg * q.nbo * 8 / ts->wdiv, q.og, y_dtype == PR_BF16};
             ts->run_ft(&t, np, q.nbo, q.og);
         }
     }
@@ -834,7 +1050,8 @@ static void phase_of(const pr_window *g, int64_t i, phase *f) {
 
 /* AVX2, phase by phase: wp[gi][i][o][cb][8] = w[tap i of the phase, 8 * cb +
  * lane, gi * og + o], zeros past cg. */
-static void pack_backprop_input_avx2(const geo *q, const float *w, float *wp) {
+static void pack_backprop_input_avx2(const geo *q, const void *wv, float *wp) {
+    const float *w = wv;
     const pr_window *g = q->g;
     const int64_t O = g->o, nbc8 = q->nbc * 8;
     for (int64_t pi = 0; pi < g->sh * g->sw; pi++) {
@@ -853,7 +1070,8 @@ static void pack_backprop_input_avx2(const geo *q, const float *w, float *wp) {
 /* Pair tiles, phase by phase: wp[gi][i][o / 2][cb][16], lane 2 * lane + j =
  * w[tap i of the phase, 8 * cb + lane, gi * og + o + j] (o even), zeros past
  * cg: each block a gather of 8 pairs of floats, one a row of w. */
-AVX512_FN void pack_backprop_input_pair(const geo *q, const float *w, float *wp) {
+AVX512_FN void pack_backprop_input_pair(const geo *q, const void *wv, float *wp) {
+    const float *w = wv;
     const pr_window *g = q->g;
     const int64_t O = g->o;
     int64_t rows[8];
@@ -876,6 +1094,54 @@ AVX512_FN void pack_backprop_input_pair(const geo *q, const float *w, float *wp)
     }
 }
 
+/* The 32-bit lane of two bfloat16 values: lo in the low half, hi in the high. */
+static uint32_t bf16_pair(uint16_t lo, uint16_t hi) { return lo | (uint32_t)hi << 16; }
+
+/* bfloat16 tiles: wp[gi][t][c / 4][ob][16] 32-bit lanes, lane 2 * lane + j =
+ * the pair w[t, c + 2j, o], w[t, c + 2j + 1, o] of o = gi * og + 8 * ob +
+ * lane (c a multiple of 4), zeros past og. */
+static void pack_forward_dp(const geo *q, const void *wv, float *wpf) {
+    const uint16_t *w = wv;
+    uint32_t *wp = (uint32_t *)wpf;
+    const int64_t O = q->g->o;
+    for (int64_t gi = 0; gi < q->G; gi++)
+        for (int64_t tc = 0; tc < q->T * q->cg; tc += 4) {
+            const uint16_t *s = w + tc * O + gi * q->og;
+            for (int64_t ob = 0; ob < q->nbo; ob++, wp += 16)
+                for (int64_t l = 0; l < 8; l++)
+                    for (int64_t j = 0; j < 2; j++) {
+                        int64_t o = 8 * ob + l, at = 2 * j * O + o;
+                        wp[2 * l + j] = o < q->og ? bf16_pair(s[at], s[at + O]) : 0;
+                    }
+        }
+}
+
+/* bfloat16 tiles, phase by phase: wp[gi][i][o / 4][cb][16] 32-bit lanes,
+ * lane 2 * lane + j = the pair w[tap i of the phase, c, gi * og + o + 2j]
+ * and (..., o + 2j + 1) of c = 8 * cb + lane (o a multiple of 4), zeros
+ * past cg. */
+static void pack_backprop_input_dp(const geo *q, const void *wv, float *wpf) {
+    const uint16_t *w = wv;
+    uint32_t *wp = (uint32_t *)wpf;
+    const pr_window *g = q->g;
+    const int64_t O = g->o;
+    for (int64_t pi = 0; pi < g->sh * g->sw; pi++) {
+        phase f;
+        phase_of(g, pi, &f);
+        for (int64_t gi = 0; gi < q->G; gi++)
+            for (int64_t i = 0; i < f.nt; i++) {
+                const uint16_t *wt = w + (f.kh[i] * g->kw + f.kw[i]) * q->cg * O + gi * q->og;
+                for (int64_t o = 0; o < q->og; o += 4)
+                    for (int64_t cb = 0; cb < q->nbc; cb++, wp += 16)
+                        for (int64_t l = 0; l < 8; l++)
+                            for (int64_t j = 0; j < 2; j++) {
+                                int64_t c = 8 * cb + l, at = c * O + o + 2 * j;
+                                wp[2 * l + j] = c < q->cg ? bf16_pair(wt[at], wt[at + 1]) : 0;
+                            }
+            }
+    }
+}
+
 /* Chunk [u0, u0 + np) of phase f's pixels of images n0...: the rows of dx
  * (rows) and the dy pixel of each tap (ptab[i * np + p], zeros outside dy).
  * Pixel (a, b) of the phase, (ih0 + a*sh, iw0 + b*sw), takes dy pixel
@@ -883,16 +1149,17 @@ AVX512_FN void pack_backprop_input_pair(const geo *q, const float *w, float *wp)
  * in `indirection`, runs of pixels with every tap inside dy are stored tap
  * by tap as arithmetic progressions. */
 static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, int64_t np,
-                         const float *dy, float *dx, const float *zeros, const float **ptab,
+                         const void *dy, void *dx, const float *zeros, const float **ptab,
                          const float **rows) {
     const pr_window *g = q->g;
-    const int64_t per = f->nh * f->nw, nt = f->nt, step = g->sw * g->c, o = g->o;
+    /* o, at[]: dy's pixel and taps' offsets in bytes */
+    const int64_t per = f->nh * f->nw, nt = f->nt, step = g->sw * g->c, o = g->o * q->es;
     int64_t dh[MAX_PHASE_TAPS], dw[MAX_PHASE_TAPS], at[MAX_PHASE_TAPS];
     int64_t h0 = 0, h1 = 0, w0 = 0, w1 = 0; /* the taps' least and greatest dh, dw */
     for (int64_t i = 0; i < nt; i++) {
         dh[i] = (f->ih0 + g->ph - f->kh[i]) / g->sh;
         dw[i] = (f->iw0 + g->pw - f->kw[i]) / g->sw;
-        at[i] = (dh[i] * g->wo + dw[i]) * g->o;
+        at[i] = (dh[i] * g->wo + dw[i]) * o;
         h0 = i == 0 || dh[i] < h0 ? dh[i] : h0;
         h1 = i == 0 || dh[i] > h1 ? dh[i] : h1;
         w0 = i == 0 || dw[i] < w0 ? dw[i] : w0;
@@ -902,9 +1169,11 @@ static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, i
     for (int64_t p = 0; p < np;) {
         /* a run along the phase's row a of image n: dx moves by sw pixels, dy by one */
         int64_t run = f->nw - b < np - p ? f->nw - b : np - p;
-        float *d = dx + ((n * g->h + f->ih0 + a * g->sh) * g->w + f->iw0 + b * g->sw) * g->c;
-        const float *img = dy + n * g->ho * g->wo * g->o, *here = img + (a * g->wo + b) * g->o;
-        for (int64_t k = 0; k < run; k++) rows[p + k] = d + k * step;
+        char *d = (char *)dx +
+                  ((n * g->h + f->ih0 + a * g->sh) * g->w + f->iw0 + b * g->sw) * g->c * q->os;
+        const char *img = (const char *)dy + n * g->ho * g->wo * o,
+                   *here = img + (a * g->wo + b) * o;
+        for (int64_t k = 0; k < run; k++) rows[p + k] = (const float *)(d + k * step * q->os);
         int64_t k0 = 0, k1 = 0; /* the run's pixels [k0, k1) have every tap inside dy */
         if (nt > 0 && a + h0 >= 0 && a + h1 < g->ho) {
             k0 = -w0 - b > 0 ? -w0 - b : 0;
@@ -912,8 +1181,9 @@ static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, i
             if (k1 <= k0) k0 = k1 = 0;
         }
         for (int64_t i = 0; i < nt; i++) {
-            const float *v = here + at[i], **e = ptab + i * np + p;
-            for (int64_t k = k0; k < k1; k++) e[k] = v + k * o;
+            const char *v = here + at[i];
+            const float **e = ptab + i * np + p;
+            for (int64_t k = k0; k < k1; k++) e[k] = (const float *)(v + k * o);
         }
         for (int64_t k = 0; k < run && nt > 0; k++) {
             if (k == k0 && k1 > k0) k = k1;
@@ -921,7 +1191,7 @@ static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, i
             for (int64_t i = 0; i < nt; i++) {
                 int64_t oh = a + dh[i], ow = b + k + dw[i];
                 ptab[i * np + p + k] = oh >= 0 && oh < g->ho && ow >= 0 && ow < g->wo
-                                           ? img + (oh * g->wo + ow) * g->o
+                                           ? (const float *)(img + (oh * g->wo + ow) * o)
                                            : zeros;
             }
         }
@@ -935,15 +1205,15 @@ static void phase_tables(const geo *q, const phase *f, int64_t n0, int64_t u0, i
 }
 
 int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                                        const float *dy, const float *w, float *dx,
-                                        void *scratch) {
+                                        const void *dy, const void *w, void *dx,
+                                        pr_dtype dx_dtype, void *scratch) {
     geo q;
     float *wp = scratch, *areas;
     int rc = begin_pass(isa, &q, g, groups, PR_CONV_BACKPROP_INPUT, dw_backprop_input, dy, w, dx,
-                        scratch, &areas);
+                        dx_dtype, scratch, &areas);
     if (rc != PR_OK || !areas) return rc;
     const tiles *ts = tiles_of(isa);
-    const int64_t phases = g->sh * g->sw, block = q.og * q.nbc * 8;
+    const int64_t phases = g->sh * g->sw, block = q.og * q.nbc * 8 / ts->wdiv;
 #pragma omp parallel for num_threads(threads_for(q.S)) schedule(dynamic)
     for (int64_t s = 0; s < q.S; s++) {
         area ar = thread_area(&q, areas, THREAD_ID());
@@ -957,7 +1227,8 @@ int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, 
                 int64_t np = count - u0 < CHUNK ? count - u0 : CHUNK;
                 phase_tables(&q, &f, n0, u0, np, dy, dx, ar.zeros, ar.ptab, ar.rows);
                 ft_args t = {ar.ptab, np, 0, f.nt, q.og, wph, (ts->pair ? 16 : 8) * q.nbc,
-                             (float *const *)ar.rows, 0, 8, q.G, q.og, f.nt * block, q.cg};
+                             (float *const *)ar.rows, 0, 8, q.G, q.og, f.nt * block, q.cg,
+                             dx_dtype == PR_BF16};
                 ts->run_ft(&t, np, q.nbc, q.cg);
             }
             wph += q.G * f.nt * block;
@@ -987,11 +1258,12 @@ static void filter_groups(const tiles *ts, const geo *q, const float *x, const f
 }
 
 int pr_conv_grouped_simd_backprop_filter(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                                         const float *x, const float *dy, float *dw,
+                                         const void *x, const void *dy, float *dw,
                                          void *scratch) {
     geo q;
     geo_init(&q, g, groups);
-    if (!pr_conv_grouped_simd_supports(isa, g, groups)) return PR_ERR_INTERNAL;
+    if (isa == PR_GROUPED_AVX512_BF16 || !pr_conv_grouped_simd_supports(isa, g, groups))
+        return PR_ERR_INTERNAL; /* no bfloat16 filter-gradient tiles */
     const tiles *ts = tiles_of(isa);
     if (g->n * q.hw == 0) { /* no pixel: a zero gradient */
         memset(dw, 0, sizeof(float) * (size_t)(q.T * q.cg * g->o));
@@ -1149,16 +1421,17 @@ AVX2_FN void dw_backprop_filter(const geo *q, const float *x, const float *dy, f
 #else /* not x86-64: no AVX2 or AVX-512; the variants' CPU check never lets these run */
 
 int pr_conv_grouped_simd_forward(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                                 const float *x, const float *w, float *y, void *scratch) {
+                                 const void *x, const void *w, void *y, pr_dtype y_dtype,
+                                 void *scratch) {
     return PR_ERR_INTERNAL;
 }
 int pr_conv_grouped_simd_backprop_input(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                                        const float *dy, const float *w, float *dx,
-                                        void *scratch) {
+                                        const void *dy, const void *w, void *dx,
+                                        pr_dtype dx_dtype, void *scratch) {
     return PR_ERR_INTERNAL;
 }
 int pr_conv_grouped_simd_backprop_filter(pr_grouped_isa isa, const pr_window *g, int64_t groups,
-                                         const float *x, const float *dy, float *dw,
+                                         const void *x, const void *dy, float *dw,
                                          void *scratch) {
     return PR_ERR_INTERNAL;
 }
