@@ -497,13 +497,22 @@ INLINE512 void bp_body(const bt_args *A, const int TT, const int WT, const int N
 #define KIND6 1, 0, 0
 #define FP(WT, NB, K) \
     AVX512_FN void fp_##WT##_##NB##_##K(const ft_args *A) { fp_body(A, WT, NB, KIND##K); }
-#define FP_TILES(K)                                                                             \
-    FP(1, 1, K) FP(2, 1, K) FP(3, 1, K) FP(4, 1, K) FP(5, 1, K) FP(6, 1, K) FP(7, 1, K)         \
-    FP(8, 1, K) FP(9, 1, K) FP(10, 1, K) FP(11, 1, K) FP(12, 1, K) FP(13, 1, K) FP(14, 1, K)    \
-    FP(15, 1, K) FP(16, 1, K) FP(17, 1, K) FP(18, 1, K) FP(19, 1, K) FP(20, 1, K)              \
-    FP(21, 1, K) FP(22, 1, K) FP(23, 1, K) FP(24, 1, K) FP(1, 2, K) FP(2, 2, K) FP(3, 2, K)     \
-    FP(4, 2, K) FP(5, 2, K) FP(6, 2, K) FP(7, 2, K) FP(8, 2, K) FP(9, 2, K) FP(10, 2, K)        \
-    FP(11, 2, K)
+/* The pair tiles' widths (WT pixels x NB blocks, NB*WT accumulators + the weights <= 30):
+ * T(WT, NB, K) for each, and the table of the functions P_WT_NB_K, [NB - 1][WT - 1]. */
+#define PAIR_TILES(T, K)                                                                        \
+    T(1, 1, K) T(2, 1, K) T(3, 1, K) T(4, 1, K) T(5, 1, K) T(6, 1, K) T(7, 1, K) T(8, 1, K)     \
+    T(9, 1, K) T(10, 1, K) T(11, 1, K) T(12, 1, K) T(13, 1, K) T(14, 1, K) T(15, 1, K)          \
+    T(16, 1, K) T(17, 1, K) T(18, 1, K) T(19, 1, K) T(20, 1, K) T(21, 1, K) T(22, 1, K)         \
+    T(23, 1, K) T(24, 1, K) T(1, 2, K) T(2, 2, K) T(3, 2, K) T(4, 2, K) T(5, 2, K) T(6, 2, K)   \
+    T(7, 2, K) T(8, 2, K) T(9, 2, K) T(10, 2, K) T(11, 2, K)
+#define PAIR_REFS(P, K)                                                                         \
+    {{P##_1_1_##K, P##_2_1_##K, P##_3_1_##K, P##_4_1_##K, P##_5_1_##K, P##_6_1_##K,             \
+      P##_7_1_##K, P##_8_1_##K, P##_9_1_##K, P##_10_1_##K, P##_11_1_##K, P##_12_1_##K,          \
+      P##_13_1_##K, P##_14_1_##K, P##_15_1_##K, P##_16_1_##K, P##_17_1_##K, P##_18_1_##K,       \
+      P##_19_1_##K, P##_20_1_##K, P##_21_1_##K, P##_22_1_##K, P##_23_1_##K, P##_24_1_##K},      \
+     {P##_1_2_##K, P##_2_2_##K, P##_3_2_##K, P##_4_2_##K, P##_5_2_##K, P##_6_2_##K,             \
+      P##_7_2_##K, P##_8_2_##K, P##_9_2_##K, P##_10_2_##K, P##_11_2_##K}}
+#define FP_TILES(K) PAIR_TILES(FP, K)
 FP_TILES(0)
 FP_TILES(1)
 FP_TILES(2)
@@ -511,13 +520,7 @@ FP_TILES(3)
 FP_TILES(4)
 FP_TILES(5)
 FP_TILES(6)
-#define FP_REFS(K)                                                                              \
-    {{fp_1_1_##K, fp_2_1_##K, fp_3_1_##K, fp_4_1_##K, fp_5_1_##K, fp_6_1_##K, fp_7_1_##K,      \
-      fp_8_1_##K, fp_9_1_##K, fp_10_1_##K, fp_11_1_##K, fp_12_1_##K, fp_13_1_##K, fp_14_1_##K, \
-      fp_15_1_##K, fp_16_1_##K, fp_17_1_##K, fp_18_1_##K, fp_19_1_##K, fp_20_1_##K,            \
-      fp_21_1_##K, fp_22_1_##K, fp_23_1_##K, fp_24_1_##K},                                     \
-     {fp_1_2_##K, fp_2_2_##K, fp_3_2_##K, fp_4_2_##K, fp_5_2_##K, fp_6_2_##K, fp_7_2_##K,      \
-      fp_8_2_##K, fp_9_2_##K, fp_10_2_##K, fp_11_2_##K}}
+#define FP_REFS(K) PAIR_REFS(fp, K)
 /* fp_fns[kind][NB - 1][WT - 1] */
 static const ft_fn fp_fns[7][2][PAIR_ACC] = {FP_REFS(0), FP_REFS(1), FP_REFS(2), FP_REFS(3),
                                                FP_REFS(4), FP_REFS(5), FP_REFS(6)};
@@ -727,13 +730,7 @@ INLINE_DP void dp_body(const ft_args *A, const int WT, const int NB, const int K
 #define DKIND6 1, 0, 0
 #define DP(WT, NB, K) \
     DP_FN void dp_##WT##_##NB##_##K(const ft_args *A) { dp_body(A, WT, NB, DKIND##K); }
-#define DP_TILES(K)                                                                             \
-    DP(1, 1, K) DP(2, 1, K) DP(3, 1, K) DP(4, 1, K) DP(5, 1, K) DP(6, 1, K) DP(7, 1, K)         \
-    DP(8, 1, K) DP(9, 1, K) DP(10, 1, K) DP(11, 1, K) DP(12, 1, K) DP(13, 1, K) DP(14, 1, K)    \
-    DP(15, 1, K) DP(16, 1, K) DP(17, 1, K) DP(18, 1, K) DP(19, 1, K) DP(20, 1, K)              \
-    DP(21, 1, K) DP(22, 1, K) DP(23, 1, K) DP(24, 1, K) DP(1, 2, K) DP(2, 2, K) DP(3, 2, K)     \
-    DP(4, 2, K) DP(5, 2, K) DP(6, 2, K) DP(7, 2, K) DP(8, 2, K) DP(9, 2, K) DP(10, 2, K)        \
-    DP(11, 2, K)
+#define DP_TILES(K) PAIR_TILES(DP, K)
 DP_TILES(0)
 DP_TILES(1)
 DP_TILES(2)
@@ -741,13 +738,7 @@ DP_TILES(3)
 DP_TILES(4)
 DP_TILES(5)
 DP_TILES(6)
-#define DP_REFS(K)                                                                              \
-    {{dp_1_1_##K, dp_2_1_##K, dp_3_1_##K, dp_4_1_##K, dp_5_1_##K, dp_6_1_##K, dp_7_1_##K,      \
-      dp_8_1_##K, dp_9_1_##K, dp_10_1_##K, dp_11_1_##K, dp_12_1_##K, dp_13_1_##K, dp_14_1_##K, \
-      dp_15_1_##K, dp_16_1_##K, dp_17_1_##K, dp_18_1_##K, dp_19_1_##K, dp_20_1_##K,            \
-      dp_21_1_##K, dp_22_1_##K, dp_23_1_##K, dp_24_1_##K},                                     \
-     {dp_1_2_##K, dp_2_2_##K, dp_3_2_##K, dp_4_2_##K, dp_5_2_##K, dp_6_2_##K, dp_7_2_##K,      \
-      dp_8_2_##K, dp_9_2_##K, dp_10_2_##K, dp_11_2_##K}}
+#define DP_REFS(K) PAIR_REFS(dp, K)
 /* dp_fns[kind][NB - 1][WT - 1] */
 static const ft_fn dp_fns[7][2][PAIR_ACC] = {DP_REFS(0), DP_REFS(1), DP_REFS(2), DP_REFS(3),
                                                DP_REFS(4), DP_REFS(5), DP_REFS(6)};
