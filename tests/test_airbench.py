@@ -294,3 +294,34 @@ def test_freeze_after_retraces_without_the_frozen_gradients():
     assert not frozen.get_layer("whiten").bias.trainable
     for a, b in zip(frozen.weights, zero_rate.weights):
         np.testing.assert_array_equal(np.array(a), np.array(b), err_msg=a.path)
+
+
+def test_freeze_after_resumed_equals_uninterrupted(tmp_path):
+    """A run stopped after the whitening bias froze and resumed from its
+    backup ends with the uninterrupted run's weights: the restored optimizer
+    keeps averaging the frozen bias (Lookahead), as the run that froze it.
+    3 steps an epoch, the bias frozen from step 6, Lookahead's syncs after
+    steps 5, 10 and 15: the bias moved at step 6 after the first sync, the
+    run stops after step 9, and the sync after step 10 moves it again."""
+    def run(epochs, backup):
+        pr.utils.set_random_seed(4)
+        rng = np.random.default_rng(4)
+        x = rng.standard_normal((24, 32, 32, 3)).astype(np.float32)
+        y = rng.integers(0, 10, 24).astype(np.int32)
+        model = airbench.airbench94(widths=(4, 8, 8), whitening_images=x)
+        setup = airbench.training_setup(model, 3, train_epochs=5)
+        model.compile(optimizer=setup["optimizer"], loss=setup["loss"])
+        callbacks = [airbench.FreezeAfter([model.get_layer("whiten").bias], 2)]
+        if backup:
+            callbacks.append(pr.callbacks.BackupAndRestore(str(backup), delete_checkpoint=False))
+        model.fit(x, y, batch_size=8, epochs=epochs, shuffle=False, verbose=0,
+                  callbacks=callbacks)
+        return model
+
+    whole = run(5, None)
+    stopped = run(3, tmp_path / "backup")
+    resumed = run(5, tmp_path / "backup")
+    bias = [np.array(m.get_layer("whiten").bias) for m in (stopped, whole)]
+    assert not np.array_equal(*bias)  # the sync after the resume moved the frozen bias
+    for a, b in zip(whole.weights, resumed.weights):
+        np.testing.assert_array_equal(np.array(a), np.array(b), err_msg=a.path)

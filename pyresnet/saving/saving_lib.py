@@ -523,8 +523,9 @@ def restore_optimizer(model, paths, arrays, where):
         slots.append((key, slot_name, variable))
     targets += [(key, opt._get_slot(variable, slot_name)) for key, slot_name, variable in slots]
     assign_checked(targets, saved, where)
-    if slots:
-        opt.built = True
+    if slots:  # the weights trained before, in the model's order (Lookahead / EMA cover them
+        # even when one is frozen now and takes no gradient)
+        opt.build([v for _, v in paths if any(v is s for _, _, s in slots)])
 
 
 def model_from_config(config, custom_objects=None, where="config"):
