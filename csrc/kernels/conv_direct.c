@@ -202,7 +202,7 @@ static void filter_group(const pr_window *g, const float *xn, const float *dyn, 
     const int64_t C = g->c, O = g->o, nob = blocks16(O);
     for (int64_t kh = 0; kh < g->kh; kh++)
         for (int64_t kw = 0; kw < g->kw; kw++) {
-            /* this tap's share of the next image, asked for by its first tile */
+            /* this tap's share of the next group, asked for by its first tile */
             pf_span px = span_part(next_x, 4 * next * g->h * g->w * C, kh * g->kw + kw,
                                    g->kh * g->kw);
             pf_span pdy = span_part(next_dy, 4 * next * g->ho * g->wo * O, kh * g->kw + kw,
@@ -361,7 +361,11 @@ int pr_conv_direct_backprop_filter(const pr_window *g, const float *x, const flo
                                    void *scratch) {
     const int64_t C = g->c, O = g->o, K = g->kh * g->kw * C * O;
     const int64_t slot = slot_floats(g, PR_CONV_BACKPROP_FILTER);
-    /* groups of B images (filter_image3 takes them one by one) */
+    /* filter_image3 where its three-FMA broadcasts pay: one block of output
+     * channels (with two or more, filter_group's tiles already share each
+     * broadcast among the blocks and skip filter_image3's edge checks;
+     * 32 and 64 channels ran 1-14% slower in filter_image3); it takes the
+     * images one by one, filter_group in groups of B */
     const int three = g->kw == 3 && g->sw <= 2 && g->o <= 16;
     const int64_t B = three ? 1 : filter_group_images(g), groups = (g->n + B - 1) / B;
     const int64_t stripes = count_slots(groups, slot);
@@ -370,10 +374,6 @@ int pr_conv_direct_backprop_filter(const pr_window *g, const float *x, const flo
         return PR_OK;
     }
     float *parts = (float *)scratch + round16(packed_floats(g, PR_CONV_BACKPROP_FILTER));
-    /* filter_image3 where its three-FMA broadcasts pay: one block of output
-     * channels (with two or more, filter_group's tiles already share each
-     * broadcast among the blocks and skip filter_image3's edge checks;
-     * 32 and 64 channels ran 1-14% slower in filter_image3): `three` above */
 #pragma omp parallel num_threads(threads_for(stripes))
     {
 #pragma omp for schedule(static)
