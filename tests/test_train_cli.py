@@ -17,6 +17,7 @@ import re
 import socket
 import subprocess
 import tempfile
+import time
 import sys
 
 import numpy as np
@@ -333,7 +334,16 @@ def test_run_folder_killed_run_resumed_equals_uninterrupted_and_runs_table(env, 
     child = subprocess.Popen([sys.executable, "-m", "pyresnet.train", *RESUME_RUN, "--verbose",
                               "0", "--log-dir", str(logs)], env=env, cwd=env[CWD],
                              stdout=subprocess.PIPE, text=True)
-    kill_after(child, lambda line: line.startswith("epoch 1:"), float(rng.uniform(0.0, 0.1)))
+    def epoch_1_backed_up(line):  # the line comes before the epoch's backup: wait for it
+        if not line.startswith("epoch 1:"):
+            return False
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(
+                (d / "backup" / "latest.backup").exists() for d in _run_dirs(logs) if d != first):
+            time.sleep(0.01)
+        return True
+
+    kill_after(child, epoch_1_backed_up, float(rng.uniform(0.0, 0.1)))  # during epoch 2
     killed = _run_dirs(logs)[1]
     assert not (killed / "model.keras").exists(), "the run ended before the kill"
     status, lines, err = run([str(logs)], env, module="pyresnet.runs")
