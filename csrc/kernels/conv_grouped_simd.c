@@ -554,8 +554,9 @@ static const bt_fn bp_fns[6][2][8] = {BP_REFS(1), BP_REFS(2), BP_REFS(3),
 
 /* The forward / input-gradient pair tiles over M rows and NJ column blocks of
  * `channels`: NB = min(2, blocks left) blocks x fp_width[NB] rows, each tile
- * over all t->ng groups. */
-static void run_fp(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
+ * over all t->ng groups; fns: fp_fns (float32) or dp_fns (bfloat16). */
+static void run_pair_tiles(const ft_fn fns[7][2][PAIR_ACC], const ft_args *t, int64_t M,
+                           int64_t NJ, int64_t channels) {
     int kind = fp_kind(t);
     for (int64_t j0 = 0; j0 < NJ; j0 += 2) {
         int nb = NJ - j0 < 2 ? (int)(NJ - j0) : 2, wt = fp_width[nb];
@@ -567,9 +568,12 @@ static void run_fp(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
             A.cp += m0;
             A.coff += 8 * j0;
             A.last = lanes_of(j0 + nb - 1, channels);
-            fp_fns[kind][nb - 1][rows - 1](&A);
+            fns[kind][nb - 1][rows - 1](&A);
         }
     }
+}
+static void run_fp(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
+    run_pair_tiles(fp_fns, t, M, NJ, channels);
 }
 
 /* The filter-gradient pair tiles: NB = min(2, blocks left) blocks x WT =
@@ -745,20 +749,7 @@ static const ft_fn dp_fns[7][2][PAIR_ACC] = {DP_REFS(0), DP_REFS(1), DP_REFS(2),
 
 /* run_fp with the bfloat16 tiles (the same widths: NB*WT accumulators + 2*NB weights). */
 static void run_dp(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
-    int kind = fp_kind(t);
-    for (int64_t j0 = 0; j0 < NJ; j0 += 2) {
-        int nb = NJ - j0 < 2 ? (int)(NJ - j0) : 2, wt = fp_width[nb];
-        for (int64_t m0 = 0; m0 < M; m0 += wt) {
-            int rows = M - m0 < wt ? (int)(M - m0) : wt;
-            ft_args A = *t;
-            A.ap += m0;
-            A.b += 16 * j0;
-            A.cp += m0;
-            A.coff += 8 * j0;
-            A.last = lanes_of(j0 + nb - 1, channels);
-            dp_fns[kind][nb - 1][rows - 1](&A);
-        }
-    }
+    run_pair_tiles(dp_fns, t, M, NJ, channels);
 }
 
 /* ---- operands ------------------------------------------------------------------- */
