@@ -89,7 +89,8 @@ typedef struct {
     unsigned cpu; /* required pr_cpu_features() bits */
     /* Whether the kernel runs these (real) shapes and attributes; NULL: all. */
     int (*supports)(const pr_view *in, int n_in, const pr_view *out, const void *attrs);
-    /* Scratch bytes; NULL: what the shape rule asked for. */
+    /* Scratch bytes; NULL: what the shape rule asked for.  Called only for a
+     * usable variant (it may be compiled for the variant's instruction set). */
     size_t (*scratch)(const pr_view *in, int n_in, const pr_view *out, const void *attrs);
     pr_forward_fn run;
 } pr_variant;

@@ -273,8 +273,12 @@ static pr_plan *plan_make(pr_Graph *g, const int64_t *binding, const pr_view *in
         if (g->jit && (n->op->n_variants > 1 || pr_get_num_threads() > 1) && !n->op->mutates &&
             !(n->op->flags & PR_OP_COLLECTIVE)) {
             for (int k = 0; k < n->op->n_variants; k++) { /* room for every candidate */
+                /* only those this CPU runs: a variant's scratch function may be
+                 * compiled for its instruction set (an AVX-512 one ran
+                 * VPMINSQ on an AVX2 CPU) */
+                if (!(p->usable[j] >> k & 1)) continue;
                 size_t b = pr_variant_scratch(n->op, k, iv, n->n_in, ov, attrs, infer_scratch);
-                if (p->usable[j] >> k & 1 && b > p->scratch[j]) p->scratch[j] = b;
+                if (b > p->scratch[j]) p->scratch[j] = b;
             }
             if (!(p->tune_key[j] = tune_key(n->op, iv, n->n_in, attrs))) goto fail;
             p->variant[j] = -1;
