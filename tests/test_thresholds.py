@@ -382,13 +382,16 @@ def grouped_chunks(rng):
 
 
 def grouped_tile_kinds(rng):
-    """avx512_grouped's forward / input-gradient tile kinds (KIND0-KIND6: 8
-    channels a group with 9 taps, with the 4, 2 and 1 taps of a stride-2
-    3x3 input gradient's phases, with 25 taps (5x5); 16 and 12 channels a
-    group), the three passes against NumPy per group."""
-    for cg, k, s in ((8, 3, 1), (8, 3, 2), (8, 5, 1), (16, 3, 2), (12, 3, 1), (12, 3, 2)):
-        _grouped_passes(rng, "avx512_grouped", (2, 7, 9, 2 * cg), (k, k, cg, 2 * cg), s,
-                        f"avx512_grouped cg {cg} {k}x{k} s{s}")
+    """The forward / input-gradient tile kinds of avx512_grouped and
+    avx2_grouped (KIND0-KIND6: 8 channels a group with 9 taps, with the 4, 2
+    and 1 taps of a stride-2 3x3 input gradient's phases, with 25 taps
+    (5x5); 16 channels a group; 12, and for the AVX2 tiles 7, channel by
+    channel), the three passes against NumPy per group."""
+    for v in ("avx512_grouped", "avx2_grouped"):
+        for cg, k, s in ((8, 3, 1), (8, 3, 2), (8, 5, 1), (16, 3, 2), (12, 3, 1), (12, 3, 2)):
+            _grouped_passes(rng, v, (2, 7, 9, 2 * cg), (k, k, cg, 2 * cg), s,
+                            f"{v} cg {cg} {k}x{k} s{s}")
+    _grouped_passes(rng, "avx2_grouped", (2, 7, 9, 14), (3, 3, 7, 14), 2, "avx2_grouped cg 7")
 
 
 def _grouped_dp_bf16_passes(rng, xs, ks, s, groups, what):
