@@ -632,15 +632,39 @@ static const ptile_fn ptiles[PATCH_TILE] = {
 /* A forward slot: the padded image, then an output row's patches. */
 static int64_t patch_slot_units(const pr_window *g) { return pad_units(g) + g->wo * 16; }
 
+/* Output row oh of image n: its patches from the padded image into
+ * `patch`, then the tiles (outside the parallel region: clang does not
+ * give OpenMP's outlined bodies the target of their function). */
+static void patch_forward_row(const pr_window *g, const patch_runs *q, const uint16_t *pad,
+                              const uint32_t *wp, out_rows y, int64_t n, int64_t oh,
+                              uint32_t *patch) {
+    const int64_t C = g->c, O = g->o, WO = g->wo, nob = blocks16(O);
+    const int64_t units = (g->kh * g->kw * C + 1) / 2;
+    const int64_t tiles = (WO + PATCH_TILE - 1) / PATCH_TILE, wt = (WO + tiles - 1) / tiles;
+    const size_t es = pr_dtype_size(y.dtype);
+    const uint16_t *s = pad + oh * g->sh * xpad_cols(g) * C;
+    for (int64_t ow = 0; ow < WO; ow++, s += g->sw * C)
+        _mm512_store_si512(patch + 16 * ow, patch_at(s, q));
+    char *row = (char *)y.data + (size_t)((n * g->ho + oh) * WO * O) * es;
+    for (int64_t ob = 0; ob < nob; ob++) {
+        ptile_args A = {.w = wp + ob * units * 16, .units = units, .os = O,
+                        .bf = y.dtype == PR_BF16,
+                        .mask = ob + 1 == nob ? tail_mask(O) : (__mmask16)0xFFFF};
+        for (int64_t p = 0; p < WO; p += wt) {
+            const int width = (int)(WO - p < wt ? WO - p : wt);
+            A.patch = patch + 16 * p;
+            A.out = row + (size_t)(p * O + ob * 16) * es;
+            ptiles[width - 1](&A);
+        }
+    }
+}
+
 /* The forward pass: y from x and the packed weights wp, image by image
  * (each image's output rows written by one thread). */
 static void patch_forward(const pr_window *g, pr_operand x, const uint32_t *wp, out_rows y,
                           uint32_t *slots) {
-    const int64_t C = g->c, O = g->o, WO = g->wo, WP = xpad_cols(g), nob = blocks16(O);
-    const int64_t units = (g->kh * g->kw * C + 1) / 2, slot = patch_slot_units(g);
-    const int64_t xbytes = (int64_t)pr_dtype_size(x.dtype) * g->h * g->w * C;
-    const int64_t tiles = (WO + PATCH_TILE - 1) / PATCH_TILE, wt = (WO + tiles - 1) / tiles;
-    const size_t es = pr_dtype_size(y.dtype);
+    const int64_t slot = patch_slot_units(g);
+    const int64_t xbytes = (int64_t)pr_dtype_size(x.dtype) * g->h * g->w * g->c;
     const patch_runs q = patch_setup(g);
 #pragma omp parallel num_threads(threads_for(count_slots(g->n, slot)))
     {
@@ -653,21 +677,7 @@ static void patch_forward(const pr_window *g, pr_operand x, const uint32_t *wp, 
             const char *next = n + 1 < g->n ? (const char *)x.data + (n + 1) * xbytes : NULL;
             for (int64_t oh = 0; oh < g->ho; oh++) {
                 prefetch_part(next, xbytes, oh, g->ho);
-                const uint16_t *s = (const uint16_t *)pad + oh * g->sh * WP * C;
-                for (int64_t ow = 0; ow < WO; ow++, s += g->sw * C)
-                    _mm512_store_si512(patch + 16 * ow, patch_at(s, &q));
-                char *row = (char *)y.data + (size_t)((n * g->ho + oh) * WO * O) * es;
-                for (int64_t ob = 0; ob < nob; ob++) {
-                    ptile_args A = {.w = wp + ob * units * 16, .units = units, .os = O,
-                                    .bf = y.dtype == PR_BF16,
-                                    .mask = ob + 1 == nob ? tail_mask(O) : (__mmask16)0xFFFF};
-                    for (int64_t p = 0; p < WO; p += wt) {
-                        const int width = (int)(WO - p < wt ? WO - p : wt);
-                        A.patch = patch + 16 * p;
-                        A.out = row + (size_t)(p * O + ob * 16) * es;
-                        ptiles[width - 1](&A);
-                    }
-                }
+                patch_forward_row(g, &q, (const uint16_t *)pad, wp, y, n, oh, patch);
             }
         }
     }
