@@ -716,6 +716,12 @@ CONV_SHAPES = [
     ("3x3 s1 same c32 o32 batch 4 width 29", (4, 12, 29, 32), (3, 3, 32, 32), [1], True, False),
     ("9x9 s1 same c3 o4 (window > 7)", (1, 10, 10, 3), (9, 9, 3, 4), [1], True, False),
     ("3x3 s5 valid c16 o8 (stride > 4)", (1, 13, 13, 16), (3, 3, 16, 8), [5], False, False),
+    # avx512_direct_bf16's patches (odd C, KH*KW*C <= 32 values a window): 28 values in 4
+    # blocks of outputs, 25 values at strides (1, 2), the stem's 27 at stride 2 with tiles of
+    # 11 pixels and an odd pixel count (a last pair of one pixel)
+    ("2x2 s1 same c7 o64 (28 values a window)", (2, 5, 6, 7), (2, 2, 7, 64), [1], True, False),
+    ("5x5 s(1,2) valid c1 o20 (25 values)", (2, 9, 12, 1), (5, 5, 1, 20), [1, 2], False, False),
+    ("3x3 s2 same c3 o17 width 65", (2, 5, 65, 3), (3, 3, 3, 17), [2], True, False),
 ]
 
 
@@ -816,7 +822,9 @@ CONV_BF16 = ("3x3 s1 same c3 o4 batch1 odd", "3x3 s2 same c15 o17 odd", "3x3 s1 
              "depthwise 3x3 s2 same c20", "3x3 s1 same c4 o6 groups 2",
              "3x3 s2 same c24 o24 groups 2 (gw 12)",
              "3x3 s1 same c16 o40 groups 2 (gw 8 -> 20, 25 pixels)",
-             "3x3 s1 valid c12 o12 groups 3 (gw 4)")
+             "3x3 s1 valid c12 o12 groups 3 (gw 4)", "3x3 s1 same c1 o33 width 37",
+             "2x2 s1 same c7 o64 (28 values a window)", "5x5 s(1,2) valid c1 o20 (25 values)",
+             "3x3 s2 same c3 o17 width 65")
 
 
 def _conv_cases_all(kind):

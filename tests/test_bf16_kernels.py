@@ -86,6 +86,12 @@ SHAPES = [
     ("c96 o16 2x4 s2 valid", (2, 9, 12, 96), (2, 4, 96, 16), 2, False),
     ("c16 o64 8x8 groups of 10 images", (23, 8, 8, 16), (3, 3, 16, 64), 1, True),
     ("c8 o3 4x1 s(2,1)", (3, 10, 7, 8), (4, 1, 8, 3), (2, 1), True),
+    # avx512_direct_bf16's patches (an odd C, at most 32 values a window): the stem's window
+    # at stride 2 over an odd pixel count, 25 values of one channel into 33 outputs (3
+    # blocks), 30 values (two weight-gradient tiles) at strides (1, 2)
+    ("stem c3 s2 odd", (3, 9, 11, 3), (3, 3, 3, 16), 2, True),
+    ("c1 5x5 o33", (2, 12, 13, 1), (5, 5, 1, 33), 1, True),
+    ("c5 2x3 o16 s(1,2)", (2, 7, 9, 5), (2, 3, 5, 16), (1, 2), True),
 ]
 
 
@@ -168,15 +174,18 @@ def test_matmul_bf16_kernels_against_float64(m, k, n, ta, tb, rng):
            lambda x, y: op_a(x) @ op_b(y), k)
 
 
+@pytest.mark.parametrize("c", [16, 3])
 @pytest.mark.parametrize("strides", [1, 2])
-def test_bf16_kernels_are_exact_on_exact_sums(strides, rng):
+def test_bf16_kernels_are_exact_on_exact_sums(strides, c, rng):
     """Small integers: every product and partial sum is exact in float32, so
     every kernel gives the exact result bit for bit: float32 with a float32
     operand, rounded once to bfloat16 (to nearest even) with two bfloat16
     operands, from the forward and the input-gradient pass alike (at stride
-    2 the input gradient's phases write every other pixel of a row)."""
-    x = rng.integers(-4, 5, (2, 9, 9, 16)).astype(bf16)
-    k = rng.integers(-4, 5, (3, 3, 16, 32)).astype(bf16)
+    2 the input gradient's phases write every other pixel of a row; 3
+    channels: avx512_direct_bf16's patches)."""
+    top = 5 if c == 16 else 9  # sums past 256 either way
+    x = rng.integers(-top + 1, top, (2, 9, 9, c)).astype(bf16)
+    k = rng.integers(-top + 1, top, (3, 3, c, 32)).astype(bf16)
     st = (strides, strides)
     want = conv_ref(x.astype(np.float64), k.astype(np.float64), st, True)
     assert np.abs(want).max() > 256  # above 256 bfloat16 drops integers: rounding is tested
@@ -317,6 +326,39 @@ def test_direct_bf16_filter_gradient_takes_no_product_past_the_last_pixel(stride
     want = conv_bpf_ref(r64(x), r64(dy), (3, 3, 16, 16), (strides,) * 2, True)
     assert not np.isfinite(want).all() and np.isfinite(want).any()
     assert np.array_equal(np.isfinite(dw), np.isfinite(want))
+
+
+@pytest.mark.parametrize("c,window,strides", [(3, 3, 1), (3, 3, 2), (1, 5, 1), (5, 2, 2)])
+def test_direct_bf16_patches_nan_reaches_exactly_the_windows_that_hold_it(c, window, strides,
+                                                                          rng):
+    """avx512_direct_bf16's patches (an odd channel count, at most 32 values
+    a window: the 3-channel stem) pad each window's values, not each pixel,
+    with a zero, and pair the filter gradient's pixels across the rows of an
+    image: an infinity or a NaN of x reaches exactly the outputs whose
+    windows hold it, and exactly the weight-gradient taps that the float64
+    reference makes non-finite (one in the last pixel, whose pair has no
+    second pixel at an odd pixel count)."""
+    variant = "avx512_direct_bf16"
+    x = rng.standard_normal((2, 9, 11, c)).astype(f32)
+    k = rng.standard_normal((window, window, c, 16)).astype(bf16)
+    if not expected_to_run(variant):  # no such CPU, or PYRESNET_KERNELS=reference
+        with pytest.raises(ValueError, match=f"kernel variant '{variant}' cannot run"):
+            _C.run_variant("conv2d", variant, x, k, strides=strides, same=True)
+        return
+    x[1, 4, 6, c - 1], x[0, 0, 3, 0], x[1, 8, 10, c // 2] = np.nan, np.inf, -np.inf
+    for xin in (x, x.astype(bf16)):
+        got = _C.run_variant("conv2d", variant, xin, k, strides=strides, same=True).numpy()
+        bad = conv_ref(np.where(np.isfinite(x), 0.0, 1.0), np.ones((window, window, c, 1)),
+                       (strides,) * 2, True)[..., 0] > 0
+        assert np.array_equal(~np.isfinite(got.astype(f32)).all(axis=-1), bad)
+    dy = rng.standard_normal(got.shape).astype(f32)
+    dw = _C.run_variant("conv2d_backprop_filter", variant, x.astype(bf16), dy.astype(bf16),
+                        strides=strides, same=True, shape=list(k.shape)).numpy()
+    want = conv_bpf_ref(r64(x), r64(dy), k.shape, (strides,) * 2, True)
+    assert not np.isfinite(want).all() and np.isfinite(want).any()
+    assert np.array_equal(np.isfinite(dw), np.isfinite(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(dw[fin], want[fin], rtol=1e-4, atol=2e-3)
 
 
 # ---- avx512_grouped_dp_bf16: grouped convolutions on VDPBF16PS -------------------------------

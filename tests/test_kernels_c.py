@@ -160,6 +160,34 @@ def test_driver_here(cc, tmp_path):
     check_driver_output(parse(run([str(exe)])))
 
 
+SIMDE = pathlib.Path("/usr/include/simde/x86/avx512.h")
+
+
+def test_direct_bf16_patches_under_simde(tmp_path):
+    """avx512_direct_bf16's patches (conv_direct_bf16.c) on any x86-64 CPU:
+    the kernel file with its target pragmas and attributes removed, its
+    AVX-512 intrinsics emulated by SIMDe (tests/c/simde/immintrin.h), run by
+    tests/c/conv_direct_bf16_simde.c against float64 (forward and filter
+    gradient, thread independence, Inf/NaN reach).  A CPU without
+    AVX512_BF16 (CI's) never runs the real variant; this checks the
+    patches' lanes, masks and offsets there."""
+    assert SIMDE.is_file(), "SIMDe's headers not found: apt-get install libsimde-dev (.ci/run does)"
+    kernels = ROOT / "csrc" / "kernels"
+    for name in ("conv_direct_bf16.c", "conv_direct_tiles.h", "conv_direct_geom.h",
+                 "conv_direct.h", "conv.h", "kernels.h", "bf16.h", "gemm_bf16.h", "cpu.h"):
+        text = (kernels / name).read_text()
+        text = re.sub(r'__attribute__\(\(target\("[a-z0-9,_]*"\)\)\)', "", text)
+        text = re.sub(r"#pragma GCC (push_options|pop_options|target.*)\n", "\n", text)
+        (tmp_path / name).write_text(text)
+    exe = tmp_path / "simde"
+    run(["gcc", "-O0", "-std=gnu11", "-fopenmp", "-DSIMDE_NO_NATIVE",  # -O1: 3 minutes
+         f"-I{ROOT / 'tests' / 'c' / 'simde'}", f"-I{tmp_path}",
+         str(ROOT / "tests" / "c" / "conv_direct_bf16_simde.c"), "-o", str(exe), "-lm"])
+    out = run([str(exe)])
+    assert out.strip().endswith("\n0 failures") and "FAIL" not in out, out
+    assert out.count("ok ") == 14 * 8, out
+
+
 @pytest.fixture(scope="module")
 def aarch64(tmp_path_factory):
     """The arm64 sysroot and the C core cross-compiled against its Python:

@@ -699,6 +699,37 @@ def bf16_direct_filter_sets(rng):
             close(got, want, rtol=1e-4, atol=2e-3, what=f"{what}, bfloat16 dy")
 
 
+def bf16_direct_patches(rng):
+    """conv_direct_bf16.c PATCH_VALUES = 32: an odd channel count whose
+    windows hold at most 32 values (a zmm of bfloat16) runs the forward pass
+    and the filter gradient on patches (units over (tap, channel)), more
+    values the channel units: windows of 28, 30 (one and two weight-gradient
+    tiles) and 33, 35 values, around 32 (no window of 31 or 32 values has
+    an odd channel count and more than one tap)."""
+    for xs, ks, strides in (((2, 5, 6, 7), (2, 2, 7, 20), 1),      # 28
+                            ((2, 6, 7, 5), (2, 3, 5, 16), 1),      # 30
+                            ((2, 9, 10, 1), (5, 6, 1, 17), 2),     # 30, stride 2
+                            ((2, 4, 9, 11), (1, 3, 11, 16), 1),    # 33
+                            ((2, 9, 10, 1), (5, 7, 1, 16), 1)):    # 35
+        _bf16_conv_all_passes(rng, xs, ks, strides, True,
+                              f"{ks[0]}x{ks[1]}x{ks[2]} window stride {strides}",
+                              "avx512_direct_bf16")
+
+
+def bf16_direct_patch_tiles(rng):
+    """conv_direct_bf16.c PATCH_TILE = 16 pixels a forward tile of the
+    patches (a row of more in balanced tiles: 17 as 9 + 8, 33 as 3 x 11)
+    and PATCH_PAIRS = 64 pixel pairs a weight-gradient chunk (pixels of an
+    image row after row: 127, 128, 129 and 255, 256, 257 output pixels, odd
+    counts ending on a pair of one pixel): the 3-channel stem's window."""
+    for width in around(16) + around(32):
+        _bf16_conv_all_passes(rng, (2, 2, width, 3), (3, 3, 3, 16), 1, True,
+                              f"width {width}", "avx512_direct_bf16")
+    for h, w in ((1, 127), (8, 16), (1, 129), (5, 51), (16, 16), (1, 257)):
+        _bf16_conv_all_passes(rng, (2, h, w, 3), (3, 3, 3, 16), 1, True, f"{h}x{w} pixels",
+                              "avx512_direct_bf16")
+
+
 def conv_direct_filter_groups(rng):
     """conv_direct_geom.h TILE_PIXELS = 96 and MAX_GROUP = 16: the AVX-512
     weight gradients (avx512_direct past 16 output channels, and
@@ -881,6 +912,9 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct_bf16.c", "STRIPE_BYTES"): bf16_direct_filter_stripes,
     ("conv_direct_bf16.c", "FEW_ACC"): bf16_direct_filter_sets,
     ("conv_direct_bf16.c", "SOME_ACC"): bf16_direct_filter_sets,
+    ("conv_direct_bf16.c", "PATCH_VALUES"): bf16_direct_patches,
+    ("conv_direct_bf16.c", "PATCH_TILE"): bf16_direct_patch_tiles,
+    ("conv_direct_bf16.c", "PATCH_PAIRS"): bf16_direct_patch_tiles,
     ("conv_direct_geom.h", "TILE_PIXELS"): conv_direct_filter_groups,
     ("conv_direct_geom.h", "MAX_GROUP"): conv_direct_filter_groups,
     ("conv_direct.c", "FT3_CT"): conv_direct_filter3_channels,

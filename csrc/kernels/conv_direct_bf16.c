@@ -487,8 +487,315 @@ static void direct_backprop_filter(const pr_window *g, pr_operand x, pr_operand 
     }
 }
 
+/* ---- few input channels: patches ---------------------------------------------
+ *
+ * The units above pad an odd channel count's pixels with a zero: the
+ * 3-channel stem multiplies a zero in one VDPBF16PS product of four, and
+ * each of its pixels takes a word permutation (odd_units); its forward
+ * pass reached 44% and its filter gradient 40% of the VDPBF16PS peak on an
+ * AMD EPYC Zen 4.  Where C is odd and a window's K = KH*KW*C values fit one
+ * zmm (PATCH_VALUES), those two passes reduce over (tap, channel) instead:
+ * an output pixel's patch is its window's K values in the weights' (KH, KW,
+ * C) order, zeros after them, ceil(K / 2) units (the stem: 27 values in 14
+ * units, 96% of the products useful; an im2col row).  A patch is KH masked
+ * loads of KW*C consecutive values from a zero-padded bfloat16 copy of the
+ * image, OR-ed together: no shuffle.
+ *   forward: y[p, o] = sum over units u of patch[p, u] . w[u, o]: a tile of
+ *     up to PATCH_TILE pixels of an output row and one block of 16 output
+ *     channels, a weight vector per unit, each pixel's unit a broadcast
+ *     (the row's patches are written first, 64 bytes apart);
+ *   filter gradient: dw[k, o] = sum over p of patch[p, k] dy[p, o], an
+ *     image's output pixels (row after row) in pairs, PATCH_PAIRS pairs at
+ *     a time: unit k of pair m holds patch[2m, k] (low half) and
+ *     patch[2m + 1, k] (high), one word permutation per 16 units; dy's
+ *     units are the direct path's pairs (zero for a missing last pixel) and
+ *     the tiles are fbtiles (the values k as its channels, one row).
+ * Values past K are zero in patches and weights, and every other product
+ * pairs a window value with its own weight (or dy value), so an Inf or a
+ * NaN reaches exactly the outputs whose windows hold it.  Sums in float32,
+ * in an order fixed by the shapes. */
+#define PATCH_VALUES 32 /* bfloat16 values of a window: one zmm */
+#define PATCH_TILE 16   /* pixels of a forward tile */
+#define PATCH_PAIRS 64  /* pixel pairs of a filter-gradient chunk */
+
+static int use_patches(const pr_window *g, pr_conv_pass pass) {
+    const int64_t taps = g->kh * g->kw;
+    return pass != PR_CONV_BACKPROP_INPUT && g->c % 2 == 1 && taps > 1 &&
+           taps * g->c <= PATCH_VALUES;
+}
+
+/* The padded image: xpad_rows x xpad_cols pixels of C bfloat16 values, in
+ * units, rounded to 64 bytes. */
+static int64_t pad_units(const pr_window *g) {
+    return round16((xpad_rows(g) * xpad_cols(g) * g->c + 1) / 2);
+}
+
+/* Image n of x rounded to bfloat16 into the padded image at (ph, pw); the
+ * zeros around it written by `fresh` once. */
+static void patch_pad(const pr_window *g, pr_operand x, int64_t n, uint16_t *pad, int fresh) {
+    const int64_t C = g->c, HP = xpad_rows(g), WP = xpad_cols(g);
+    const int64_t cols = g->w < WP - g->pw ? g->w : WP - g->pw;
+    const size_t es = pr_dtype_size(x.dtype);
+    if (fresh) memset(pad, 0, sizeof(uint32_t) * (size_t)pad_units(g));
+    for (int64_t ih = 0; ih < g->h && ih + g->ph < HP && cols > 0; ih++)
+        pr_bf16_convert_run((const char *)x.data + (size_t)((n * g->h + ih) * g->w * C) * es,
+                            x.dtype, cols * C, pad + ((ih + g->ph) * WP + g->pw) * C);
+}
+
+/* A patch's KH runs: run r (KW*C values of the window's padded row r) is
+ * read from off[r] values past the window's first value into lanes m[r]. */
+typedef struct {
+    int kh;
+    int64_t off[MAX_WINDOW];
+    __mmask32 m[MAX_WINDOW];
+} patch_runs;
+
+static patch_runs patch_setup(const pr_window *g) {
+    patch_runs q = {.kh = (int)g->kh};
+    const int64_t run = g->kw * g->c, row = xpad_cols(g) * g->c;
+    for (int64_t r = 0; r < g->kh; r++) {
+        q.off[r] = r * (row - run); /* lane r*run + i: value i of row r */
+        q.m[r] = (__mmask32)((((uint64_t)1 << run) - 1) << (r * run));
+    }
+    return q;
+}
+
+/* The patch of the output pixel whose window starts at s. */
+ALWAYS_INLINE __m512i patch_at(const uint16_t *s, const patch_runs *q) {
+    __m512i v = _mm512_maskz_loadu_epi16(q->m[0], s);
+    for (int r = 1; r < q->kh; r++)
+        v = _mm512_or_si512(v, _mm512_maskz_loadu_epi16(q->m[r], s + q->off[r]));
+    return v;
+}
+
+/* w (KH, KW, C, O) -> [blocks of 16][units][16]: unit u of output channel o
+ * holds w[2u, o] (low half) and w[2u + 1, o] (high), the window's values
+ * flattened in (KH, KW, C) order, zeros past K and O. */
+static int64_t patch_weight_units(const pr_window *g) {
+    return round16(blocks16(g->o) * ((g->kh * g->kw * g->c + 1) / 2) * 16);
+}
+
+static void pack_patch_weights(const pr_window *g, pr_operand w, uint32_t *wp) {
+    const int64_t K = g->kh * g->kw * g->c, O = g->o, U = (K + 1) / 2;
+    for (int64_t blk = 0; blk < blocks16(O); blk++)
+        for (int64_t u = 0; u < U; u++)
+            for (int64_t j = 0; j < 16; j++) {
+                const int64_t o = blk * 16 + j;
+                uint32_t pair = 0;
+                for (int64_t e = 0; e < 2; e++)
+                    if (o < O && 2 * u + e < K)
+                        pair |= (uint32_t)bf16_at(w, (2 * u + e) * O + o) << (16 * e);
+                wp[(blk * U + u) * 16 + j] = pair;
+            }
+}
+
+typedef struct {
+    const uint32_t *patch; /* pixel p's units at patch + 16 p */
+    const uint32_t *w;     /* the block's weights: unit u's 16 at w + 16 u */
+    int64_t units, os;     /* os: elements between output pixels */
+    void *out;             /* pixel 0, the block's first channel */
+    int bf;                /* a bfloat16 output (each sum rounded once), else float32 */
+    __mmask16 mask;
+} ptile_args;
+
+ALWAYS_INLINE void ptile_body(const ptile_args *A, const int WT) {
+    __m512 acc[PATCH_TILE];
+#pragma GCC unroll 16
+    for (int p = 0; p < WT; p++) acc[p] = _mm512_setzero_ps();
+    const uint32_t *x = A->patch, *w = A->w;
+    for (int64_t u = 0; u < A->units; u++, x++, w += 16) {
+        const __m512 wv = _mm512_load_ps((const float *)w);
+#pragma GCC unroll 16
+        for (int p = 0; p < WT; p++) acc[p] = MAC(acc[p], BCAST(x + 16 * p), wv);
+    }
+    if (A->bf) {
+        uint16_t *o = A->out;
+#pragma GCC unroll 16
+        for (int p = 0; p < WT; p++)
+            _mm256_mask_storeu_epi16(o + p * A->os, A->mask, pr_bf16_round16(acc[p]));
+    } else {
+        float *o = A->out;
+#pragma GCC unroll 16
+        for (int p = 0; p < WT; p++) _mm512_mask_storeu_ps(o + p * A->os, A->mask, acc[p]);
+    }
+}
+
+#define PTILE(WT) \
+    static void ptile_##WT(const ptile_args *A) { ptile_body(A, WT); }
+typedef void (*ptile_fn)(const ptile_args *);
+PTILE(1) PTILE(2) PTILE(3) PTILE(4) PTILE(5) PTILE(6) PTILE(7) PTILE(8)
+PTILE(9) PTILE(10) PTILE(11) PTILE(12) PTILE(13) PTILE(14) PTILE(15) PTILE(16)
+static const ptile_fn ptiles[PATCH_TILE] = {
+    ptile_1, ptile_2,  ptile_3,  ptile_4,  ptile_5,  ptile_6,  ptile_7,  ptile_8,
+    ptile_9, ptile_10, ptile_11, ptile_12, ptile_13, ptile_14, ptile_15, ptile_16};
+
+/* A forward slot: the padded image, then an output row's patches. */
+static int64_t patch_slot_units(const pr_window *g) { return pad_units(g) + g->wo * 16; }
+
+/* Output row oh of image n: its patches from the padded image into
+ * `patch`, then the tiles (outside the parallel region: clang does not
+ * give OpenMP's outlined bodies the target of their function). */
+static void patch_forward_row(const pr_window *g, const patch_runs *q, const uint16_t *pad,
+                              const uint32_t *wp, out_rows y, int64_t n, int64_t oh,
+                              uint32_t *patch) {
+    const int64_t C = g->c, O = g->o, WO = g->wo, nob = blocks16(O);
+    const int64_t units = (g->kh * g->kw * C + 1) / 2;
+    const int64_t tiles = (WO + PATCH_TILE - 1) / PATCH_TILE, wt = (WO + tiles - 1) / tiles;
+    const size_t es = pr_dtype_size(y.dtype);
+    const uint16_t *s = pad + oh * g->sh * xpad_cols(g) * C;
+    for (int64_t ow = 0; ow < WO; ow++, s += g->sw * C)
+        _mm512_store_si512(patch + 16 * ow, patch_at(s, q));
+    char *row = (char *)y.data + (size_t)((n * g->ho + oh) * WO * O) * es;
+    for (int64_t ob = 0; ob < nob; ob++) {
+        ptile_args A = {.w = wp + ob * units * 16, .units = units, .os = O,
+                        .bf = y.dtype == PR_BF16,
+                        .mask = ob + 1 == nob ? tail_mask(O) : (__mmask16)0xFFFF};
+        for (int64_t p = 0; p < WO; p += wt) {
+            const int width = (int)(WO - p < wt ? WO - p : wt);
+            A.patch = patch + 16 * p;
+            A.out = row + (size_t)(p * O + ob * 16) * es;
+            ptiles[width - 1](&A);
+        }
+    }
+}
+
+/* The forward pass: y from x and the packed weights wp, image by image
+ * (each image's output rows written by one thread). */
+static void patch_forward(const pr_window *g, pr_operand x, const uint32_t *wp, out_rows y,
+                          uint32_t *slots) {
+    const int64_t slot = patch_slot_units(g);
+    const int64_t xbytes = (int64_t)pr_dtype_size(x.dtype) * g->h * g->w * g->c;
+    const patch_runs q = patch_setup(g);
+#pragma omp parallel num_threads(threads_for(count_slots(g->n, slot)))
+    {
+        uint32_t *pad = slots + THREAD_ID() * slot, *patch = pad + pad_units(g);
+        int fresh = 1;
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < g->n; n++) {
+            patch_pad(g, x, n, (uint16_t *)pad, fresh);
+            fresh = 0;
+            const char *next = n + 1 < g->n ? (const char *)x.data + (n + 1) * xbytes : NULL;
+            for (int64_t oh = 0; oh < g->ho; oh++) {
+                prefetch_part(next, xbytes, oh, g->ho);
+                patch_forward_row(g, &q, (const uint16_t *)pad, wp, y, n, oh, patch);
+            }
+        }
+    }
+}
+
+/* Units between two pairs' patch units: 16 (K <= 16) or 32. */
+static int64_t pair_stride(const pr_window *g) { return g->kh * g->kw * g->c > 16 ? 32 : 16; }
+
+/* A stripe of the filter gradient: its partial dw (K, O), the padded image,
+ * a chunk's pairs of patches (PATCH_PAIRS x pair_stride units) and of dy
+ * (PATCH_PAIRS x 16 blocks16(O) units). */
+static int64_t patch_stripe_floats(const pr_window *g) {
+    return round16(g->kh * g->kw * g->c * g->o) + pad_units(g) +
+           PATCH_PAIRS * (pair_stride(g) + blocks16(g->o) * 16);
+}
+
+/* Stripes: one per image up to the slots of conv_direct_geom.h (16), from
+ * the shapes only. */
+static int64_t patch_stripes(const pr_window *g) {
+    return count_slots(g->n, patch_stripe_floats(g));
+}
+
+/* Pairs [m0, m0 + count) of image n's output pixels (row after row) as
+ * units: the patches' into xp (xs units a pair), dy's into dp (ds units a
+ * pair; its lanes past O stay zero). */
+static void patch_pairs(const pr_window *g, const patch_runs *q, const uint16_t *pad,
+                        pr_operand dy, int64_t n, int64_t m0, int64_t count, uint32_t *xp,
+                        int64_t xs, uint32_t *dp, int64_t ds) {
+    const int64_t P = g->ho * g->wo, C = g->c, O = g->o, WP = xpad_cols(g);
+    uint16_t lo[32], hi[32]; /* word 2k: the first pixel's value k; 2k + 1: the second's */
+    for (int k = 0; k < 16; k++) lo[2 * k] = (uint16_t)k, lo[2 * k + 1] = (uint16_t)(32 + k);
+    for (int k = 0; k < 32; k++) hi[k] = (uint16_t)(lo[k] + 16);
+    const __m512i ilo = _mm512_loadu_si512(lo), ihi = _mm512_loadu_si512(hi);
+    const size_t es = pr_dtype_size(dy.dtype);
+    int64_t p = 2 * m0, oh = p / g->wo, ow = p % g->wo;
+    const char *d0 = (const char *)dy.data + (size_t)((n * P + p) * O) * es;
+    for (int64_t j = 0; j < count; j++, d0 += (size_t)(2 * O) * es) {
+        __m512i v[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        const int two = p + 1 < P;
+        for (int i = 0; i < 1 + two; i++, p++) {
+            v[i] = patch_at(pad + (oh * g->sh * WP + ow * g->sw) * C, q);
+            if (++ow == g->wo) ow = 0, oh++;
+        }
+        _mm512_store_si512(xp + j * xs, _mm512_permutex2var_epi16(v[0], ilo, v[1]));
+        if (xs > 16)
+            _mm512_store_si512(xp + j * xs + 16, _mm512_permutex2var_epi16(v[0], ihi, v[1]));
+        if (two && dy.dtype == PR_BF16)
+            pair_units_bf16((const uint16_t *)d0, (const uint16_t *)d0 + O, O, dp + j * ds);
+        else
+            pair_units(dy, d0, two ? d0 + (size_t)O * es : NULL, O, dp + j * ds);
+    }
+}
+
+/* The filter gradient: images dealt round-robin to stripes (from the shapes
+ * only), each summed into its own partial, the partials added in stripe
+ * order: results do not depend on the thread count. */
+static void patch_backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, float *dw,
+                                  float *parts) {
+    const int64_t K = g->kh * g->kw * g->c, O = g->o, KO = K * O, nob = blocks16(O);
+    const int64_t slot = patch_stripe_floats(g), stripes = patch_stripes(g);
+    const int64_t M = (g->ho * g->wo + 1) / 2, xs = pair_stride(g), ds = nob * 16;
+    const patch_runs q = patch_setup(g);
+    if (stripes == 0) { /* empty batch */
+        memset(dw, 0, sizeof(float) * (size_t)KO);
+        return;
+    }
+#pragma omp parallel num_threads(threads_for(stripes))
+    {
+#pragma omp for schedule(static)
+        for (int64_t s = 0; s < stripes; s++) {
+            float *part = parts + s * slot;
+            uint32_t *pad = (uint32_t *)(part + round16(KO)), *xp = pad + pad_units(g);
+            uint32_t *dp = xp + PATCH_PAIRS * xs;
+            memset(part, 0, sizeof(float) * (size_t)KO);
+            memset(dp, 0, sizeof(uint32_t) * (size_t)(PATCH_PAIRS * ds));
+            for (int64_t n = s; n < g->n; n += stripes) {
+                patch_pad(g, x, n, (uint16_t *)pad, n == s);
+                for (int64_t m0 = 0; m0 < M; m0 += PATCH_PAIRS) {
+                    const int64_t count = M - m0 < PATCH_PAIRS ? M - m0 : PATCH_PAIRS;
+                    patch_pairs(g, &q, (const uint16_t *)pad, dy, n, m0, count, xp, xs, dp, ds);
+                    for (int64_t ob = 0; ob < nob; ob += MAX_NB) {
+                        const int nb = (int)(nob - ob < MAX_NB ? nob - ob : MAX_NB);
+                        const int ct = tile_width(nb, K);
+                        for (int64_t k0 = 0; k0 < K; k0 += ct) {
+                            const int kn = (int)(K - k0 < ct ? K - k0 : ct);
+                            fbtile_args A = {.x = xp + k0, .dy = dp + ob * 16, .xps = xs,
+                                             .dps = ds, .rows = 1, .pairs = count,
+                                             .images = 1, .dwc = O,
+                                             .dw = part + k0 * O + ob * 16,
+                                             .mask = ob + nb == nob ? tail_mask(O)
+                                                                    : (__mmask16)0xFFFF};
+                            fbtiles[nb - 1][kn - 1](&A);
+                        }
+                    }
+                }
+            }
+        }
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < KO; i++) {
+            float sum = parts[i];
+            for (int64_t s = 1; s < stripes; s++) sum += parts[s * slot + i];
+            dw[i] = sum;
+        }
+    }
+}
+
 int pr_conv_direct_bf16(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand b,
                         void *out, pr_dtype out_dtype, void *scratch) {
+    if (use_patches(g, pass) && pass == PR_CONV_FORWARD) {
+        pack_patch_weights(g, b, scratch);
+        patch_forward(g, a, scratch, (out_rows){out, out_dtype},
+                      (uint32_t *)scratch + patch_weight_units(g));
+        return PR_OK;
+    }
+    if (use_patches(g, pass) && out_dtype == PR_F32) {
+        patch_backprop_filter(g, a, b, out, (float *)scratch);
+        return PR_OK;
+    }
     const pr_window gu = unit_window(g, pass);
     uint32_t *wp = scratch, *pads = wp + round16(packed_floats(&gu, pass));
     switch (pass) {
@@ -509,6 +816,12 @@ int pr_conv_direct_bf16(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_
 }
 
 size_t pr_conv_direct_bf16_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
+    if (use_patches(g, pass) && pass == PR_CONV_FORWARD)
+        return sizeof(uint32_t) * (size_t)(patch_weight_units(g) +
+                                           count_slots(g->n, patch_slot_units(g)) *
+                                               patch_slot_units(g));
+    if (use_patches(g, pass))
+        return sizeof(float) * (size_t)(patch_stripes(g) * patch_stripe_floats(g));
     if (pass == PR_CONV_BACKPROP_FILTER) {
         int64_t slot = stripe_floats(g);
         return sizeof(float) * (size_t)(count_stripes(g) * slot);
