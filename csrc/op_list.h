@@ -37,7 +37,7 @@
 
 #define PR_OPS_FUSED(X) \
     X(batch_norm_relu_train) X(batch_norm_relu_infer) X(batch_norm_add_relu_train) \
-    X(batch_norm_relu_train_backward)
+    X(batch_norm_relu_train_backward) X(multiply_sum_to_shape)
 
 #define PR_OPS_NN(X) \
     X(sum) X(mean) X(reshape) X(flatten) X(dim_size) X(size) X(softmax) X(log_softmax) \

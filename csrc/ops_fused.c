@@ -5,9 +5,11 @@
  * relu_backward feeding a batch_norm_train_backward of a fused BN + ReLU
  * folds into batch_norm_relu_train_backward, which recomputes the mask from
  * the BN's input; a cast to bfloat16 of a BN backward's dx folds into the
- * backward (dx_dtype).  Each saves whole passes over the activations; each
- * does the unfused ops' float operations in their order (bit-identical
- * results).
+ * backward (dx_dtype).  A float32 product whose only reader is a
+ * sum_to_shape becomes multiply_sum_to_shape, the product never stored
+ * (squeeze-and-excitation's gate gradient, dy * x summed over pixels).
+ * Each saves whole passes over the activations; each does the unfused ops'
+ * float operations in their order (bit-identical results).
  *
  * fused_elementwise: a chain of elementwise nodes (add, subtract, multiply,
  * divide, negative, scale, relu, relu_backward, and the unary exp, log, sqrt,
@@ -258,6 +260,39 @@ static int try_merge(pr_Graph *g, int pj, int cj) {
     return 1;
 }
 
+/* multiply_sum_to_shape(a, b; shape) = sum_to_shape(a * b, shape) for a and b
+ * of one shape (no broadcast), float32. */
+static int infer_mul_sum_to(const pr_op *op, const pr_view *in, int n, const void *attrs,
+                            pr_view *out, size_t *ws) {
+    for (int k = 0; k < 2; k++)
+        if (pr_expect_dtype(op, in, k, PR_F32) < 0) return -1;
+    int same = in[0].ndim == in[1].ndim;
+    for (int d = 0; same && d < in[0].ndim; d++) same = in[0].shape[d] == in[1].shape[d];
+    if (!same) {
+        char a[128], b[128];
+        return pr_fail(op, PyExc_ValueError, "inputs of one shape expected, got %s and %s",
+                       pr_shape_str(&in[0], a, sizeof a), pr_shape_str(&in[1], b, sizeof b));
+    }
+    return pr_op_sum_to_shape.infer(op, in, 1, attrs, out, ws);
+}
+
+static int fw_mul_sum_to(const pr_view *in, int n, pr_view *out, const void *a, void *ws) {
+    int64_t st[PR_MAX_DIMS];
+    pr_broadcast_strides(out, in[0].ndim, in[0].shape, st);
+    return pr_k_sum_product_to(in[0].data, in[1].data, in[0].ndim, in[0].shape, st, out->data,
+                               out->size);
+}
+
+static const pr_attr_spec shape_attrs[] = {
+    {"shape", PR_ATTR_INTS, offsetof(pr_shape_attrs, shape), 1, 0}, {NULL}};
+
+const pr_op pr_op_multiply_sum_to_shape = {
+    .name = "multiply_sum_to_shape", .n_in = 2, .n_out = 1, .attrs = shape_attrs,
+    .attr_size = sizeof(pr_shape_attrs), .infer = infer_mul_sum_to, .forward = fw_mul_sum_to,
+    .flags = PR_OP_NO_GRADIENT_RULE,
+    .doc = "sum_to_shape(a * b, shape) for a, b of one shape (float32), the product never "
+           "stored (made by jit_compile; bit for bit the unfused ops' results)."};
+
 /* ---- the batch-norm fusions -------------------------------------------------- */
 
 /* Per value: how many nodes read it (graph outputs count twice, so they are
@@ -425,6 +460,32 @@ static int fuse_bn_backward_cast(pr_Graph *g, const readers_t *r, int cj) {
     return 1;
 }
 
+/* Backward: a sum_to_shape of a float32 product a * b of two values of the
+ * product's shape, which nothing else reads, becomes
+ * multiply_sum_to_shape(a, b) at the sum's place (a and b unwritten until
+ * then): one pass over a and b, no product buffer; squeeze-and-excitation's
+ * gate gradient, sum over pixels of dy * x, had written the product first. */
+static int fuse_multiply_sum(pr_Graph *g, const readers_t *r, int cj) {
+    pr_gnode *C = &g->nodes[cj];
+    if (!runs(C, &pr_op_sum_to_shape)) return 0;
+    int v = C->in[0], pj = producer(g, v);
+    if (pj < 0 || r->count[v] != 1) return 0;
+    pr_gnode *P = &g->nodes[pj];
+    if (!runs(P, &pr_op_multiply) || P->n_in != 2 || P->out[0] != v ||
+        g->vals[v].dtype != PR_F32)
+        return 0;
+    int a = P->in[0], b = P->in[1];
+    if (!same_shape(&g->vals[a], &g->vals[v]) || !same_shape(&g->vals[b], &g->vals[v]) ||
+        written_between(g, a, pj, cj) || written_between(g, b, pj, cj))
+        return 0;
+    C->op = &pr_op_multiply_sum_to_shape;
+    C->n_in = 2;
+    C->in[0] = a;
+    C->in[1] = b;
+    P->op = NULL;
+    return 1;
+}
+
 /* ---- the passes ---------------------------------------------------------------- */
 
 /* Elementwise chains: node P, whose output only node C reads, folds into C
@@ -461,7 +522,8 @@ static int fuse_pass(pr_Graph *g, fusion_rule rule) {
 
 int pr_fuse(pr_Graph *g) {
     static const fusion_rule passes[] = {fuse_bn_forward, fuse_bn_relu_backward,
-                                         fuse_bn_backward_cast, fuse_elementwise};
+                                         fuse_bn_backward_cast, fuse_multiply_sum,
+                                         fuse_elementwise};
     for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
         if (fuse_pass(g, passes[i]) < 0) return -1;
     return 0;

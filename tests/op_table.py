@@ -361,6 +361,19 @@ add(Entry("sum_to_shape", [
     Case("identity", lambda r: [randn(r, 3)], {"shape": [3]}),
     Case("(17, 33)->(33,)", lambda r: [randn(r, 17, 33)], {"shape": [33]}, grad=False),
 ], reference=sum_to_shape_ref, rtol=1e-6, atol=1e-6, grad_wrt=(0,)))
+add(Entry("multiply_sum_to_shape", [
+    Case("(4, 3)->(1, 3)", lambda r: [randn(r, 4, 3), randn(r, 4, 3)], {"shape": [1, 3]}),
+    Case("(2, 5, 4, 7)->(2, 1, 1, 7)", lambda r: [randn(r, 2, 5, 4, 7), randn(r, 2, 5, 4, 7)],
+         {"shape": [2, 1, 1, 7]}),
+    Case("(2, 5, 4, 7)->(5, 1, 7)", lambda r: [randn(r, 2, 5, 4, 7), randn(r, 2, 5, 4, 7)],
+         {"shape": [5, 1, 7]}),
+    Case("(2, 3)->()", lambda r: [randn(r, 2, 3), randn(r, 2, 3)], {"shape": []}),
+    Case("(64, 8, 8, 33)->(64, 1, 1, 33) threads", lambda r: [randn(r, 64, 8, 8, 33),
+                                                               randn(r, 64, 8, 8, 33)],
+         {"shape": [64, 1, 1, 33]}, grad=False),
+], reference=lambda a, b, shape: sum_to_shape_ref(a.astype(np.float64) * b, shape), rtol=1e-5,
+          atol=1e-5, note="made by jit_compile from sum_to_shape(a * b) (tests/test_compile.py: "
+                          "bit for bit); callable eagerly too; no gradient rule"))
 
 
 # ---- reductions and reshapes ----------------------------------------------------------------

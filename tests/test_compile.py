@@ -663,6 +663,50 @@ def test_batch_norm_fusions_are_bit_for_bit(shortcut, policy):
         np.testing.assert_allclose(b, a, rtol=0 if exact else 1e-4, atol=0 if exact else 1e-5)
 
 
+def test_product_sum_fusion_is_bit_for_bit():
+    """jit_compile makes squeeze-and-excitation's gate gradient, sum_to_shape
+    of dy * x per image and channel, one multiply_sum_to_shape node (the
+    product never stored): the same bits as the unfused ops, eagerly and in
+    graph mode; with one thread and two (its per-image parallel split);
+    and a product read twice, or of broadcast operands, stays unfused."""
+    rng = np.random.default_rng(5)
+    x = pr.Tensor(rng.standard_normal((64, 8, 8, 33)).astype(np.float32))
+    w = pr.Tensor(rng.standard_normal((64, 8, 8, 33)).astype(np.float32))
+    s = pr.Variable(rng.standard_normal((64, 1, 1, 33)).astype(np.float32))
+
+    def gate_grad(x, w):
+        with pr.GradientTape() as tape:
+            loss = pr.ops.sum(pr.ops.multiply(pr.ops.multiply(s, x), w))
+        return tape.gradient(loss, s)  # sum_to_shape(w * x, (64, 1, 1, 33))
+
+    def twice(x, w):
+        p = pr.ops.multiply(x, w)
+        return pr._C.call("sum_to_shape", p, shape=[64, 1, 1, 33]), p
+
+    want = gate_grad(x, w).numpy()
+    np.testing.assert_array_equal(
+        want, pr._C.call("sum_to_shape", pr.ops.multiply(w, x), shape=[64, 1, 1, 33]).numpy())
+    threads = pr.get_num_threads()
+    try:
+        for n in (1, 2):
+            pr.set_num_threads(n)
+            f = pr.compile(gate_grad, jit_compile=True)
+            np.testing.assert_array_equal(f(x, w).numpy(), want)
+            ops_run = [nd["op"] for nd in f.get_concrete_function(x, w).nodes]
+            assert "multiply_sum_to_shape" in ops_run and "sum_to_shape" not in ops_run, ops_run
+            np.testing.assert_array_equal(
+                pr._C.call("multiply_sum_to_shape", w, x, shape=[64, 1, 1, 33]).numpy(), want)
+        g = pr.compile(twice, jit_compile=True)
+        got, _ = g(x, w)
+        np.testing.assert_array_equal(got.numpy(), want)
+        assert "multiply_sum_to_shape" not in [nd["op"] for nd in g.get_concrete_function(
+            x, w).nodes]
+    finally:
+        pr.set_num_threads(threads)
+    with pytest.raises(ValueError, match="inputs of one shape expected"):
+        pr._C.call("multiply_sum_to_shape", x, s, shape=[64, 1, 1, 33])
+
+
 def test_kernel_error_raises_like_eager_and_leaves_weights():
     model = _small_resnet(1)
     x, _ = _resnet_batch()

@@ -258,24 +258,54 @@ static int scalar_or_rows(const float *x, int ndim, const int64_t *shape, const 
     return 0;
 }
 
-int pr_k_sum_to(const float *g, int ndim, const int64_t *shape, const int64_t *st, float *out,
-                int64_t out_size) {
+/* out = the sum over the rows of g (or of the products a * b, element by
+ * element, when b is given) down to out's strides st: each output adds its
+ * rows in row order (one thread's order: deterministic).  Where st keeps
+ * dimension 0 (per-image sums, as squeeze-and-excitation's gate gradient)
+ * the blocks of rows of each index along it write outputs of their own, so
+ * they run in parallel, each in that order: the same sums. */
+static int sum_rows_to(const float *g, const float *b, int ndim, const int64_t *shape,
+                       const int64_t *st, float *out, int64_t out_size) {
     memset(out, 0, sizeof(float) * (size_t)out_size);
     int64_t inner, rows, si;
-    if (scalar_or_rows(g, ndim, shape, st, out, &inner, &rows, &si)) return PR_OK;
-    /* Single-threaded accumulation in order: deterministic results. */
-    for (int64_t r = 0; r < rows; r++) {
-        const float *gr = g + r * inner;
-        float *o = out + pr_outer_offset(r, ndim, shape, st);
-        if (si == 1) {
-            for (int64_t i = 0; i < inner; i++) o[i] += gr[i];
-        } else {
-            float s = 0.0f;
-            for (int64_t i = 0; i < inner; i++) s += gr[i];
-            o[0] += s;
-        }
+    if (ndim == 0) {
+        out[0] = b ? g[0] * b[0] : g[0];
+        return PR_OK;
     }
+    scalar_or_rows(g, ndim, shape, st, out, &inner, &rows, &si);
+    if (rows == 0 || inner == 0) return PR_OK;
+    const int64_t blocks = ndim > 1 && st[0] != 0 ? shape[0] : 1, per = rows / blocks;
+    const int par = blocks > 1 && rows * inner >= PARALLEL_MIN;
+#pragma omp parallel for num_threads(pr_get_num_threads()) if (par)
+    for (int64_t k = 0; k < blocks; k++)
+        for (int64_t r = k * per; r < (k + 1) * per; r++) {
+            const float *gr = g + r * inner, *br = b ? b + r * inner : NULL;
+            float *o = out + pr_outer_offset(r, ndim, shape, st);
+            if (si == 1) {
+                if (br)
+                    for (int64_t i = 0; i < inner; i++) o[i] += gr[i] * br[i];
+                else
+                    for (int64_t i = 0; i < inner; i++) o[i] += gr[i];
+            } else {
+                float s = 0.0f;
+                if (br)
+                    for (int64_t i = 0; i < inner; i++) s += gr[i] * br[i];
+                else
+                    for (int64_t i = 0; i < inner; i++) s += gr[i];
+                o[0] += s;
+            }
+        }
     return PR_OK;
+}
+
+int pr_k_sum_to(const float *g, int ndim, const int64_t *shape, const int64_t *st, float *out,
+                int64_t out_size) {
+    return sum_rows_to(g, NULL, ndim, shape, st, out, out_size);
+}
+
+int pr_k_sum_product_to(const float *a, const float *b, int ndim, const int64_t *shape,
+                        const int64_t *st, float *out, int64_t out_size) {
+    return sum_rows_to(a, b, ndim, shape, st, out, out_size);
 }
 
 int pr_k_broadcast(const float *x, int ndim, const int64_t *shape, const int64_t *st, float *out) {

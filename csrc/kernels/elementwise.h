@@ -74,6 +74,10 @@ int pr_k_binary_int(pr_binary_kind k, pr_dtype dt, const void *a, const int64_t 
  * output strides `st` are 0. */
 int pr_k_sum_to(const float *g, int ndim, const int64_t *shape, const int64_t *st, float *out,
                 int64_t out_size);
+/* pr_k_sum_to of the products a * b (both of `shape`), rounded to float as
+ * a multiply stores them, without storing them. */
+int pr_k_sum_product_to(const float *a, const float *b, int ndim, const int64_t *shape,
+                        const int64_t *st, float *out, int64_t out_size);
 /* out (shape) = x read through broadcast strides st. */
 int pr_k_broadcast(const float *x, int ndim, const int64_t *shape, const int64_t *st, float *out);
 int pr_k_fill(float *out, int64_t n, float value);
