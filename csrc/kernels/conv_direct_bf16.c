@@ -440,6 +440,19 @@ static void filter_group(const pr_window *g, fgeom f, const uint32_t *xu, const 
     }
 }
 
+/* dw[i] for i < K: the stripes' partials (`slot` floats apart) added in
+ * stripe order.  Called by the threads of a parallel region, which share
+ * the elements. */
+static void sum_stripes(const float *parts, int64_t slot, int64_t stripes, int64_t K,
+                        float *dw) {
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < K; i++) {
+        float sum = parts[i];
+        for (int64_t s = 1; s < stripes; s++) sum += parts[s * slot + i];
+        dw[i] = sum;
+    }
+}
+
 /* Groups of images (filter_group_images) dealt round-robin to stripes (from the
  * shapes only), each summed into its own partial, the partials added in
  * stripe order: results do not depend on the thread count. */
@@ -478,12 +491,7 @@ static void direct_backprop_filter(const pr_window *g, pr_operand x, pr_operand 
                 filter_group(g, f, xu, dyp, images, part, next);
             }
         }
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < K; i++) {
-            float sum = parts[i];
-            for (int64_t s = 1; s < stripes; s++) sum += parts[s * slot + i];
-            dw[i] = sum;
-        }
+        sum_stripes(parts, slot, stripes, K, dw);
     }
 }
 
@@ -775,12 +783,7 @@ static void patch_backprop_filter(const pr_window *g, pr_operand x, pr_operand d
                 }
             }
         }
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < KO; i++) {
-            float sum = parts[i];
-            for (int64_t s = 1; s < stripes; s++) sum += parts[s * slot + i];
-            dw[i] = sum;
-        }
+        sum_stripes(parts, slot, stripes, KO, dw);
     }
 }
 
