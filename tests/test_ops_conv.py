@@ -324,6 +324,10 @@ DIRECT_SHAPES = [
     ((2, 7, 12, 7), (3, 3, 7, 24), 2, True),
     ((1, 9, 26, 24), (3, 3, 24, 25), 1, False),
     ((2, 8, 9, 40), (3, 3, 40, 40), 2, False),
+    # stride 2 on even images, more than one block of outputs: the AVX2 filter gradient
+    # repacks x by phase (a partial last block, a lone last block; 'valid' and 'same')
+    ((3, 10, 12, 13), (3, 3, 13, 20), 2, False),
+    ((2, 8, 6, 16), (3, 3, 16, 24), 2, True),
     ((1, 11, 14, 5), (7, 7, 5, 9), 1, True),
     ((2, 10, 10, 23), (5, 5, 23, 8), 3, True),
     ((1, 4, 4, 64), (1, 1, 64, 41), 1, True),
