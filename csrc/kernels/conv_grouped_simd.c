@@ -14,8 +14,8 @@
  * pixel, or to a block of zeros where the tap reads padding.  Output
  * channels go in blocks of 8: a group of width 8 has one.
  *
- * AVX2 tiles keep WT x NB accumulators in ymm registers (NB*WT <= 12, + NB
- * weight vectors + one broadcast <= 16; Georganas et al., SC18, section 3):
+ * AVX2 tiles keep up to 12 accumulators in ymm registers (+ the vectors
+ * they share + one broadcast <= 16; Georganas et al., SC18, section 3):
  *   - forward: WT pixels x NB blocks of 8 output channels of the group
  *     (group widths 8, 16, 24 fill one, two or three registers), summed
  *     over taps and input channels; each broadcast of x feeds NB FMAs;
@@ -23,9 +23,10 @@
  *     summed over the group's og output channels of dy, then added into
  *     dx through the table (in pixel order, one thread per stripe of
  *     images);
- *   - backprop_filter: WT input channels of one tap x NB blocks of 8 output
- *     channels, summed over the chunk's pixels (dy repacked per chunk into
- *     zero-padded blocks), added into dw.
+ *   - backprop_filter: 8 input channels (one vector, loaded from x through
+ *     the table) x 3 taps x 4 output channels (broadcasts of dy, read in
+ *     place), summed over the chunk's pixels, added into dw: 7 loads (and
+ *     3 table entries) feed 12 FMAs.
  *
  * AVX-512 pair tiles fill 16 lanes with a block of 8 output channels: lane
  * (o, j) of a zmm accumulator sums the products of input channels of parity
@@ -115,12 +116,10 @@ static int64_t zeros_floats(const geo *q) {
 }
 
 /* Floats of one thread's area: the indirection table and tap offsets
- * (CHUNK x T, 8 bytes an entry), the row table (CHUNK), dy repacked for the
- * AVX2 tiles (the pair tiles read it in place), the zeros and scratch
- * blocks (C + 8 floats each). */
+ * (CHUNK x T, 8 bytes an entry), the row table (CHUNK), the zeros block
+ * (C + 8 floats). */
 static int64_t thread_floats(const geo *q) {
-    return 2 * r16(2 * CHUNK * q->T) + r16(2 * CHUNK) + r16(CHUNK * q->nbo * 8) +
-           r16(zeros_floats(q));
+    return 2 * r16(2 * CHUNK * q->T) + r16(2 * CHUNK) + r16(zeros_floats(q));
 }
 
 static int64_t packed_floats(const geo *q, pr_conv_pass pass) {
@@ -263,10 +262,12 @@ ALWAYS_INLINE void ft_body(const ft_args *A, const int WT, const int NB, const i
         ft_group(A, gi, WT, NB, KP == 1 ? 1 : 2 * KP, ONE, NT);
 }
 
-/* Filter gradient of taps t < nt: C(t, m, j) += sum_k A(t, m, k) B(k, j)
- * for m < WT rows, j < NB blocks; A(t, m, k) = ap[t*np + k][aoff + m]
- * (k < np), B(k, j) = the 8 floats at b + k*bk + 8*j, C(t, m, j) = the
- * jl[j] floats at c + t*ldt + m*ldc + 8*j. */
+/* Filter gradient: C(t, m, j) += sum_k A(t, m, k) B(k, j) for taps t < nt,
+ * input channels m, blocks j of 8 output channels; A(t, m, k) =
+ * ap[t*np + k][aoff + m] (k < np), B(k, j) = the 8 floats at b + k*bk +
+ * 8*j, C(t, m, j) = the jl[j] floats at c + t*ldt + m*ldc + 8*j.  (The
+ * AVX2 tiles, ct_body, read B one float at a time: B(k, j) lane o is
+ * b[k*bk + 8*j + o].) */
 typedef struct {
     const float *const *ap;
     int64_t nt, aoff, np;
@@ -275,34 +276,52 @@ typedef struct {
     float *c;
     int64_t ldt, ldc;
     const int *jl;
+    int lanes; /* (ct_body) input channels in the tile's vector: 8, or fewer in the last */
 } bt_args;
 
-ALWAYS_INLINE void bt_body(const bt_args *A, const int WT, const int NB) {
-    __m256 acc[3][12];
-    zero_acc(acc, WT, NB);
+/* The AVX2 filter-gradient tile: TT taps x OO output channels, each
+ * accumulator a vector over 8 input channels.  Per pixel k it loads x's 8
+ * channels at each tap (one vector a tap, through the table) and
+ * broadcasts dy's OO channels: TT + OO loads (and TT table entries) feed
+ * TT * OO FMAs, where tiles over input channels (a broadcast of x a
+ * product) take one load an FMA.  The sums are the same, in the same order
+ * (pixel after pixel into a zeroed accumulator, then added into C), so the
+ * result does not change with the tile's shape.  As stored, each
+ * accumulator is a column of C (8 input channels of one output channel):
+ * the tile writes its TT x 8 x OO block through a transposing buffer. */
+#define CT_TT 3 /* taps of a filter-gradient tile, at most */
+#define CT_OO 4 /* output channels of a filter-gradient tile, at most */
+ALWAYS_INLINE void ct_body(const bt_args *A, const int TT, const int OO) {
+    __m256 acc[CT_TT][CT_OO];
+    UNROLL
+    for (int t = 0; t < TT; t++)
+        UNROLL
+        for (int o = 0; o < OO; o++) acc[t][o] = _mm256_setzero_ps();
+    const int lanes = A->lanes;
     const float *b = A->b;
     const float *const *ap = A->ap;
-    const int64_t bk = A->bk, aoff = A->aoff;
-    for (int64_t k = 0; k < A->np; k++, b += bk, ap++) {
-        const float *a = *ap + aoff;
-        __m256 wv[3];
+    const int64_t bk = A->bk, aoff = A->aoff, np = A->np;
+    for (int64_t k = 0; k < np; k++, b += bk, ap++) {
+        __m256 xv[CT_TT];
         UNROLL
-        for (int j = 0; j < NB; j++) wv[j] = _mm256_loadu_ps(b + 8 * j);
+        for (int t = 0; t < TT; t++) xv[t] = load_block(ap[t * np] + aoff, lanes);
         UNROLL
-        for (int m = 0; m < WT; m++) {
-            __m256 xv = _mm256_broadcast_ss(a + m);
+        for (int o = 0; o < OO; o++) {
+            __m256 d = _mm256_broadcast_ss(b + o);
             UNROLL
-            for (int j = 0; j < NB; j++) acc[j][m] = _mm256_fmadd_ps(xv, wv[j], acc[j][m]);
+            for (int t = 0; t < TT; t++) acc[t][o] = _mm256_fmadd_ps(xv[t], d, acc[t][o]);
         }
     }
+    float col[CT_OO][8];
     UNROLL
-    for (int m = 0; m < WT; m++)
+    for (int t = 0; t < TT; t++) {
         UNROLL
-        for (int j = 0; j < NB; j++) {
-            float *d = A->c + m * A->ldc + 8 * j;
-            int l = A->jl[j];
-            store_block(d, _mm256_add_ps(acc[j][m], load_block(d, l)), l);
-        }
+        for (int o = 0; o < OO; o++) _mm256_storeu_ps(col[o], acc[t][o]);
+        float *d = A->c + t * A->ldt;
+        for (int m = 0; m < lanes; m++)
+            UNROLL
+            for (int o = 0; o < OO; o++) d[m * A->ldc + o] += col[o][m];
+    }
 }
 
 typedef void (*ft_fn)(const ft_args *);
@@ -310,8 +329,8 @@ typedef void (*bt_fn)(const bt_args *);
 
 #define FT(WT, NB, K) \
     AVX2_FN void ft_##WT##_##NB##_##K(const ft_args *A) { ft_body(A, WT, NB, KIND##K); }
-#define BT(WT, NB, KI) \
-    AVX2_FN void bt_##WT##_##NB##_##KI(const bt_args *A) { bt_body(A, WT, NB); }
+#define CT(TT, OO) \
+    AVX2_FN void ct_##TT##_##OO(const bt_args *A) { ct_body(A, TT, OO); }
 #define TILES(F, KI)                                                                           \
     F(1, 1, KI) F(2, 1, KI) F(3, 1, KI) F(4, 1, KI) F(5, 1, KI) F(6, 1, KI) F(7, 1, KI)        \
     F(8, 1, KI) F(9, 1, KI) F(10, 1, KI) F(11, 1, KI) F(12, 1, KI) F(1, 2, KI) F(2, 2, KI)     \
@@ -324,16 +343,19 @@ TILES(FT, 3)
 TILES(FT, 4)
 TILES(FT, 5)
 TILES(FT, 6)
-TILES(BT, 0)
+CT(1, 1) CT(1, 2) CT(1, 3) CT(1, 4) CT(2, 1) CT(2, 2) CT(2, 3) CT(2, 4)
+CT(3, 1) CT(3, 2) CT(3, 3) CT(3, 4)
 #define REFS(P, KI)                                                                            \
     {{P##_1_1_##KI, P##_2_1_##KI, P##_3_1_##KI, P##_4_1_##KI, P##_5_1_##KI, P##_6_1_##KI,     \
       P##_7_1_##KI, P##_8_1_##KI, P##_9_1_##KI, P##_10_1_##KI, P##_11_1_##KI, P##_12_1_##KI}, \
      {P##_1_2_##KI, P##_2_2_##KI, P##_3_2_##KI, P##_4_2_##KI, P##_5_2_##KI, P##_6_2_##KI},     \
      {P##_1_3_##KI, P##_2_3_##KI, P##_3_3_##KI, P##_4_3_##KI}}
-/* ft_fns[kind][NB - 1][WT - 1], bt_fns[NB - 1][WT - 1] */
+/* ft_fns[kind][NB - 1][WT - 1], ct_fns[TT - 1][OO - 1] */
 static const ft_fn ft_fns[7][3][12] = {REFS(ft, 0), REFS(ft, 1), REFS(ft, 2), REFS(ft, 3),
                                        REFS(ft, 4), REFS(ft, 5), REFS(ft, 6)};
-static const bt_fn bt_fns[3][12] = REFS(bt, 0);
+static const bt_fn ct_fns[CT_TT][CT_OO] = {{ct_1_1, ct_1_2, ct_1_3, ct_1_4},
+                                           {ct_2_1, ct_2_2, ct_2_3, ct_2_4},
+                                           {ct_3_1, ct_3_2, ct_3_3, ct_3_4}};
 
 /* The widest tile of NB blocks: NB*WT accumulators <= 12, and WT row
  * pointers that stay in general registers (12 of them spill). */
@@ -359,22 +381,22 @@ static void run_ft(const ft_args *all, int64_t M, int64_t NJ, int64_t channels) 
     }
 }
 
-/* The filter-gradient tiles, tap by tap: rows [0, cg) of input channels
- * (12 at a time), NB = min(3, 12 / rows, blocks left) blocks. */
-static void run_bt(const bt_args *all, int64_t cg, int64_t NJ) {
-    for (int64_t tap = 0; tap < all->nt; tap++)
-    for (int64_t m0 = 0; m0 < cg; m0 += 12) {
-        int rows = cg - m0 < 12 ? (int)(cg - m0) : 12, most = 12 / rows < 3 ? 12 / rows : 3;
-        for (int64_t j0 = 0; j0 < NJ; j0 += most) {
-            int nb = NJ - j0 < most ? (int)(NJ - j0) : most;
-            bt_args A = *all;
-            A.ap += tap * A.np;
-            A.aoff += m0;
-            A.b += 8 * j0;
-            A.c += tap * A.ldt + m0 * A.ldc + 8 * j0;
-            A.jl += j0;
-            bt_fns[nb - 1][rows - 1](&A);
-        }
+/* The AVX2 filter-gradient tiles (ct_body): CT_TT taps x 8 input channels
+ * x CT_OO output channels at a time, smaller at the ends. */
+static void run_ct(const bt_args *all, int64_t cg, int64_t og) {
+    for (int64_t t0 = 0; t0 < all->nt; t0 += CT_TT) {
+        int tt = all->nt - t0 < CT_TT ? (int)(all->nt - t0) : CT_TT;
+        for (int64_t m0 = 0; m0 < cg; m0 += 8)
+            for (int64_t o0 = 0; o0 < og; o0 += CT_OO) {
+                int oo = og - o0 < CT_OO ? (int)(og - o0) : CT_OO;
+                bt_args A = *all;
+                A.ap += t0 * A.np;
+                A.aoff += m0;
+                A.b += o0;
+                A.c += t0 * A.ldt + m0 * A.ldc + o0;
+                A.lanes = cg - m0 < 8 ? (int)(cg - m0) : 8;
+                ct_fns[tt - 1][oo - 1](&A);
+            }
     }
 }
 
@@ -602,8 +624,8 @@ static void run_fp(const ft_args *t, int64_t M, int64_t NJ, int64_t channels) {
 
 /* The filter-gradient pair tiles: NB = min(2, blocks left) blocks x WT =
  * min(8 / NB, pairs left) channel pairs x TT = min(PAIR_ACC / (NB * WT), 6, taps left) taps. */
-static void run_bp(const bt_args *all, int64_t cg, int64_t NJ) {
-    const int64_t pairs = cg / 2;
+static void run_bp(const bt_args *all, int64_t cg, int64_t og) {
+    const int64_t pairs = cg / 2, NJ = (og + 7) / 8;
     for (int64_t j0 = 0; j0 < NJ; j0 += 2) {
         int nb = NJ - j0 < 2 ? (int)(NJ - j0) : 2;
         for (int64_t m0 = 0; m0 < pairs; m0 += 8 / nb) {
@@ -783,7 +805,7 @@ typedef struct {
     const float **ptab; /* [t * np + p], np pixels */
     int64_t *off;       /* [p * T + t] */
     const float **rows; /* [p] */
-    float *dyb, *zeros;
+    float *zeros;
 } area;
 
 static area thread_area(const geo *q, float *base, int tid) {
@@ -795,8 +817,6 @@ static area thread_area(const geo *q, float *base, int tid) {
     f += r16(2 * CHUNK * q->T);
     r.rows = (const float **)f;
     f += r16(2 * CHUNK);
-    r.dyb = f;
-    f += r16(CHUNK * q->nbo * 8);
     r.zeros = f;
     memset(r.zeros, 0, sizeof(float) * (size_t)zeros_floats(q));
     return r;
@@ -868,17 +888,6 @@ static void tap_offsets(const geo *q, int64_t pix, int64_t *off) {
     }
 }
 
-/* dy of group gi, pixels q0 .. q0 + np, as rows of nbo blocks of 8 (zero-padded). */
-AVX2_FN void pack_dy_avx2(const geo *q, const float *dy, int64_t q0, int64_t np, int64_t gi,
-                          float *dyb) {
-    const int64_t O = q->g->o;
-    for (int64_t p = 0; p < np; p++) {
-        const float *s = dy + (q0 + p) * O + gi * q->og;
-        for (int64_t b = 0; b < q->nbo; b++)
-            _mm256_storeu_ps(dyb + (p * q->nbo + b) * 8, load_block(s + 8 * b, lanes_of(b, q->og)));
-    }
-}
-
 typedef void pack_pass(const geo *q, const void *w, float *wp);
 static pack_pass pack_forward_avx2, pack_backprop_input_avx2;
 AVX512_FN void pack_forward_pair(const geo *q, const void *w, float *wp);
@@ -886,27 +895,25 @@ AVX512_FN void pack_backprop_input_pair(const geo *q, const void *w, float *wp);
 static pack_pass pack_forward_dp, pack_backprop_input_dp;
 
 /* What differs between the instruction sets: the tiles, and how weights
- * and dy are packed for them.  pair: weights in blocks of 16 32-bit lanes
- * (lane 2 * lane + parity) a pair of float32 channels or (bfloat16, wdiv
- * 2) two pairs of channels, dy read in place (pack_dy NULL); else blocks
- * of 8 floats a channel, dy packed per chunk.  es: bytes of an operand's
- * element; wdiv: reduced channels a 32-bit weight lane holds. */
+ * are packed for them (the filter gradient's tiles read dy in place).
+ * pair: weights in blocks of 16 32-bit lanes (lane 2 * lane + parity) a
+ * pair of float32 channels or (bfloat16, wdiv 2) two pairs of channels;
+ * else blocks of 8 floats a channel.  es: bytes of an operand's element;
+ * wdiv: reduced channels a 32-bit weight lane holds. */
 typedef struct {
     int pair;
     void (*run_ft)(const ft_args *t, int64_t M, int64_t NJ, int64_t channels);
-    void (*run_bt)(const bt_args *all, int64_t cg, int64_t NJ);
-    void (*pack_dy)(const geo *q, const float *dy, int64_t q0, int64_t np, int64_t gi,
-                    float *dyb);
+    void (*run_bt)(const bt_args *all, int64_t cg, int64_t og);
     pack_pass *pack_forward, *pack_backprop_input;
     int64_t es, wdiv;
 } tiles;
 
-static const tiles avx2_tiles = {0, run_ft, run_bt, pack_dy_avx2, pack_forward_avx2,
+static const tiles avx2_tiles = {0, run_ft, run_ct, pack_forward_avx2,
                                  pack_backprop_input_avx2, 4, 1};
-static const tiles pair_tiles = {1, run_fp, run_bp, NULL, pack_forward_pair,
+static const tiles pair_tiles = {1, run_fp, run_bp, pack_forward_pair,
                                  pack_backprop_input_pair, 4, 1};
 /* bfloat16: no filter-gradient tiles (that pass is refused) */
-static const tiles dp_tiles = {1, run_dp, NULL, NULL, pack_forward_dp, pack_backprop_input_dp,
+static const tiles dp_tiles = {1, run_dp, NULL, pack_forward_dp, pack_backprop_input_dp,
                                2, 2};
 
 static const tiles *tiles_of(pr_grouped_isa isa) {
@@ -1254,11 +1261,9 @@ static void filter_groups(const tiles *ts, const geo *q, const float *x, const f
         int64_t np = p1 - q0 < CHUNK ? p1 - q0 : CHUNK;
         indirection(q, q0, np, x, ar->zeros, ar->ptab);
         for (int64_t gi = g0; gi < g1; gi++) {
-            const float *b = dy + q0 * O + gi * q->og; /* the pair tiles read dy in place */
-            if (ts->pack_dy) ts->pack_dy(q, dy, q0, np, gi, ar->dyb), b = ar->dyb;
-            bt_args a = {ar->ptab, q->T, gi * q->cg, np, b, ts->pack_dy ? 8 * q->nbo : O,
+            bt_args a = {ar->ptab, q->T, gi * q->cg, np, dy + q0 * O + gi * q->og, O,
                          dst + gi * q->og, q->cg * O, O, jl};
-            ts->run_bt(&a, q->cg, q->nbo);
+            ts->run_bt(&a, q->cg, q->og);
         }
     }
 }
