@@ -536,6 +536,21 @@ DIRECT_VARIANT(avx2_direct, bpi, PR_CONV_BACKPROP_INPUT, pr_conv_direct_avx2_bac
 DIRECT_VARIANT(avx2_direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_avx2_backprop_filter,
                pr_conv_direct_avx2_scratch_bytes)
 
+/* 1x1 convolutions at stride 1 as AVX2 GEMMs (kernels/conv_pointwise_avx2.c):
+ * float32 calls of one group, on CPUs without AVX-512, whose OpenBLAS sgemm
+ * (im2col_blas) has twice the vector width and was not measured against
+ * them. */
+#define POINTWISE_VARIANT(pass, PASS, kernel)                                                   \
+    WINDOW_VARIANT(avx2_pointwise, pass,                                                        \
+                   ((const pr_conv_attrs *)a)->groups == 1 && all_f32(in) &&                    \
+                       !pr_cpu_fast(PR_CPU_AVX512F) && pr_conv_pointwise_avx2_supports(&g),     \
+                   pr_conv_pointwise_avx2_scratch_bytes(&g, PASS),                              \
+                   kernel(&g, in[0].data, in[1].data, out->data, ws))
+
+POINTWISE_VARIANT(fw, PR_CONV_FORWARD, pr_conv_pointwise_avx2_forward)
+POINTWISE_VARIANT(bpi, PR_CONV_BACKPROP_INPUT, pr_conv_pointwise_avx2_backprop_input)
+POINTWISE_VARIANT(bpf, PR_CONV_BACKPROP_FILTER, pr_conv_pointwise_avx2_backprop_filter)
+
 /* Grouped convolutions in vector registers (kernels/conv_grouped_simd.c):
  * calls of more than one group that the instruction set's kernels take
  * (pr_conv_grouped_simd_supports: AVX-512 even group widths, AVX2 any,
@@ -694,6 +709,8 @@ DIRECT_BF16_VARIANT(bpf, PR_CONV_BACKPROP_FILTER)
          direct_scratch_##pass, direct_run_##pass},                                             \
         {"avx2_direct", PR_CPU_AVX2 | PR_CPU_FMA, avx2_direct_supports_##pass,                  \
          avx2_direct_scratch_##pass, avx2_direct_run_##pass},                                   \
+        {"avx2_pointwise", PR_CPU_AVX2 | PR_CPU_FMA, avx2_pointwise_supports_##pass,            \
+         avx2_pointwise_scratch_##pass, avx2_pointwise_run_##pass},                             \
         {"avx512_grouped", PR_CPU_AVX512F | PR_CPU_FMA, avx512_grouped_supports_##pass,         \
          avx512_grouped_scratch_##pass, avx512_grouped_run_##pass},                             \
         dp_bf16_row                                                                             \

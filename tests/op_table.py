@@ -735,6 +735,14 @@ CONV_SHAPES = [
     ("2x2 s1 same c7 o64 (28 values a window)", (2, 5, 6, 7), (2, 2, 7, 64), [1], True, False),
     ("5x5 s(1,2) valid c1 o20 (25 values)", (2, 9, 12, 1), (5, 5, 1, 20), [1, 2], False, False),
     ("3x3 s2 same c3 o17 width 65", (2, 5, 65, 3), (3, 3, 3, 17), [2], True, False),
+    # avx2_pointwise (1x1 at stride 1, a GEMM over the pixels): tiles of 1-8 rows, a partial
+    # last block of 8 columns and a last panel of one column (49 = 24 + 24 + 1), 17 input
+    # channels (filter-gradient tiles of 4 rows and a last one of 1), and 4096 pixels (two
+    # blocks of pixels in the filter gradient)
+    ("1x1 s1 same c3 o2 pointwise", (2, 5, 7, 3), (1, 1, 3, 2), [1], True, True),
+    ("1x1 s1 valid c17 o49 pointwise panels", (3, 5, 4, 17), (1, 1, 17, 49), [1], False, False),
+    ("1x1 s1 same c33 o13 pointwise", (1, 7, 9, 33), (1, 1, 33, 13), [1], True, False),
+    ("1x1 s1 same c8 o8 pointwise 4096 pixels", (4, 32, 32, 8), (1, 1, 8, 8), [1], True, False),
 ]
 
 

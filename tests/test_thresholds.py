@@ -394,6 +394,42 @@ def grouped_tile_kinds(rng):
     _grouped_passes(rng, "avx2_grouped", (2, 7, 9, 14), (3, 3, 7, 14), 2, "avx2_grouped cg 7")
 
 
+def grouped_filter_tiles(rng):
+    """avx2_grouped's filter-gradient tiles (CT_TT = 3 taps x CT_OO = 4
+    output channels of vectors over 8 input channels): windows of 1, 4, 9
+    and 25 taps (3-tap steps and their remainders), 3, 4, 5 and 8 output
+    channels a group (4-channel steps and remainders), 5 and 8 input
+    channels (a partial vector), the three passes against NumPy per group."""
+    for k, og, cg in ((1, 3, 8), (2, 4, 5), (3, 5, 8), (3, 8, 5), (5, 4, 8), (3, 3, 8)):
+        _grouped_passes(rng, "avx2_grouped", (3, 5, 6, 2 * cg), (k, k, cg, 2 * og), 1,
+                        f"avx2_grouped {k}x{k} cg {cg} og {og}")
+
+
+def _pointwise_runs():
+    """Whether avx2_pointwise runs here (AVX2 and FMA, no AVX-512)."""
+    info = _C.cpu_info()
+    return dict(_C.op_variants("conv2d"))["avx2_pointwise"] and not info["reference_only"] \
+        and "avx512f" not in info["features"]
+
+
+def pointwise_tiles(rng):
+    """avx2_pointwise (1x1 at stride 1): 23/24/25 and 49 output (and, in the
+    input gradient, input) channels (PANEL = 24 columns a packed panel),
+    47/48/49 and 97 pixels (ROW_BLOCK = 48 rows a thread's block), and
+    3071/3072/3073 pixels of 8 + 8 channels (PIXEL_BYTES = 192 KiB of x and
+    dy a block of the filter gradient: 3072 pixels), the three passes
+    against NumPy (through the default kernels where it does not run)."""
+    v = "avx2_pointwise" if _pointwise_runs() else None
+    for c, o in ((23, 24), (24, 25), (25, 23), (49, 5)):
+        _conv_all_passes(rng, (1, 3, 5, c), (1, 1, c, o), 1, True, f"pointwise {c}->{o}", v)
+    for pixels in (47, 48, 49, 97):
+        _conv_all_passes(rng, (1, 1, pixels, 9), (1, 1, 9, 17), 1, True,
+                         f"pointwise {pixels} pixels", v)
+    for pixels in (3071, 3072, 3073):
+        _conv_all_passes(rng, (1, 1, pixels, 8), (1, 1, 8, 8), 1, False,
+                         f"pointwise {pixels} pixels of 8 + 8 channels", v)
+
+
 def _grouped_dp_bf16_passes(rng, xs, ks, s, groups, what):
     """avx512_grouped_dp_bf16's forward and input gradient (bfloat16 operands
     and outputs) against NumPy per group on the rounded operands: within
@@ -919,6 +955,11 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct_geom.h", "MAX_GROUP"): conv_direct_filter_groups,
     ("conv_direct.c", "FT3_CT"): conv_direct_filter3_channels,
     ("conv_grouped_simd.c", "CHUNK"): grouped_chunks,
+    ("conv_grouped_simd.c", "CT_TT"): grouped_filter_tiles,
+    ("conv_grouped_simd.c", "CT_OO"): grouped_filter_tiles,
+    ("conv_pointwise_avx2.c", "PANEL"): pointwise_tiles,
+    ("conv_pointwise_avx2.c", "ROW_BLOCK"): pointwise_tiles,
+    ("conv_pointwise_avx2.c", "PIXEL_BYTES"): pointwise_tiles,
     ("conv_grouped_simd.c", "FT_W1"): grouped_chunks,
     ("conv_grouped_simd.c", "PAIR_ACC"): grouped_chunks,
     ("conv_grouped_simd.c", "KIND0"): grouped_tile_kinds,

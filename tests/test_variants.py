@@ -41,13 +41,14 @@ def test_config_lists_the_conv_variants_reference_last():
         names = [n for n, _ in c["variants"][op]]
         # avx512_grouped_dp_bf16 has no filter-gradient tiles: not a variant of that op
         dp = [] if op == "conv2d_backprop_filter" else ["avx512_grouped_dp_bf16"]
-        assert names == ["avx512_direct", "avx2_direct", "avx512_grouped", *dp,
+        assert names == ["avx512_direct", "avx2_direct", "avx2_pointwise", "avx512_grouped", *dp,
                          "avx512_grouped_bf16", "avx2_grouped", "avx2_grouped_bf16",
                          "amx_direct_bf16", "amx_bf16", "avx512_direct_bf16", "avx512_bf16",
                          "im2col_blas"]
         assert c["variants"][op][-1][1] is True   # the reference runs anywhere
         assert c["variants"][op][0][1] == ({"avx512f", "fma"} <= has)
         assert c["variants"][op][1][1] == ({"avx2", "fma"} <= has)
+        assert c["variants"][op][2][1] == ({"avx2", "fma"} <= has)
         if dp:  # AVX512_BF16 (AVX-512 F, BW, VL) and FMA, as avx512_direct_bf16
             bf16_cpu = {"avx512f", "avx512bw", "avx512vl", "avx512_bf16", "fma"} <= has
             assert dict(c["variants"][op])["avx512_grouped_dp_bf16"] == bf16_cpu
@@ -156,10 +157,29 @@ from pyresnet._loader import _C
 x = np.ones((2, 8, 8, 16), np.float32); k = np.ones((3, 3, 16, 16), np.float32)
 f = pr.compile(lambda a: pr.ops.conv2d(a, k, padding="same"))
 kernel = [n["kernel"] for n in f.get_concrete_function(x).nodes if n["op"] == "conv2d"][0]
+# a 1x1 convolution at stride 1: its three passes, kernel names and largest errors
+rng = np.random.default_rng(0)
+x1, k1 = rng.standard_normal((3, 5, 4, 19)).astype(np.float32), rng.standard_normal((1, 1, 19, 29)).astype(np.float32)
+dy1 = rng.standard_normal((3, 5, 4, 29)).astype(np.float32)
+xm, km, dym = (a.astype(np.float64).reshape(-1, a.shape[-1]) for a in (x1, k1, dy1))
+def pointwise(x, k, dy):
+    with pr.GradientTape() as tape:
+        tape.watch(x), tape.watch(k)
+        y = pr.ops.conv2d(x, k, padding="valid")
+    dx, dk = tape.gradient(y, [x, k], output_gradients=dy)
+    return y, dx, dk
+g = pr.compile(pointwise)
+x1t, k1t, dy1t = pr.Tensor(x1), pr.Tensor(k1), pr.Tensor(dy1)
+names = sorted({n["op"] + ":" + n["kernel"] for n in g.get_concrete_function(x1t, k1t, dy1t).nodes
+                if n["op"].startswith("conv2d")})
+y1, dx1, dk1 = (np.asarray(t, np.float64).reshape(-1, t.shape[-1]) for t in g(x1t, k1t, dy1t))
+errors = [float(abs(y1 - xm @ km.reshape(19, 29)).max()), float(abs(dx1 - dym @ km.reshape(19, 29).T).max()),
+          float(abs(dk1 - xm.T @ dym).max())]
 out = io.StringIO()
 pr.show_config(file=out)
 print(json.dumps({"info": _C.cpu_info(), "kernel": kernel, "show": out.getvalue(),
-                  "variants": dict(_C.op_variants("conv2d"))}))
+                  "variants": dict(_C.op_variants("conv2d")), "pointwise": names,
+                  "pointwise_errors": errors}))
 """
 
 
@@ -168,8 +188,9 @@ def test_avx2_setting_runs_what_a_cpu_without_avx512_runs(tmp_path):
     as on a CPU with AVX2 and FMA only (AMD Zen 2/3, Intel client cores), so
     an AVX-512 machine tests the AVX2 paths as they run there: cpu_info and
     show_config say so, and a float32 convolution runs avx2_direct where the
-    CPU has AVX2 and FMA, else the reference (in a subprocess, whatever this
-    process's setting)."""
+    CPU has AVX2 and FMA (a 1x1 one at stride 1 avx2_pointwise, its three
+    passes equal to NumPy's), else the reference (in a subprocess, whatever
+    this process's setting)."""
     env = {**os.environ, "PYRESNET_KERNELS": "avx2"}
     # from another folder: the checkout's unbuilt sources must not shadow the install
     run = subprocess.run([sys.executable, "-c", _AVX2_SCRIPT], env=env, cwd=tmp_path,
@@ -185,6 +206,10 @@ def test_avx2_setting_runs_what_a_cpu_without_avx512_runs(tmp_path):
     fast = {"avx2", "fma"} <= set(info["features"])
     assert not got["variants"]["avx512_direct"] and got["variants"]["avx2_direct"] == fast
     assert got["kernel"] == ("avx2_direct" if fast else "im2col_blas")
+    pointwise = "avx2_pointwise" if fast else "im2col_blas"
+    assert got["pointwise"] == [f"{op}:{pointwise}" for op in
+                                ("conv2d", "conv2d_backprop_filter", "conv2d_backprop_input")]
+    assert max(got["pointwise_errors"]) < 1e-4, got["pointwise_errors"]
 
 
 @pytest.mark.parametrize("op", ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"])
@@ -192,8 +217,9 @@ def test_conv_variants_do_not_depend_on_the_thread_count(op):
     # 13 images: amx_direct_bf16's filter gradient takes them in groups of 6; 3 channels:
     # avx512_direct_bf16's patches (the stem's window)
     before = pr.get_num_threads()
-    for c, strides in ((16, 2), (16, 1), (3, 1)):
-        x, k = rng_array(13, 12, 10, c), rng_array(3, 3, c, 32, seed=1)
+    feats = set(_C.cpu_info()["features"])
+    for c, strides, kk in ((16, 2, 3), (16, 1, 3), (3, 1, 3), (24, 1, 1)):
+        x, k = rng_array(13, 12, 10, c), rng_array(kk, kk, c, 32, seed=1)
         dy = rng_array(13, *((6, 5) if strides == 2 else (12, 10)), 32, seed=2)
         args = {"conv2d": (x, k, {}), "conv2d_backprop_input": (dy, k, {"shape": x.shape}),
                 "conv2d_backprop_filter": (x, dy, {"shape": k.shape})}[op]
@@ -201,6 +227,11 @@ def test_conv_variants_do_not_depend_on_the_thread_count(op):
             if not ok or (_C.cpu_info()["reference_only"] and variant != "im2col_blas"):
                 continue
             if "_grouped" in variant:  # one group here: test_grouped_variants_...
+                continue
+            # avx2_pointwise: 1x1 windows at stride 1 only, on CPUs without AVX-512
+            if (variant == "avx2_pointwise") != (kk == 1) and variant != "im2col_blas":
+                continue
+            if variant == "avx2_pointwise" and "avx512f" in feats:
                 continue
             results = []
             a, b = args[0], args[1]
@@ -230,6 +261,8 @@ def test_conv_variants_on_small_images_do_not_depend_on_the_batch(op):
     for variant, ok in _C.op_variants(op):
         if not ok or variant.endswith("_bf16") or "_grouped" in variant or (  # (groups > 1)
                 _C.cpu_info()["reference_only"] and variant != "im2col_blas"):
+            continue
+        if variant == "avx2_pointwise":  # 1x1 windows only (the thread-count test above)
             continue
 
         def run(lo, hi):

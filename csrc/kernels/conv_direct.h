@@ -39,6 +39,19 @@ int pr_conv_direct_avx2_backprop_input(const pr_window *g, const float *dy, cons
 int pr_conv_direct_avx2_backprop_filter(const pr_window *g, const float *x, const float *dy,
                                         float *dw, void *scratch);
 
+/* 1x1 convolutions at stride 1 without padding as GEMMs over the pixels,
+ * AVX2 + FMA (conv_pointwise_avx2.c; the caller checks the CPU).  Scratch:
+ * the packed filter (forward, input gradient).  Independent of the thread
+ * count. */
+int pr_conv_pointwise_avx2_supports(const pr_window *g);
+size_t pr_conv_pointwise_avx2_scratch_bytes(const pr_window *g, pr_conv_pass pass);
+int pr_conv_pointwise_avx2_forward(const pr_window *g, const float *x, const float *w, float *y,
+                                   void *scratch);
+int pr_conv_pointwise_avx2_backprop_input(const pr_window *g, const float *dy, const float *w,
+                                          float *dx, void *scratch);
+int pr_conv_pointwise_avx2_backprop_filter(const pr_window *g, const float *x, const float *dy,
+                                           float *dw, void *scratch);
+
 /* bfloat16 with AVX512_BF16 (conv_direct_bf16.c): the same tiles, each FMA
  * a VDPBF16PS over a pair of channels; operands float32 (rounded to
  * bfloat16 as they are copied) or bfloat16 (conv_bf16.h's convention:

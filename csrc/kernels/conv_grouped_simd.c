@@ -1262,7 +1262,7 @@ static void filter_groups(const tiles *ts, const geo *q, const float *x, const f
         indirection(q, q0, np, x, ar->zeros, ar->ptab);
         for (int64_t gi = g0; gi < g1; gi++) {
             bt_args a = {ar->ptab, q->T, gi * q->cg, np, dy + q0 * O + gi * q->og, O,
-                         dst + gi * q->og, q->cg * O, O, jl};
+                         dst + gi * q->og, q->cg * O, O, jl, 8};
             ts->run_bt(&a, q->cg, q->og);
         }
     }
