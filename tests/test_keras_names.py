@@ -235,6 +235,14 @@ def test_input_batch_shape():
     assert model.predict(np.zeros((2, 28, 28), "float32"), verbose=0).shape == (2, 784)
 
 
+def test_input_of_an_int_shape_is_refused_naming_the_tuple():
+    """Input(32) (a shape without its tuple) is a ValueError that shows the
+    tuple meant, not a TypeError from inside."""
+    with pytest.raises(ValueError, match=r"got the int 32; .* shape=\(32,\)"):
+        pr.Input(32)
+    assert pr.Input((32,)).shape == (None, 32)
+
+
 class WeightedSum(layers.Layer):
     def build(self, input_shape):  # gets the first argument's shape, as Keras
         self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones")

@@ -26,6 +26,10 @@ class InputLayer(Layer):
                  **kwargs):
         super().__init__(name=name, dtype=dtype, **kwargs)
         shape, batch_size = _from_batch_shape(shape, batch_size, batch_shape)
+        if isinstance(shape, int):  # Input(32): Keras refuses it too
+            raise ValueError(f"InputLayer: `shape` must be a tuple of positive ints or None "
+                             f"(batch excluded), got the int {shape}; for vectors of "
+                             f"{shape} values write shape=({shape},)")
         if shape is None or not tree.is_shape(tuple(shape)) \
                 or any(d is not None and d <= 0 for d in shape):
             raise ValueError(f"InputLayer: `shape` must be a tuple of positive ints or None "
