@@ -19,19 +19,20 @@
  *     dw's tiles summed over fixed blocks of pixels (by the shape only) and
  *     added into dw in block order; threads take tiles, so the result does
  *     not depend on the thread count.
- * OpenBLAS's sgemm (the reference, im2col_blas) reached 37-75% of the
- * AVX2 FMA peak on these shapes on an AMD EPYC Zen 3 (bench/conv.py
- * --shapes "regnet 1x1"): its packing costs as much as the products when
- * one of the three sizes is a few dozen.
+ * OpenBLAS's sgemm (the reference, im2col_blas) packs both operands for
+ * every call, as costly as the products when one of the three sizes is a
+ * few dozen: on an AMD EPYC Zen 3 (bench/conv.py --shapes "regnet 1x1",
+ * batch 64, quiet) it ran a RegNet-200MF's 1x1 passes at 44-80% of the
+ * AVX2 FMA peak, these at 45-83%.
  *
  * Compiled per function for "avx2,fma" (run only when the CPU probe reports
  * both, ops_conv.c's avx2_pointwise variant); off x86-64 the entry points
  * are stubs. */
 #include "conv_direct.h"
 
-#define PANEL 24       /* columns of a packed panel of B: 3 blocks of 8 */
-#define ROW_BLOCK 48   /* rows of A a thread takes at a time (forward, input gradient) */
-#define PIXEL_BYTES (192 << 10)         /* x and dy of a pixel block (filter gradient) */
+#define PANEL 24                /* columns of a packed panel of B: 3 blocks of 8 */
+#define ROW_BLOCK 48            /* rows of A a thread takes at a time (forward, input gradient) */
+#define PIXEL_BYTES (192 << 10) /* x and dy of a pixel block (filter gradient) */
 
 static int64_t panels(int64_t n) { return (n + PANEL - 1) / PANEL; }
 
