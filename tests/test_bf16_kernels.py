@@ -36,7 +36,7 @@ CPU = _C.cpu_info()
 BF16_VARIANTS = ("amx_direct_bf16", "amx_bf16", "avx512_direct_bf16", "avx512_bf16")
 CONV_ONLY = {"amx_direct_bf16", "avx512_direct_bf16"}  # variants that matmul does not have
 # conv variants that take float32 only
-F32_ONLY = ("avx512_direct", "avx2_direct", "avx512_grouped", "avx2_grouped")
+F32_ONLY = ("avx512_direct", "avx2_direct", "avx2_pointwise", "avx512_grouped", "avx2_grouped")
 # one group here: the _grouped_bf16 variants take only groups > 1 (tested in test_variants,
 # test_op_table, and avx512_grouped_dp_bf16 below)
 SKIP = F32_ONLY + ("avx512_grouped_dp_bf16", "avx512_grouped_bf16", "avx2_grouped_bf16")
@@ -223,7 +223,8 @@ def test_which_bf16_kernels_ran(capsys):
     (this project's Sapphire Rapids machine) all three run unless
     PYRESNET_KERNELS=reference, and show_config lists them."""
     names = [v for v, _ in _C.op_variants("conv2d")]
-    assert names == ["avx512_direct", "avx2_direct", "avx512_grouped", "avx512_grouped_dp_bf16",
+    assert names == ["avx512_direct", "avx2_direct", "avx2_pointwise", "avx512_grouped",
+                     "avx512_grouped_dp_bf16",
                      "avx512_grouped_bf16", "avx2_grouped", "avx2_grouped_bf16",
                      "amx_direct_bf16", "amx_bf16", "avx512_direct_bf16", "avx512_bf16",
                      "im2col_blas"]
