@@ -543,7 +543,8 @@ DIRECT_VARIANT(avx2_direct, bpf, PR_CONV_BACKPROP_FILTER, pr_conv_direct_avx2_ba
 #define POINTWISE_VARIANT(pass, PASS, kernel)                                                   \
     WINDOW_VARIANT(avx2_pointwise, pass,                                                        \
                    ((const pr_conv_attrs *)a)->groups == 1 && all_f32(in) &&                    \
-                       !pr_cpu_fast(PR_CPU_AVX512F) && pr_conv_pointwise_avx2_supports(&g),     \
+                       !pr_cpu_fast(PR_CPU_AVX512F) &&                                          \
+                       pr_conv_pointwise_avx2_supports(&g, PASS),                               \
                    pr_conv_pointwise_avx2_scratch_bytes(&g, PASS),                              \
                    kernel(&g, in[0].data, in[1].data, out->data, ws))
 

@@ -417,8 +417,9 @@ def pointwise_tiles(rng):
     input gradient, input) channels (PANEL = 24 columns a packed panel),
     47/48/49 and 97 pixels (ROW_BLOCK = 48 rows a thread's block), and
     3071/3072/3073 pixels of 8 + 8 channels (PIXEL_BYTES = 192 KiB of x and
-    dy a block of the filter gradient: 3072 pixels), the three passes
-    against NumPy (through the default kernels where it does not run)."""
+    dy a block of the filter gradient: 3072 pixels), 127 and 128 input
+    channels (FORWARD_MAX_C: the forward pass from 128 is sgemm's), the three
+    passes against NumPy (through the default kernels where it does not run)."""
     v = "avx2_pointwise" if _pointwise_runs() else None
     for c, o in ((23, 24), (24, 25), (25, 23), (49, 5)):
         _conv_all_passes(rng, (1, 3, 5, c), (1, 1, c, o), 1, True, f"pointwise {c}->{o}", v)
@@ -428,6 +429,18 @@ def pointwise_tiles(rng):
     for pixels in (3071, 3072, 3073):
         _conv_all_passes(rng, (1, 1, pixels, 8), (1, 1, 8, 8), 1, False,
                          f"pointwise {pixels} pixels of 8 + 8 channels", v)
+    # FORWARD_MAX_C = 128: the forward pass runs here below 128 input channels, sgemm from
+    # 128 (the other passes at any count); the values through the default kernels either way
+    for c in (127, 128):
+        _conv_all_passes(rng, (1, 2, 3, c), (1, 1, c, 9), 1, True, f"pointwise {c}->9", None)
+        x, k = randn(rng, 1, 2, 3, c), randn(rng, 1, 1, c, 9)
+        if v and c >= 128:
+            with pytest.raises(ValueError, match="cannot run"):
+                _C.run_variant("conv2d", v, x, k, same=True)
+        elif v:
+            close(_C.run_variant("conv2d", v, x, k, same=True),
+                  conv_ref(x.astype(np.float64), k.astype(np.float64), (1, 1), True), 1e-4, 1e-4,
+                  f"pointwise forward {c} input channels")
 
 
 def _grouped_dp_bf16_passes(rng, xs, ks, s, groups, what):
@@ -960,6 +973,7 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_pointwise_avx2.c", "PANEL"): pointwise_tiles,
     ("conv_pointwise_avx2.c", "ROW_BLOCK"): pointwise_tiles,
     ("conv_pointwise_avx2.c", "PIXEL_BYTES"): pointwise_tiles,
+    ("conv_pointwise_avx2.c", "FORWARD_MAX_C"): pointwise_tiles,
     ("conv_grouped_simd.c", "FT_W1"): grouped_chunks,
     ("conv_grouped_simd.c", "PAIR_ACC"): grouped_chunks,
     ("conv_grouped_simd.c", "KIND0"): grouped_tile_kinds,

@@ -40,10 +40,11 @@ int pr_conv_direct_avx2_backprop_filter(const pr_window *g, const float *x, cons
                                         float *dw, void *scratch);
 
 /* 1x1 convolutions at stride 1 without padding as GEMMs over the pixels,
- * AVX2 + FMA (conv_pointwise_avx2.c; the caller checks the CPU).  Scratch:
+ * AVX2 + FMA (conv_pointwise_avx2.c; the caller checks the CPU); the
+ * forward pass only below 128 input channels.  Scratch:
  * the packed filter (forward, input gradient).  Independent of the thread
  * count. */
-int pr_conv_pointwise_avx2_supports(const pr_window *g);
+int pr_conv_pointwise_avx2_supports(const pr_window *g, pr_conv_pass pass);
 size_t pr_conv_pointwise_avx2_scratch_bytes(const pr_window *g, pr_conv_pass pass);
 int pr_conv_pointwise_avx2_forward(const pr_window *g, const float *x, const float *w, float *y,
                                    void *scratch);

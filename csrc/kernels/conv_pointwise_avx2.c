@@ -23,7 +23,8 @@
  * every call, as costly as the products when one of the three sizes is a
  * few dozen: on an AMD EPYC Zen 3 (bench/conv.py --shapes "regnet 1x1",
  * batch 64, quiet) it ran a RegNet-200MF's 1x1 passes at 44-80% of the
- * AVX2 FMA peak, these at 45-83%.
+ * AVX2 FMA peak, these at 45-83%, except the forward pass over 152 or more
+ * input channels, which runs sgemm (FORWARD_MAX_C).
  *
  * Compiled per function for "avx2,fma" (run only when the CPU probe reports
  * both, ops_conv.c's avx2_pointwise variant); off x86-64 the entry points
@@ -33,12 +34,18 @@
 #define PANEL 24                /* columns of a packed panel of B: 3 blocks of 8 */
 #define ROW_BLOCK 48            /* rows of A a thread takes at a time (forward, input gradient) */
 #define PIXEL_BYTES (192 << 10) /* x and dy of a pixel block (filter gradient) */
+/* Input channels below which the forward pass runs here: on RegNet-200MF's
+ * 1x1 layers of 152 and 368 input channels sgemm's forward was level with
+ * it in quiet runs and up to 30% faster in a contended one; below, this was
+ * 1.0-1.4x sgemm (bench/results/conv_regnet1x1_avx2_amd_epyc_zen3.md). */
+#define FORWARD_MAX_C 128
 
 static int64_t panels(int64_t n) { return (n + PANEL - 1) / PANEL; }
 
-int pr_conv_pointwise_avx2_supports(const pr_window *g) {
+int pr_conv_pointwise_avx2_supports(const pr_window *g, pr_conv_pass pass) {
     return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
-           g->ho == g->h && g->wo == g->w && g->c >= 1 && g->o >= 1;
+           g->ho == g->h && g->wo == g->w && g->c >= 1 && g->o >= 1 &&
+           (pass != PR_CONV_FORWARD || g->c < FORWARD_MAX_C);
 }
 
 /* Floats of B packed: panels of the output columns x the reduced size x 24. */
@@ -173,7 +180,7 @@ static void pack_panels(const float *src, int64_t K, int64_t n, int64_t sk, int6
 
 int pr_conv_pointwise_avx2_forward(const pr_window *g, const float *x, const float *w, float *y,
                                    void *scratch) {
-    if (!pr_conv_pointwise_avx2_supports(g)) return PR_ERR_INTERNAL;
+    if (!pr_conv_pointwise_avx2_supports(g, PR_CONV_FORWARD)) return PR_ERR_INTERNAL;
     pack_panels(w, g->c, g->o, g->o, 1, scratch);
     gemm_rows(g->n * g->h * g->w, g->c, g->o, x, g->c, scratch, y);
     return PR_OK;
@@ -181,7 +188,7 @@ int pr_conv_pointwise_avx2_forward(const pr_window *g, const float *x, const flo
 
 int pr_conv_pointwise_avx2_backprop_input(const pr_window *g, const float *dy, const float *w,
                                           float *dx, void *scratch) {
-    if (!pr_conv_pointwise_avx2_supports(g)) return PR_ERR_INTERNAL;
+    if (!pr_conv_pointwise_avx2_supports(g, PR_CONV_BACKPROP_INPUT)) return PR_ERR_INTERNAL;
     pack_panels(w, g->o, g->c, 1, g->o, scratch); /* w^T: B(o, c) = w[c, o] */
     gemm_rows(g->n * g->h * g->w, g->o, g->c, dy, g->o, scratch, dx);
     return PR_OK;
@@ -219,7 +226,7 @@ static void filter_tile(const filter_tiling *f, int64_t i, const float *x, const
 int pr_conv_pointwise_avx2_backprop_filter(const pr_window *g, const float *x, const float *dy,
                                            float *dw, void *scratch) {
     (void)scratch;
-    if (!pr_conv_pointwise_avx2_supports(g)) return PR_ERR_INTERNAL;
+    if (!pr_conv_pointwise_avx2_supports(g, PR_CONV_BACKPROP_FILTER)) return PR_ERR_INTERNAL;
     const int64_t M = g->n * g->h * g->w, P = pixel_block(g);
     filter_tiling f;
     filter_tiling_init(&f, g);
