@@ -212,7 +212,10 @@ def test_regnety002_at_cifar_size_trains_compiled_and_matches_eager(rng):
     eager = model(x, training=False).numpy()
     np.testing.assert_allclose(pr.compile(lambda a: model(a, training=False))(x).numpy(), eager,
                                rtol=1e-5, atol=1e-5)
-    model.compile(optimizer=pr.optimizers.SGD(0.05, momentum=0.9),
+    # lr 0.01: at 0.05 the 6 steps on 8 images swing (losses 5.7 -> 12.2 -> 3.4 -> 12.3), so a
+    # last-below-first test passes or fails with the kernels' rounding; the lowest loss of the
+    # later steps falls well below the first
+    model.compile(optimizer=pr.optimizers.SGD(0.01, momentum=0.9),
                   loss=pr.losses.SparseCategoricalCrossentropy(from_logits=True))
     losses = model.fit(x, y, batch_size=8, epochs=6, verbose=0).history["loss"]
-    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+    assert np.isfinite(losses).all() and min(losses[2:]) < 0.8 * losses[0], losses
