@@ -389,6 +389,52 @@ def test_atomic_write_keeps_the_old_file_on_error(tmp_path):
     assert target.stat().st_mode & 0o777 == 0o666 & ~mask  # as open() makes it, not 0600
 
 
+def _writers():
+    """Every public writer that goes through pyresnet.utils.atomic: name ->
+    write(path) (path ends with the suffix the writer takes)."""
+    from pyresnet.utils import atomic
+    model = pr.Sequential([layers.Input((4,)), layers.Dense(2)])
+    _compile(model)
+    logger = pr.callbacks.CSVLogger
+    return {
+        "save .keras": ("m.keras", model.save),
+        "save .keras npz": ("m.keras", lambda p: model.save(p, weights_format="npz")),
+        "save_weights .h5": ("m.weights.h5", model.save_weights),
+        "save_weights .npz": ("m.weights.npz", model.save_weights),
+        "export onnx": ("m.onnx", lambda p: model.export(p, format="onnx")),
+        "save_img": ("x.png", lambda p: pr.utils.save_img(p, np.zeros((2, 2, 3), np.uint8))),
+        "plot_model .dot": ("m.dot", lambda p: pr.utils.plot_model(model, to_file=p)),
+        "CSVLogger": ("log.csv", lambda p: (lambda cb: (cb.set_model(model), cb.on_train_begin(),
+                                                       cb.on_epoch_end(0, {"loss": 1.0})))(
+            logger(p))),
+        "write_text": ("f.txt", lambda p: atomic.write_text(p, "x")),
+        "write_bytes": ("f.bin", lambda p: atomic.write_bytes(p, b"x")),
+    }
+
+
+@pytest.mark.parametrize("writer", sorted(_writers()))
+def test_a_missing_folder_is_named_as_open_names_it_and_nothing_is_left(tmp_path, monkeypatch,
+                                                                         writer):
+    """Saving into a folder that does not exist raises open()'s (and
+    Keras's) FileNotFoundError naming the path given, not the temporary file
+    the atomic write makes; saving onto a folder raises IsADirectoryError
+    naming it and removes the temporary file."""
+    suffix, write = _writers()[writer]
+    monkeypatch.chdir(tmp_path)
+    given = os.path.join("missing_folder", suffix)
+    with pytest.raises(FileNotFoundError) as info:
+        write(given)
+    assert info.value.filename == given and ".tmp" not in str(info.value), str(info.value)
+    assert str(info.value) == f"[Errno 2] No such file or directory: {given!r}"
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / suffix).mkdir()  # the destination is a folder: the rename fails
+    with pytest.raises(IsADirectoryError) as info:
+        write(suffix)
+    assert info.value.filename == suffix and ".tmp" not in str(info.value), str(info.value)
+    assert [p.name for p in tmp_path.iterdir()] == [suffix]
+    assert list((tmp_path / suffix).iterdir()) == []
+
+
 STRAY_CHILD = '''
 import os, sys
 from pyresnet.utils.atomic import atomic_write

@@ -305,6 +305,8 @@ class Model(Trainer, Layer):
             ValueError: for a name not ending in ``.keras``, an unbuilt model,
                 or a layer config that cannot be saved (naming the layer).
             FileExistsError: when ``overwrite`` is False and the file exists.
+            FileNotFoundError: when the folder of ``filepath`` does not exist
+                (naming ``filepath``, as ``open()`` does; nothing is written).
         """
         from ..saving.saving_lib import save_model  # noqa: PLC0415
         save_model(self, filepath, overwrite=overwrite, weights_format=weights_format)

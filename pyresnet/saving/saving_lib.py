@@ -324,6 +324,8 @@ def save_model(model, filepath, overwrite=True, weights_format=None):
             ``weights_format="h5"`` for a subclassed model.
         ImportError: for ``weights_format="h5"`` without h5py.
         FileExistsError: when ``overwrite`` is False and the file exists.
+        FileNotFoundError: when the folder of ``filepath`` does not exist
+            (naming ``filepath``, as ``open()`` does).
     """
     from . import keras_saving  # noqa: PLC0415
     from .. import __version__  # noqa: PLC0415
@@ -555,6 +557,8 @@ def save_weights(model, filepath, overwrite=True):
     Raises:
         ValueError: for another suffix or an unbuilt model.
         FileExistsError: when ``overwrite`` is False and the file exists.
+        FileNotFoundError: when the folder of ``filepath`` does not exist
+            (naming ``filepath``, as ``open()`` does).
     """
     from . import keras_saving  # noqa: PLC0415
     name = os.fspath(filepath)

@@ -7,7 +7,10 @@ interrupted write (an exception, ``kill -9``, a power cut after the rename)
 therefore leaves either the previous file or the complete new one, never a
 truncated mix.  The temporary file is ``.<name>.<pid>.<random>.tmp``; one a
 killed writer left behind is removed by the next write of ``<name>`` in that
-folder (:func:`remove_stale_temps`).
+folder (:func:`remove_stale_temps`).  The temporary file is an implementation
+detail: an error of making it or of renaming it into place (a missing
+folder, a destination that is a folder, no permission) is raised as
+``open(path, "w")`` would raise it, naming the path the caller gave.
 """
 import contextlib
 import os
@@ -86,6 +89,14 @@ def remove_stale_temps(path):
     return removed
 
 
+def _naming(error, path):
+    """``error`` (an OSError about the temporary file) as ``open(path)``
+    would have raised it: the same errno and type, naming ``path``."""
+    if error.errno is None:
+        return error
+    return OSError(error.errno, error.strerror, path)  # the errno's subclass
+
+
 @contextlib.contextmanager
 def atomic_write(path, mode="wb", encoding=None, newline=None):
     """Open a temporary file beside ``path`` for writing; on a normal exit
@@ -102,15 +113,23 @@ def atomic_write(path, mode="wb", encoding=None, newline=None):
         only once the block ends).
     Raises:
         ValueError: for a mode that is not a write mode.
-        OSError: when the folder is not writable (nothing is created then).
+        OSError: as ``open(path, mode)`` would raise it, naming ``path``
+            (not the temporary file): FileNotFoundError when its folder
+            does not exist, PermissionError when the folder is not
+            writable (nothing is created then), IsADirectoryError when
+            ``path`` is a folder (the temporary file is removed).
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     remove_stale_temps(path)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.{os.getpid()}.",
-                               suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder,
+                                   prefix=f".{os.path.basename(path)}.{os.getpid()}.",
+                                   suffix=".tmp")
+    except OSError as e:
+        raise _naming(e, path) from None
     try:
         os.close(fd)
         os.chmod(tmp, _MODE)  # mkstemp makes 0600 files
@@ -118,7 +137,10 @@ def atomic_write(path, mode="wb", encoding=None, newline=None):
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as e:
+            raise _naming(e, path) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(tmp)
