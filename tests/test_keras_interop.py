@@ -432,6 +432,27 @@ def test_without_h5py_save_says_so_and_writes_npz(tmp_path, monkeypatch):
         model.save_weights(tmp_path / "m.weights.h5")
 
 
+def test_without_h5py_the_warning_shows_once_per_process_not_once_per_saving_line(
+        tmp_path, monkeypatch):
+    """Under Python's default filter the warning shows once however many
+    lines save (python -m pyresnet.train saves best.keras from ModelCheckpoint
+    and model.keras at the end: it showed twice); "always" still shows each."""
+    import warnings
+    from pyresnet.saving import keras_h5
+    monkeypatch.setattr(keras_h5, "h5py_or_none", lambda: None)
+    model = pr.Sequential([layers.Input((4,)), layers.Dense(3)])
+    for action, expected in (("default", 1), ("always", 3)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter(action)
+            model.save(tmp_path / "a.keras")
+            model.save(tmp_path / "b.keras")  # another line
+            checkpoint = pr.callbacks.ModelCheckpoint(str(tmp_path / "c.keras"))
+            checkpoint.set_model(model)
+            checkpoint.on_epoch_end(0, {"loss": 1.0})  # a third, inside pyresnet
+        texts = [str(w.message) for w in caught if "h5py is not installed" in str(w.message)]
+        assert len(texts) == expected, (action, texts)
+
+
 def test_onnx_export_of_resnet20_matches_predict(tmp_path, cifar64):
     x = np.concatenate([cifar64, cifar64[:8]])[:37]
     model = calibrated(resnet20(), cifar64)

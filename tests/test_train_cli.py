@@ -19,6 +19,8 @@ import subprocess
 import tempfile
 import time
 import sys
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,6 +98,29 @@ def check_success(status, lines, err, n_train, n_test, epochs=1, dataset="cifar1
     assert float(final[1]) == float(epochs_seen[-1][5])  # the last epoch's test accuracy
     assert float(final[2]) > 0 and 0 < float(final[3]) < 16
     return epochs_seen
+
+
+WITHOUT_H5PY = """
+import runpy, sys
+sys.modules["h5py"] = None  # as after `pip install .` without the keras extra
+sys.argv[0] = "pyresnet.train"
+runpy.run_module("pyresnet.train", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_without_h5py_a_run_warns_once(env):
+    """Without h5py the run saves best.keras (ModelCheckpoint) and model.keras
+    (train.main) with pyresnet's npz weights; the warning saying so is shown
+    once, not once per line that saves."""
+    p = subprocess.run([sys.executable, "-c", WITHOUT_H5PY, "--model", "resnet8", *TINY[:-4],
+                        "--epochs", "2"], env=env, cwd=env[CWD], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("UserWarning: save: h5py is not installed") == 1, p.stderr
+    run_dir, = (Path(env[CWD]) / "runs").iterdir()
+    for name in ("best.keras", "model.keras"):
+        with zipfile.ZipFile(run_dir / name) as z:
+            assert "model.weights.npz" in z.namelist()
 
 
 # ---- each model family ---------------------------------------------------------------

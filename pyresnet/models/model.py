@@ -296,7 +296,7 @@ class Model(Trainer, Layer):
         ``keras.saving.load_model`` opens when every layer is one Keras has
         (a ``ResidualBlock`` is written as its Conv2D/BatchNormalization/
         ReLU/Add layers); see :mod:`pyresnet.saving.keras_saving`.  Without
-        h5py (a warning says so), or with ``weights_format="npz"``, or for a
+        h5py (a UserWarning says so, once per process), or with ``weights_format="npz"``, or for a
         subclassed model, the weights are pyresnet's ``model.weights.npz``.
 
         Args:

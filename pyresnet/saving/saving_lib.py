@@ -317,7 +317,9 @@ def save_model(model, filepath, overwrite=True, weights_format=None):
             ``load_model`` reads; ``"npz"``: pyresnet's earlier format
             (``model.weights.npz``, read by pyresnet only).  Default: ``"h5"``
             for functional and Sequential models when h5py is installed,
-            else ``"npz"`` (a warning says why when h5py is missing).
+            else ``"npz"`` (a UserWarning says why when h5py is missing: once
+            per process under Python's default warning filter, whichever
+            line saves).
     Raises:
         ValueError: for another suffix, a model that is not built, a
             config value that cannot be saved (naming the layer), or
@@ -340,9 +342,12 @@ def save_model(model, filepath, overwrite=True, weights_format=None):
     if weights_format is None:
         weights_format = "h5" if keras_saving.can_save(model) else "npz"
         if weights_format == "npz" and getattr(model, "_graph", None) is not None:
-            warnings.warn("save: h5py is not installed, so the file holds pyresnet's "
+            # about the installation, not the call: attributed to this line (stacklevel 1),
+            # so the default filter shows it once per process, not once per line that saves
+            # (python -m pyresnet.train saves from ModelCheckpoint and at the end: twice)
+            warnings.warn("save: h5py is not installed, so the files saved hold pyresnet's "
                           "model.weights.npz, which Keras 3 cannot read; pip install "
-                          "'pyresnet[keras]' for Keras's model.weights.h5", stacklevel=3)
+                          "'pyresnet[keras]' for Keras's model.weights.h5", stacklevel=1)
     if weights_format == "h5":
         if getattr(model, "_graph", None) is None:
             raise ValueError(f'save: model "{model.name}" is subclassed (no layer graph); '
