@@ -148,10 +148,19 @@ class ProgbarLogger(Callback):
     Jupyter kernel): a log file, a pipe, ``nohup`` or CI get each epoch's
     final line only, as Keras's progress bar does there.  ``fit``,
     ``evaluate`` and ``predict`` add it when ``verbose`` is not 0.
+
+    Args:
+        summary (bool): keep each epoch's (or run's) final values: the
+            finished bar on a terminal, the line elsewhere (default, as
+            Keras).  ``False``: only the live bar, on a terminal, erased when
+            the epoch ends, and no line when stdout is not a terminal: for a
+            caller that prints its own line per epoch, which would otherwise
+            show every epoch twice (``python -m pyresnet.train`` does this).
     """
 
-    def __init__(self):
+    def __init__(self, summary=True):
         super().__init__()
+        self.summary = bool(summary)
         self._bar = None
         self._start = None
         self._rate = ""
@@ -164,7 +173,7 @@ class ProgbarLogger(Callback):
         self._done, self._seen = done, seen  # before (a resumed epoch: BackupAndRestore)
         if self.params.get("verbose") == 1 and _interactive(sys.stdout):
             self._bar = tqdm(total=self.params["steps"], desc=desc, unit="step", file=sys.stdout,
-                             dynamic_ncols=True, leave=True, initial=done)
+                             dynamic_ncols=True, leave=self.summary, initial=done)
 
     def _progress(self, batch, logs):
         elapsed = max(time.perf_counter() - self._start, 1e-9)
@@ -181,7 +190,7 @@ class ProgbarLogger(Callback):
             self._bar.set_postfix_str(text, refresh=False)
             self._bar.close()
             self._bar = None
-        elif self.params.get("verbose") in (1, 2):  # verbose=1 on a log file: as 2
+        elif self.summary and self.params.get("verbose") in (1, 2):  # 1 on a log file: as 2
             print(f"{title} - {text}", file=sys.stdout, flush=True)
 
     def _epoch_title(self, epoch):

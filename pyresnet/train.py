@@ -68,7 +68,10 @@ default 30% of the epochs, then linear to 0).  All are computed from the
 optimizer's step count inside the compiled step.
 
 Prints one line per epoch (training loss and accuracy, test loss and
-accuracy, training images/s, seconds) and a final line with the test
+accuracy, training images/s, seconds), once whether stdout is a terminal, a
+pipe or a file (on a terminal ``--verbose auto`` or ``1`` also draws a
+progress bar during the epoch, erased before its line; ``0`` or ``2``: no
+bar), and a final line with the test
 accuracy, the wall time and the peak resident memory; exits non-zero on
 failure (missing data, bad arguments, a non-finite loss: training stops
 after the batch that gave it, ``TerminateOnNaN``).
@@ -593,7 +596,9 @@ def main(argv=None):
     best = BestCheckpoint(os.path.join(run_dir, "best.keras"), metrics)
     # the backup after metrics.csv and best.keras at each epoch's end: a run killed between
     # them resumes at the epoch before and writes its row again (none is lost)
-    callbacks = [pr.callbacks.ProgbarLogger(),  # closes its bar before the epoch line
+    # EpochLogger prints the one line per epoch; the progress bar is only the live bar on a
+    # terminal (erased before the epoch line): with its own summary every epoch showed twice
+    callbacks = [pr.callbacks.ProgbarLogger(summary=False),
                  EpochLogger(len(x_train), say), metrics, best,
                  pr.callbacks.BackupAndRestore(os.path.join(run_dir, "backup"),
                                                delete_checkpoint=False),

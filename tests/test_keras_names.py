@@ -531,6 +531,36 @@ def test_progress_bar_prints_epoch_lines_only_off_a_terminal(monkeypatch):
             assert lines[1].startswith("Epoch 2/2 - ") and "mae: " in lines[1]
 
 
+def test_progress_bar_without_summary_draws_the_live_bar_only(monkeypatch):
+    """ProgbarLogger(summary=False), for a caller that prints its own line
+    per epoch: off a terminal nothing at all; on one the bar is drawn and
+    erased at the epoch's end (its final values are not left behind)."""
+    model = pr.Sequential([layers.Input((3,)), layers.Dense(2)])
+    model.compile("sgd", "mse", metrics=["mae"])
+    x, y = np.ones((64, 3), "float32"), np.zeros((64, 2), "float32")
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream in (io.StringIO(), Tty()):
+        for verbose in (1, 2):
+            stream.seek(0), stream.truncate()
+            monkeypatch.setattr(sys, "stdout", stream)
+            model.fit(x, y, batch_size=4, epochs=2, verbose=verbose,
+                      callbacks=[pr.callbacks.ProgbarLogger(summary=False)])
+            monkeypatch.undo()
+            text = stream.getvalue()
+            if isinstance(stream, Tty) and verbose == 1:
+                assert "Epoch 1/2:" in text and "Epoch 2/2:" in text and "|" in text  # drawn
+                shown = ""  # what the terminal's line shows at the end
+                for part in text.split("\r"):
+                    shown = part + shown[len(part):]
+                assert "\n" not in text and not shown.strip(), repr(text)  # erased
+            else:
+                assert text == "", (verbose, text)
+
+
 # ---- saving ---------------------------------------------------------------------------------
 
 def test_custom_objects_and_registered_functions(tmp_path):

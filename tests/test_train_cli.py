@@ -100,6 +100,73 @@ def check_success(status, lines, err, n_train, n_test, epochs=1, dataset="cifar1
     return epochs_seen
 
 
+def _screen(raw):
+    """The lines a terminal shows after ``raw`` (carriage returns overwrite
+    the line from its start; a progress bar erased with spaces is blank)."""
+    lines = []
+    for line in raw.replace("\r\n", "\n").split("\n"):
+        shown = ""
+        for part in line.split("\r"):  # each part overwrites the start of the line
+            shown = part + shown[len(part):]
+        lines.append(shown.rstrip())
+    return [line for line in lines if line]
+
+
+def _epoch_lines_once(lines, epochs, run_dir):
+    """Each epoch shows once: its own line, no second summary (Keras's
+    "Epoch k/n" line or a finished bar); metrics.csv has a row per epoch."""
+    for k in range(1, epochs + 1):
+        assert sum(line.startswith(f"epoch {k}: loss") for line in lines) == 1, lines
+        assert not any(f"Epoch {k}/{epochs}" in line for line in lines), lines
+    rows = train.read_metrics(run_dir / "metrics.csv")
+    assert [r["epoch"] for r in rows] == list(range(1, epochs + 1))
+
+
+@pytest.mark.parametrize("verbose", [None, "1", "2"])
+def test_each_epoch_line_is_printed_once_to_a_pipe(env, verbose):
+    """stdout a pipe (``... | cat``, a log file, CI): the epoch lines once, at
+    every --verbose (the progress bar's own "Epoch k/n - ..." line came
+    before each one with auto and 1, and with 2)."""
+    args = ["--model", "resnet8", *TINY[:-4], "--epochs", "2"]
+    status, lines, err = run(args + ([] if verbose is None else ["--verbose", verbose]), env)
+    check_success(status, lines, err, 48, 40, epochs=2)
+    run_dir, = (Path(env[CWD]) / "runs").iterdir()
+    _epoch_lines_once(lines, 2, run_dir)
+
+
+def test_each_epoch_line_is_printed_once_on_a_terminal(env):
+    """stdout a terminal: the live bar is drawn during each epoch (--verbose
+    auto) and erased; the screen then shows each epoch's line once (the
+    finished bar stayed above it, a second summary of the epoch)."""
+    import fcntl
+    import struct
+    import termios
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    child = subprocess.Popen([sys.executable, "-m", "pyresnet.train", "--model", "resnet8",
+                              *TINY[:-4], "--epochs", "2"], env=env, cwd=env[CWD],
+                             stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=300) == 0, err
+    raw = b"".join(chunks).decode()
+    assert "Epoch 1/2:" in raw and "Epoch 2/2:" in raw, raw  # the bar was drawn
+    lines = _screen(raw)
+    assert lines[-1].startswith("final test accuracy"), lines
+    run_dir, = (Path(env[CWD]) / "runs").iterdir()
+    _epoch_lines_once(lines, 2, run_dir)
+
+
 WITHOUT_H5PY = """
 import runpy, sys
 sys.modules["h5py"] = None  # as after `pip install .` without the keras extra
