@@ -16,7 +16,12 @@ Semantics follow ``tf.function``:
   Variables may be created on the first trace only (optimizer slots, layer
   weights built on the first call); a later trace that creates one raises.
 * ``input_signature=[TensorSpec((None, 32, 32, 3)), ...]`` fixes the
-  signature; ``None`` dimensions are unknown sizes.  ``reduce_retracing=True``
+  signature; ``None`` dimensions are unknown sizes.  A call whose argument
+  does not match its spec raises ValueError naming both, as tf.function
+  refuses it: another rank or static size, or another dtype (a float64 or
+  int32 array where float32 is declared is not cast; a Python number takes
+  the spec's dtype if it is of its kind: an int for float32, not a float
+  for int32).  ``reduce_retracing=True``
   makes the leading dimension of every tensor argument unknown.  A graph
   with unknown sizes is traced once, with each one a named symbol: under an
   ``input_signature`` the leading ``None`` of every argument is the symbol
@@ -525,6 +530,45 @@ _C._set_plan_class(Plan)
 
 # ---- functions ------------------------------------------------------------------
 
+def _given_dtype(x):
+    """The dtype (str) of an array, Tensor or NumPy scalar; None for a
+    Python number (it has none of its own)."""
+    python = isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
+    dtype = None if python else getattr(x, "dtype", None)  # (np.float64 is a float too)
+    if dtype is None:
+        return None
+    try:
+        return str(np.dtype(dtype))
+    except TypeError:  # a dtype NumPy does not know (bfloat16, another library's)
+        return str(dtype)
+
+
+def _check_dtype(name, i, x, spec):
+    """Refuse argument ``i`` when its dtype is not ``spec``'s, as
+    tf.function refuses an input that does not match its input_signature
+    (no silent cast: float64 data rounded to float32, floats truncated to
+    int32).  A Python number takes the spec's dtype when it is of the same
+    kind (an int for a float spec, not a float for an int spec).
+
+    Raises:
+        ValueError: naming the argument, the expected and the given dtype.
+    """
+    given = _given_dtype(x)
+    if given is None:
+        natural = np.asarray(x).dtype
+        if np.can_cast(natural, spec.dtype, "same_kind"):
+            return
+        given = f"{type(x).__name__} ({natural})"
+    elif given == spec.dtype:
+        return
+    shape = getattr(x, "shape", ())
+    raise ValueError(
+        f"{name}: argument {i} of dtype {given} and shape {tuple(shape)} does not match the "
+        f"input_signature's {spec}: expected dtype {spec.dtype}, got {given}; an "
+        f"input_signature does not cast its arguments (as tf.function's): pass {spec.dtype} "
+        f"data, e.g. np.asarray(x, {spec.dtype!r})")
+
+
 class Function:
     """A compiled function: what ``pyresnet.compile`` returns.
 
@@ -583,6 +627,7 @@ class Function:
         for i, x in enumerate(leaves):
             if self._signature is not None:
                 spec = specs[i]
+                _check_dtype(self.__name__, i, x, spec)
                 t = _tensor.convert_to_tensor(x, spec.dtype)
                 if not spec.is_compatible_with(t):
                     raise ValueError(
@@ -712,8 +757,9 @@ def compile(func=None, *, input_signature=None, jit_compile=False, reduce_retrac
     Args:
         func: the Python function.
         input_signature: optional list (nested structure) of
-            :class:`TensorSpec`; calls must match it; ``None`` dims are unknown
-            sizes (symbols of one trace).
+            :class:`TensorSpec`; calls must match it (rank, static sizes and
+            dtype: an argument of another dtype is not cast, ValueError);
+            ``None`` dims are unknown sizes (symbols of one trace).
         jit_compile (bool): fuse elementwise chains, update in place where
             safe, choose kernels per shape by timing.
         reduce_retracing (bool): the leading dimension of each tensor

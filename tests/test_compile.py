@@ -10,6 +10,7 @@ steps: under jit_compile a conv kernel chosen by timing may sum in another
 order (the pyresnet.compile docstring states the same bounds).
 """
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -316,6 +317,38 @@ def test_input_signature_checks():
         f(np.ones((3, 3), np.float32))
     with pytest.raises(TypeError, match="input_signature has 1"):
         f(np.ones((3, 2), np.float32), np.ones(2))
+
+
+def test_input_signature_refuses_another_dtype_as_it_refuses_another_shape():
+    """An argument of another dtype than its TensorSpec's raises ValueError
+    naming both (tf.function refuses it) instead of being cast (float64
+    rounded to float32, floats truncated to int32) or traced anew; a Python
+    number takes the spec's dtype when it is of its kind."""
+    f = pr.compile(lambda x: x * 2.0, input_signature=[pr.TensorSpec((None, 2), "float32")])
+    np.testing.assert_array_equal(f(np.full((3, 2), 1.5, np.float32)).numpy(), 3.0)
+    for given in ("float64", "int32", "int64", "uint8"):
+        message = (f"argument 0 of dtype {given} and shape (3, 2) does not match the "
+                   f"input_signature's TensorSpec(shape=(None, 2), dtype='float32', name=None): "
+                   f"expected dtype float32, got {given}")
+        with pytest.raises(ValueError, match=re.escape(message)):
+            f(np.ones((3, 2), given))
+        if given != "float64":  # (a Tensor holds float data as float32)
+            with pytest.raises(ValueError, match=f"expected dtype float32, got {given}"):
+                f(pr.ops.convert_to_tensor(np.ones((3, 2), given)))
+    assert f.tracing_count == 1
+    g = pr.compile(lambda k: k + 1, input_signature=[pr.TensorSpec((None,), "int32")])
+    with pytest.raises(ValueError, match="expected dtype int32, got float64"):
+        g(np.array([1.7, 2.2]))  # was [2, 3]: truncated
+    np.testing.assert_array_equal(g(np.array([1, 2], np.int32)).numpy(), [2, 3])
+    scalar = pr.compile(lambda x: x * 2.0, input_signature=[pr.TensorSpec((), "float32")])
+    assert float(scalar(3)) == 6.0 and float(scalar(1.5)) == 3.0  # Python numbers: same kind
+    with pytest.raises(ValueError, match="expected dtype float32, got float64"):
+        scalar(np.float64(1.5))  # a NumPy scalar has its dtype
+    counter = pr.compile(lambda k: k + 1, input_signature=[pr.TensorSpec((), "int32")])
+    assert int(counter(3)) == 4
+    with pytest.raises(ValueError, match=r"expected dtype int32, got float \(float64\)"):
+        counter(1.7)
+    assert scalar.tracing_count == counter.tracing_count == g.tracing_count == 1
 
 
 # ---- executor ---------------------------------------------------------------------
