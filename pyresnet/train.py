@@ -84,9 +84,11 @@ last epoch: :class:`pyresnet.callbacks.BackupAndRestore`), ``best.keras``
 (the model of the best test accuracy so far), ``tensorboard/`` (the
 scalars and the training step's graph of
 :class:`pyresnet.callbacks.TensorBoard`, when tensorboardX is installed) and, when training is over, ``model.keras``.  ``--resume RUN_DIR`` continues a killed run from its
-backup with the options of its ``config.json``, ending with the same
-weights as an uninterrupted run; without ``RUN_DIR/backup/latest.backup``
-it refuses and changes nothing (``--if-no-backup new-run``: train afresh in
+backup with the options of its ``config.json`` (all of them: ``--data``,
+``--verbose`` and ``--collective-timeout``, which do not change what is
+computed, may be given anew on the resume command line and then replace the
+run's), ending with the same weights as an uninterrupted run; without
+``RUN_DIR/backup/latest.backup`` it refuses and changes nothing (``--if-no-backup new-run``: train afresh in
 a new run folder beside it).  ``python -m pyresnet.runs`` lists the runs.
 
 Data-parallel over MPI ranks (``pip install "pyresnet[distributed]"``)::
@@ -231,7 +233,10 @@ def build_parser():
     p.add_argument("--mixed-precision", action="store_true",
                    help="Keras's mixed_bfloat16 policy: float32 weights, convolutions and "
                         "matmuls in bfloat16 (AMX / AVX512_BF16 where the CPU has them)")
-    p.add_argument("--verbose", default="auto", help="fit's progress bar: auto, 0, 1 or 2")
+    p.add_argument("--verbose", default=None, choices=["auto", "0", "1", "2"],
+                   help="the progress bar during each epoch, on a terminal: auto (the default) "
+                        "or 1 draws it, 0 or 2 do not; each epoch's line is printed anyway "
+                        "(with --resume: the run's setting unless given)")
     p.add_argument("--log-dir", default="runs", metavar="DIR",
                    help="parent folder of the run folders (default: ./runs)")
     p.add_argument("--distributed", action="store_true",
@@ -242,7 +247,8 @@ def build_parser():
                         "0: forever)")
     p.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue the killed run in RUN_DIR from its backup, with the options "
-                        "of its config.json")
+                        "of its config.json; of those, only --data, --verbose and "
+                        "--collective-timeout may be given anew (they then replace the run's)")
     p.add_argument("--if-no-backup", default="refuse", choices=("refuse", "new-run"),
                    help="with --resume, when RUN_DIR has no backup/latest.backup: refuse "
                         "(default; the run's files are left as they are) or start a new run "
@@ -253,6 +259,10 @@ def build_parser():
 # options that do not change what is computed: a resumed run may give them anew
 RUNTIME_OPTIONS = ("data", "verbose", "log_dir", "resume", "if_no_backup",
                    "collective_timeout")
+# of those, the ones a resumed run takes from the run's config.json when they are not given
+# anew (their parser default is None: "not given"), as it takes every other option: resuming
+# runs the run's command again, as rerunning a Lightning script with ckpt_path= would
+RESTORED_RUNTIME_OPTIONS = ("data", "verbose", "collective_timeout")
 # the options of runs made before the recipes, for resuming them
 LEGACY = {"recipe": "cifar", "shortcut": "zero_pad", "optimizer": "sgd", "nesterov": False,
           "weight_decay_form": "decoupled", "schedule": "step", "warmup_epochs": 0.0,
@@ -359,7 +369,9 @@ def parse_args(argv=None):
         if given:
             p.error(f"--resume takes the run's options from its config.json; drop "
                     f"{', '.join('--' + a.replace('_', '-') for a in given)}")
-        return args
+        return args  # (verbose stays None until _resumed_args has read the run's)
+    if args.verbose is None:
+        args.verbose = "auto"
     return resolve_recipe(args, p.error)
 
 
@@ -456,10 +468,14 @@ def _run_folder(args):
 
 
 def _resumed_args(args):
-    """``args`` with the options saved in ``args.resume``/config.json.
+    """``args`` with the options saved in ``args.resume``/config.json: all
+    of them but ``RUNTIME_OPTIONS``, and of those the
+    ``RESTORED_RUNTIME_OPTIONS`` (``--data``, ``--verbose``,
+    ``--collective-timeout``) that the resume command line does not give.
 
     Raises:
-        FileNotFoundError: when RUN_DIR has no config.json.
+        FileNotFoundError: when RUN_DIR has no config.json, or when the
+            run's ``--data`` folder (not given anew) is gone.
         ValueError: naming the file, when config.json is not JSON or holds
             no ``"options"`` object.
     """
@@ -478,8 +494,14 @@ def _resumed_args(args):
     if "recipe" not in saved:  # a run from before the recipes: its decay was Keras's argument
         saved["weight_decay"] = saved.get("weight_decay", 1e-3) * saved.get("lr", 0.1)
     for key, value in {**LEGACY, **saved}.items():
-        if key not in RUNTIME_OPTIONS:
+        if key not in RUNTIME_OPTIONS or (key in RESTORED_RUNTIME_OPTIONS
+                                          and getattr(args, key) is None):
             setattr(args, key, value)
+    if args.verbose is None:
+        args.verbose = "auto"
+    if args.data is not None and not os.path.isdir(os.path.expanduser(args.data)):
+        raise FileNotFoundError(f"--resume {args.resume}: the run's --data {args.data} is no "
+                                "longer a directory; give the data's folder with --data")
     return args
 
 
@@ -490,6 +512,8 @@ def main(argv=None):
     from .utils.atomic import write_text  # noqa: PLC0415
     args = parse_args(argv)
     t_start = time.perf_counter()
+    if args.resume is not None:  # the run's options, --distributed among them, first
+        args = _resumed_args(args)
     if args.distributed:
         pr.distribute.init(collective_timeout=args.collective_timeout)
     strategy = pr.distribute.DataParallel() if args.distributed else None
@@ -500,7 +524,6 @@ def main(argv=None):
                            max(1, (os.cpu_count() or 1) // pr.distribute.local_size()))
     run_dir = None
     if args.resume is not None:
-        args = _resumed_args(args)
         backup = os.path.join(args.resume, "backup", pr.callbacks.BackupAndRestore.FILE)
         if os.path.isfile(backup):
             run_dir = args.resume

@@ -609,6 +609,56 @@ def test_a_run_from_before_the_recipes_resumes_with_its_recipe(tmp_path):
     assert isinstance(train.make_schedule(args, 6), pr.optimizers.schedules.PiecewiseConstantDecay)
 
 
+def test_resume_takes_the_runs_verbose_data_and_timeout_unless_given_anew(tmp_path,
+                                                                          monkeypatch):
+    """--resume runs the run's command again: --verbose, --data and
+    --collective-timeout come from config.json like every other option, and
+    the ones given on the resume command line win (--verbose auto too, the
+    value an unset option used to take)."""
+    data, other = tmp_path / "data", tmp_path / "other"
+    data.mkdir(), other.mkdir()
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    options = vars(train.parse_args(["--model", "resnet8", "--epochs", "2", "--verbose", "0",
+                                     "--data", str(data), "--collective-timeout", "30"]))
+    del options["resume"]
+    (run_dir / "config.json").write_text(json.dumps({"options": options}))
+
+    def resumed(*given):
+        return train._resumed_args(train.parse_args(["--resume", str(run_dir), *given]))
+
+    args = resumed()
+    assert (args.verbose, args.data, args.collective_timeout) == ("0", str(data), 30.0)
+    assert (args.model, args.epochs) == ("resnet8", 2)
+    args = resumed("--verbose", "auto", "--data", str(other), "--collective-timeout", "5")
+    assert (args.verbose, args.data, args.collective_timeout) == ("auto", str(other), 5.0)
+    assert resumed("--verbose", "2").verbose == "2"
+    del options["verbose"]  # a config.json without it: the default
+    (run_dir / "config.json").write_text(json.dumps({"options": options}))
+    assert resumed().verbose == "auto"
+    data.rmdir()  # the run's data moved: say so (the loaders would look elsewhere)
+    with pytest.raises(FileNotFoundError, match=re.escape(f"the run's --data {data} is no "
+                                                          "longer a directory")):
+        resumed()
+    assert resumed("--data", str(other)).data == str(other)
+    with pytest.raises(SystemExit):  # other options stay the run's
+        train.parse_args(["--resume", str(run_dir), "--epochs", "3"])
+    options.update(distributed=True, data=None)  # a data-parallel run resumes data-parallel
+    (run_dir / "config.json").write_text(json.dumps({"options": options}))
+
+    class Started(Exception):
+        pass
+
+    def init(collective_timeout=None):
+        raise Started(collective_timeout)
+
+    monkeypatch.setattr(pr.distribute, "init", init)
+    with pytest.raises(Started, match="30"):  # (was: not distributed, then no backup)
+        train.main(["--resume", str(run_dir)])
+    with pytest.raises(Started, match="7"):
+        train.main(["--resume", str(run_dir), "--collective-timeout", "7"])
+
+
 def test_a_diverging_run_stops_after_the_nan_batch_and_exits_1(env):
     """A rate of 1e38 overflows the weights in the first step: the second
     batch's loss is NaN, TerminateOnNaN ends the epoch there and the command
