@@ -83,13 +83,15 @@ atomically), ``backup/latest.backup`` (the whole training state after the
 last epoch: :class:`pyresnet.callbacks.BackupAndRestore`), ``best.keras``
 (the model of the best test accuracy so far), ``tensorboard/`` (the
 scalars and the training step's graph of
-:class:`pyresnet.callbacks.TensorBoard`, when tensorboardX is installed) and, when training is over, ``model.keras``.  ``--resume RUN_DIR`` continues a killed run from its
-backup with the options of its ``config.json`` (all of them: ``--data``,
-``--verbose`` and ``--collective-timeout``, which do not change what is
-computed, may be given anew on the resume command line and then replace the
-run's), ending with the same weights as an uninterrupted run; without
-``RUN_DIR/backup/latest.backup`` it refuses and changes nothing (``--if-no-backup new-run``: train afresh in
-a new run folder beside it).  ``python -m pyresnet.runs`` lists the runs.
+:class:`pyresnet.callbacks.TensorBoard`, when tensorboardX is installed) and,
+when training is over, ``model.keras``.  ``--resume RUN_DIR`` continues a
+killed run from its backup with the options of its ``config.json`` (all of
+them: ``--data``, ``--verbose`` and ``--collective-timeout``, which do not
+change what is computed, may be given anew on the resume command line and then
+replace the run's), ending with the same weights as an uninterrupted run;
+without ``RUN_DIR/backup/latest.backup`` it refuses and changes nothing
+(``--if-no-backup new-run``: train afresh in a new run folder beside it).
+``python -m pyresnet.runs`` lists the runs.
 
 Data-parallel over MPI ranks (``pip install "pyresnet[distributed]"``)::
 
