@@ -508,16 +508,23 @@ def test_validation_split_too_small_raises():
                   validation_split=0.5, verbose=0)
 
 
-def test_progress_bar_prints_epoch_lines_only_off_a_terminal(monkeypatch):
+class _Tty(io.StringIO):
+    """A text stream that says it is a terminal (what tqdm draws on)."""
+
+    def isatty(self):
+        return True
+
+
+def _progress_model():
+    """A compiled 3 -> 2 Dense model and 64 samples of data for it."""
     model = pr.Sequential([layers.Input((3,)), layers.Dense(2)])
     model.compile("sgd", "mse", metrics=["mae"])
-    x, y = np.ones((64, 3), "float32"), np.zeros((64, 2), "float32")
+    return model, np.ones((64, 3), "float32"), np.zeros((64, 2), "float32")
 
-    class Tty(io.StringIO):
-        def isatty(self):
-            return True
 
-    for stream, interactive in ((io.StringIO(), False), (Tty(), True)):
+def test_progress_bar_prints_epoch_lines_only_off_a_terminal(monkeypatch):
+    model, x, y = _progress_model()
+    for stream, interactive in ((io.StringIO(), False), (_Tty(), True)):
         monkeypatch.setattr(sys, "stdout", stream)
         model.fit(x, y, batch_size=4, epochs=2, verbose=1)
         monkeypatch.undo()
@@ -535,15 +542,8 @@ def test_progress_bar_without_summary_draws_the_live_bar_only(monkeypatch):
     """ProgbarLogger(summary=False), for a caller that prints its own line
     per epoch: off a terminal nothing at all; on one the bar is drawn and
     erased at the epoch's end (its final values are not left behind)."""
-    model = pr.Sequential([layers.Input((3,)), layers.Dense(2)])
-    model.compile("sgd", "mse", metrics=["mae"])
-    x, y = np.ones((64, 3), "float32"), np.zeros((64, 2), "float32")
-
-    class Tty(io.StringIO):
-        def isatty(self):
-            return True
-
-    for stream in (io.StringIO(), Tty()):
+    model, x, y = _progress_model()
+    for stream in (io.StringIO(), _Tty()):
         for verbose in (1, 2):
             stream.seek(0), stream.truncate()
             monkeypatch.setattr(sys, "stdout", stream)
@@ -551,7 +551,7 @@ def test_progress_bar_without_summary_draws_the_live_bar_only(monkeypatch):
                       callbacks=[pr.callbacks.ProgbarLogger(summary=False)])
             monkeypatch.undo()
             text = stream.getvalue()
-            if isinstance(stream, Tty) and verbose == 1:
+            if isinstance(stream, _Tty) and verbose == 1:
                 assert "Epoch 1/2:" in text and "Epoch 2/2:" in text and "|" in text  # drawn
                 shown = ""  # what the terminal's line shows at the end
                 for part in text.split("\r"):
