@@ -356,7 +356,9 @@ def test_direct_bf16_patches_nan_reaches_exactly_the_windows_that_hold_it(c, win
     dw = _C.run_variant("conv2d_backprop_filter", variant, x.astype(bf16), dy.astype(bf16),
                         strides=strides, same=True, shape=list(k.shape)).numpy()
     want = conv_bpf_ref(r64(x), r64(dy), k.shape, (strides,) * 2, True)
-    assert not np.isfinite(want).all() and np.isfinite(want).any()
+    # one input channel: the three bad values share it, so every tap of the
+    # 5x5 window meets one (all 25 non-finite); else some taps stay finite
+    assert not np.isfinite(want).all() and (c == 1 or np.isfinite(want).any())
     assert np.array_equal(np.isfinite(dw), np.isfinite(want))
     fin = np.isfinite(want)
     np.testing.assert_allclose(dw[fin], want[fin], rtol=1e-4, atol=2e-3)
