@@ -92,6 +92,11 @@ SHAPES = [
     ("stem c3 s2 odd", (3, 9, 11, 3), (3, 3, 3, 16), 2, True),
     ("c1 5x5 o33", (2, 12, 13, 1), (5, 5, 1, 33), 1, True),
     ("c5 2x3 o16 s(1,2)", (2, 7, 9, 5), (2, 3, 5, 16), (1, 2), True),
+    # avx512_direct_bf16's groups of small images (conv_direct_geom.h, tile_image_group):
+    # 3x3 images in groups of 8, 8 and 1, their bfloat16 outputs gathered in float32;
+    # 3x3 outputs at stride 2 (forward only: the input gradient goes image by image)
+    ("c40 o24 3x3 groups", (17, 3, 3, 40), (3, 3, 40, 24), 1, True),
+    ("c20 o36 s2 3x3 outputs", (11, 6, 5, 20), (3, 3, 20, 36), 2, True),
 ]
 
 

@@ -342,6 +342,11 @@ DIRECT_SHAPES = [
     ((1, 31, 31, 24), (3, 3, 24, 64), 1, True),
     ((2, 7, 7, 256), (3, 3, 256, 256), 1, True),
     ((17, 3, 3, 40), (3, 3, 40, 24), 1, True),
+    # AVX-512 groups (conv_direct_geom.h, tile_image_group): 3x3 outputs at stride 2 (the
+    # forward's groups of 8 and 3; its input gradient goes image by image), 2x2 images in
+    # one group of 5, 4 output blocks a tile
+    ((11, 6, 5, 20), (3, 3, 20, 36), 2, True),
+    ((5, 2, 2, 17), (3, 3, 17, 70), 1, True),
 ]
 
 

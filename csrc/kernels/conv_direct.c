@@ -67,9 +67,12 @@ int pr_conv_direct_supports(const pr_window *g, pr_conv_pass pass) {
     return pr_conv_direct_fits(g, pass);
 }
 
+/* The repacked weights, then a slot per thread: a group of padded images
+ * (tile_image_group; the filter gradient: a stripe's partial dw). */
 size_t pr_conv_direct_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
-    int64_t slot = slot_floats(g, pass);
-    return sizeof(float) * (size_t)(round16(packed_floats(g, pass)) + count_slots(g->n, slot) * slot);
+    const int64_t G = tile_image_group(g, pass), slot = G * slot_floats(g, pass);
+    return sizeof(float) *
+           (size_t)(round16(packed_floats(g, pass)) + count_slots(ceil_div(g->n, G), slot) * slot);
 }
 
 /* ---- AVX-512 ---------------------------------------------------------------- */

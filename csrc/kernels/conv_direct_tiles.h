@@ -316,10 +316,18 @@ ALWAYS_INLINE void tile3_body(const tile3_args *A, const int WT, const int NB, c
 
 typedef void (*tile3_fn)(const tile3_args *);
 #define MAX_TILE3_NB1 24
-/* At most two channel blocks: with 4 (64 output channels at once) the
- * tiles are 4 pixels wide and 64->64 convolutions ran 10% slower. */
-#define MAX_NB3 2
-static const int tile3_cap[MAX_NB3 + 1] = {0, MAX_TILE3_NB1, 8};
+/* Up to four channel blocks, as wide as 32 registers allow (the K x NB
+ * weights, the accumulators, a broadcast).  Rows longer than a tile of 3 or
+ * 4 blocks holds take two blocks: with 4 (64 output channels at once) the
+ * tiles of 15-pixel rows are 4 pixels wide and 64->64 convolutions ran 10%
+ * slower.  A short row takes more blocks: each accumulator of a tile adds
+ * K products per reduced channel one after another, so a tile of 3 pixels x
+ * 2 blocks (6 accumulators: 3x3 images) waits on the MAC latency. */
+#define MAX_NB3 4
+static const int tile3_cap[MAX_NB3 + 1] = {0, MAX_TILE3_NB1, 8, 6, 4};
+static int tile3_blocks(int64_t len) {
+    return len <= tile3_cap[4] ? 4 : len <= tile3_cap[3] ? 3 : 2;
+}
 
 /* Kinds V: 1 and 2 are K = 3 at strides 1 and 2, 3 is K = 2 at stride 1. */
 #define TILE3(WT, NB, V)                                                   \
@@ -333,7 +341,7 @@ static const int tile3_cap[MAX_NB3 + 1] = {0, MAX_TILE3_NB1, 8};
     TILE3(12, NB, SW) TILE3(13, NB, SW) TILE3(14, NB, SW) TILE3(15, NB, SW) TILE3(16, NB, SW) \
     TILE3(17, NB, SW) TILE3(18, NB, SW) TILE3(19, NB, SW) TILE3(20, NB, SW) TILE3(21, NB, SW) \
     TILE3(22, NB, SW) TILE3(23, NB, SW) TILE3(24, NB, SW)
-#define ALL_TILES3(SW) T3_24(1, SW) T3_8(2, SW)
+#define ALL_TILES3(SW) T3_24(1, SW) T3_8(2, SW) T3_6(3, SW) T3_4(4, SW)
 ALL_TILES3(1)
 ALL_TILES3(2)
 ALL_TILES3(3)
@@ -349,9 +357,9 @@ ALL_TILES3(3)
     tile3_23_##NB##_##SW, tile3_24_##NB##_##SW
 /* tiles3[V - 1][NB][WT - 1] */
 static const tile3_fn tiles3[3][MAX_NB3 + 1][MAX_TILE3_NB1] = {
-    {{NULL}, {R3_24(1, 1)}, {R3_8(2, 1)}},
-    {{NULL}, {R3_24(1, 2)}, {R3_8(2, 2)}},
-    {{NULL}, {R3_24(1, 3)}, {R3_8(2, 3)}},
+    {{NULL}, {R3_24(1, 1)}, {R3_8(2, 1)}, {R3_6(3, 1)}, {R3_4(4, 1)}},
+    {{NULL}, {R3_24(1, 2)}, {R3_8(2, 2)}, {R3_6(3, 2)}, {R3_4(4, 2)}},
+    {{NULL}, {R3_24(1, 3)}, {R3_8(2, 3)}, {R3_6(3, 3)}, {R3_4(4, 3)}},
 };
 
 /* Weights a tile may stream per pass over its input channels: more than L1
@@ -361,13 +369,22 @@ static const tile3_fn tiles3[3][MAX_NB3 + 1][MAX_TILE3_NB1] = {
  * into the output. */
 #define TILE_WEIGHT_BYTES (24 << 10)
 
+/* The output rows a row_tiles3 call covers: nrows rows of each of nimg
+ * images, row i of image j reading in + j*iis + i*irs and writing out +
+ * j*ois + i*ors (one row: {1, 1}). */
+typedef struct {
+    int64_t nimg, nrows, iis, irs, ois, ors;
+} row_set;
+
 /* row_tiles for windows k = 3 taps wide at stride sw = 1 or 2, or k = 2 at
- * stride 1 (tile3). */
-static void row_tiles3(tile3_args A, int64_t len, int64_t cout, int64_t sw, int k) {
+ * stride 1 (tile3), over the rows of R: each chunk of weights goes through
+ * all of them before the next. */
+static void row_tiles3(tile3_args A, row_set R, int64_t len, int64_t cout, int64_t sw, int k) {
     const int kind = k == 2 ? 2 : (int)sw - 1;
     int64_t nob = blocks16(cout), cin = A.cin;
-    for (int64_t ob = 0; ob < nob; ob += MAX_NB3) {
-        int nb = (int)(nob - ob < MAX_NB3 ? nob - ob : MAX_NB3);
+    const int nbmax = tile3_blocks(len);
+    for (int64_t ob = 0; ob < nob; ob += nbmax) {
+        int nb = (int)(nob - ob < nbmax ? nob - ob : nbmax);
         int64_t cap = tile3_cap[nb], tiles = (len + cap - 1) / cap;
         int wt = (int)((len + tiles - 1) / tiles);
         int64_t chunk = TILE_WEIGHT_BYTES / (k * A.rows * nb * 64);
@@ -381,20 +398,28 @@ static void row_tiles3(tile3_args A, int64_t len, int64_t cout, int64_t sw, int 
             T.w = wb;
             T.cin = cin - c0 < chunk ? cin - c0 : chunk;
             T.accumulate = c0 > 0;
-            for (int64_t p = 0; p < len; p += wt) {
-                int width = (int)(len - p < wt ? len - p : wt);
-                T.in = A.in + p * sw + c0 * A.cs;
-                T.out = A.out + p * A.os + ob * 16;
-                tiles3[kind][nb][width - 1](&T);
-            }
+            for (int64_t j = 0; j < R.nimg; j++)
+                for (int64_t i = 0; i < R.nrows; i++) {
+                    const DT *in = A.in + j * R.iis + i * R.irs + c0 * A.cs;
+                    float *out = A.out + j * R.ois + i * R.ors + ob * 16;
+                    for (int64_t p = 0; p < len; p += wt) {
+                        int width = (int)(len - p < wt ? len - p : wt);
+                        T.in = in + p * sw;
+                        T.out = out + p * A.os;
+                        tiles3[kind][nb][width - 1](&T);
+                    }
+                }
         }
     }
 }
 
-/* Units a slot holds: the padded image, room to convert one image, a row
- * buffer. */
+/* Units a slot holds: the group's padded images (tile_image_group), room to
+ * convert one image, a row buffer (a group of several images: the float32
+ * outputs of all their rows). */
 static int64_t slot_units(const pr_window *gu, pr_conv_pass pass) {
-    return slot_floats(gu, pass) + IMAGE_UNITS(gu, pass) + ROW_FLOATS(gu, pass);
+    const int64_t G = tile_image_group(gu, pass);
+    const int64_t rows = G > 1 ? G * (pass == PR_CONV_FORWARD ? gu->ho : gu->h) : 1;
+    return G * slot_floats(gu, pass) + IMAGE_UNITS(gu, pass) + rows * ROW_FLOATS(gu, pass);
 }
 
 /* A driver's output: float32 or bfloat16 data. */
@@ -434,11 +459,12 @@ static void row_finish(out_rows out, int64_t at, int64_t pixels, int64_t ch, int
 
 static inline size_t direct_scratch_bytes(const pr_window *gu, pr_conv_pass pass) {
     int64_t slot = slot_units(gu, pass);
+    const int64_t groups = ceil_div(gu->n, tile_image_group(gu, pass));
     return sizeof(DT) *
-           (size_t)(round16(packed_floats(gu, pass)) + count_slots(gu->n, slot) * slot);
+           (size_t)(round16(packed_floats(gu, pass)) + count_slots(groups, slot) * slot);
 }
 
-/* This thread's slot: the padded image, room to convert one, a row buffer. */
+/* This thread's slot: the padded images, room to convert one, a row buffer. */
 typedef struct {
     DT *pad, *conv;
     float *row;
@@ -447,18 +473,23 @@ typedef struct {
 static slot_bufs thread_slot(DT *pads, const pr_window *gu, pr_conv_pass pass) {
     slot_bufs b;
     b.pad = pads + THREAD_ID() * slot_units(gu, pass);
-    b.conv = b.pad + slot_floats(gu, pass);
+    b.conv = b.pad + tile_image_group(gu, pass) * slot_floats(gu, pass);
     b.row = (float *)(b.conv + IMAGE_UNITS(gu, pass));
     return b;
 }
 
 /* The forward pass: y (N, HO, WO, O) from x (its C = `xc` channels as
- * gu->c units) and the packed weights wp; scratch after the weights. */
+ * gu->c units) and the packed weights wp; scratch after the weights.  Images
+ * go a group at a time (tile_image_group): one image, row by row, or a
+ * group of small ones whose rows all take each chunk of weights in turn
+ * (a bfloat16 output gathered in float32 in the slot, rounded once). */
 static void direct_forward(const pr_window *gu, pr_operand x, int64_t xc, const DT *wp, out_rows y,
                            DT *pads) {
     const int64_t taps = gu->kh * gu->kw, C = gu->c, O = gu->o, HP = xpad_rows(gu),
                   WP = xpad_cols(gu), xbytes = (int64_t)pr_dtype_size(x.dtype) * gu->h * gu->w * xc;
-    const int64_t slots = count_slots(gu->n, slot_units(gu, PR_CONV_FORWARD));
+    const int64_t G = tile_image_group(gu, PR_CONV_FORWARD), groups = ceil_div(gu->n, G);
+    const int64_t PF = slot_floats(gu, PR_CONV_FORWARD), Y = gu->ho * gu->wo * O;
+    const int64_t slots = count_slots(groups, slot_units(gu, PR_CONV_FORWARD));
     int64_t toff[MAX_WINDOW * MAX_WINDOW], roff[MAX_WINDOW];
     const DT *wt[MAX_WINDOW * MAX_WINDOW];
     for (int64_t kh = 0; kh < gu->kh; kh++) {
@@ -472,24 +503,35 @@ static void direct_forward(const pr_window *gu, pr_operand x, int64_t xc, const 
 #pragma omp parallel num_threads(threads_for(slots))
     {
         const slot_bufs sb = thread_slot(pads, gu, PR_CONV_FORWARD);
-        int fresh = 1;
+        int64_t zeroed = 0; /* padded images of this thread's slot with zeroed margins */
 #pragma omp for schedule(static)
-        for (int64_t n = 0; n < gu->n; n++) {
-            pad_rows_cm(image_units(x, n, gu->h * gu->w, xc, sb.conv), gu->h, gu->w, C, sb.pad, HP,
-                        WP, gu->ph, gu->pw, fresh);
-            fresh = 0;
+        for (int64_t gi = 0; gi < groups; gi++) {
+            const int64_t n = gi * G, m = gu->n - n < G ? gu->n - n : G;
+            for (int64_t j = 0; j < m; j++)
+                pad_rows_cm(image_units(x, n + j, gu->h * gu->w, xc, sb.conv), gu->h, gu->w, C,
+                            sb.pad + j * PF, HP, WP, gu->ph, gu->pw, j >= zeroed);
+            if (m > zeroed) zeroed = m;
             tile_args A = {.cs = WP, .cin = C, .wob = taps * C * 16, .os = O, .toff = toff,
                            .w = wt, .taps = (int)taps};
             tile3_args A3 = {.cs = WP, .cin = C, .wob = taps * C * 16, .os = O, .roff = roff,
                              .w = wt, .rows = (int)gu->kh};
+            if (G > 1) { /* all rows of the group's images (kw == 3) */
+                A3.in = sb.pad;
+                A3.out = y.dtype == PR_BF16 ? sb.row : (float *)y.data + n * Y;
+                const row_set R = {m, gu->ho, PF, gu->sh * C * WP, Y, gu->wo * O};
+                row_tiles3(A3, R, gu->wo, O, gu->sw, 3);
+                row_finish(y, n * Y, m * gu->ho * gu->wo, O, O, sb.row);
+                continue;
+            }
             const char *next = n + 1 < gu->n ? (const char *)x.data + (n + 1) * xbytes : NULL;
+            const row_set R1 = {1, 1, 0, 0, 0, 0};
             for (int64_t oh = 0; oh < gu->ho; oh++) {
                 prefetch_part(next, xbytes, oh, gu->ho);
                 const int64_t at = (n * gu->ho + oh) * gu->wo * O;
                 A.in = A3.in = sb.pad + oh * gu->sh * C * WP;
                 A.out = A3.out = row_target(y, at, O, O, sb.row, &A.os);
                 A3.os = A.os;
-                if (gu->kw == 3) row_tiles3(A3, gu->wo, O, gu->sw, 3);
+                if (gu->kw == 3) row_tiles3(A3, R1, gu->wo, O, gu->sw, 3);
                 else row_tiles(A, gu->wo, O, gu->sw);
                 row_finish(y, at, gu->wo, O, O, sb.row);
             }
@@ -540,13 +582,17 @@ static void bpi_phase_setup(const pr_window *gu, const DT *wp, int64_t rh, int64
 /* The input gradient: dx from dy (its O = `dyc` channels as gu->o units)
  * and the packed weights, phase by phase (conv_direct.c).  A bfloat16 dx
  * row gathers its sw phases in the row buffer and is rounded once, whole
- * (its phases' pixels apart, each had written half of every cache line). */
+ * (its phases' pixels apart, each had written half of every cache line).
+ * Small images at stride 1 go a group at a time (tile_image_group), as in
+ * the forward pass. */
 static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dyc, const DT *wp,
                                   out_rows dx, DT *pads) {
     const int64_t taps = gu->kh * gu->kw, C = gu->c, O = gu->o;
     const int64_t DR = dypad_rows(gu), DC = dypad_cols(gu);
     const int64_t dybytes = (int64_t)pr_dtype_size(dy.dtype) * gu->ho * gu->wo * dyc;
-    const int64_t slots = count_slots(gu->n, slot_units(gu, PR_CONV_BACKPROP_INPUT));
+    const int64_t G = tile_image_group(gu, PR_CONV_BACKPROP_INPUT), groups = ceil_div(gu->n, G);
+    const int64_t PF = slot_floats(gu, PR_CONV_BACKPROP_INPUT), X = gu->h * gu->w * C;
+    const int64_t slots = count_slots(groups, slot_units(gu, PR_CONV_BACKPROP_INPUT));
     const int64_t SW = gu->sw < gu->w ? gu->sw : gu->w; /* phases across with pixels */
     const int bf = dx.dtype == PR_BF16;
     bpi_phase phases[MAX_STRIDE][MAX_STRIDE]; /* [rh][rw]: the same for every image */
@@ -555,13 +601,26 @@ static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dy
 #pragma omp parallel num_threads(threads_for(slots))
     {
         const slot_bufs sb = thread_slot(pads, gu, PR_CONV_BACKPROP_INPUT);
-        int fresh = 1;
+        int64_t zeroed = 0; /* padded images of this thread's slot with zeroed margins */
 #pragma omp for schedule(static)
-        for (int64_t n = 0; n < gu->n; n++) {
+        for (int64_t gi = 0; gi < groups; gi++) {
+            const int64_t n = gi * G, m = gu->n - n < G ? gu->n - n : G;
+            for (int64_t j = 0; j < m; j++)
+                pad_rows_cm(image_units(dy, n + j, gu->ho * gu->wo, dyc, sb.conv), gu->ho, gu->wo,
+                            O, sb.pad + j * PF, DR, DC, gu->kh, gu->kw, j >= zeroed);
+            if (m > zeroed) zeroed = m;
+            if (G > 1) { /* stride 1, one phase of tile3 rows: all rows of the group */
+                const bpi_phase *P = &phases[0][0];
+                tile3_args A3 = {.in = sb.pad + gu->kh * O * DC + gu->kw, .cs = DC, .cin = O,
+                                 .wob = taps * O * 16, .os = C, .roff = P->roff3, .w = P->w3,
+                                 .rows = P->nr, .out = bf ? sb.row : (float *)dx.data + n * X};
+                const row_set R = {m, gu->h, PF, O * DC, X, gu->w * C};
+                row_tiles3(A3, R, P->cols, C, 1, P->kc);
+                row_finish(dx, n * X, m * gu->h * gu->w, C, C, sb.row);
+                continue;
+            }
             const char *next = n + 1 < gu->n ? (const char *)dy.data + (n + 1) * dybytes : NULL;
-            pad_rows_cm(image_units(dy, n, gu->ho * gu->wo, dyc, sb.conv), gu->ho, gu->wo, O,
-                        sb.pad, DR, DC, gu->kh, gu->kw, fresh);
-            fresh = 0;
+            const row_set R1 = {1, 1, 0, 0, 0, 0};
             for (int64_t rh = 0; rh < gu->sh && rh < gu->h; rh++) {
                 const int64_t rows = (gu->h - rh + gu->sh - 1) / gu->sh;
                 for (int64_t i = 0; i < rows; i++) {
@@ -581,7 +640,7 @@ static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dy
                             tile3_args A3 = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
                                              .os = step, .roff = P->roff3, .w = P->w3,
                                              .rows = P->nr, .out = out};
-                            row_tiles3(A3, P->cols, C, 1, P->kc);
+                            row_tiles3(A3, R1, P->cols, C, 1, P->kc);
                         } else {
                             tile_args A = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
                                            .os = step, .toff = P->toff, .w = P->wt,
@@ -595,4 +654,3 @@ static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dy
         }
     }
 }
-
