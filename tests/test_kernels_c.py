@@ -167,8 +167,9 @@ def test_direct_bf16_patches_under_simde(tmp_path):
     """avx512_direct_bf16's patches (conv_direct_bf16.c) on any x86-64 CPU:
     the kernel file with its target pragmas and attributes removed, its
     AVX-512 intrinsics emulated by SIMDe (tests/c/simde/immintrin.h), run by
-    tests/c/conv_direct_bf16_simde.c against float64 (forward and filter
-    gradient, thread independence, Inf/NaN reach).  A CPU without
+    tests/c/conv_direct_bf16_simde.c against float64 (the filter gradient on
+    patches, the forward pass of the same shapes on units; thread
+    independence, Inf/NaN reach).  A CPU without
     AVX512_BF16 (CI's) never runs the real variant; this checks the
     patches' lanes, masks and offsets there."""
     assert SIMDE.is_file(), "SIMDe's headers not found: apt-get install libsimde-dev (.ci/run does)"

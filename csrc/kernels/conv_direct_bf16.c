@@ -498,37 +498,36 @@ static void direct_backprop_filter(const pr_window *g, pr_operand x, pr_operand 
 /* ---- few input channels: patches ---------------------------------------------
  *
  * The units above pad an odd channel count's pixels with a zero: the
- * 3-channel stem multiplies a zero in one VDPBF16PS product of four, and
- * each of its pixels takes a word permutation (odd_units); its forward
- * pass reached 44% and its filter gradient 40% of the VDPBF16PS peak on an
- * AMD EPYC Zen 4.  Where C is odd and a window's K = KH*KW*C values fit one
- * zmm (PATCH_VALUES), those two passes reduce over (tap, channel) instead:
- * an output pixel's patch is its window's K values in the weights' (KH, KW,
- * C) order, zeros after them, ceil(K / 2) units (the stem: 27 values in 14
- * units, 96% of the products useful; an im2col row).  A patch is KH masked
- * loads of KW*C consecutive values from a zero-padded bfloat16 copy of the
- * image, OR-ed together: no shuffle.
- *   forward: y[p, o] = sum over units u of patch[p, u] . w[u, o]: a tile of
- *     up to PATCH_TILE pixels of an output row and one block of 16 output
- *     channels, a weight vector per unit, each pixel's unit a broadcast
- *     (the row's patches are written first, 64 bytes apart);
- *   filter gradient: dw[k, o] = sum over p of patch[p, k] dy[p, o], an
- *     image's output pixels (row after row) in pairs, PATCH_PAIRS pairs at
- *     a time: unit k of pair m holds patch[2m, k] (low half) and
- *     patch[2m + 1, k] (high), one word permutation per 16 units; dy's
- *     units are the direct path's pairs (zero for a missing last pixel) and
- *     the tiles are fbtiles (the values k as its channels, one row).
- * Values past K are zero in patches and weights, and every other product
- * pairs a window value with its own weight (or dy value), so an Inf or a
- * NaN reaches exactly the outputs whose windows hold it.  Sums in float32,
- * in an order fixed by the shapes. */
+ * 3-channel stem's filter gradient multiplies a zero in one VDPBF16PS
+ * product of four, and each of its pixels takes a word permutation
+ * (odd_units).  Where C is odd and a window's K = KH*KW*C values fit one
+ * zmm (PATCH_VALUES), the filter gradient reduces over (tap, channel)
+ * instead: an output pixel's patch is its window's K values in the weights'
+ * (KH, KW, C) order, zeros after them, ceil(K / 2) units (the stem: 27
+ * values in 14 units, 96% of the products useful; an im2col row).  A patch
+ * is KH masked loads of KW*C consecutive values from a zero-padded bfloat16
+ * copy of the image, OR-ed together: no shuffle.
+ *   dw[k, o] = sum over p of patch[p, k] dy[p, o], an image's output pixels
+ *   (row after row) in pairs, PATCH_PAIRS pairs at a time: unit k of pair m
+ *   holds patch[2m, k] (low half) and patch[2m + 1, k] (high), one word
+ *   permutation per 16 units; dy's units are the direct path's pairs (zero
+ *   for a missing last pixel) and the tiles are fbtiles (the values k as its
+ *   channels, one row).
+ * Values past K are zero in patches and dy's pairs, and every other product
+ * pairs a window value with its own dy value, so an Inf or a NaN reaches
+ * exactly the taps whose windows hold it.  Sums in float32, in an order
+ * fixed by the shapes.  On an AMD EPYC Zen 5 (ResNet's stem at batch 128,
+ * bfloat16 x and dy, old and new builds interleaved in 4 rounds) the
+ * patches' filter gradient took 0.48 ms against the units' 0.59 ms; a
+ * forward pass on patches (a tile of up to 16 pixels x 16 output channels,
+ * a broadcast per product) took 0.39 ms against the units' three-tap
+ * tiles' 0.31 ms, so the forward pass stays on units. */
 #define PATCH_VALUES 32 /* bfloat16 values of a window: one zmm */
-#define PATCH_TILE 16   /* pixels of a forward tile */
 #define PATCH_PAIRS 64  /* pixel pairs of a filter-gradient chunk */
 
 static int use_patches(const pr_window *g, pr_conv_pass pass) {
     const int64_t taps = g->kh * g->kw;
-    return pass != PR_CONV_BACKPROP_INPUT && g->c % 2 == 1 && taps > 1 &&
+    return pass == PR_CONV_BACKPROP_FILTER && g->c % 2 == 1 && taps > 1 &&
            taps * g->c <= PATCH_VALUES;
 }
 
@@ -574,121 +573,6 @@ ALWAYS_INLINE __m512i patch_at(const uint16_t *s, const patch_runs *q) {
     for (int r = 1; r < q->kh; r++)
         v = _mm512_or_si512(v, _mm512_maskz_loadu_epi16(q->m[r], s + q->off[r]));
     return v;
-}
-
-/* w (KH, KW, C, O) -> [blocks of 16][units][16]: unit u of output channel o
- * holds w[2u, o] (low half) and w[2u + 1, o] (high), the window's values
- * flattened in (KH, KW, C) order, zeros past K and O. */
-static int64_t patch_weight_units(const pr_window *g) {
-    return round16(blocks16(g->o) * ((g->kh * g->kw * g->c + 1) / 2) * 16);
-}
-
-static void pack_patch_weights(const pr_window *g, pr_operand w, uint32_t *wp) {
-    const int64_t K = g->kh * g->kw * g->c, O = g->o, U = (K + 1) / 2;
-    for (int64_t blk = 0; blk < blocks16(O); blk++)
-        for (int64_t u = 0; u < U; u++)
-            for (int64_t j = 0; j < 16; j++) {
-                const int64_t o = blk * 16 + j;
-                uint32_t pair = 0;
-                for (int64_t e = 0; e < 2; e++)
-                    if (o < O && 2 * u + e < K)
-                        pair |= (uint32_t)bf16_at(w, (2 * u + e) * O + o) << (16 * e);
-                wp[(blk * U + u) * 16 + j] = pair;
-            }
-}
-
-typedef struct {
-    const uint32_t *patch; /* pixel p's units at patch + 16 p */
-    const uint32_t *w;     /* the block's weights: unit u's 16 at w + 16 u */
-    int64_t units, os;     /* os: elements between output pixels */
-    void *out;             /* pixel 0, the block's first channel */
-    int bf;                /* a bfloat16 output (each sum rounded once), else float32 */
-    __mmask16 mask;
-} ptile_args;
-
-ALWAYS_INLINE void ptile_body(const ptile_args *A, const int WT) {
-    __m512 acc[PATCH_TILE];
-#pragma GCC unroll 16
-    for (int p = 0; p < WT; p++) acc[p] = _mm512_setzero_ps();
-    const uint32_t *x = A->patch, *w = A->w;
-    for (int64_t u = 0; u < A->units; u++, x++, w += 16) {
-        const __m512 wv = _mm512_load_ps((const float *)w);
-#pragma GCC unroll 16
-        for (int p = 0; p < WT; p++) acc[p] = MAC(acc[p], BCAST(x + 16 * p), wv);
-    }
-    if (A->bf) {
-        uint16_t *o = A->out;
-#pragma GCC unroll 16
-        for (int p = 0; p < WT; p++)
-            _mm256_mask_storeu_epi16(o + p * A->os, A->mask, pr_bf16_round16(acc[p]));
-    } else {
-        float *o = A->out;
-#pragma GCC unroll 16
-        for (int p = 0; p < WT; p++) _mm512_mask_storeu_ps(o + p * A->os, A->mask, acc[p]);
-    }
-}
-
-#define PTILE(WT) \
-    static void ptile_##WT(const ptile_args *A) { ptile_body(A, WT); }
-typedef void (*ptile_fn)(const ptile_args *);
-PTILE(1) PTILE(2) PTILE(3) PTILE(4) PTILE(5) PTILE(6) PTILE(7) PTILE(8)
-PTILE(9) PTILE(10) PTILE(11) PTILE(12) PTILE(13) PTILE(14) PTILE(15) PTILE(16)
-static const ptile_fn ptiles[PATCH_TILE] = {
-    ptile_1, ptile_2,  ptile_3,  ptile_4,  ptile_5,  ptile_6,  ptile_7,  ptile_8,
-    ptile_9, ptile_10, ptile_11, ptile_12, ptile_13, ptile_14, ptile_15, ptile_16};
-
-/* A forward slot: the padded image, then an output row's patches. */
-static int64_t patch_slot_units(const pr_window *g) { return pad_units(g) + g->wo * 16; }
-
-/* Output row oh of image n: its patches from the padded image into
- * `patch`, then the tiles (outside the parallel region: clang does not
- * give OpenMP's outlined bodies the target of their function). */
-static void patch_forward_row(const pr_window *g, const patch_runs *q, const uint16_t *pad,
-                              const uint32_t *wp, out_rows y, int64_t n, int64_t oh,
-                              uint32_t *patch) {
-    const int64_t C = g->c, O = g->o, WO = g->wo, nob = blocks16(O);
-    const int64_t units = (g->kh * g->kw * C + 1) / 2;
-    const int64_t tiles = (WO + PATCH_TILE - 1) / PATCH_TILE, wt = (WO + tiles - 1) / tiles;
-    const size_t es = pr_dtype_size(y.dtype);
-    const uint16_t *s = pad + oh * g->sh * xpad_cols(g) * C;
-    for (int64_t ow = 0; ow < WO; ow++, s += g->sw * C)
-        _mm512_store_si512(patch + 16 * ow, patch_at(s, q));
-    char *row = (char *)y.data + (size_t)((n * g->ho + oh) * WO * O) * es;
-    for (int64_t ob = 0; ob < nob; ob++) {
-        ptile_args A = {.w = wp + ob * units * 16, .units = units, .os = O,
-                        .bf = y.dtype == PR_BF16,
-                        .mask = ob + 1 == nob ? tail_mask(O) : (__mmask16)0xFFFF};
-        for (int64_t p = 0; p < WO; p += wt) {
-            const int width = (int)(WO - p < wt ? WO - p : wt);
-            A.patch = patch + 16 * p;
-            A.out = row + (size_t)(p * O + ob * 16) * es;
-            ptiles[width - 1](&A);
-        }
-    }
-}
-
-/* The forward pass: y from x and the packed weights wp, image by image
- * (each image's output rows written by one thread). */
-static void patch_forward(const pr_window *g, pr_operand x, const uint32_t *wp, out_rows y,
-                          uint32_t *slots) {
-    const int64_t slot = patch_slot_units(g);
-    const int64_t xbytes = (int64_t)pr_dtype_size(x.dtype) * g->h * g->w * g->c;
-    const patch_runs q = patch_setup(g);
-#pragma omp parallel num_threads(threads_for(count_slots(g->n, slot)))
-    {
-        uint32_t *pad = slots + THREAD_ID() * slot, *patch = pad + pad_units(g);
-        int fresh = 1;
-#pragma omp for schedule(static)
-        for (int64_t n = 0; n < g->n; n++) {
-            patch_pad(g, x, n, (uint16_t *)pad, fresh);
-            fresh = 0;
-            const char *next = n + 1 < g->n ? (const char *)x.data + (n + 1) * xbytes : NULL;
-            for (int64_t oh = 0; oh < g->ho; oh++) {
-                prefetch_part(next, xbytes, oh, g->ho);
-                patch_forward_row(g, &q, (const uint16_t *)pad, wp, y, n, oh, patch);
-            }
-        }
-    }
 }
 
 /* Units between two pairs' patch units: 16 (K <= 16) or 32. */
@@ -789,12 +673,6 @@ static void patch_backprop_filter(const pr_window *g, pr_operand x, pr_operand d
 
 int pr_conv_direct_bf16(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_operand b,
                         void *out, pr_dtype out_dtype, void *scratch) {
-    if (use_patches(g, pass) && pass == PR_CONV_FORWARD) {
-        pack_patch_weights(g, b, scratch);
-        patch_forward(g, a, scratch, (out_rows){out, out_dtype},
-                      (uint32_t *)scratch + patch_weight_units(g));
-        return PR_OK;
-    }
     if (use_patches(g, pass) && out_dtype == PR_F32) {
         patch_backprop_filter(g, a, b, out, (float *)scratch);
         return PR_OK;
@@ -819,10 +697,6 @@ int pr_conv_direct_bf16(pr_conv_pass pass, const pr_window *g, pr_operand a, pr_
 }
 
 size_t pr_conv_direct_bf16_scratch_bytes(const pr_window *g, pr_conv_pass pass) {
-    if (use_patches(g, pass) && pass == PR_CONV_FORWARD)
-        return sizeof(uint32_t) * (size_t)(patch_weight_units(g) +
-                                           count_slots(g->n, patch_slot_units(g)) *
-                                               patch_slot_units(g));
     if (use_patches(g, pass))
         return sizeof(float) * (size_t)(patch_stripes(g) * patch_stripe_floats(g));
     if (pass == PR_CONV_BACKPROP_FILTER) {
