@@ -750,9 +750,9 @@ def bf16_direct_filter_sets(rng):
 
 def bf16_direct_patches(rng):
     """conv_direct_bf16.c PATCH_VALUES = 32: an odd channel count whose
-    windows hold at most 32 values (a zmm of bfloat16) runs the forward pass
-    and the filter gradient on patches (units over (tap, channel)), more
-    values the channel units: windows of 28, 30 (one and two weight-gradient
+    windows hold at most 32 values (a zmm of bfloat16) runs the filter
+    gradient on patches (units over (tap, channel)), more values the
+    channel units: windows of 28, 30 (one and two weight-gradient
     tiles) and 33, 35 values, around 32 (no window of 31 or 32 values has
     an odd channel count and more than one tap)."""
     for xs, ks, strides in (((2, 5, 6, 7), (2, 2, 7, 20), 1),      # 28
@@ -766,16 +766,32 @@ def bf16_direct_patches(rng):
 
 
 def bf16_direct_patch_tiles(rng):
-    """conv_direct_bf16.c PATCH_TILE = 16 pixels a forward tile of the
-    patches (a row of more in balanced tiles: 17 as 9 + 8, 33 as 3 x 11)
-    and PATCH_PAIRS = 64 pixel pairs a weight-gradient chunk (pixels of an
-    image row after row: 127, 128, 129 and 255, 256, 257 output pixels, odd
-    counts ending on a pair of one pixel): the 3-channel stem's window."""
-    for width in around(16) + around(32):
-        _bf16_conv_all_passes(rng, (2, 2, width, 3), (3, 3, 3, 16), 1, True,
-                              f"width {width}", "avx512_direct_bf16")
+    """conv_direct_bf16.c PATCH_PAIRS = 64 pixel pairs a weight-gradient
+    chunk of the patches (pixels of an image row after row: 127, 128, 129
+    and 255, 256, 257 output pixels, odd counts ending on a pair of one
+    pixel): the 3-channel stem's window."""
     for h, w in ((1, 127), (8, 16), (1, 129), (5, 51), (16, 16), (1, 257)):
         _bf16_conv_all_passes(rng, (2, h, w, 3), (3, 3, 3, 16), 1, True, f"{h}x{w} pixels",
+                              "avx512_direct_bf16")
+
+
+def conv_direct_image_groups(rng):
+    """conv_direct_geom.h TILE_GROUP_PIXELS = 64 and MAX_TILE_GROUP = 16:
+    the AVX-512 forward and stride-1 input-gradient passes of windows three
+    taps wide take images of fewer than 64 output pixels in groups of
+    ceil(64 / pixels), at most 16 (and as many as fit TILE_GROUP_BYTES =
+    256 KiB of padded inputs): 7x9, 8x8 and 5x13 images (63, 64, 65 pixels:
+    groups of 2, then one image), 1x3 images (22 capped at 16) in batches of
+    15, 16, 17 and 33, 2x2 images (16) at stride 2 and 1, and 3x3 images of
+    336 channels (float32: 7 a group by the bytes) in a batch of 9."""
+    cases = [((5, 7, 9, 6), 1), ((5, 8, 8, 6), 1), ((5, 5, 13, 6), 1),
+             ((15, 1, 3, 6), 1), ((16, 1, 3, 6), 1), ((17, 1, 3, 6), 1), ((33, 1, 3, 6), 1),
+             ((17, 4, 4, 6), 2), ((17, 2, 2, 6), 1), ((9, 3, 3, 336), 1)]
+    for xs, strides in cases:
+        what = f"{xs[0]} images of {xs[1]}x{xs[2]}x{xs[3]} stride {strides}"
+        o = 8 if xs[3] > 64 else 20
+        _conv_all_passes(rng, xs, (3, 3, xs[3], o), strides, True, what, "avx512_direct")
+        _bf16_conv_all_passes(rng, xs, (3, 3, xs[3], o), strides, True, what,
                               "avx512_direct_bf16")
 
 
@@ -962,8 +978,9 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct_bf16.c", "FEW_ACC"): bf16_direct_filter_sets,
     ("conv_direct_bf16.c", "SOME_ACC"): bf16_direct_filter_sets,
     ("conv_direct_bf16.c", "PATCH_VALUES"): bf16_direct_patches,
-    ("conv_direct_bf16.c", "PATCH_TILE"): bf16_direct_patch_tiles,
     ("conv_direct_bf16.c", "PATCH_PAIRS"): bf16_direct_patch_tiles,
+    ("conv_direct_geom.h", "TILE_GROUP_PIXELS"): conv_direct_image_groups,
+    ("conv_direct_geom.h", "MAX_TILE_GROUP"): conv_direct_image_groups,
     ("conv_direct_geom.h", "TILE_PIXELS"): conv_direct_filter_groups,
     ("conv_direct_geom.h", "MAX_GROUP"): conv_direct_filter_groups,
     ("conv_direct.c", "FT3_CT"): conv_direct_filter3_channels,
