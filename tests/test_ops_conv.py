@@ -5,6 +5,7 @@ References are plain float64 NumPy written independently of the kernels
 padding split: pad_total = max((ceil(n/s) - 1) * s + k - n, 0), the smaller
 half before.  Gradients are checked against central finite differences.
 """
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -544,6 +545,32 @@ def test_global_average_pool():
     with pytest.raises(ValueError, match=r"global_average_pool_backward: dy \(input 0\) has shape "
                                          r"\(2, 3\), expected \(2, 4\)"):
         pr.ops.call("global_average_pool_backward", randn(2, 3), shape=x.shape)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("where", range(4))
+def test_max_pool_2x2_windows_nan_infinity_and_channel_tail(where, dtype):
+    """MaxPooling2D(2)'s windows of 2x2 valid taps (16 channels at a time with
+    AVX-512, the rest in the portable loop: 37 channels): each window's max
+    against NumPy, a NaN at window position `where` in a vector lane and in
+    the tail is the window's max, -inf loses to everything, +inf wins, in
+    float32 and bfloat16 (exact); an odd image leaves a row and a column
+    out."""
+    rng = np.random.default_rng(where)
+    x = rng.standard_normal((2, 5, 7, 37)).astype(np.float32)
+    r, c = divmod(where, 2)
+    x[0, r, c, 3] = x[1, 2 + r, 4 + c, 36] = np.nan
+    x[0, 2 + r, 2 + c, 20] = np.inf
+    x[1, r, c, 17] = -np.inf
+    dt = np.float32 if dtype == "float32" else ml_dtypes.bfloat16
+    xd = x.astype(dt)
+    win = xd.astype(np.float32)[:, :4, :6].reshape(2, 2, 2, 3, 2, 37)
+    want = win.max(axis=(2, 4))  # NaN propagates, as in np.max
+    got = pr.ops.max_pool2d(xd, 2).numpy()
+    assert got.dtype == dt and got.shape == (2, 2, 3, 37)
+    got = got.astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(got).sum() == 2 and np.isposinf(got).sum() == 1
 
 
 @pytest.mark.parametrize("where", range(9))
