@@ -780,13 +780,13 @@ def conv_direct_image_groups(rng):
     the AVX-512 forward and stride-1 input-gradient passes of windows three
     taps wide take images of fewer than 64 output pixels in groups of
     ceil(64 / pixels), at most 16 (and as many as fit TILE_GROUP_BYTES =
-    256 KiB of padded inputs): 7x9, 8x8 and 5x13 images (63, 64, 65 pixels:
+    384 KiB of padded inputs): 7x9, 8x8 and 5x13 images (63, 64, 65 pixels:
     groups of 2, then one image), 1x3 images (22 capped at 16) in batches of
     15, 16, 17 and 33, 2x2 images (16) at stride 2 and 1, and 3x3 images of
-    336 channels (float32: 7 a group by the bytes) in a batch of 9."""
+    504 channels (float32: 7 a group by the bytes) in a batch of 9."""
     cases = [((5, 7, 9, 6), 1), ((5, 8, 8, 6), 1), ((5, 5, 13, 6), 1),
              ((15, 1, 3, 6), 1), ((16, 1, 3, 6), 1), ((17, 1, 3, 6), 1), ((33, 1, 3, 6), 1),
-             ((17, 4, 4, 6), 2), ((17, 2, 2, 6), 1), ((9, 3, 3, 336), 1)]
+             ((17, 4, 4, 6), 2), ((17, 2, 2, 6), 1), ((9, 3, 3, 504), 1)]
     for xs, strides in cases:
         what = f"{xs[0]} images of {xs[1]}x{xs[2]}x{xs[3]} stride {strides}"
         o = 8 if xs[3] > 64 else 20
@@ -811,6 +811,22 @@ def conv_direct_filter_groups(rng):
         _conv_all_passes(rng, (n, h, w, c), (3, 3, c, 20), strides, True, what,
                          "avx512_direct")
         _bf16_conv_all_passes(rng, (n, h, w, c), (3, 3, c, 20), strides, True, what,
+                              "avx512_direct_bf16")
+
+
+def conv_direct_image_tiles(rng):
+    """conv_direct_tiles.h MAX_IMAGE_TILE = 4 images and IMAGE_TILE_WIDTH = 3
+    pixels: rows of at most 3 pixels in a group of images take tiles of 4
+    images' same row (the group's last images one by one): 2x2 images in
+    batches of 3, 4, 5 and 9, rows of 2, 3 and 4 pixels (4x2, 3x3, 2x4) in
+    a batch of 11, 40 output channels (a tile of 2 blocks and one of 1), a
+    3x3 output at stride 2; both variants."""
+    cases = [((3, 2, 2, 6), 1), ((4, 2, 2, 6), 1), ((5, 2, 2, 6), 1), ((9, 2, 2, 6), 1),
+             ((11, 4, 2, 6), 1), ((11, 3, 3, 6), 1), ((11, 2, 4, 6), 1), ((11, 6, 6, 6), 2)]
+    for xs, strides in cases:
+        what = f"{xs[0]} images of {xs[1]}x{xs[2]} stride {strides}"
+        _conv_all_passes(rng, xs, (3, 3, 6, 40), strides, True, what, "avx512_direct")
+        _bf16_conv_all_passes(rng, xs, (3, 3, 6, 40), strides, True, what,
                               "avx512_direct_bf16")
 
 
@@ -979,6 +995,8 @@ THRESHOLDS = {  # (file, constant) -> test function, or the reason it governs no
     ("conv_direct_bf16.c", "SOME_ACC"): bf16_direct_filter_sets,
     ("conv_direct_bf16.c", "PATCH_VALUES"): bf16_direct_patches,
     ("conv_direct_bf16.c", "PATCH_PAIRS"): bf16_direct_patch_tiles,
+    ("conv_direct_tiles.h", "MAX_IMAGE_TILE"): conv_direct_image_tiles,
+    ("conv_direct_tiles.h", "IMAGE_TILE_WIDTH"): conv_direct_image_tiles,
     ("conv_direct_geom.h", "TILE_GROUP_PIXELS"): conv_direct_image_groups,
     ("conv_direct_geom.h", "MAX_TILE_GROUP"): conv_direct_image_groups,
     ("conv_direct_geom.h", "TILE_PIXELS"): conv_direct_filter_groups,

@@ -68,22 +68,25 @@ static inline int64_t filter_group_images(const pr_window *g) {
 /* Images the AVX-512 forward or input-gradient pass pads and runs as one
  * group (conv_direct_tiles.h: windows three taps wide; the input gradient
  * at stride 1): the tiles take each chunk of weights through the rows of
- * all the group's images.  Image by image, a 3x3 image read every chunk
- * for its 3 rows only, and 256 -> 256 channels' weights (1.2 MB in
- * bfloat16, more than a core's L2) came from L3 for every image.  Maps of
+ * all the group's images, rows of at most 3 pixels four images at a time
+ * (image tiles).  Image by image, a 3x3 image read every chunk for its 3
+ * rows only, and 256 -> 256 channels' weights (1.2 MB in bfloat16, more
+ * than a core's L2) came from L3 for every image.  Maps of
  * TILE_GROUP_PIXELS output pixels or more reuse a chunk over enough rows
  * alone (G = 1: a bfloat16 output is then rounded row by row, with no
  * float32 copy of the image); a smaller map's group holds at least
  * TILE_GROUP_PIXELS pixels, as many images as whose padded inputs fit
  * TILE_GROUP_BYTES (L2 keeps them while the weights pass), at most
  * MAX_TILE_GROUP and the batch.  On an AMD EPYC Zen 5, airbench's 256 ->
- * 256 at 3x3, batch 1024: bfloat16 forward 26.7 -> 23.2 ms, input gradient
- * 27.0 -> 23.2 ms; float32 57.7 -> 47.3 and 57.8 -> 47.6 ms (160 KB kept
- * float32's input gradient, 83 KB an image, one at a time; 144 pixels ran
- * slower).  The AVX2 kernels have their own rule (conv_direct_avx2.c,
- * image_group). */
+ * 256 at 3x3, batch 1024 (builds interleaved, best of 3-4): bfloat16
+ * forward 26.7 ms image by image, 23.2 in groups, 14.3 with image tiles;
+ * input gradient 27.0, 23.2, 13.6 ms; float32 57.7, 47.3, 26.3 ms and
+ * 57.8, 47.6, 27.8 ms (at 256 KiB float32's input gradient, 83 KB an
+ * image, went 3 to a group, too few for an image tile: 48.0 ms; 144
+ * pixels a group ran slower than 64).  The AVX2 kernels have their own
+ * rule (conv_direct_avx2.c, image_group). */
 #define TILE_GROUP_PIXELS 64
-#define TILE_GROUP_BYTES ((int64_t)256 << 10)
+#define TILE_GROUP_BYTES ((int64_t)384 << 10)
 #define MAX_TILE_GROUP 16
 static inline int64_t tile_image_group(const pr_window *g, pr_conv_pass pass) {
     const int64_t pixels = g->ho * g->wo;

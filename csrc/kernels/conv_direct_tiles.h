@@ -30,6 +30,8 @@ _Static_assert(sizeof(DT) == 4, "a unit is one 32-bit lane");
 
 #define MAX_TILE 24                      /* accumulators per tile */
 #define MAX_NB 4                         /* 16-channel blocks per tile */
+#define MAX_IMAGE_TILE 4                 /* images per image tile (tile3) */
+#define IMAGE_TILE_WIDTH 3               /* their rows' pixels, at most */
 
 /* Widest tile for nb blocks, then the balanced width for a run of `len`. */
 static int tile_width(int nb, int64_t len) {
@@ -270,24 +272,33 @@ typedef struct {
     int rows, accumulate; /* accumulate: add to what out holds (a later channel chunk) */
     float *out;
     __mmask16 mask;
+    int64_t is, ois; /* image tiles (IM > 1): units between the images' inputs, floats
+                        between their outputs */
 } tile3_args;
 
+/* IM images' same row at once (IM > 1: rows of at most 3 pixels, the same
+ * weight vectors for every image: a 3x3 image's row alone gives a tile too
+ * few accumulators to hide the MAC latency). */
 ALWAYS_INLINE void tile3_body(const tile3_args *A, const int WT, const int NB, const int SW,
-                              const int K) {
-    __m512 acc[MAX_NB][MAX_TILE];
-    if (A->accumulate) {
-        load_tile(acc, A->out, A->os, A->mask, WT, NB);
-    } else {
+                              const int K, const int IM) {
+    __m512 acc[MAX_IMAGE_TILE][MAX_NB][MAX_TILE];
+#pragma GCC unroll 4
+    for (int m = 0; m < IM; m++) {
+        float *out = A->out + m * A->ois;
+        if (A->accumulate) {
+            load_tile(acc[m], out, A->os, A->mask, WT, NB);
+            continue;
+        }
 #pragma GCC unroll 4
         for (int b = 0; b < NB; b++)
 #pragma GCC unroll 24
-            for (int p = 0; p < WT; p++) acc[b][p] = _mm512_setzero_ps();
+            for (int p = 0; p < WT; p++) acc[m][b][p] = _mm512_setzero_ps();
 #pragma GCC unroll 24
         for (int p = 0; p < WT; p++)
 #pragma GCC unroll 4
-            for (int b = 0; b < NB; b++) __builtin_prefetch(A->out + p * A->os + 16 * b, 1, 3);
+            for (int b = 0; b < NB; b++) __builtin_prefetch(out + p * A->os + 16 * b, 1, 3);
     }
-    const int64_t cs = A->cs, cin = A->cin, wob = A->wob;
+    const int64_t cs = A->cs, cin = A->cin, wob = A->wob, is = A->is;
     for (int r = 0; r < A->rows; r++) {
         const DT *a = A->in + A->roff[r];
         const DT *const *wr = A->w + K * r; /* this row's taps */
@@ -298,20 +309,24 @@ ALWAYS_INLINE void tile3_body(const tile3_args *A, const int WT, const int NB, c
 #pragma GCC unroll 4
                 for (int b = 0; b < NB; b++)
                     wv[k][b] = _mm512_load_ps((const float *)(wr[k] + c * 16 + b * wob));
-#pragma GCC unroll 56
-            for (int q = 0; q < (WT - 1) * SW + K; q++) {
-                __m512 xv = BCAST(a + q);
-#pragma GCC unroll 3
-                for (int k = 0; k < K; k++) {
-                    int p = (q - k) / SW;
-                    if (q < k || (q - k) % SW || p >= WT) continue;
 #pragma GCC unroll 4
-                    for (int b = 0; b < NB; b++) acc[b][p] = MAC(acc[b][p], xv, wv[k][b]);
+            for (int m = 0; m < IM; m++)
+#pragma GCC unroll 56
+                for (int q = 0; q < (WT - 1) * SW + K; q++) {
+                    __m512 xv = BCAST(a + m * is + q);
+#pragma GCC unroll 3
+                    for (int k = 0; k < K; k++) {
+                        int p = (q - k) / SW;
+                        if (q < k || (q - k) % SW || p >= WT) continue;
+#pragma GCC unroll 4
+                        for (int b = 0; b < NB; b++)
+                            acc[m][b][p] = MAC(acc[m][b][p], xv, wv[k][b]);
+                    }
                 }
-            }
         }
     }
-    store_tile(acc, A->out, A->os, A->mask, WT, NB);
+#pragma GCC unroll 4
+    for (int m = 0; m < IM; m++) store_tile(acc[m], A->out + m * A->ois, A->os, A->mask, WT, NB);
 }
 
 typedef void (*tile3_fn)(const tile3_args *);
@@ -320,9 +335,11 @@ typedef void (*tile3_fn)(const tile3_args *);
  * weights, the accumulators, a broadcast).  Rows longer than a tile of 3 or
  * 4 blocks holds take two blocks: with 4 (64 output channels at once) the
  * tiles of 15-pixel rows are 4 pixels wide and 64->64 convolutions ran 10%
- * slower.  A short row takes more blocks: each accumulator of a tile adds
- * K products per reduced channel one after another, so a tile of 3 pixels x
- * 2 blocks (6 accumulators: 3x3 images) waits on the MAC latency. */
+ * slower.  A short row takes more blocks (4 or 5-6 pixels), or the same row
+ * of four images (at most 3 pixels: image tiles, below): each accumulator
+ * of a tile adds K products per reduced channel one after another, so a
+ * tile of 3 pixels x 2 blocks (6 accumulators: 3x3 images) waits on the MAC
+ * latency. */
 #define MAX_NB3 4
 static const int tile3_cap[MAX_NB3 + 1] = {0, MAX_TILE3_NB1, 8, 6, 4};
 static int tile3_blocks(int64_t len) {
@@ -332,7 +349,7 @@ static int tile3_blocks(int64_t len) {
 /* Kinds V: 1 and 2 are K = 3 at strides 1 and 2, 3 is K = 2 at stride 1. */
 #define TILE3(WT, NB, V)                                                   \
     static void tile3_##WT##_##NB##_##V(const tile3_args *A) {              \
-        tile3_body(A, WT, NB, (V) == 2 ? 2 : 1, (V) == 3 ? 2 : 3);         \
+        tile3_body(A, WT, NB, (V) == 2 ? 2 : 1, (V) == 3 ? 2 : 3, 1);      \
     }
 #define T3_4(NB, SW) TILE3(1, NB, SW) TILE3(2, NB, SW) TILE3(3, NB, SW) TILE3(4, NB, SW)
 #define T3_6(NB, SW) T3_4(NB, SW) TILE3(5, NB, SW) TILE3(6, NB, SW)
@@ -362,6 +379,22 @@ static const tile3_fn tiles3[3][MAX_NB3 + 1][MAX_TILE3_NB1] = {
     {{NULL}, {R3_24(1, 3)}, {R3_8(2, 3)}, {R3_6(3, 3)}, {R3_4(4, 3)}},
 };
 
+/* Image tiles: MAX_IMAGE_TILE images' rows of up to IMAGE_TILE_WIDTH
+ * pixels by up to 2 blocks (24 accumulators at most), for groups of small
+ * images (row_tiles3); tiles3i[V - 1][NB - 1][WT - 1]. */
+#define TILE3I(WT, NB, V)                                                              \
+    static void tile3i_##WT##_##NB##_##V(const tile3_args *A) {                         \
+        tile3_body(A, WT, NB, (V) == 2 ? 2 : 1, (V) == 3 ? 2 : 3, MAX_IMAGE_TILE);     \
+    }
+#define T3I(V) TILE3I(1, 1, V) TILE3I(2, 1, V) TILE3I(3, 1, V) \
+    TILE3I(1, 2, V) TILE3I(2, 2, V) TILE3I(3, 2, V)
+T3I(1)
+T3I(2)
+T3I(3)
+#define R3I(V) {{tile3i_1_1_##V, tile3i_2_1_##V, tile3i_3_1_##V}, \
+    {tile3i_1_2_##V, tile3i_2_2_##V, tile3i_3_2_##V}}
+static const tile3_fn tiles3i[3][2][IMAGE_TILE_WIDTH] = {R3I(1), R3I(2), R3I(3)};
+
 /* Weights a tile may stream per pass over its input channels: more than L1
  * holds beside the input rows and the tiles fetch them from L2 once per
  * tile (64 channels: 147 KB per tile of 4 pixels), so the channels are cut
@@ -382,7 +415,14 @@ typedef struct {
 static void row_tiles3(tile3_args A, row_set R, int64_t len, int64_t cout, int64_t sw, int k) {
     const int kind = k == 2 ? 2 : (int)sw - 1;
     int64_t nob = blocks16(cout), cin = A.cin;
-    const int nbmax = tile3_blocks(len);
+    /* rows of at most IMAGE_TILE_WIDTH pixels: image tiles of 2 blocks,
+     * MAX_IMAGE_TILE images at a time, the group's last ones one by one in
+     * tiles of the same blocks (the same chunks: an image's sums in the same
+     * order alone or in a group) */
+    const int narrow = len >= 1 && len <= IMAGE_TILE_WIDTH;
+    const int64_t imgs = narrow ? R.nimg / MAX_IMAGE_TILE * MAX_IMAGE_TILE : 0;
+    const int nbmax = narrow ? 2 : tile3_blocks(len);
+    A.is = R.iis, A.ois = R.ois;
     for (int64_t ob = 0; ob < nob; ob += nbmax) {
         int nb = (int)(nob - ob < nbmax ? nob - ob : nbmax);
         int64_t cap = tile3_cap[nb], tiles = (len + cap - 1) / cap;
@@ -398,7 +438,13 @@ static void row_tiles3(tile3_args A, row_set R, int64_t len, int64_t cout, int64
             T.w = wb;
             T.cin = cin - c0 < chunk ? cin - c0 : chunk;
             T.accumulate = c0 > 0;
-            for (int64_t j = 0; j < R.nimg; j++)
+            for (int64_t j = 0; j < imgs; j += MAX_IMAGE_TILE)
+                for (int64_t i = 0; i < R.nrows; i++) {
+                    T.in = A.in + j * R.iis + i * R.irs + c0 * A.cs;
+                    T.out = A.out + j * R.ois + i * R.ors + ob * 16;
+                    tiles3i[kind][nb - 1][len - 1](&T);
+                }
+            for (int64_t j = imgs; j < R.nimg; j++)
                 for (int64_t i = 0; i < R.nrows; i++) {
                     const DT *in = A.in + j * R.iis + i * R.irs + c0 * A.cs;
                     float *out = A.out + j * R.ois + i * R.ors + ob * 16;
