@@ -408,6 +408,7 @@ static const tile3_fn tiles3i[3][2][IMAGE_TILE_WIDTH] = {R3I(1), R3I(2), R3I(3)}
 typedef struct {
     int64_t nimg, nrows, iis, irs, ois, ors;
 } row_set;
+static const row_set ONE_ROW = {1, 1, 0, 0, 0, 0};
 
 /* row_tiles for windows k = 3 taps wide at stride sw = 1 or 2, or k = 2 at
  * stride 1 (tile3), over the rows of R: each chunk of weights goes through
@@ -570,14 +571,13 @@ static void direct_forward(const pr_window *gu, pr_operand x, int64_t xc, const 
                 continue;
             }
             const char *next = n + 1 < gu->n ? (const char *)x.data + (n + 1) * xbytes : NULL;
-            const row_set R1 = {1, 1, 0, 0, 0, 0};
             for (int64_t oh = 0; oh < gu->ho; oh++) {
                 prefetch_part(next, xbytes, oh, gu->ho);
                 const int64_t at = (n * gu->ho + oh) * gu->wo * O;
                 A.in = A3.in = sb.pad + oh * gu->sh * C * WP;
                 A.out = A3.out = row_target(y, at, O, O, sb.row, &A.os);
                 A3.os = A.os;
-                if (gu->kw == 3) row_tiles3(A3, R1, gu->wo, O, gu->sw, 3);
+                if (gu->kw == 3) row_tiles3(A3, ONE_ROW, gu->wo, O, gu->sw, 3);
                 else row_tiles(A, gu->wo, O, gu->sw);
                 row_finish(y, at, gu->wo, O, O, sb.row);
             }
@@ -666,7 +666,6 @@ static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dy
                 continue;
             }
             const char *next = n + 1 < gu->n ? (const char *)dy.data + (n + 1) * dybytes : NULL;
-            const row_set R1 = {1, 1, 0, 0, 0, 0};
             for (int64_t rh = 0; rh < gu->sh && rh < gu->h; rh++) {
                 const int64_t rows = (gu->h - rh + gu->sh - 1) / gu->sh;
                 for (int64_t i = 0; i < rows; i++) {
@@ -686,7 +685,7 @@ static void direct_backprop_input(const pr_window *gu, pr_operand dy, int64_t dy
                             tile3_args A3 = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
                                              .os = step, .roff = P->roff3, .w = P->w3,
                                              .rows = P->nr, .out = out};
-                            row_tiles3(A3, R1, P->cols, C, 1, P->kc);
+                            row_tiles3(A3, ONE_ROW, P->cols, C, 1, P->kc);
                         } else {
                             tile_args A = {.in = row, .cs = DC, .cin = O, .wob = taps * O * 16,
                                            .os = step, .toff = P->toff, .w = P->wt,
