@@ -248,7 +248,8 @@ def main():
     bf16_peak = args.dtype == "bfloat16" and bf16_isas() and "avx512_bf16" in cfg["features"]
     isa_of = lambda name: (  # noqa: E731
         "avx512_bf16" if bf16_peak and name in BF16_VARIANTS else VARIANT_ISA.get(name, widest))
-    used = [i for i in isas() + bf16_isas() if i in {isa_of(v) for v in variants} | {widest}]
+    timed = variants + (["torch channels_last"] if tpy else [])  # (torch's peak: see isa_of)
+    used = [i for i in isas() + bf16_isas() if i in {isa_of(v) for v in timed} | {widest}]
     peaks = {i: [] for i in used}
 
     def measure_peaks(tries):

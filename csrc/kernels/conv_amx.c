@@ -18,11 +18,13 @@
  * two neighbouring input pixels: the taps kw and kw + 1 at once (a lone
  * last tap uses a half-width tile).  Weights are packed once per call into
  * B tiles (16 pairs of K rows x 16 output channels, the pair-interleaved
- * layout of gemm_bf16.h); a call makes two to four product tiles: two
- * pixel blocks sharing each B tile (one output-channel block at a time),
- * or one or two pixel blocks each meeting all of two or three output-
- * channel blocks; each finished tile is stored to a small buffer and its
- * valid rows copied out.  Each output is one tile row's sum, so the order of its
+ * layout of gemm_bf16.h); a call makes up to four product tiles: two
+ * pixel blocks x two output-channel blocks, each A and B load serving two
+ * products (forward_tiles2x2); or, when a lone 16-channel tap takes the
+ * half-width tiles, two pixel blocks sharing each B tile (one output-
+ * channel block at a time), or one or two pixel blocks each meeting all of
+ * two or three output-channel blocks (forward_tiles); each finished tile
+ * is stored to a small buffer and its valid rows copied out.  Each output is one tile row's sum, so the order of its
  * sums never depends on the thread count.
  *
  * Input gradient: the stride-1 forward convolution of dy, padded by
@@ -41,10 +43,11 @@
  * round-robin to STRIPES stripes with their own partial sums, added in
  * stripe order, so results do not depend on the thread count.
  *
- * Tiles of the forward pass: 0-3 products (16 x 16 float32), 4 A (16 x 32
- * bfloat16), 5 A of one 16-channel tap (16 x 16), 6 B (16 pairs x 16), 7 B
- * of one 16-channel tap (8 pairs x 16); of the filter gradient: 0-2
- * products, 3-5 A, 6 and 7 B in turn.
+ * Tiles of the forward pass: 0-3 products (16 x 16 float32); 4 and 5 A (16
+ * x 32 bfloat16), 6 and 7 B (16 pairs x 16); with a lone 16-channel tap
+ * (forward_config), 4 A, 5 A of that tap (16 x 16), 6 B, 7 B of that tap
+ * (8 pairs x 16).  Of the filter gradient: 0-2 products, 3-5 A, 6 and 7 B
+ * in turn.
  */
 #include "conv_amx.h"
 
@@ -207,8 +210,9 @@ static void pack_filter(const filter_map *f, const kstep *ks, int64_t nks, int64
 
 /* ---- AMX ------------------------------------------------------------------- */
 
-/* The forward pass's tiles (see the top); the filter gradient's are
- * pr_bf16_thread_begin's eight of 16 rows x 64 bytes. */
+/* The forward pass's tiles when a lone 16-channel tap takes half-width
+ * ones (see the top); otherwise the forward pass and the filter gradient
+ * use pr_bf16_thread_begin's eight of 16 rows x 64 bytes. */
 static const pr_amx_tiles forward_config = {
     .palette = 1,
     .colsb = {64, 64, 64, 64, 64, 32, 64, 64},
@@ -254,6 +258,40 @@ TARGET_AMX static void forward_tiles(const uint16_t *const *a, int nblk, long sa
     if (nt > 1) _tile_stored(1, ct + 1024, 256);
     if (nt > 2) _tile_stored(2, ct + 2048, 256);
     if (nt > 3) _tile_stored(3, ct + 3072, 256);
+}
+
+/* The same for K steps of 32 values only (no half step), with two A and two
+ * B tiles: nblk (<= 2) pixel blocks x nbc (<= 2) channel blocks from nb0,
+ * tile (i, j) stored to ct + (i * nbc + j) * 1024.  Each A and B load
+ * serves two products, and every tile register is reloaded a product or
+ * two after its last reader. */
+TARGET_AMX static void forward_tiles2x2(const uint16_t *const *a, int nblk, long sa,
+                                        const kstep *ks, int64_t nks, const uint16_t *wp,
+                                        int64_t nbs_all, int64_t nb0, int nbc, float *ct) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t s = 0; s < nks; s++) {
+        const uint16_t *b = wp + (s * nbs_all + nb0) * 512;
+        const int64_t off = ks[s].offset;
+        _tile_loadd(4, a[0] + off, sa);
+        _tile_loadd(6, b, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        if (nbc > 1) {
+            _tile_loadd(7, b + 512, 64);
+            _tile_dpbf16ps(1, 4, 7);
+        }
+        if (nblk > 1) {
+            _tile_loadd(5, a[1] + off, sa);
+            _tile_dpbf16ps(2, 5, 6);
+            if (nbc > 1) _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    _tile_stored(0, ct, 256);
+    if (nbc > 1) _tile_stored(1, ct + 1024, 256);
+    if (nblk > 1) _tile_stored(2, ct + nbc * 1024, 256);
+    if (nblk > 1 && nbc > 1) _tile_stored(3, ct + 3 * 1024, 256);
 }
 
 /* Accumulate ksteps products into nt (<= 3) tiles of partial sums, tile j
@@ -348,6 +386,9 @@ TARGET_AVX512 static void transpose16(const uint32_t *src, int64_t ss, uint32_t 
 static void forward_tiles(const uint16_t *const *a, int nblk, long sa, const kstep *ks,
                           int64_t nks, const uint16_t *wp, int64_t nbs_all, int64_t nb0, int nbs,
                           float *ct) {}
+static void forward_tiles2x2(const uint16_t *const *a, int nblk, long sa, const kstep *ks,
+                             int64_t nks, const uint16_t *wp, int64_t nbs_all, int64_t nb0,
+                             int nbc, float *ct) {}
 static void filter_taps(const uint16_t *a, long sa, const int64_t *off, const uint16_t *b,
                         long sb, int64_t b_step, int64_t ksteps, int nt, float *pt,
                         int64_t pt_step, long sp) {}
@@ -407,16 +448,24 @@ static int forward(const pr_window *g, pr_operand x, int64_t dh, int64_t dw, con
     const int flat = flat_of(g);
     const long sa = (long)(g->sw * p.cp * 2);
     const int64_t row_blocks = (g->wo + 15) / 16;
-    /* per call: 2 pixel blocks x 1 channel block (a B tile serves both;
-     * four, whose A loads into one tile wait on each other, measured
-     * slower), or 1-2 pixel blocks x all of 2 or 3 channel blocks */
-    const int per_call = nbs == 2 || nbs == 3 ? (int)nbs : 1;
-    const int group = per_call == 1 ? 2 : 4 / per_call;
+    /* per call, without half steps: 2 pixel blocks x 2 channel blocks
+     * (forward_tiles2x2); with them (16 channels, an odd KW), whose tiles
+     * leave one A and one B register: 2 pixel blocks x 1 channel block (a B
+     * tile serves both; four, whose A loads into one tile wait on each
+     * other, measured slower), or 1-2 pixel blocks x all of 2 or 3 channel
+     * blocks */
+    int halves = 0;
+    for (int64_t s = 0; s < nks; s++) halves |= ks[s].half;
+    const int per_call = !halves ? 2 : nbs == 2 || nbs == 3 ? (int)nbs : 1;
+    const int group = !halves || per_call == 1 ? 2 : 4 / per_call;
 #pragma omp parallel num_threads(pr_bf16_threads(pr_bf16_slots(g->n)))
     {
         uint16_t *xp = (uint16_t *)(slots + (size_t)THREAD_ID() * forward_slot_bytes(&p));
         float *ct = (float *)((char *)xp + image_bytes(&p));
-        pr_amx_load(&forward_config);
+        if (halves)
+            pr_amx_load(&forward_config);
+        else
+            pr_bf16_thread_begin(PR_BF16_AMX); /* eight tiles of 16 rows x 64 bytes */
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < g->n; n++) {
             pad_one(&p, x, n, xp, 1);
@@ -436,16 +485,19 @@ static int forward(const pr_window *g, pr_operand x, int64_t dh, int64_t dw, con
                     }
                 }
                 for (int64_t nb0 = 0; nb0 < nbs; nb0 += per_call) {
-                    forward_tiles(a, nblk, sa, ks, nks, wp, nbs, nb0, per_call, ct);
-                    const int64_t width =
-                        O - nb0 * 16 < per_call * 16 ? O - nb0 * 16 : per_call * 16;
+                    const int nbc = (int)(nbs - nb0 < per_call ? nbs - nb0 : per_call);
+                    if (halves)
+                        forward_tiles(a, nblk, sa, ks, nks, wp, nbs, nb0, nbc, ct);
+                    else
+                        forward_tiles2x2(a, nblk, sa, ks, nks, wp, nbs, nb0, nbc, ct);
+                    const int64_t width = O - nb0 * 16 < nbc * 16 ? O - nb0 * 16 : nbc * 16;
                     for (int j = 0; j < nblk; j++) {
                         int64_t oh = oh0[j], ow = ow0[j];
                         for (int64_t r = 0; r < 16; r++, ow++) {
                             if (flat && ow == p.wp) ow = 0, oh++;
                             if (oh >= g->ho || ow >= g->wo) continue;
                             const int64_t at = yn + (oh * g->wo + ow) * O + nb0 * 16;
-                            const float *src = ct + j * per_call * 1024 + r * 64;
+                            const float *src = ct + j * nbc * 1024 + r * 64;
                             if (y.dtype == PR_BF16)
                                 copy_row_bf16((uint16_t *)y.data + at, src, width);
                             else
@@ -475,7 +527,14 @@ static pr_window flipped_window(const pr_window *g) {
  * (oh, ow) meets tap (kh, kw) at phase (kh % SH, kw % SW), pixel
  * (oh + kh / SH, ow + kw / SW), so every tap is a stride-1 shift of its
  * phase (at stride 1 the one phase is the padded image).  Positions G of
- * one image's phase grid: G = r * WQ + q.  xT holds the phases transposed,
+ * one image's phase grid: G = r * WQ + q.  The grid is as short as the taps
+ * allow (`wrapped_period`): where a tap of a real output would read a
+ * padding column past WQ, the position it reads instead, at the start of the
+ * next row, must be a padding column too (and likewise a padding row past
+ * HQ at the top of the next image), so that 'same' 3x3 windows share one
+ * zero column between rows and one zero row between images: (H + 1) x
+ * (W + 1) positions an image instead of (H + 2) x (W + 2), 64 instead of
+ * 81 for a 7x7 image.  xT holds the phases transposed,
  * xT[phase][c][G] (zeros past them, as far as the taps reach); P holds
  * dy(G) in pairs of positions, P[G / 2][o][G % 2], where dy(G) is dy at
  * output pixel (r, q) when r < HO and q < WO and zero otherwise (virtual
@@ -484,7 +543,7 @@ static pr_window flipped_window(const pr_window *g) {
  * A group of images (about GROUP_POSITIONS positions, so that small images
  * still give long sums per tile load and store) is built at a time in the
  * thread's buffers (in cache), its images' positions one after another: a
- * tap of a real output never reads past its own image.  Groups are dealt
+ * tap of a real output reads nothing of the next image but its zero rows.  Groups are dealt
  * round-robin to STRIPES stripes, each with its partial sums, added in
  * stripe order at the end.  (A virtual output reads real pixels with a
  * zero dy: an infinite x there makes a NaN that the exact sum would not
@@ -499,9 +558,32 @@ typedef struct {
     size_t xt, pairs, tmp, slot, partial; /* bytes */
 } flat_filter;
 
+static int outside(int64_t i, int64_t n) { return i < 0 || i >= n; }
+
+/* The shortest period P >= `out` (rows or columns of a phase grid, at most
+ * `full`, the phase's whole extent) for which every tap of every real output
+ * reads the value it would read on the full grid: a read of phase index
+ * i = o + t / s >= P lands on index i - P of the next row (or image), and
+ * both must be padding (source index i s + t % s - pad outside [0, src)). */
+static int64_t wrapped_period(int64_t src, int64_t pad, int64_t s, int64_t out, int64_t k,
+                              int64_t full) {
+    for (int64_t P = out; P < full; P++) {
+        int ok = 1;
+        for (int64_t t = 0; t < k && ok; t++)
+            for (int64_t o = 0; o < out && ok; o++) {
+                const int64_t i = o + t / s, j = i - P;
+                ok = i < P || (j < P && outside(i * s + t % s - pad, src) &&
+                               outside(j * s + t % s - pad, src));
+            }
+        if (ok) return P;
+    }
+    return full;
+}
+
 static flat_filter flat_filter_of(const pr_window *g, const padded *p) {
     flat_filter f;
-    f.hq = (p->hp + g->sh - 1) / g->sh, f.wq = (p->wp + g->sw - 1) / g->sw;
+    f.hq = wrapped_period(g->h, g->ph, g->sh, g->ho, g->kh, (p->hp + g->sh - 1) / g->sh);
+    f.wq = wrapped_period(g->w, g->pw, g->sw, g->wo, g->kw, (p->wp + g->sw - 1) / g->sw);
     f.phases = g->sh * g->sw;
     f.positions = f.hq * f.wq;
     f.group = GROUP_POSITIONS / f.positions < 1 ? 1 : GROUP_POSITIONS / f.positions;
@@ -619,25 +701,27 @@ static int backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, floa
                 const int64_t n0 = gi * f.group, nimg = g->n - n0 < f.group ? g->n - n0 : f.group;
                 const int64_t ksteps = (nimg * f.positions + 31) / 32;
                 flat_group(g, &p, &f, x, dy, n0, nimg, ksteps, slot);
-                /* SEGMENT K steps at a time, so that every tap reads them from L1 */
-                for (int64_t k0 = 0; k0 < ksteps; k0 += SEGMENT) {
-                    const int64_t nk = ksteps - k0 < SEGMENT ? ksteps - k0 : SEGMENT;
-                    for (int64_t t0 = 0; t0 < taps; t0 += 3) { /* three taps share a B tile */
-                        const int nt = (int)(taps - t0 < 3 ? taps - t0 : 3);
-                        int64_t off[3] = {0, 0, 0};
-                        for (int j = 0; j < nt; j++) {
-                            const int64_t kh = (t0 + j) / g->kw, kw = (t0 + j) % g->kw;
-                            off[j] = (kh % g->sh * g->sw + kw % g->sw) * cp * f.len +
-                                     kh / g->sh * f.wq + kw / g->sw;
-                        }
-                        for (int64_t cb = 0; cb < cp / 16; cb++)
+                for (int64_t t0 = 0; t0 < taps; t0 += 3) { /* three taps share a B tile */
+                    const int nt = (int)(taps - t0 < 3 ? taps - t0 : 3);
+                    int64_t off[3] = {0, 0, 0};
+                    for (int j = 0; j < nt; j++) {
+                        const int64_t kh = (t0 + j) / g->kw, kw = (t0 + j) % g->kw;
+                        off[j] = (kh % g->sh * g->sw + kw % g->sw) * cp * f.len +
+                                 kh / g->sh * f.wq + kw / g->sw;
+                    }
+                    /* 16 input channels of three taps: their partial sums (3 x 16 x O)
+                     * stay in cache over the group's K steps, taken SEGMENT at a time
+                     * so that every output block reads them from L1 */
+                    for (int64_t cb = 0; cb < cp / 16; cb++)
+                        for (int64_t k0 = 0; k0 < ksteps; k0 += SEGMENT) {
+                            const int64_t nk = ksteps - k0 < SEGMENT ? ksteps - k0 : SEGMENT;
                             for (int64_t ob = 0; ob < op / 16; ob++)
                                 filter_taps(xt + cb * 16 * f.len + k0 * 32, (long)(f.len * 2),
                                             off, pairs + k0 * 16 * op * 2 + ob * 32,
                                             (long)(op * 4), 16 * op * 2, nk, nt,
                                             partial + (t0 * cp + cb * 16) * op + ob * 16,
                                             cp * op, (long)(op * 4));
-                    }
+                        }
                 }
             }
         }
