@@ -900,15 +900,16 @@ def bf16_filter_chunks(rng):
 
 def amx_direct_groups(rng):
     """conv_amx.c GROUP_POSITIONS = 1024 padded positions per filter-gradient
-    group of images, SEGMENT = 8 K steps of 32 per pass over the taps,
+    group of images, SEGMENT = 16 K steps of 32 per pass over the output blocks,
     STRIPES = 8 partial sums, TILE_BYTES = 1024 (one packed B tile of 16
     output channels): 3x3 'same' convolutions whose images hold 1023, 1024,
     1025 positions ((H + 1) x (W + 1): rows and images share a zero column and
-    row, conv_amx.c's wrapped_period; groups of one image) and 224, 256, 288
-    (7, 8, 9 K steps); 9 and 10 groups (more than the stripes); 15, 17 and 65
-    output channels."""
-    for n, h, w, o in ((2, 30, 32, 16), (2, 31, 31, 17), (2, 24, 40, 15), (1, 13, 15, 16),
-                       (1, 15, 15, 16), (1, 15, 17, 65), (9, 22, 22, 16), (10, 22, 22, 17)):
+    row, conv_amx.c's wrapped_period; groups of one image) and 480, 512, 544
+    (15, 16, 17 K steps); 9 and 10 groups (more than the stripes); 15, 17 and
+    65 output channels (one, two and five blocks: pairs of blocks and a lone
+    one)."""
+    for n, h, w, o in ((2, 30, 32, 16), (2, 31, 31, 17), (2, 24, 40, 15), (1, 19, 23, 16),
+                       (1, 15, 31, 16), (1, 16, 31, 65), (9, 22, 22, 16), (10, 22, 22, 17)):
         _bf16_conv_all_passes(rng, (n, h, w, 16), (3, 3, 16, o), 1, True,
                               f"{n}x{h}x{w} o{o}", "amx_direct_bf16")
 

@@ -36,7 +36,7 @@
  * Filter gradient.  dw[tap] (CP x O) = x_tap^T (CP x M) . dy (M x O)
  * summed over the output pixels a few images at a time: the images
  * transposed (channels x positions, the A tiles, so a tap is a shift of the
- * tile's start) and dy in pairs of positions (the B tiles, shared by three
+ * tile's start) and dy in pairs of positions (the B tiles, shared by two
  * taps), both built in the thread's buffers; at stride s each image is
  * first split into s x s phases, in each of which every tap is a stride-1
  * shift (see "filter gradient" below).  Groups of images are dealt
@@ -46,8 +46,8 @@
  * Tiles of the forward pass: 0-3 products (16 x 16 float32); 4 and 5 A (16
  * x 32 bfloat16), 6 and 7 B (16 pairs x 16); with a lone 16-channel tap
  * (forward_config), 4 A, 5 A of that tap (16 x 16), 6 B, 7 B of that tap
- * (8 pairs x 16).  Of the filter gradient: 0-2 products, 3-5 A, 6 and 7 B
- * in turn.
+ * (8 pairs x 16).  Of the filter gradient: 0-3 products (two taps x two
+ * blocks of 16 output channels), 4 and 5 A (the two taps), 6 and 7 B.
  */
 #include "conv_amx.h"
 
@@ -64,7 +64,7 @@
 
 #define STRIPES 8  /* partial filter gradients */
 #define TILE_BYTES 1024 /* one packed B tile: 16 pairs of rows x 16 columns of bfloat16 */
-#define SEGMENT 8  /* K steps of the filter gradient per pass over the taps */
+#define SEGMENT 16 /* K steps of the filter gradient per pass over the output blocks */
 #define GROUP_POSITIONS 1024 /* positions of the filter gradient's groups of images */
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -294,37 +294,37 @@ TARGET_AMX static void forward_tiles2x2(const uint16_t *const *a, int nblk, long
     if (nblk > 1 && nbc > 1) _tile_stored(3, ct + 3 * 1024, 256);
 }
 
-/* Accumulate ksteps products into nt (<= 3) tiles of partial sums, tile j
- * at pt + j * pt_step (row stride sp bytes), one per tap: A tiles at
- * a + off[j] + k * 32 (row stride sa bytes; tiles 3, 4, 5), the B tile at
- * b + k * b_step (row stride sb bytes; tiles 6 and 7 in turn), shared by
- * the taps.  Every tile register is reloaded only two products after its
- * last reader, so loads overlap the products (AMX does not rename tiles). */
+/* Accumulate ksteps products into nt (<= 2) taps x nob (<= 2) output
+ * blocks of partial sums, tile (tap j, block i) at pt + j * pt_step + i * 16
+ * (row stride sp bytes): A tiles at a + off[j] + k * 32 (row stride sa
+ * bytes; tiles 4 and 5), B tiles at b + k * b_step + i * 32 (row stride sb
+ * bytes; tiles 6 and 7).  Each A and B load serves two products. */
 TARGET_AMX static void filter_taps(const uint16_t *a, long sa, const int64_t *off,
-                                   const uint16_t *b, long sb, int64_t b_step, int64_t ksteps,
-                                   int nt, float *pt, int64_t pt_step, long sp) {
-#define LD(j) if (nt > (j)) _tile_loadd(j, pt + (j) * pt_step, sp);
-#define DP(j, A, B) if (nt > (j)) { _tile_loadd(A, ak + off[j], sa); _tile_dpbf16ps(j, A, B); }
-#define ST(j) if (nt > (j)) _tile_stored(j, pt + (j) * pt_step, sp);
-    LD(0) LD(1) LD(2)
-    int64_t k = 0;
-    for (; k + 2 <= ksteps; k += 2) {
-        const uint16_t *ak = a + k * 32;
-        _tile_loadd(6, b + k * b_step, sb);
-        DP(0, 3, 6) DP(1, 4, 6) DP(2, 5, 6)
-        ak += 32;
-        _tile_loadd(7, b + (k + 1) * b_step, sb);
-        DP(0, 3, 7) DP(1, 4, 7) DP(2, 5, 7)
+                                      const uint16_t *b, long sb, int64_t b_step, int64_t ksteps,
+                                      int nt, int nob, float *pt, int64_t pt_step, long sp) {
+    _tile_loadd(0, pt, sp);
+    if (nob > 1) _tile_loadd(1, pt + 16, sp);
+    if (nt > 1) _tile_loadd(2, pt + pt_step, sp);
+    if (nt > 1 && nob > 1) _tile_loadd(3, pt + pt_step + 16, sp);
+    for (int64_t k = 0; k < ksteps; k++) {
+        const uint16_t *ak = a + k * 32, *bk = b + k * b_step;
+        _tile_loadd(4, ak + off[0], sa);
+        _tile_loadd(6, bk, sb);
+        _tile_dpbf16ps(0, 4, 6);
+        if (nob > 1) {
+            _tile_loadd(7, bk + 32, sb);
+            _tile_dpbf16ps(1, 4, 7);
+        }
+        if (nt > 1) {
+            _tile_loadd(5, ak + off[1], sa);
+            _tile_dpbf16ps(2, 5, 6);
+            if (nob > 1) _tile_dpbf16ps(3, 5, 7);
+        }
     }
-    if (k < ksteps) {
-        const uint16_t *ak = a + k * 32;
-        _tile_loadd(6, b + k * b_step, sb);
-        DP(0, 3, 6) DP(1, 4, 6) DP(2, 5, 6)
-    }
-    ST(0) ST(1) ST(2)
-#undef LD
-#undef DP
-#undef ST
+    _tile_stored(0, pt, sp);
+    if (nob > 1) _tile_stored(1, pt + 16, sp);
+    if (nt > 1) _tile_stored(2, pt + pt_step, sp);
+    if (nt > 1 && nob > 1) _tile_stored(3, pt + pt_step + 16, sp);
 }
 
 #define TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
@@ -390,8 +390,8 @@ static void forward_tiles2x2(const uint16_t *const *a, int nblk, long sa, const 
                              int64_t nks, const uint16_t *wp, int64_t nbs_all, int64_t nb0,
                              int nbc, float *ct) {}
 static void filter_taps(const uint16_t *a, long sa, const int64_t *off, const uint16_t *b,
-                        long sb, int64_t b_step, int64_t ksteps, int nt, float *pt,
-                        int64_t pt_step, long sp) {}
+                           long sb, int64_t b_step, int64_t ksteps, int nt, int nob, float *pt,
+                           int64_t pt_step, long sp) {}
 static void copy_row(float *dst, const float *src, int64_t width) {
     for (int64_t i = 0; i < width; i++) dst[i] = src[i / 16 * 1024 + i % 16];
 }
@@ -701,26 +701,27 @@ static int backprop_filter(const pr_window *g, pr_operand x, pr_operand dy, floa
                 const int64_t n0 = gi * f.group, nimg = g->n - n0 < f.group ? g->n - n0 : f.group;
                 const int64_t ksteps = (nimg * f.positions + 31) / 32;
                 flat_group(g, &p, &f, x, dy, n0, nimg, ksteps, slot);
-                for (int64_t t0 = 0; t0 < taps; t0 += 3) { /* three taps share a B tile */
-                    const int nt = (int)(taps - t0 < 3 ? taps - t0 : 3);
-                    int64_t off[3] = {0, 0, 0};
+                for (int64_t t0 = 0; t0 < taps; t0 += 2) { /* two taps share each B tile */
+                    const int nt = (int)(taps - t0 < 2 ? taps - t0 : 2);
+                    int64_t off[2] = {0, 0};
                     for (int j = 0; j < nt; j++) {
                         const int64_t kh = (t0 + j) / g->kw, kw = (t0 + j) % g->kw;
                         off[j] = (kh % g->sh * g->sw + kw % g->sw) * cp * f.len +
                                  kh / g->sh * f.wq + kw / g->sw;
                     }
-                    /* 16 input channels of three taps: their partial sums (3 x 16 x O)
+                    /* 16 input channels of two taps: their partial sums (2 x 16 x O)
                      * stay in cache over the group's K steps, taken SEGMENT at a time
-                     * so that every output block reads them from L1 */
+                     * so that every pair of output blocks reads them from L1 */
                     for (int64_t cb = 0; cb < cp / 16; cb++)
                         for (int64_t k0 = 0; k0 < ksteps; k0 += SEGMENT) {
                             const int64_t nk = ksteps - k0 < SEGMENT ? ksteps - k0 : SEGMENT;
-                            for (int64_t ob = 0; ob < op / 16; ob++)
+                            for (int64_t ob = 0; ob < op / 16; ob += 2)
                                 filter_taps(xt + cb * 16 * f.len + k0 * 32, (long)(f.len * 2),
-                                            off, pairs + k0 * 16 * op * 2 + ob * 32,
-                                            (long)(op * 4), 16 * op * 2, nk, nt,
-                                            partial + (t0 * cp + cb * 16) * op + ob * 16,
-                                            cp * op, (long)(op * 4));
+                                               off, pairs + k0 * 16 * op * 2 + ob * 32,
+                                               (long)(op * 4), 16 * op * 2, nk, nt,
+                                               op / 16 - ob < 2 ? 1 : 2,
+                                               partial + (t0 * cp + cb * 16) * op + ob * 16,
+                                               cp * op, (long)(op * 4));
                         }
                 }
             }
