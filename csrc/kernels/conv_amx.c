@@ -24,8 +24,9 @@
  * half-width tiles, two pixel blocks sharing each B tile (one output-
  * channel block at a time), or one or two pixel blocks each meeting all of
  * two or three output-channel blocks (forward_tiles); each finished tile
- * is stored to a small buffer and its valid rows copied out.  Each output is one tile row's sum, so the order of its
- * sums never depends on the thread count.
+ * is stored to a small buffer and its valid rows copied out.  Each output
+ * is one tile row's sum, so the order of its sums never depends on the
+ * thread count.
  *
  * Input gradient: the stride-1 forward convolution of dy, padded by
  * (KH-1-ph, KW-1-pw) and at stride s > 1 spread out (s - 1 zeros between
@@ -300,8 +301,8 @@ TARGET_AMX static void forward_tiles2x2(const uint16_t *const *a, int nblk, long
  * bytes; tiles 4 and 5), B tiles at b + k * b_step + i * 32 (row stride sb
  * bytes; tiles 6 and 7).  Each A and B load serves two products. */
 TARGET_AMX static void filter_taps(const uint16_t *a, long sa, const int64_t *off,
-                                      const uint16_t *b, long sb, int64_t b_step, int64_t ksteps,
-                                      int nt, int nob, float *pt, int64_t pt_step, long sp) {
+                                   const uint16_t *b, long sb, int64_t b_step, int64_t ksteps,
+                                   int nt, int nob, float *pt, int64_t pt_step, long sp) {
     _tile_loadd(0, pt, sp);
     if (nob > 1) _tile_loadd(1, pt + 16, sp);
     if (nt > 1) _tile_loadd(2, pt + pt_step, sp);
@@ -390,8 +391,8 @@ static void forward_tiles2x2(const uint16_t *const *a, int nblk, long sa, const 
                              int64_t nks, const uint16_t *wp, int64_t nbs_all, int64_t nb0,
                              int nbc, float *ct) {}
 static void filter_taps(const uint16_t *a, long sa, const int64_t *off, const uint16_t *b,
-                           long sb, int64_t b_step, int64_t ksteps, int nt, int nob, float *pt,
-                           int64_t pt_step, long sp) {}
+                        long sb, int64_t b_step, int64_t ksteps, int nt, int nob, float *pt,
+                        int64_t pt_step, long sp) {}
 static void copy_row(float *dst, const float *src, int64_t width) {
     for (int64_t i = 0; i < width; i++) dst[i] = src[i / 16 * 1024 + i % 16];
 }
@@ -543,9 +544,9 @@ static pr_window flipped_window(const pr_window *g) {
  * A group of images (about GROUP_POSITIONS positions, so that small images
  * still give long sums per tile load and store) is built at a time in the
  * thread's buffers (in cache), its images' positions one after another: a
- * tap of a real output reads nothing of the next image but its zero rows.  Groups are dealt
- * round-robin to STRIPES stripes, each with its partial sums, added in
- * stripe order at the end.  (A virtual output reads real pixels with a
+ * tap of a real output reads nothing of the next image but its zero rows.
+ * Groups are dealt round-robin to STRIPES stripes, each with its partial
+ * sums, added in stripe order at the end.  (A virtual output reads real pixels with a
  * zero dy: an infinite x there makes a NaN that the exact sum would not
  * have, in the taps of its row's edge columns or, under 'valid', of columns
  * no window uses; finite inputs are unaffected.  The forward pass and the
