@@ -225,6 +225,14 @@ static const pr_amx_tiles forward_config = {
 #define TARGET_AMX \
     __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
 
+/* Product tiles 0-3 to zero. */
+TARGET_AMX static inline void zero_products(void) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+}
+
 /* Product tiles t < nblk * nbs (<= 4) of nblk blocks of 16 output pixels
  * (block j's first input pixel at a[j], row stride sa bytes) and nbs
  * blocks of 16 output channels from nb0: tile t is pixel block t / nbs,
@@ -241,10 +249,7 @@ TARGET_AMX static void forward_tiles(const uint16_t *const *a, int nblk, long sa
         if ((t) == 0 || nbs > 1) _tile_loadd(B, b + (t) % nbs * 512, 64);        \
         _tile_dpbf16ps(t, A, B);                                                 \
     }
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
+    zero_products();
     for (int64_t s = 0; s < nks; s++) {
         const uint16_t *b = wp + (s * nbs_all + nb0) * 512;
         const int64_t off = ks[s].offset;
@@ -269,10 +274,7 @@ TARGET_AMX static void forward_tiles(const uint16_t *const *a, int nblk, long sa
 TARGET_AMX static void forward_tiles2x2(const uint16_t *const *a, int nblk, long sa,
                                         const kstep *ks, int64_t nks, const uint16_t *wp,
                                         int64_t nbs_all, int64_t nb0, int nbc, float *ct) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
+    zero_products();
     for (int64_t s = 0; s < nks; s++) {
         const uint16_t *b = wp + (s * nbs_all + nb0) * 512;
         const int64_t off = ks[s].offset;
